@@ -1,0 +1,57 @@
+"""Errors raised by mmsp_notebook.
+
+Hierarchy (every class is exported from ``mmsp_notebook``)::
+
+    MMSPNotebookError            base of everything this package raises itself
+    ├── ProtocolError            a stream broke the UniEvent grammar (index + reason)
+    ├── OptionError              a bad magic option, config key or argument
+    ├── DemoServerError          the demo model server cannot start or was misused
+    └── TurnError                a turn did not complete and strict mode asked to raise
+
+Errors of the ``mmsp`` library itself (``UpstreamError``, ``IncompleteStreamError``,
+``ToolCallArgumentParseError``, ...) are never wrapped: a turn records them as they are, and
+strict mode raises :class:`TurnError` with the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "DemoServerError", "TurnError"]
+
+
+class MMSPNotebookError(Exception):
+    """Base class of the errors mmsp_notebook raises itself."""
+
+
+class ProtocolError(MMSPNotebookError, ValueError):
+    """A stream of UniEvents broke the grammar of the streaming protocol.
+
+    ``index`` is the 0-based position of the offending event in the stream, ``reason`` says what
+    was wrong, ``event`` is the offending event (as received).
+    """
+
+    def __init__(self, index: int, reason: str, event: Any = None) -> None:
+        self.index = index
+        self.reason = reason
+        self.event = event
+        super().__init__(f"event {index}: {reason}")
+
+
+class OptionError(MMSPNotebookError, ValueError):
+    """A malformed option, configuration value or argument (a one-line message, no traceback)."""
+
+
+class DemoServerError(MMSPNotebookError, RuntimeError):
+    """The demo model server could not start, or was asked for something it refuses."""
+
+
+class TurnError(MMSPNotebookError, RuntimeError):
+    """A turn ended in error, incomplete or cancelled, and strict mode asked to raise.
+
+    ``turn`` is the result object, with its partial content; ``__cause__`` is the original error.
+    """
+
+    def __init__(self, message: str, turn: Any = None) -> None:
+        self.turn = turn
+        super().__init__(message)

@@ -1,0 +1,495 @@
+"""Turn state: a pure accumulator of one streamed model response.
+
+:class:`TurnState` consumes the UniEvents an ``mmsp`` client yields, one at a time, and keeps
+everything a view or an analysis needs: the items in stream order (kind, status, content so far,
+the ``.done`` item, fidelity), usage and finish reason from the stop event, a status, and timing
+marks from a monotonic clock. It checks the streaming grammar as it goes::
+
+    stream := delta_event* stop_event
+    items  := group*            one content item per delta event, in order
+    group  := K.delta+ K.done   K = text | thinking | tool_call | inline_data | inline_thinking | embedding
+
+A violation raises :class:`~mmsp_notebook.ProtocolError` naming the event's index and what was
+wrong; the state then has status ``"error"`` and everything that arrived before stays readable.
+
+This module imports nothing from IPython, widgets or pandas.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from ._errors import ProtocolError
+
+__all__ = ["TurnState", "ItemState", "ToolRun", "Status", "classify_exception"]
+
+Status = Literal["streaming", "complete", "incomplete", "error", "cancelled"]
+
+# the field each kind's deltas grow
+GROWING_FIELD = {
+    "text": "text",
+    "thinking": "thinking",
+    "tool_call": "arguments",
+    "inline_data": "data",
+    "inline_thinking": "data",
+    "embedding": "embedding",
+}
+FINISH_REASONS = ("stop", "length", "tool_call", "unknown")
+_USAGE_KEYS = ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens")
+
+
+@dataclass
+class ToolRun:
+    """What running a tool call's Python function gave: a value or an exception, and how long."""
+
+    name: str
+    tool_call_id: str
+    arguments: dict[str, Any]
+    output: str = ""
+    error: str | None = None  # "TypeName: message" when the function raised
+    started: float = 0.0
+    ended: float | None = None
+    value: Any = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.ended is None else self.ended - self.started
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class ItemState:
+    """One content item of the stream: its group of deltas and, once it arrives, its ``.done``."""
+
+    index: int
+    kind: str
+    started: float
+    status: Literal["streaming", "done"] = "streaming"
+    chunks: list[Any] = field(default_factory=list)
+    size: int = 0  # characters, bytes or dimensions so far
+    name: str = ""
+    tool_call_id: str = ""
+    mime_type: str = ""
+    fidelity: dict[str, Any] | None = None
+    done: dict[str, Any] | None = None
+    ended: float | None = None
+    tool_run: ToolRun | None = None
+    _joined: Any = None
+    _joined_n: int = -1
+
+    def content(self) -> Any:
+        """The content so far: ``str`` (text, thinking, raw tool arguments), ``bytes``, or a vector."""
+        if self._joined_n != len(self.chunks):
+            if self.kind in ("inline_data", "inline_thinking"):
+                self._joined = b"".join(self.chunks)
+            elif self.kind == "embedding":
+                self._joined = [value for chunk in self.chunks for value in chunk]
+            elif all(isinstance(chunk, str) for chunk in self.chunks):
+                self._joined = "".join(self.chunks)
+            else:
+                self._joined = list(self.chunks)
+            self._joined_n = len(self.chunks)
+        return self._joined
+
+    @property
+    def text(self) -> str:
+        return self.content() if self.kind in ("text", "thinking", "tool_call") else ""
+
+    @property
+    def arguments(self) -> dict[str, Any] | None:
+        """The parsed arguments of a tool call, from its ``.done`` item."""
+        return self.done.get("arguments") if self.done is not None and self.kind == "tool_call" else None
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the item's first delta to its ``.done`` (``None`` while it streams)."""
+        return None if self.ended is None else self.ended - self.started
+
+    @property
+    def norm(self) -> float | None:
+        if self.kind != "embedding":
+            return None
+        return math.sqrt(sum(float(v) * float(v) for v in self.content()))
+
+
+def classify_exception(exc: BaseException, events_seen: int) -> Status:
+    """The status a stream that raised ``exc`` ends in.
+
+    A stream that ended without its stop event is ``incomplete``: mmsp's ``IncompleteStreamError``,
+    or a connection lost once events had begun to arrive. A cancellation (an abort, an interrupt)
+    is ``cancelled``. Anything else is ``error``.
+    """
+    import asyncio
+
+    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+        return "cancelled"
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if "IncompleteStreamError" in names:
+        return "incomplete"
+    transport = {"TransportError", "APIConnectionError", "RemoteProtocolError", "ReadError", "ConnectionError"}
+    if events_seen and names & transport:
+        return "incomplete"
+    return "error"
+
+
+class TurnState:
+    """The state of one streamed response, built one UniEvent at a time.
+
+    Args:
+        clock: A monotonic clock in seconds (``time.monotonic`` by default); injectable for tests.
+        wall: A wall clock in seconds since the epoch, used for ``started_at`` only.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._wall = wall
+        self.items: list[ItemState] = []
+        self.events: list[dict[str, Any]] = []
+        self.event_times: list[float] = []
+        self.status: Status = "streaming"
+        self.usage: dict[str, Any] | None = None
+        self.finish_reason: str | None = None
+        self.created_at: int | None = None
+        self.stop_event: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self.request_sent: float | None = None
+        self.started_at: float | None = None  # wall clock, seconds
+        self.first_event: float | None = None
+        self.first_delta: float | None = None
+        self.stopped: float | None = None
+        self.ended: float | None = None
+        self.version = 0  # bumped on every change, for views that poll
+
+    # ------------------------------------------------------------------ feeding
+    def mark_request_sent(self) -> None:
+        """Record the moment the request goes out (time to first token counts from here)."""
+        self.request_sent = self._clock()
+        self.started_at = self._wall()
+
+    @property
+    def open_item(self) -> ItemState | None:
+        """The item whose group is open (its ``.done`` not yet arrived)."""
+        if self.items and self.items[-1].status == "streaming":
+            return self.items[-1]
+        return None
+
+    def _violation(self, index: int, reason: str, event: Any) -> ProtocolError:
+        error = ProtocolError(index, reason, event)
+        self.status = "error"
+        self.error = error
+        self.ended = self._clock()
+        self.version += 1
+        return error
+
+    def feed(self, event: dict[str, Any]) -> ItemState | None:
+        """Consume one UniEvent; returns the item it touched (``None`` for the stop event).
+
+        Raises:
+            ProtocolError: The event breaks the grammar; the state is then ``"error"``.
+        """
+        index = len(self.events)
+        now = self._clock()
+        if self.request_sent is None:
+            self.request_sent = now
+            self.started_at = self._wall()
+        if self.status != "streaming":
+            if self.stop_event is not None:
+                what = "a second stop event" if _is(event, "event_type", "stop") else "an event after the stop event"
+                raise self._violation(index, f"{what}: the stop event is always the last", event)
+            raise self._violation(index, f"an event after the stream ended ({self.status})", event)
+        if not isinstance(event, dict):
+            raise self._violation(index, f"an event must be a dict, not {type(event).__name__}", event)
+        event_type = event.get("event_type")
+        items = event.get("content_items")
+        if not isinstance(items, list):
+            raise self._violation(index, "content_items must be a list", event)
+        if self.first_event is None:
+            self.first_event = now
+
+        if event_type == "stop":
+            return self._stop(index, event, items, now)
+        if event_type != "delta":
+            raise self._violation(index, f"unknown event_type {event_type!r} (expected 'delta' or 'stop')", event)
+        if event.get("usage_metadata") is not None:
+            raise self._violation(index, "a delta event carries usage_metadata (usage comes on the stop event only)", event)
+        if event.get("finish_reason") is not None:
+            raise self._violation(index, "a delta event carries a finish_reason (it comes on the stop event only)", event)
+        if len(items) != 1:
+            raise self._violation(index, f"a delta event carries exactly one content item, not {len(items)}", event)
+        item = items[0]
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise self._violation(index, "a content item must be a dict with a 'type'", event)
+        kind, dot, phase = item["type"].rpartition(".")
+        if not dot or phase not in ("delta", "done") or not kind:
+            raise self._violation(index, f"item type {item['type']!r} is neither K.delta nor K.done", event)
+
+        current = self.open_item
+        if phase == "delta":
+            touched = self._delta(index, event, item, kind, current, now)
+        else:
+            touched = self._done(index, event, item, kind, current, now)
+        self.events.append(event)
+        self.event_times.append(now)
+        if event.get("created_at") is not None:
+            self.created_at = event["created_at"]
+        self.version += 1
+        return touched
+
+    def _delta(self, index: int, event: dict, item: dict, kind: str, current: ItemState | None, now: float) -> ItemState:
+        fidelity = item.get("fidelity")
+        if current is not None and current.kind != kind:
+            raise self._violation(
+                index,
+                f"interleaved groups: {item['type']} arrived while the {current.kind} item {current.index} is open "
+                f"(a group ends with its {current.kind}.done before the next begins)",
+                event,
+            )
+        if kind == "tool_call":
+            name = item.get("name") or ""
+            call_id = item.get("tool_call_id") or ""
+            if current is None and not (name and call_id):
+                raise self._violation(
+                    index, "the first tool_call.delta of a call must carry its name and tool_call_id", event
+                )
+            if current is not None and (name or call_id):
+                raise self._violation(
+                    index,
+                    f"tool_call.delta with a name or id inside the open call {current.index}: "
+                    "the previous call was not closed by its tool_call.done",
+                    event,
+                )
+        growing = GROWING_FIELD.get(kind)
+        chunk = item.get(growing) if growing else {k: v for k, v in item.items() if k not in ("type", "fidelity")}
+        if growing and chunk is None:
+            chunk = b"" if kind in ("inline_data", "inline_thinking") else ([] if kind == "embedding" else "")
+        if current is None:
+            if self.first_delta is None:
+                self.first_delta = now
+            current = ItemState(index=len(self.items), kind=kind, started=now)
+            current.name = item.get("name") or ""
+            current.tool_call_id = item.get("tool_call_id") or ""
+            current.mime_type = item.get("mime_type") or ""
+            self.items.append(current)
+        elif fidelity and current.fidelity is not None and fidelity != current.fidelity:
+            raise self._violation(index, f"item {current.index} carried two different fidelity payloads", event)
+        if fidelity:
+            current.fidelity = dict(fidelity)
+        if not current.mime_type and item.get("mime_type"):
+            current.mime_type = item["mime_type"]
+        current.chunks.append(chunk)
+        current.size += _size(chunk)
+        return current
+
+    def _done(self, index: int, event: dict, item: dict, kind: str, current: ItemState | None, now: float) -> ItemState:
+        if current is None:
+            raise self._violation(index, f"{item['type']} without any {kind}.delta before it", event)
+        if current.kind != kind:
+            raise self._violation(
+                index, f"{item['type']} closes the open {current.kind} item {current.index} (a .done of another kind)", event
+            )
+        growing = GROWING_FIELD.get(kind)
+        if growing in ("text", "thinking", "data") and item.get(growing) is not None:
+            joined = current.content()
+            if item[growing] != joined:
+                raise self._violation(
+                    index, f"{item['type']} does not equal the concatenation of its {kind}.delta fragments", event
+                )
+        elif kind == "embedding" and item.get("embedding") is not None and list(item["embedding"]) != current.content():
+            raise self._violation(index, "embedding.done does not equal its embedding.delta", event)
+        if kind == "tool_call":
+            if not isinstance(item.get("arguments"), dict):
+                raise self._violation(index, "tool_call.done must carry its arguments parsed into an object", event)
+            if item.get("name") and current.name and item["name"] != current.name:
+                raise self._violation(index, "tool_call.done names another tool than its first delta", event)
+        if current.fidelity is not None and item.get("fidelity") not in (None, current.fidelity):
+            raise self._violation(index, f"{item['type']} carries another fidelity than its deltas", event)
+        current.done = item
+        current.status = "done"
+        current.ended = now
+        if item.get("fidelity"):
+            current.fidelity = dict(item["fidelity"])
+        if item.get("name"):
+            current.name = item["name"]
+        if item.get("tool_call_id"):
+            current.tool_call_id = item["tool_call_id"]
+        if item.get("mime_type"):
+            current.mime_type = item["mime_type"]
+        return current
+
+    def _stop(self, index: int, event: dict, items: list, now: float) -> None:
+        if items:
+            raise self._violation(index, "the stop event carries no content items", event)
+        current = self.open_item
+        if current is not None:
+            raise self._violation(
+                index, f"the stop event arrived while the {current.kind} item {current.index} is open (no .done)", event
+            )
+        usage = event.get("usage_metadata")
+        if not isinstance(usage, dict):
+            raise self._violation(index, "the stop event must carry usage_metadata", event)
+        reason = event.get("finish_reason")
+        if not isinstance(reason, str) or not reason:
+            raise self._violation(index, "the stop event must carry a finish_reason", event)
+        self.usage = dict(usage)
+        self.finish_reason = reason
+        self.stop_event = event
+        self.created_at = event.get("created_at")
+        self.stopped = self.ended = now
+        self.status = "complete"
+        self.events.append(event)
+        self.event_times.append(now)
+        self.version += 1
+        return None
+
+    # ------------------------------------------------------------------ ending
+    def finish(self) -> Status:
+        """The stream iterator ended: ``complete`` after a stop event, ``incomplete`` otherwise."""
+        if self.status == "streaming":
+            self.status = "incomplete"
+            self.ended = self._clock()
+            self.version += 1
+        return self.status
+
+    def fail(self, exc: BaseException) -> Status:
+        """The stream raised ``exc``: record it and end in ``incomplete``, ``cancelled`` or ``error``."""
+        if self.status not in ("streaming",) and self.error is exc:
+            return self.status
+        self.error = exc
+        self.status = classify_exception(exc, len(self.events))
+        usage = getattr(exc, "usage_metadata", None)
+        if self.usage is None and isinstance(usage, dict):
+            self.usage = dict(usage)
+        reason = getattr(exc, "finish_reason", None)
+        if self.finish_reason is None and isinstance(reason, str):
+            self.finish_reason = reason
+        self.ended = self._clock()
+        self.version += 1
+        return self.status
+
+    def cancel(self, reason: str = "cancelled") -> Status:
+        """The user stopped the turn."""
+        if self.status == "streaming":
+            import asyncio
+
+            return self.fail(asyncio.CancelledError(reason))
+        return self.status
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def done(self) -> bool:
+        return self.status != "streaming"
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message: every ``.done`` item in order with the stop event's usage.
+
+        Equal to what ``mmsp``'s ``concat_uni_events_to_uni_message`` builds from the same events.
+        """
+        stop = self.stop_event
+        return {
+            "role": "assistant",
+            "content_items": [item.done for item in self.items if item.done is not None],
+            "usage_metadata": stop["usage_metadata"] if stop else None,
+            "finish_reason": stop["finish_reason"] if stop else None,
+            "created_at": stop.get("created_at") if stop else None,
+        }
+
+    def items_of(self, *kinds: str) -> list[ItemState]:
+        return [item for item in self.items if item.kind in kinds]
+
+    @property
+    def text(self) -> str:
+        return "".join(item.content() for item in self.items_of("text"))
+
+    @property
+    def thinking(self) -> str:
+        return "".join(item.content() for item in self.items_of("thinking"))
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else type(self.error).__name__
+
+    @property
+    def error_message(self) -> str | None:
+        return None if self.error is None else (str(self.error) or type(self.error).__name__)
+
+    @property
+    def ttft(self) -> float | None:
+        """Seconds from the request to the first content delta."""
+        if self.first_delta is None or self.request_sent is None:
+            return None
+        return self.first_delta - self.request_sent
+
+    @property
+    def total(self) -> float | None:
+        """Seconds from the request to the stop event (or to the end, for a stream that failed)."""
+        if self.request_sent is None:
+            return None
+        end = self.ended if self.ended is not None else self._clock()
+        return end - self.request_sent
+
+    @property
+    def output_tokens(self) -> int | None:
+        if not self.usage:
+            return None
+        values = [self.usage.get(k) for k in ("thoughts_tokens", "response_tokens")]
+        if all(v is None for v in values):
+            return None
+        return sum(v or 0 for v in values)
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Output tokens over the decode window (first delta to stop)."""
+        tokens = self.output_tokens
+        if tokens is None or self.first_delta is None or self.ended is None:
+            return None
+        window = self.ended - self.first_delta
+        return tokens / window if window > 0 else None
+
+    def timings(self) -> dict[str, Any]:
+        """Derived timings in seconds: ttft, total, tokens/s and each item's duration."""
+        return {
+            "ttft": self.ttft,
+            "total": self.total,
+            "tokens_per_second": self.tokens_per_second,
+            "items": [
+                {
+                    "index": item.index,
+                    "kind": item.kind,
+                    "start": None if self.request_sent is None else item.started - self.request_sent,
+                    "duration": item.duration,
+                }
+                for item in self.items
+            ],
+        }
+
+    def sidecar_events(self) -> list[list[Any]]:
+        """``[ms since request, item type or "stop", size]`` per event, for the timing sidecar."""
+        base = self.request_sent if self.request_sent is not None else (self.event_times[0] if self.event_times else 0.0)
+        out: list[list[Any]] = []
+        for event, at in zip(self.events, self.event_times):
+            ms = round((at - base) * 1000.0, 3)
+            if event.get("event_type") == "stop":
+                out.append([ms, "stop", 0])
+                continue
+            item = event["content_items"][0]
+            kind = item["type"].rpartition(".")[0]
+            out.append([ms, item["type"], _size(item.get(GROWING_FIELD.get(kind, ""), ""))])
+        return out
+
+
+def _is(event: Any, key: str, value: Any) -> bool:
+    return isinstance(event, dict) and event.get(key) == value
+
+
+def _size(chunk: Any) -> int:
+    if isinstance(chunk, (str, bytes, bytearray, list)):
+        return len(chunk)
+    if isinstance(chunk, dict):
+        return len(chunk)
+    return 0

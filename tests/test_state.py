@@ -1,0 +1,245 @@
+"""The pure turn-state core: grammar checks, statuses, timings, and equality with mmsp's own concat."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mmsp import IncompleteStreamError, UpstreamError
+from mmsp.base_client import LLMClient
+
+from mmsp_notebook import ProtocolError
+from mmsp_notebook._state import TurnState
+
+
+def delta(item):
+    return {"role": "assistant", "event_type": "delta", "content_items": [item], "usage_metadata": None,
+            "finish_reason": None, "created_at": 1}
+
+
+def stop(reason="stop", usage=None):
+    usage = usage or {"cached_tokens": 0, "prompt_tokens": 10, "thoughts_tokens": 3, "response_tokens": 5}
+    return {"role": "assistant", "event_type": "stop", "content_items": [], "usage_metadata": usage,
+            "finish_reason": reason, "created_at": 2}
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def weather_stream():
+    return [
+        delta({"type": "thinking.delta", "thinking": "Let me"}),
+        delta({"type": "thinking.delta", "thinking": " check"}),
+        delta({"type": "thinking.delta", "thinking": "", "fidelity": {"signature": "sig"}}),
+        delta({"type": "thinking.done", "thinking": "Let me check", "fidelity": {"signature": "sig"}}),
+        delta({"type": "tool_call.delta", "name": "get_weather", "tool_call_id": "toolu_1", "arguments": ""}),
+        delta({"type": "tool_call.delta", "name": "", "tool_call_id": "", "arguments": '{"location": '}),
+        delta({"type": "tool_call.delta", "name": "", "tool_call_id": "", "arguments": '"Paris"}'}),
+        delta({"type": "tool_call.done", "name": "get_weather", "tool_call_id": "toolu_1",
+               "arguments": {"location": "Paris"}}),
+        stop("tool_call"),
+    ]
+
+
+def test_seed_example_builds_items_usage_and_message():
+    state = TurnState()
+    for event in weather_stream():
+        state.feed(event)
+    assert state.status == "complete"
+    assert [i.kind for i in state.items] == ["thinking", "tool_call"]
+    thinking, call = state.items
+    assert thinking.content() == "Let me check" and thinking.fidelity == {"signature": "sig"}
+    assert call.name == "get_weather" and call.tool_call_id == "toolu_1"
+    assert call.content() == '{"location": "Paris"}' and call.arguments == {"location": "Paris"}
+    assert state.finish_reason == "tool_call" and state.usage["prompt_tokens"] == 10
+    assert state.message() == LLMClient.concat_uni_events_to_uni_message(None, state.events)
+
+
+def test_partial_content_is_readable_while_streaming():
+    state = TurnState()
+    state.feed(delta({"type": "text.delta", "text": "Hel"}))
+    state.feed(delta({"type": "text.delta", "text": "lo"}))
+    assert state.status == "streaming"
+    assert state.items[0].status == "streaming" and state.items[0].content() == "Hello"
+    assert state.open_item is state.items[0]
+    assert state.message()["content_items"] == []
+
+
+@pytest.mark.parametrize(
+    "events, index, words",
+    [
+        ([delta({"type": "text.delta", "text": "a"}), delta({"type": "thinking.delta", "thinking": "b"})], 1, "interleaved"),
+        ([delta({"type": "text.delta", "text": "a"}), delta({"type": "thinking.done", "thinking": "a"})], 1, "another kind"),
+        ([delta({"type": "text.delta", "text": "a"}), delta({"type": "text.done", "text": "a"}), stop(), stop()], 3, "second stop"),
+        ([delta({"type": "text.delta", "text": "a"}), delta({"type": "text.done", "text": "a"}), stop(),
+          delta({"type": "text.delta", "text": "b"})], 3, "after the stop"),
+        ([{**delta({"type": "text.delta", "text": "a"}), "usage_metadata": {"prompt_tokens": 1}}], 0, "usage_metadata"),
+        ([{**delta({"type": "text.delta", "text": "a"}), "finish_reason": "stop"}], 0, "finish_reason"),
+        ([delta({"type": "tool_call.delta", "name": "", "tool_call_id": "", "arguments": "{"})], 0, "name and tool_call_id"),
+        ([delta({"type": "tool_call.delta", "name": "f", "tool_call_id": "", "arguments": "{"})], 0, "name and tool_call_id"),
+        ([delta({"type": "text.done", "text": "a"})], 0, "without any text.delta"),
+        ([{**delta({"type": "text.delta", "text": "a"}), "content_items": []}], 0, "exactly one"),
+        ([delta({"type": "text.delta", "text": "a"}), stop()], 1, "open"),
+        ([delta({"type": "text.delta", "text": "a"}), delta({"type": "text.done", "text": "b"})], 1, "concatenation"),
+        ([delta({"type": "text.delta", "text": "a"}), delta({"type": "text.done", "text": "a"}),
+          {**stop(), "usage_metadata": None}], 2, "usage_metadata"),
+        ([delta({"type": "tool_call.delta", "name": "f", "tool_call_id": "1", "arguments": "{}"}),
+          delta({"type": "tool_call.delta", "name": "g", "tool_call_id": "2", "arguments": "{}"})], 1, "not closed"),
+        ([delta({"type": "text.delta", "text": "a", "fidelity": {"x": 1}}),
+          delta({"type": "text.delta", "text": "b", "fidelity": {"x": 2}})], 1, "two different fidelity"),
+        ([{"event_type": "banana", "content_items": []}], 0, "unknown event_type"),
+    ],
+)
+def test_grammar_violations_name_index_and_reason(events, index, words):
+    state = TurnState()
+    with pytest.raises(ProtocolError) as info:
+        for event in events:
+            state.feed(event)
+    assert info.value.index == index
+    assert words in info.value.reason
+    assert f"event {index}" in str(info.value)
+    assert state.status == "error" and state.error is info.value
+    # what arrived before stays readable
+    assert state.events == [e for e in events[:index]]
+    if state.items:
+        first = events[0]["content_items"][0]
+        assert state.items[0].content() == first.get("text", first.get("arguments"))
+
+
+def test_timings_ttft_item_durations_tokens_per_second():
+    clock = FakeClock()
+    state = TurnState(clock=clock, wall=lambda: 1_700_000_000.0)
+    state.mark_request_sent()
+    clock.now += 0.5
+    state.feed(delta({"type": "thinking.delta", "thinking": "hmm"}))
+    clock.now += 3.2
+    state.feed(delta({"type": "thinking.done", "thinking": "hmm"}))
+    clock.now += 0.1
+    state.feed(delta({"type": "text.delta", "text": "Hi"}))
+    clock.now += 1.2
+    state.feed(delta({"type": "text.done", "text": "Hi"}))
+    state.feed(stop(usage={"cached_tokens": 0, "prompt_tokens": 4, "thoughts_tokens": 30, "response_tokens": 15}))
+    assert state.ttft == pytest.approx(0.5)
+    assert state.items[0].duration == pytest.approx(3.2)
+    assert state.items[1].duration == pytest.approx(1.2)
+    assert state.total == pytest.approx(5.0)
+    assert state.tokens_per_second == pytest.approx(45 / 4.5)
+    t = state.timings()
+    assert t["items"][1]["start"] == pytest.approx(3.8)
+    side = state.sidecar_events()
+    assert side[0] == [500.0, "thinking.delta", 3] and side[-1][1] == "stop"
+    assert state.started_at == 1_700_000_000.0
+
+
+def test_statuses_incomplete_error_cancelled_keep_partial_content():
+    s = TurnState()
+    s.feed(delta({"type": "text.delta", "text": "part"}))
+    assert s.finish() == "incomplete" and s.items[0].content() == "part"
+
+    s = TurnState()
+    s.feed(delta({"type": "text.delta", "text": "part"}))
+    err = IncompleteStreamError("X", ("usage_metadata",), "stop", None)
+    assert s.fail(err) == "incomplete" and s.error_type == "IncompleteStreamError"
+    assert s.finish_reason == "stop"
+
+    s = TurnState()
+    assert s.fail(UpstreamError("MmspClient", 401, "AuthenticationError", "bad key")) == "error"
+    assert s.error_message == "bad key"
+
+    s = TurnState()
+    s.feed(delta({"type": "text.delta", "text": "x"}))
+    assert s.cancel() == "cancelled" and s.items[0].content() == "x"
+    assert isinstance(s.error, asyncio.CancelledError)
+
+
+def test_transport_error_after_events_is_incomplete_before_events_is_error():
+    import httpx
+
+    s = TurnState()
+    assert s.fail(httpx.ConnectError("refused")) == "error"
+    s = TurnState()
+    s.feed(delta({"type": "text.delta", "text": "x"}))
+    assert s.fail(httpx.RemoteProtocolError("peer closed")) == "incomplete"
+
+
+# ---------------------------------------------------------------- property test
+
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=40)
+fidelities = st.one_of(st.none(), st.dictionaries(st.sampled_from(["signature", "id", "encrypted"]),
+                                                  st.text(max_size=20), min_size=1, max_size=2))
+
+
+@st.composite
+def groups(draw):
+    kind = draw(st.sampled_from(["text", "thinking", "tool_call", "inline_data", "inline_thinking", "embedding"]))
+    fidelity = draw(fidelities) if kind != "embedding" else None
+    if kind in ("text", "thinking"):
+        frags = draw(st.lists(texts, min_size=1, max_size=8))
+        if draw(st.booleans()):  # a large payload
+            frags.append("長" * draw(st.integers(1000, 20000)))
+        items = [{"type": f"{kind}.delta", kind: f} for f in frags]
+        done = {"type": f"{kind}.done", kind: "".join(frags)}
+    elif kind == "tool_call":
+        args = draw(st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), texts, st.booleans(), st.none()),
+                                    max_size=5))
+        raw = json.dumps(args, ensure_ascii=draw(st.booleans()))
+        cuts = sorted(draw(st.lists(st.integers(0, len(raw)), max_size=5)))
+        parts = [raw[a:b] for a, b in zip([0] + cuts, cuts + [len(raw)])]
+        name = draw(st.text(min_size=1, max_size=12))
+        call_id = draw(st.text(min_size=1, max_size=12))
+        items = [{"type": "tool_call.delta", "name": name if i == 0 else "", "tool_call_id": call_id if i == 0 else "",
+                  "arguments": p} for i, p in enumerate(parts)]
+        done = {"type": "tool_call.done", "name": name, "tool_call_id": call_id, "arguments": args}
+    elif kind in ("inline_data", "inline_thinking"):
+        mime = draw(st.sampled_from(["image/png", "audio/L16;codec=pcm;rate=24000", "application/octet-stream"]))
+        chunks = draw(st.lists(st.binary(max_size=64), min_size=1, max_size=6))
+        if draw(st.booleans()):
+            chunks.append(bytes(range(256)) * draw(st.integers(1, 400)))
+        items = [{"type": f"{kind}.delta", "data": c, "mime_type": mime} for c in chunks]
+        done = {"type": f"{kind}.done", "data": b"".join(chunks), "mime_type": mime}
+    else:
+        vec = draw(st.lists(st.floats(allow_nan=False, width=32), max_size=64))
+        items = [{"type": "embedding.delta", "embedding": vec}]
+        done = {"type": "embedding.done", "embedding": vec}
+    if fidelity:
+        at = draw(st.integers(0, len(items) - 1))
+        items[at]["fidelity"] = fidelity
+        done["fidelity"] = fidelity
+    return items + [done]
+
+
+@st.composite
+def streams(draw):
+    gs = draw(st.lists(groups(), max_size=6))
+    usage = {k: draw(st.one_of(st.none(), st.integers(0, 10**6)))
+             for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens")}
+    reason = draw(st.sampled_from(["stop", "length", "tool_call", "unknown"]))
+    events = [delta(item) for g in gs for item in g]
+    events.append(stop(reason, usage))
+    return events
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(streams())
+def test_message_equals_mmsp_concat_on_every_valid_stream(events):
+    state = TurnState()
+    for event in events:
+        state.feed(event)
+    assert state.status == "complete"
+    assert state.message() == LLMClient.concat_uni_events_to_uni_message(None, events)
+    # content so far of each item equals its done item's growing field
+    for item in state.items:
+        field = {"text": "text", "thinking": "thinking", "inline_data": "data", "inline_thinking": "data",
+                 "embedding": "embedding"}.get(item.kind)
+        if field:
+            assert item.content() == item.done[field]
+        else:
+            assert json.loads(item.content()) == item.done["arguments"]
