@@ -1,0 +1,256 @@
+"""File discovery, tolerant reading and JSON parsing for :mod:`mmsp_notebook.traces`.
+
+Nothing here writes anywhere: files are opened read-only, once each (twice when the first read
+did not parse, to ride out a Tracer rewriting the file at that moment).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from mmsp_notebook._sidecar import SIDECAR_SUFFIX, read_sidecar
+
+try:  # orjson is several times faster on trace files; the stdlib parser is the fallback
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised only without orjson
+    _orjson = None
+
+__all__ = [
+    "Source",
+    "collect_sources",
+    "read_trace",
+    "read_sidecar_records",
+    "parse_json",
+    "JSON_PARSER",
+]
+
+JSON_PARSER = "orjson" if _orjson is not None else "json"
+
+#: Files the Tracer (and this project) write next to a trace that are not traces themselves.
+_COMPANION_SUFFIXES = (SIDECAR_SUFFIX, ".txt")
+
+
+@dataclass(slots=True)
+class Source:
+    """One trace: its ``.json`` file (None when only a sidecar exists) and its sidecar."""
+
+    trace_id: str
+    path: str | None
+    sidecar: str | None
+    #: a file given on its own: its trace id may be refined from the config's ``trace_id``
+    standalone: bool = False
+
+
+def parse_json(raw: bytes) -> Any:
+    """Parse JSON bytes with orjson when installed, else (or when orjson refuses) the stdlib.
+
+    orjson rejects ``NaN`` and integers beyond 64 bits, both of which Python's ``json.dump``
+    (and so mmsp's Tracer) can write; those files go through the stdlib parser.
+    """
+    if _orjson is not None:
+        try:
+            return _orjson.loads(raw)
+        except ValueError:
+            pass
+    return json.loads(raw)
+
+
+def _rel_id(path: str, root: str) -> str:
+    rel = os.path.relpath(path, root)
+    if os.sep != "/":  # pragma: no cover - Windows
+        rel = rel.replace(os.sep, "/")
+    if rel.endswith(SIDECAR_SUFFIX):
+        return rel[: -len(SIDECAR_SUFFIX)]
+    return rel[:-5] if rel.endswith(".json") else rel
+
+
+def _sidecar_pattern(pattern: str) -> str:
+    if pattern.endswith(".json"):
+        return pattern[:-5] + SIDECAR_SUFFIX
+    return pattern
+
+
+def _is_companion(name: str) -> bool:
+    return name.endswith(_COMPANION_SUFFIXES)
+
+
+def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
+
+
+def collect_sources(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    pattern: str = "**/*.json",
+    *,
+    sidecars: bool = True,
+) -> list[Source]:
+    """Find the traces under ``paths`` (directories, files, or a list of both).
+
+    A directory is globbed with ``pattern`` (recursive ``**`` allowed); the trace id of a file
+    found there is its path relative to that directory without ``.json``. Tracer companions
+    (``.txt``) and timing sidecars are never taken for traces; a sidecar whose trace file is
+    missing (every turn of that trace failed) becomes a sidecar-only source. A file given on its
+    own is a trace whatever its name; a ``.timing.jsonl`` given on its own stands for its trace.
+
+    Raises:
+        FileNotFoundError: a given path does not exist.
+    """
+    out: list[Source] = []
+    seen: set[str] = set()
+    for raw in _expand(paths):
+        p = os.path.abspath(raw)
+        if os.path.isdir(p):
+            root = p
+            esc = glob.escape(root)
+            found = sorted(glob.glob(os.path.join(esc, pattern), recursive=True))
+            side: set[str] = set()
+            if sidecars:
+                side = set(glob.glob(os.path.join(esc, _sidecar_pattern(pattern)), recursive=True))
+                side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
+            used: set[str] = set()
+            for f in found:
+                if _is_companion(f) or f in seen or not os.path.isfile(f):
+                    continue
+                seen.add(f)
+                sc = None
+                if f.endswith(".json"):
+                    cand = f[:-5] + SIDECAR_SUFFIX
+                    if cand in side:
+                        sc = cand
+                        used.add(cand)
+                out.append(Source(_rel_id(f, root), f, sc))
+            for s in sorted(side - used):
+                twin = s[: -len(SIDECAR_SUFFIX)] + ".json"
+                if twin in seen or s in seen:
+                    continue
+                seen.add(s)
+                out.append(Source(_rel_id(s, root), None, s))
+        elif os.path.isfile(p):
+            if p.endswith(SIDECAR_SUFFIX):
+                twin = p[: -len(SIDECAR_SUFFIX)] + ".json"
+                path = twin if os.path.isfile(twin) else None
+                sc = p if sidecars else None
+                key = path or p
+            else:
+                path = p
+                cand = (p[:-5] if p.endswith(".json") else p) + SIDECAR_SUFFIX
+                sc = cand if sidecars and os.path.isfile(cand) else None
+                key = p
+            if key in seen:
+                continue
+            seen.add(key)
+            base = os.path.basename(key)
+            if base.endswith(SIDECAR_SUFFIX):
+                base = base[: -len(SIDECAR_SUFFIX)]
+            elif base.endswith(".json"):
+                base = base[:-5]
+            out.append(Source(base, path, sc, standalone=True))
+        else:
+            raise FileNotFoundError(f"no such trace file or directory: {raw}")
+    return out
+
+
+class Skip(Exception):
+    """A file that cannot be loaded; ``str(exc)`` is the reason recorded in ``attrs["skipped"]``."""
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise Skip("vanished while loading (deleted or renamed)") from None
+    except OSError as exc:
+        raise Skip(f"unreadable: {exc.__class__.__name__}: {exc}") from None
+
+
+def _parse_trace(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        raise Skip("empty file")
+    try:
+        data = parse_json(raw)
+    except (ValueError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        raise Skip(f"not valid JSON (truncated, partially written or corrupt): {msg[:120]}") from None
+    if not isinstance(data, dict):
+        raise Skip(f"not an mmsp trace: top level is a JSON {type(data).__name__}, not an object")
+    history = data.get("history")
+    if history is None:
+        raise Skip("not an mmsp trace: no 'history' key")
+    if not isinstance(history, list):
+        raise Skip(f"not an mmsp trace: 'history' is a {type(history).__name__}, not a list")
+    for i, msg in enumerate(history):
+        if not isinstance(msg, dict):
+            raise Skip(f"not an mmsp trace: history[{i}] is not a message object")
+    if not isinstance(data.get("config"), dict):
+        data["config"] = {}
+    return data
+
+
+def read_trace(path: str) -> dict[str, Any]:
+    """Read and validate one trace file; raises :class:`Skip` with a reason when it is not one.
+
+    A file that does not parse is read a second time before giving up: mmsp's Tracer rewrites a
+    trace in place (truncate, then write), so a reader can catch it half-written.
+    """
+    raw = _read_bytes(path)
+    try:
+        return _parse_trace(raw)
+    except Skip:
+        again = _read_bytes(path)
+        if again == raw:
+            raise
+        return _parse_trace(again)
+
+
+def _fast_sidecar(path: str) -> Iterator[dict[str, Any]]:
+    # The same rules as mmsp_notebook._sidecar.read_sidecar (skip blank, partial and non-object
+    # lines; keep objects with a trace_id), parsed with orjson.
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return
+    loads = _orjson.loads  # type: ignore[union-attr]
+    for line in raw.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = loads(line)
+        except ValueError:
+            try:  # invalid UTF-8 is replaced by read_sidecar; NaN / huge ints need the stdlib
+                record = json.loads(line.decode("utf-8", errors="replace"))
+            except ValueError:
+                continue
+        if isinstance(record, dict) and "trace_id" in record:
+            yield record
+
+
+def read_sidecar_records(path: str) -> list[dict[str, Any]]:
+    """The records of a timing sidecar, as :func:`mmsp_notebook._sidecar.read_sidecar` reads them.
+
+    With orjson installed the lines are parsed by orjson under the same rules (blank, partial
+    and non-object lines skipped); the result equals ``list(read_sidecar(path))``.
+    """
+    if _orjson is None:  # pragma: no cover - exercised only without orjson
+        return list(read_sidecar(path))
+    return list(_fast_sidecar(path))
+
+
+def config_trace_id(source: Source, config: dict[str, Any]) -> str:
+    """The trace id of a standalone file: the config's ``trace_id`` when the path ends with it."""
+    tid = config.get("trace_id")
+    if source.standalone and isinstance(tid, str) and tid:
+        base = source.path or source.sidecar or ""
+        stem = base[:-5] if base.endswith(".json") else base[: -len(SIDECAR_SUFFIX)]
+        if Path(stem).as_posix().endswith("/" + tid.strip("/")) or Path(stem).name == tid:
+            return tid
+    return source.trace_id
