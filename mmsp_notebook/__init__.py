@@ -1,18 +1,60 @@
-"""mmsp_notebook: the Jupyter integration of MMSP, the Model Message Stream Protocol."""
+"""mmsp_notebook: the Jupyter integration of MMSP, the Model Message Stream Protocol.
 
+``%load_ext mmsp_notebook`` registers ``%%mmsp`` and ``%mmsp``; ``ask``/``aask`` run a turn from
+Python; ``Chat`` is the chat widget; ``mmsp_notebook.traces`` loads traces into pandas;
+``mmsp_notebook.demo.DemoServer`` is the offline demo model server. The core (turn state, views,
+engine) imports without IPython, widgets or pandas.
+"""
+
+from typing import Any
+
+from ._api import aask, ask, usage_frame
 from ._errors import DemoServerError, MMSPNotebookError, OptionError, ProtocolError, TurnError
 from ._state import ItemState, ToolRun, TurnState
+from ._turn import Turn
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Chat",
     "DemoServerError",
     "ItemState",
     "MMSPNotebookError",
     "OptionError",
     "ProtocolError",
     "ToolRun",
+    "Turn",
     "TurnError",
     "TurnState",
+    "TurnView",
     "__version__",
+    "aask",
+    "ask",
+    "load_ipython_extension",
+    "replay",
+    "usage_frame",
 ]
+
+_LAZY = {"Chat": "._chat", "TurnView": "._widget", "replay": "._replay"}
+
+
+def __getattr__(name: str) -> Any:
+    # the widget classes import anywidget; load them only when asked for
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module 'mmsp_notebook' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext mmsp_notebook``: register ``%%mmsp`` and ``%mmsp``."""
+    from ._magic import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from ._magic import unload_ipython_extension as unload
+
+    unload(ipython)

@@ -1,0 +1,258 @@
+"""Starting turns from Python: ``ask`` (streams where it runs), ``aask`` (async), and the shared launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import re
+from typing import Any, Callable, Mapping, Sequence, TextIO
+
+from . import _worker
+from ._engine import TurnRun, run_turn
+from ._errors import OptionError, TurnError
+from ._session import THINKING_LEVELS, Session, config_for, image_item, session
+from ._tools import ToolSet
+from ._turn import Turn
+
+__all__ = ["ask", "aask", "launch", "interpolate", "user_message", "finish_turn", "usage_frame"]
+
+
+def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """Expand ``{expr}`` from ``namespace``; ``{{``/``}}`` are literal braces.
+
+    A ``{...}`` that is not an expression that evaluates (JSON, a name that is not defined) stays as
+    it was written, so a prompt full of JSON never fails. A value that is an image (a PIL image,
+    PNG/JPEG bytes, a path to one) becomes an image item and ``[image N]`` in the text.
+    """
+    out: list[str] = []
+    images: list[dict[str, Any]] = []
+    i, n = 0, len(template)
+    while i < n:
+        ch = template[i]
+        if ch == "{" and template.startswith("{{", i):
+            out.append("{")
+            i += 2
+            continue
+        if ch == "}" and template.startswith("}}", i):
+            out.append("}")
+            i += 2
+            continue
+        if ch == "{":
+            depth, j = 0, i
+            while j < n:
+                if template[j] == "{":
+                    depth += 1
+                elif template[j] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j += 1
+            if j >= n:  # unbalanced: the rest is literal
+                out.append(template[i:])
+                break
+            expr = template[i + 1 : j]
+            value, ok = _evaluate(expr, namespace)
+            if ok:
+                item = image_item(value)
+                if item is not None:
+                    images.append(item)
+                    out.append(f"[image {len(images)}]")
+                else:
+                    out.append(str(value))
+            else:
+                out.append(template[i : j + 1])
+            i = j + 1
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out), images
+
+
+def _evaluate(expr: str, namespace: Mapping[str, Any]) -> tuple[Any, bool]:
+    expr = expr.strip()
+    if not expr or not re.match(r"^[A-Za-z_]", expr):
+        return None, False
+    try:
+        code = compile(expr, "<prompt>", "eval")
+    except SyntaxError:
+        return None, False
+    try:
+        return eval(code, {"__builtins__": __builtins__}, dict(namespace)), True  # noqa: S307 - the user's own namespace
+    except Exception:
+        return None, False
+
+
+def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
+    """A user UniMessage: the text, then each image (items, PIL images, bytes, paths or data URLs)."""
+    items: list[dict[str, Any]] = []
+    if text:
+        items.append({"type": "text.done", "text": text})
+    for image in images:
+        if isinstance(image, dict) and image.get("type") == "image_url.done":
+            items.append(image)
+        elif isinstance(image, str) and image.startswith("data:image/"):
+            items.append({"type": "image_url.done", "image_url": image})
+        else:
+            item = image_item(image)
+            if item is None:
+                raise OptionError(f"not an image: {type(image).__name__} (give a PIL image, PNG/JPEG bytes or a path)")
+            items.append(item)
+    if not items:
+        raise OptionError("the prompt is empty: write something in the cell")
+    return {"role": "user", "content_items": items}
+
+
+def launch(
+    prompt: str | dict[str, Any],
+    *,
+    model: str | None = None,
+    client_type: str | None = None,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    system: str | None = None,
+    thinking: str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    tools: Sequence[Callable[..., Any]] | ToolSet | None = None,
+    max_steps: int | None = None,
+    chat: str | None = None,
+    new: bool = False,
+    trace: bool | str | None = None,
+    images: Sequence[Any] = (),
+    sess: Session | None = None,
+    listeners: Sequence[Callable[[dict[str, Any]], None]] = (),
+) -> tuple[TurnRun, "concurrent.futures.Future[Turn]"]:
+    """Start a turn on the worker loop; returns the run (to watch or abort) and its future."""
+    sess = sess or session()
+    settings = sess.settings
+    if thinking is not None and thinking not in THINKING_LEVELS:
+        raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {thinking!r}")
+    if max_tokens is not None and int(max_tokens) < 1:
+        raise OptionError("max_tokens must be at least 1")
+    model = model or settings.model
+    client_type = client_type or settings.client_type
+    base_url = base_url or settings.base_url
+    api_key_env = api_key_env or settings.api_key_env
+    steps = int(max_steps if max_steps is not None else settings.max_steps)
+    if steps < 1:
+        raise OptionError("max_steps must be at least 1")
+    toolset = tools if isinstance(tools, ToolSet) else ToolSet(list(tools or []))
+    conv = sess.conversation(chat)
+    if new:
+        conv.reset()
+    traced = settings.trace if trace is None else bool(trace)
+    trace_id = trace if isinstance(trace, str) and trace else (sess.trace_id(conv) if traced else None)
+    config = config_for(settings, system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
+                        tools=toolset, trace_id=trace_id)
+    message = prompt if isinstance(prompt, dict) else user_message(prompt, images)
+    turn = Turn(message, model=model, client_type=client_type or ("mmsp" if _demo(model, base_url) else None),
+                chat=conv.name, trace_id=trace_id, config=config, api_key_env=api_key_env)
+    conv.turns.append(turn)
+    sess.turns.append(turn)
+    run = TurnRun(turn)
+    run.listeners.extend(listeners)
+
+    async def go() -> Turn:
+        try:
+            client = await sess.ensure_client(conv, model, client_type, base_url, api_key_env)
+        except Exception as exc:  # a refused configuration: no step ever started
+            turn.fail_before_stream(exc)
+            run.notify()
+            run.finished.set()
+            return turn
+        save_here = (client_type or ("mmsp" if _demo(model, base_url) else "")) == "mmsp"
+        return await run_turn(run, client, message, config, toolset, steps, trace=bool(trace_id),
+                              save_trace_here=save_here)
+
+    return run, _worker.submit(go())
+
+
+def _demo(model: str, base_url: str | None) -> bool:
+    from ._session import is_demo_model
+
+    return is_demo_model(model) and not base_url
+
+
+def finish_turn(turn: Turn, strict: bool = False, sess: Session | None = None) -> Turn:
+    """Record how a turn ended; in strict mode raise :class:`TurnError` unless it completed."""
+    sess = sess or session()
+    sess.last_turn = turn
+    if turn.error is not None and turn.status != "complete":
+        sess.last_error = turn.error
+    if strict and turn.status != "complete":
+        message = f"turn {turn.status}"
+        if turn.error_message and turn.status != "cancelled":
+            message += f": {type(turn.error).__name__}: {turn.error_message}"
+        raise TurnError(message, turn) from turn.error
+    return turn
+
+
+def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None, events: bool = False,
+        **options: Any) -> Turn:
+    """Run one turn and show it as it streams: live in Jupyter, as text in a terminal or script.
+
+    Options are those of ``%%mmsp`` (``model``, ``client_type``, ``base_url``, ``api_key_env``,
+    ``system``, ``thinking``, ``max_tokens``, ``temperature``, ``tools``, ``max_steps``, ``chat``,
+    ``new``, ``trace``, ``images``). Returns the :class:`Turn`, also when it failed.
+    """
+    from ._live import TextLive, WidgetLive, drive, in_kernel
+
+    sess = session()
+    run, future = launch(prompt, **options)
+    live = WidgetLive(events=events) if in_kernel() and stream is None else TextLive(stream)
+    turn = drive(run, future, live)
+    if isinstance(live, WidgetLive):
+        turn._show_summary_repr = True
+    return finish_turn(turn, sess.settings.strict if strict is None else strict)
+
+
+async def aask(prompt: str, *, strict: bool | None = None, **options: Any) -> Turn:
+    """Run one turn from async code (it runs on the worker loop); cancelling the await aborts it."""
+    sess = session()
+    run, future = launch(prompt, **options)
+    try:
+        turn = await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        run.abort("cancelled")
+        raise
+    return finish_turn(turn, sess.settings.strict if strict is None else strict)
+
+
+def usage_frame(turns: Sequence[Turn]) -> Any:
+    """A DataFrame of turns: tokens per bucket, cost, latency (pandas imported here only)."""
+    import pandas as pd
+
+    rows = []
+    for turn in turns:
+        usage = turn.usage or {}
+        t = turn.timings
+        rows.append(
+            {
+                "turn": turn.id,
+                "chat": turn.chat,
+                "model": turn.model,
+                "client_type": turn.client_type,
+                "status": turn.status,
+                "finish_reason": turn.finish_reason,
+                "steps": len(turn.steps),
+                "cached_tokens": usage.get("cached_tokens"),
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "thoughts_tokens": usage.get("thoughts_tokens"),
+                "response_tokens": usage.get("response_tokens"),
+                "ttft_s": t["ttft"],
+                "total_s": t["total"],
+                "tokens_per_s": t["tokens_per_second"],
+                "cost": turn.cost,
+                "trace_id": turn.trace_id,
+            }
+        )
+    df = pd.DataFrame(rows, columns=["turn", "chat", "model", "client_type", "status", "finish_reason", "steps",
+                                     "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "ttft_s",
+                                     "total_s", "tokens_per_s", "cost", "trace_id"])
+    for col in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"):
+        df[col] = df[col].astype("Int64")
+    for col in ("ttft_s", "total_s", "tokens_per_s", "cost"):
+        df[col] = df[col].astype("Float64")
+    for col in ("model", "client_type", "status", "finish_reason"):
+        df[col] = df[col].astype("category")
+    return df

@@ -1,0 +1,160 @@
+"""Running a turn: stream each step through a real mmsp client, run tools, trace, record timing.
+
+Everything here runs on the worker loop. The engine feeds every UniEvent into the step's
+:class:`~mmsp_notebook.TurnState` under the turn's lock and sets ``changed`` so the main thread can
+repaint; it never renders anything itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable
+
+from mmsp.abort_signal import AbortSignal
+
+from ._redact import redact
+from ._sidecar import append_sidecar
+from ._tools import ToolSet
+from ._turn import Turn
+
+__all__ = ["TurnRun", "run_turn"]
+
+
+class TurnRun:
+    """A turn in flight: the turn, its abort signal, and an event set on every change."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.signal = AbortSignal()
+        self.changed = threading.Event()
+        self.finished = threading.Event()
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+
+    def notify(self) -> None:
+        self.changed.set()
+
+    def abort(self, reason: str = "cancelled by the user") -> None:
+        self.signal.abort(reason)
+
+
+def _assistant_count(history: list[dict[str, Any]]) -> int:
+    return sum(1 for message in history if message.get("role") == "assistant")
+
+
+async def run_turn(
+    run: TurnRun,
+    client: Any,
+    message: dict[str, Any],
+    config: dict[str, Any],
+    tools: ToolSet | None = None,
+    max_steps: int = 8,
+    trace: bool = True,
+    save_trace_here: bool = False,
+) -> Turn:
+    """Stream ``message`` through ``client`` (stateful), running tool calls until the model stops.
+
+    Args:
+        run: The turn in flight (its turn collects the steps).
+        client: An ``mmsp.AutoLLMClient`` created on this loop; its history is the conversation.
+        message: The user message of the turn.
+        config: The UniConfig (``trace_id`` in it when traced).
+        tools: The Python functions offered as tools.
+        max_steps: The most model responses one turn may take.
+        trace: Write the timing sidecar next to the trace.
+        save_trace_here: Save the mmsp trace from here (the mmsp wire client leaves it to its server).
+
+    The conversation records the turn only when it completes: a failed, cut-off or cancelled turn
+    leaves the history as it was before the turn began, as mmsp's stateful calls do.
+    """
+    turn = run.turn
+    before = client.get_history()
+    next_message = message
+    try:
+        for step_no in range(max_steps):
+            state = turn.new_step()
+            history_len = len(client.get_history())
+            turn_index = _assistant_count(client.get_history())
+            with turn.lock:
+                state.mark_request_sent()
+            run.notify()
+            try:
+                stream = client.streaming_response_stateful(message=next_message, config=config, signal=run.signal)
+                async for event in stream:
+                    with turn.lock:
+                        state.feed(event)
+                    for listener in run.listeners:
+                        listener(event)
+                    run.notify()
+                with turn.lock:
+                    state.finish()
+            except (Exception, asyncio.CancelledError) as exc:
+                with turn.lock:
+                    state.fail(exc)
+                if isinstance(exc, asyncio.CancelledError) and not run.signal.aborted:
+                    raise
+            finally:
+                run.notify()
+                if trace and config.get("trace_id"):
+                    _write_sidecar(turn, state, config["trace_id"], turn_index, history_len + 1)
+            if state.status != "complete":
+                break
+            if save_trace_here and config.get("trace_id"):
+                _save_trace(client, turn, config)
+            calls = [item for item in state.items if item.kind == "tool_call" and item.done is not None]
+            if not calls or not tools:
+                break
+            if step_no == max_steps - 1:
+                turn.max_steps_reached = True
+                break
+            results = []
+            for item in calls:
+                if run.signal.aborted:
+                    break
+                tool_run = await tools.run(item, run.notify)
+                results.append({"type": "tool_result.done", "text": tool_run.output, "tool_call_id": item.tool_call_id})
+            if run.signal.aborted:
+                with turn.lock:
+                    state.status = "cancelled"
+                break
+            next_message = {"role": "user", "content_items": results}
+            with turn.lock:
+                turn.tool_messages.append(next_message)
+    finally:
+        if turn.status != "complete":
+            # a turn that did not complete records nothing, whatever steps of it did
+            client.set_history(before)
+        run.notify()
+        run.finished.set()
+    return turn
+
+
+def _save_trace(client: Any, turn: Turn, config: dict[str, Any]) -> None:
+    from mmsp.integration.tracer import Tracer
+
+    Tracer().save_history(turn.model, client.get_history(), config["trace_id"], config)
+
+
+def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, message_index: int) -> None:
+    error = None
+    if state.error is not None and state.status != "complete":
+        error = {"type": type(state.error).__name__, "message": redact(str(state.error) or type(state.error).__name__)}
+    record = {
+        "trace_id": trace_id,
+        "turn": turn_index,
+        "message_index": message_index if state.status == "complete" else None,
+        "model": turn.model,
+        "client_type": turn.client_type,
+        "status": state.status,
+        "error": error,
+        "started_at": None if state.started_at is None else round(state.started_at * 1000.0, 3),
+        "ttft_ms": None if state.ttft is None else round(state.ttft * 1000.0, 3),
+        "total_ms": None if state.total is None else round(state.total * 1000.0, 3),
+        "usage": state.usage,
+        "finish_reason": state.finish_reason,
+        "events": state.sidecar_events(),
+    }
+    try:
+        append_sidecar(record)
+    except OSError:
+        pass  # timing is a bonus; the turn itself must not fail for it

@@ -1,0 +1,198 @@
+"""Live views of a streaming turn, and the loop on the main thread that repaints them.
+
+Like rich's ``Live``: the engine changes state under the turn's lock on the worker loop; the main
+thread repaints at a bounded rate (at most ``rate`` updates a second, the first change at once) and
+always once more at the end. A KeyboardInterrupt aborts the upstream request through mmsp's
+``AbortSignal`` and the partial turn is kept, marked cancelled.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import sys
+import time
+from typing import Any, TextIO
+
+from ._engine import TurnRun
+from ._html import footer_line, render_html, render_text
+from ._turn import Turn
+from ._view import OpsTracker, view_model
+
+__all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "in_kernel"]
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (a front end that can show widgets and HTML)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+class LiveView:
+    def start(self, turn: Turn) -> None: ...
+
+    def update(self, turn: Turn) -> None: ...
+
+    def finish(self, turn: Turn) -> None: ...
+
+
+class WidgetLive(LiveView):
+    """An anywidget fed with ops, then the final bundle with a static HTML rendering beside it."""
+
+    def __init__(self, events: bool = False) -> None:
+        self.events = events
+        self.tracker = OpsTracker(events=events)
+        self.widget: Any = None
+        self.handle: Any = None
+
+    def start(self, turn: Turn) -> None:
+        from IPython.display import display
+
+        from ._widget import TurnView
+
+        self.widget = TurnView(source=turn)
+        bundle = {WIDGET_MIME: self._ref(), "text/plain": "<mmsp turn: streaming…>"}
+        self.handle = display(bundle, raw=True, display_id=True)
+
+    def _ref(self) -> dict[str, Any]:
+        return {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
+
+    def update(self, turn: Turn) -> None:
+        self.widget.push(self.tracker.ops(turn))
+
+    def finish(self, turn: Turn) -> None:
+        self.widget.push(self.tracker.ops(turn))
+        vm = view_model(turn)
+        self.widget.turn = vm
+        bundle = {WIDGET_MIME: self._ref(), "text/html": render_html(turn, vm), "text/plain": render_text(turn, vm)}
+        self.handle.update(bundle, raw=True)
+
+
+class HTMLLive(LiveView):
+    """A front end without widgets: the static HTML, updated in place at the bounded rate."""
+
+    def start(self, turn: Turn) -> None:
+        from IPython.display import display
+
+        self.handle = display({"text/html": render_html(turn), "text/plain": ""}, raw=True, display_id=True)
+
+    def update(self, turn: Turn) -> None:
+        self.handle.update({"text/html": render_html(turn), "text/plain": ""}, raw=True)
+
+    def finish(self, turn: Turn) -> None:
+        vm = view_model(turn)
+        self.handle.update({"text/html": render_html(turn, vm), "text/plain": render_text(turn, vm)}, raw=True)
+
+
+class TextLive(LiveView):
+    """Terminal IPython and plain Python: text streams to stdout, thinking dimmed, then a footer."""
+
+    DIM, RESET, YELLOW, RED = "\x1b[2m", "\x1b[0m", "\x1b[33m", "\x1b[31m"
+
+    def __init__(self, stream: TextIO | None = None, color: bool | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.color = self.stream.isatty() if color is None and hasattr(self.stream, "isatty") else bool(color)
+        self.tracker = OpsTracker()
+        self.kinds: dict[int, str] = {}
+        self.last_kind: str | None = None
+
+    def _w(self, text: str, style: str = "") -> None:
+        if style and self.color:
+            text = f"{style}{text}{self.RESET}"
+        self.stream.write(text)
+
+    def update(self, turn: Turn) -> None:
+        for op in self.tracker.ops(turn):
+            if op[0] == "item":
+                kind = op[2]["kind"]
+                self.kinds[op[1]] = kind
+                if self.last_kind is not None:
+                    self._w("\n")
+                if kind == "thinking":
+                    self._w("[thinking] ", self.DIM)
+                elif kind == "tool_call":
+                    self._w(f"[tool call] {op[2].get('name')} ", self.YELLOW)
+                elif kind not in ("text",):
+                    self._w(f"[{kind}] ")
+                self.last_kind = kind
+            elif op[0] == "append":
+                self._w(op[2], self.DIM if self.kinds.get(op[1]) == "thinking" else "")
+            elif op[0] == "set":
+                fields = op[2]
+                if fields.get("result") and not fields["result"].get("running"):
+                    r = fields["result"]
+                    self._w(f"\n  -> {r['output']}" if r.get("ok") else f"\n  raised {r.get('error')}", self.YELLOW)
+                elif self.kinds.get(op[1]) in ("image", "audio", "data", "inline_thinking") and fields.get("status") == "done":
+                    self._w(f"{fields.get('mime_type', '')} {fields.get('bytes', '')} bytes")
+                elif self.kinds.get(op[1]) == "embedding" and "dims" in fields:
+                    self._w(f"{fields['dims']} dims, norm {fields.get('norm')}")
+        self.stream.flush()
+
+    def finish(self, turn: Turn) -> None:
+        self.update(turn)
+        vm = view_model(turn)
+        self._w("\n")
+        if vm["status"] != "complete" or vm.get("status_text"):
+            self._w(f"[{vm['status']}] {vm.get('status_text', '')}\n", self.YELLOW)
+        if vm.get("error"):
+            err = vm["error"]
+            self._w(f"{err['type']}: {err['message']}\n", self.RED)
+            if err.get("hint"):
+                self._w(f"{err['hint']}\n")
+        if vm.get("footer"):
+            self._w(footer_line(vm["footer"]) + "\n", self.DIM)
+        self.stream.flush()
+
+
+def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView, rate: float = 30.0,
+          abort_grace: float = 2.0) -> Turn:
+    """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn."""
+    turn = run.turn
+    interval = 1.0 / rate
+    last = float("-inf")
+    live.start(turn)
+    interrupted = False
+    deadline = None
+    while True:
+        try:
+            done = future.done()
+            if done or run.changed.is_set():
+                now = time.monotonic()
+                wait_left = last + interval - now
+                if wait_left > 0 and not done:
+                    time.sleep(min(wait_left, 0.05))
+                    continue
+                if not done:
+                    run.changed.clear()
+                    live.update(turn)
+                    last = time.monotonic()
+            if done:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                future.cancel()
+                break
+            run.changed.wait(0.05)
+        except KeyboardInterrupt:
+            if not interrupted:
+                interrupted = True
+                run.abort("interrupted (kernel interrupt)")
+                deadline = time.monotonic() + abort_grace
+            else:
+                future.cancel()
+                break
+    if not future.done():
+        # the worker did not end in time: the turn is marked cancelled all the same
+        with turn.lock:
+            for step in turn.steps:
+                step.cancel()
+    with turn.lock:
+        if interrupted:
+            for step in turn.steps:
+                step.cancel()
+    live.finish(turn)
+    return turn

@@ -1,0 +1,229 @@
+"""``%%mmsp`` and ``%mmsp``: talk to a model from a cell, streamed live into the cell."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import traceback
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ._api import finish_turn, interpolate, launch, usage_frame, user_message
+from ._errors import OptionError, TurnError
+from ._redact import redact
+from ._session import THINKING_LEVELS, session
+
+__all__ = ["MMSPMagics", "load_ipython_extension"]
+
+SUBCOMMANDS = ("models", "history", "reset", "config", "usage", "error", "help")
+
+
+def _notebook_name(shell: Any) -> str:
+    path = shell.user_ns.get("__session__") or os.environ.get("JPY_SESSION_NAME") or ""
+    return Path(str(path)).stem or "notebook"
+
+
+@magics_class
+class MMSPMagics(Magics):
+    """The mmsp magics."""
+
+    @magic_arguments()
+    @argument("-m", "--model", default=None, help="model id (default: MMSP_NOTEBOOK_MODEL, else the offline 'demo')")
+    @argument("--client-type", default=None, help="mmsp client type, e.g. openai-chat, ant-messages, mmsp")
+    @argument("--base-url", default=None, help="endpoint base URL")
+    @argument("--api-key-env", default=None, metavar="NAME",
+              help="name of the environment variable holding the API key (never the key itself)")
+    @argument("--system", default=None, help="system prompt")
+    @argument("--thinking", default=None, choices=THINKING_LEVELS, help="thinking level")
+    @argument("--max-tokens", type=int, default=None, help="cap on output tokens")
+    @argument("--temperature", type=float, default=None, help="sampling temperature")
+    @argument("--tools", default=None, metavar="F,G", help="Python functions of this namespace offered as tools")
+    @argument("--max-steps", type=int, default=None, help="most model responses in one turn's tool loop (default 8)")
+    @argument("--chat", default=None, metavar="NAME", help="named conversation (default: one per notebook)")
+    @argument("--new", action="store_true", help="start the conversation fresh")
+    @argument("--trace", default=None, metavar="ID", help="trace id (default: notebook/chat/turn)")
+    @argument("--no-trace", action="store_true", help="do not trace this turn")
+    @argument("--events", action="store_true", help="also show the UniEvents as a live table")
+    @argument("-o", "--out", default=None, metavar="VAR", help="store the turn's result in this variable")
+    @argument("--strict", action="store_true", help="raise when the turn does not complete")
+    @argument("rest", nargs="*", help="(line magic) a subcommand: models, history, reset, config k=v, usage, error")
+    @line_cell_magic
+    def mmsp(self, line: str = "", cell: str | None = None) -> Any:
+        """Talk to a model: ``%%mmsp [options]`` streams the cell's prompt into the cell.
+
+        The prompt interpolates ``{expr}`` from the notebook's namespace (``{{``/``}}`` for braces);
+        an image value (PIL image, PNG/JPEG bytes, a path) is sent as an image. Line magic:
+        ``%mmsp models | history | reset | config key=value | usage | error``.
+        """
+        try:
+            args = parse_argstring(self.mmsp, line)
+        except UsageError:
+            raise
+        except Exception as exc:  # argparse's own complaints
+            raise UsageError(f"%mmsp: {exc}") from None
+        sess = session()
+        sess.notebook = _notebook_name(self.shell)
+        if cell is None:
+            if args.rest and args.rest[0] in SUBCOMMANDS:
+                return self._subcommand(args, args.rest[0], args.rest[1:])
+            if not args.rest:
+                return self._subcommand(args, "help", [])
+            prompt = " ".join(args.rest)
+        else:
+            if args.rest:
+                raise UsageError(f"%%mmsp: unexpected argument {' '.join(args.rest)!r} (the prompt goes in the cell)")
+            prompt = cell
+        return self._turn(args, prompt)
+
+    # ------------------------------------------------------------------ one turn
+    def _turn(self, args: Any, prompt: str) -> Any:
+        from ._live import TextLive, WidgetLive, drive, in_kernel
+
+        sess = session()
+        tools = []
+        if args.tools:
+            for name in [n.strip() for n in args.tools.split(",") if n.strip()]:
+                func = self.shell.user_ns.get(name)
+                if func is None:
+                    raise UsageError(f"%%mmsp: --tools: no function named {name!r} in this notebook")
+                if not callable(func):
+                    raise UsageError(f"%%mmsp: --tools: {name!r} is not callable")
+                tools.append(func)
+        if args.trace and args.no_trace:
+            raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
+        text, images = interpolate(prompt.strip("\n"), self.shell.user_ns)
+        try:
+            message = user_message(text.strip(), images)
+            run, future = launch(
+                message,
+                model=args.model,
+                client_type=args.client_type,
+                base_url=args.base_url,
+                api_key_env=args.api_key_env,
+                system=args.system,
+                thinking=args.thinking,
+                max_tokens=args.max_tokens,
+                temperature=args.temperature,
+                tools=tools,
+                max_steps=args.max_steps,
+                chat=args.chat,
+                new=args.new,
+                trace=False if args.no_trace else (args.trace or None),
+            )
+        except OptionError as exc:
+            raise UsageError(f"%%mmsp: {exc}") from None
+        events = args.events or sess.settings.events
+        live = WidgetLive(events=events) if in_kernel() else TextLive()
+        turn = drive(run, future, live)
+        if args.out:
+            self.shell.user_ns[args.out] = turn
+        try:
+            finish_turn(turn, strict=args.strict or sess.settings.strict)
+        except TurnError:
+            raise
+        if isinstance(live, WidgetLive):
+            turn._show_summary_repr = True
+            return turn
+        return None
+
+    # ------------------------------------------------------------------ subcommands
+    def _subcommand(self, args: Any, name: str, rest: list[str]) -> Any:
+        sess = session()
+        if name == "help":
+            print(self.mmsp.__doc__)
+            return None
+        if name == "models":
+            return models_frame()
+        if name == "history":
+            conv = sess.conversation(args.chat)
+            return history_frame(conv.history())
+        if name == "reset":
+            sess.conversation(args.chat).reset()
+            print(f"conversation {args.chat or 'default'!r} cleared")
+            return None
+        if name == "config":
+            if not rest:
+                return {k: v for k, v in vars(sess.settings).items()}
+            for pair in rest:
+                key, eq, value = pair.partition("=")
+                if not eq:
+                    raise UsageError(f"%mmsp config: expected key=value, got {pair!r}")
+                try:
+                    sess.settings.set(key.strip(), value.strip())
+                except OptionError as exc:
+                    raise UsageError(f"%mmsp config: {exc}") from None
+            return None
+        if name == "usage":
+            return usage_frame(sess.turns)
+        if name == "error":
+            exc = sess.last_error
+            if exc is None:
+                print("no error in this kernel yet")
+                return None
+            detail = [f"{type(exc).__name__}: {exc}"]
+            for key, value in sorted(vars(exc).items()):
+                if not key.startswith("_"):
+                    detail.append(f"  {key} = {value!r}")
+            detail.append("".join(traceback.format_exception(exc)))
+            print(redact("\n".join(detail)))
+            return None
+        raise UsageError(f"%mmsp: unknown subcommand {name!r}")
+
+
+def models_frame() -> Any:
+    """The demo models and mmsp's registry, with prices per million tokens."""
+    import mmsp
+    import pandas as pd
+
+    rows = [
+        {"model": "demo", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text, image",
+         "output": "thinking, text, tool calls, image, audio"},
+        {"model": "demo-embed", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text",
+         "output": "embedding"},
+    ]
+    for entry in mmsp.list_supported_models():
+        pricing = entry.get("pricing") or {}
+        rows.append({
+            "model": entry["model"], "client": entry["client"], "base_url": entry["base_url"],
+            "input": ", ".join(entry.get("input_modalities", [])).lower(),
+            "output": ", ".join(entry.get("output_modalities", [])).lower(),
+            "prompt_per_M": pricing.get("prompt_tokens"), "cached_per_M": pricing.get("cached_tokens"),
+            "output_per_M": pricing.get("response_tokens"), "currency": pricing.get("currency"),
+        })
+    return pd.DataFrame(rows)
+
+
+def history_frame(history: list[dict[str, Any]]) -> Any:
+    import pandas as pd
+
+    rows = []
+    for i, message in enumerate(history):
+        for item in message.get("content_items", []):
+            kind = item.get("type", "?")
+            if "text" in item:
+                preview = item["text"]
+            elif "thinking" in item:
+                preview = item["thinking"]
+            elif kind == "tool_call.done":
+                preview = f"{item.get('name')}({item.get('arguments')})"
+            elif "data" in item:
+                preview = f"{item.get('mime_type')} {len(item['data'])} bytes"
+            elif "image_url" in item:
+                preview = "image"
+            else:
+                preview = ""
+            rows.append({"message": i, "role": message.get("role"), "type": kind,
+                         "preview": preview if len(preview) < 200 else preview[:197] + "…"})
+    return pd.DataFrame(rows, columns=["message", "role", "type", "preview"])
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.register_magics(MMSPMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    session().stop_demo()

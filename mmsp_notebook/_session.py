@@ -1,0 +1,252 @@
+"""Per-kernel state: settings, named conversations (each an mmsp client with its history), the demo server.
+
+Nothing here imports IPython. The magic, ``ask``/``aask`` and the chat widget all go through
+:class:`Session` so a conversation, its trace ids and its usage table are the same whichever way a
+turn was started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from ._errors import OptionError
+from ._redact import register_secret_env
+
+__all__ = ["Settings", "Conversation", "Session", "session", "is_demo_model", "image_item", "THINKING_LEVELS"]
+
+THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
+DEMO_BASES = ("demo", "demo-embed")
+
+
+def is_demo_model(model: str) -> bool:
+    return model.split("+", 1)[0] in DEMO_BASES
+
+
+@dataclasses.dataclass
+class Settings:
+    """Defaults for this kernel (``%mmsp config key=value``)."""
+
+    model: str = dataclasses.field(default_factory=lambda: os.getenv("MMSP_NOTEBOOK_MODEL") or "demo")
+    client_type: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    system: str | None = None
+    thinking: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    max_steps: int = 8
+    trace: bool = True
+    strict: bool = False
+    events: bool = False
+    demo_instant: bool = dataclasses.field(default_factory=lambda: os.getenv("MMSP_NOTEBOOK_DEMO_INSTANT", "") == "1")
+
+    def set(self, key: str, value: str) -> None:
+        key = key.replace("-", "_")
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        if key not in fields:
+            raise OptionError(f"unknown setting {key!r}; settings: {', '.join(sorted(fields))}")
+        current = getattr(self, key)
+        parsed: Any = value
+        if value.lower() in ("none", "null", ""):
+            parsed = None
+        elif isinstance(current, bool) or key in ("trace", "strict", "events", "demo_instant"):
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise OptionError(f"{key} takes true or false, not {value!r}")
+            parsed = value.lower() in ("true", "1", "yes", "on")
+        elif key in ("max_tokens", "max_steps"):
+            try:
+                parsed = int(value)
+            except ValueError:
+                raise OptionError(f"{key} takes a whole number, not {value!r}") from None
+            if parsed < 1:
+                raise OptionError(f"{key} must be at least 1")
+        elif key == "temperature":
+            try:
+                parsed = float(value)
+            except ValueError:
+                raise OptionError(f"temperature takes a number, not {value!r}") from None
+        elif key == "thinking" and value not in THINKING_LEVELS:
+            raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {value!r}")
+        if parsed is None and key in ("model", "max_steps", "trace", "strict", "events", "demo_instant"):
+            raise OptionError(f"{key} cannot be empty")
+        setattr(self, key, parsed)
+
+
+def image_item(value: Any) -> dict[str, Any] | None:
+    """An ``image_url.done`` item for a PIL image, PNG/JPEG/GIF/WebP bytes or a path to one; else ``None``."""
+    data: bytes | None = None
+    mime = None
+    if hasattr(value, "save") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
+        import io
+
+        buf = io.BytesIO()
+        value.save(buf, format="PNG")
+        data, mime = buf.getvalue(), "image/png"
+    elif isinstance(value, (bytes, bytearray)):
+        data = bytes(value)
+    elif isinstance(value, Path) or (isinstance(value, str) and len(value) < 1024 and re.search(
+            r"\.(png|jpe?g|gif|webp)$", value, re.I)):
+        path = Path(value).expanduser()
+        if path.is_file():
+            data = path.read_bytes()
+    if data is None:
+        return None
+    if mime is None:
+        mime = _sniff(data)
+        if mime is None:
+            return None
+    return {"type": "image_url.done", "image_url": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"}
+
+
+def _sniff(data: bytes) -> str | None:
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+class Conversation:
+    """A named conversation: an mmsp client (created on the worker loop) holding the history."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.client: Any = None
+        self.endpoint: tuple[Any, ...] | None = None
+        self.turns: list[Any] = []
+        self.generation = 1  # bumped by --new, so trace ids of a fresh start do not collide
+
+    def history(self) -> list[dict[str, Any]]:
+        return self.client.get_history() if self.client is not None else []
+
+    def reset(self) -> None:
+        if self.client is not None:
+            self.client.clear_history()
+        self.generation += 1
+
+
+class Session:
+    """Everything a kernel keeps between cells."""
+
+    def __init__(self) -> None:
+        self.settings = Settings()
+        self.conversations: dict[str, Conversation] = {}
+        self.turns: list[Any] = []  # every turn of this kernel, for %mmsp usage
+        self.last_error: BaseException | None = None
+        self.last_turn: Any = None
+        self.notebook = "notebook"
+        self._demo = None
+        self._demo_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- demo server
+    def demo_server(self) -> Any:
+        """The demo model server this kernel started on first use (loopback, a free port)."""
+        with self._demo_lock:
+            if self._demo is None:
+                from .demo import DemoServer
+
+                server = DemoServer(instant=self.settings.demo_instant)
+                server.start()
+                self._demo = server
+            return self._demo
+
+    def stop_demo(self) -> None:
+        with self._demo_lock:
+            if self._demo is not None:
+                self._demo.stop()
+                self._demo = None
+
+    # ---------------------------------------------------------------- conversations
+    def conversation(self, name: str | None) -> Conversation:
+        name = name or "default"
+        if name not in self.conversations:
+            self.conversations[name] = Conversation(name)
+        return self.conversations[name]
+
+    def make_client(self, model: str, client_type: str | None, base_url: str | None, api_key_env: str | None) -> Any:
+        """An ``mmsp.AutoLLMClient`` for the endpoint; demo models without a base URL go to the demo server.
+
+        Call it on the worker loop. The key is read from the environment variable ``api_key_env``
+        names (never passed on a command line); without one, mmsp's own variables apply.
+        """
+        import mmsp
+
+        if is_demo_model(model) and not base_url:
+            return self.demo_server().client(model, client_type=client_type or "mmsp")
+        api_key = None
+        if api_key_env:
+            register_secret_env(api_key_env)
+            api_key = os.environ.get(api_key_env)
+            if not api_key:
+                raise OptionError(f"the environment variable {api_key_env} is not set (it should hold the API key)")
+        return mmsp.AutoLLMClient(model=model, api_key=api_key, base_url=base_url, client_type=client_type)
+
+    async def ensure_client(self, conv: Conversation, model: str, client_type: str | None, base_url: str | None,
+                            api_key_env: str | None) -> Any:
+        """The conversation's client for this endpoint; a new endpoint keeps the history."""
+        endpoint = (model, client_type, base_url, api_key_env)
+        if conv.client is None or conv.endpoint != endpoint:
+            history = conv.history()
+            client = self.make_client(model, client_type, base_url, api_key_env)
+            if history:
+                client.set_history(history)
+            conv.client, conv.endpoint = client, endpoint
+        return conv.client
+
+    def trace_id(self, conv: Conversation) -> str:
+        """``<notebook>/<chat>/turn_<n>`` (``<chat>~<k>`` after a fresh start)."""
+        def clean(part: str) -> str:
+            return re.sub(r"[^A-Za-z0-9_\-]+", "_", part).strip("_") or "x"
+
+        chat = clean(conv.name) + (f"~{conv.generation}" if conv.generation > 1 else "")
+        return f"{clean(self.notebook)}/{chat}/turn_{len(conv.turns):03d}"
+
+
+_session: Session | None = None
+_session_lock = threading.Lock()
+
+
+def session() -> Session:
+    """The session of this process."""
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = Session()
+        return _session
+
+
+def config_for(settings: Settings, *, system: str | None, thinking: str | None, max_tokens: int | None,
+               temperature: float | None, tools: Any, trace_id: str | None) -> dict[str, Any]:
+    """The UniConfig of a turn from its options over the kernel's defaults."""
+    config: dict[str, Any] = {}
+    system = system if system is not None else settings.system
+    thinking = thinking if thinking is not None else settings.thinking
+    max_tokens = max_tokens if max_tokens is not None else settings.max_tokens
+    temperature = temperature if temperature is not None else settings.temperature
+    if system:
+        config["system_prompt"] = system
+    if thinking:
+        config["thinking_level"] = thinking
+    if max_tokens is not None:
+        config["max_tokens"] = int(max_tokens)
+    if temperature is not None:
+        config["temperature"] = float(temperature)
+    if tools:
+        config["tools"] = tools.schemas
+    if trace_id:
+        config["trace_id"] = trace_id
+    return config
+
+
+Callback = Callable[[dict[str, Any]], None]
