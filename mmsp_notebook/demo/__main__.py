@@ -1,0 +1,86 @@
+"""``python -m mmsp_notebook.demo``: run the offline demo model server until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from .._errors import DemoServerError
+from ._replay import PROTOCOLS
+from ._server import DemoServer
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m mmsp_notebook.demo",
+        description=(
+            "Offline demo model server: MMSP's wire (/v1/stream), Chat Completions, Responses, "
+            "Messages and Embeddings, with the models demo and demo-embed."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; loopback only without --allow-remote)")
+    parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free port)")
+    parser.add_argument("--replay", metavar="FILE", help="serve this captured SSE transcript to every request on its protocol's endpoint")
+    parser.add_argument("--replay-protocol", choices=PROTOCOLS, help="the transcript's protocol (recognised from its content by default)")
+    parser.add_argument("--instant", action="store_true", help="stream without any pacing")
+    parser.add_argument("--tokens-per-second", type=float, default=40.0, help="fragments per second (default 40)")
+    parser.add_argument("--first-token-delay", type=float, default=0.4, help="seconds before the first fragment (default 0.4)")
+    parser.add_argument("--heartbeat", type=float, default=15.0, metavar="SECONDS", help="heartbeat interval while silent (default 15)")
+    parser.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until Ctrl-C (or SIGTERM).
+
+    Args:
+        argv: The command line arguments, ``sys.argv[1:]`` when None.
+
+    Returns:
+        The exit status: 0 after a clean stop, 2 when the server cannot start.
+    """
+    args = _parser().parse_args(argv)
+    try:
+        server = DemoServer(
+            args.host,
+            args.port,
+            instant=args.instant,
+            tokens_per_second=args.tokens_per_second,
+            first_token_delay=args.first_token_delay,
+            heartbeat=args.heartbeat,
+            replay=args.replay,
+            replay_protocol=args.replay_protocol,
+            allow_remote=args.allow_remote,
+        ).start()
+    except DemoServerError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+
+    stopped = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    print(f"mmsp demo server listening on {server.base_url}", flush=True)
+    print(
+        "  POST /v1/stream (mmsp), /v1/chat/completions, /v1/responses, /v1/messages (root URL "
+        f"{server.root_url}), /v1/embeddings; GET /v1/models. Models: demo, demo-embed. Ctrl-C stops.",
+        flush=True,
+    )
+    if args.replay:
+        print(f"  replaying {args.replay} on its protocol's endpoint", flush=True)
+    try:
+        while not stopped.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

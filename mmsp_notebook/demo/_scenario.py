@@ -1,0 +1,781 @@
+"""What the demo models answer: a request in, a plan of streamed blocks out.
+
+Nothing here speaks HTTP. A protocol's request is first read into a :class:`DemoRequest`
+(``_requests``); :func:`build_plan` turns it and the parsed model name (:func:`parse_model`)
+into a :class:`Plan`: the blocks to stream (thinking, text, tool calls, an image, audio,
+embeddings), each already cut into the fragments that go out one by one, the finish reason, the
+usage and the fault to inject. The plan is deterministic: its random choices are seeded from a
+hash of the request, so the same request always gets the same answer.
+
+A "token" is one streamed fragment: a word with the whitespace before it, a piece of tool
+arguments, an audio chunk, an image.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .._errors import DemoServerError
+from . import _media
+
+__all__ = [
+    "DEMO_MODELS",
+    "FAULTS",
+    "XSS_PAYLOADS",
+    "Block",
+    "DemoRequest",
+    "ModelSpec",
+    "Plan",
+    "ToolSpec",
+    "Turn",
+    "Usage",
+    "build_plan",
+    "parse_model",
+    "request_seed",
+    "tokenize",
+]
+
+DEMO_MODELS: dict[str, dict[str, Any]] = {
+    "demo": {
+        "description": (
+            "Offline chat model: thinks, then answers in Markdown (heading, list, table, code); calls an "
+            "offered tool the prompt mentions; quotes tool results; draws a PNG ('draw', 'picture', "
+            "'image of') and speaks 24 kHz PCM ('say', 'speak') on the MMSP endpoint."
+        ),
+        "capabilities": ["text", "thinking", "tools", "image_output", "audio_output"],
+        "endpoints": ["/v1/stream", "/v1/chat/completions", "/v1/responses", "/v1/messages"],
+    },
+    "demo-embed": {
+        "description": "Offline embedding model: one deterministic unit vector per message (64 dimensions by default).",
+        "capabilities": ["embedding"],
+        "endpoints": ["/v1/stream", "/v1/embeddings"],
+    },
+}
+
+# Faults that end or replace the normal answer; at most one per model name. `silence` is a
+# prelude, not a fault of its own, and combines with any of them.
+FAULTS = ("cut-text", "cut-args", "error", "nostop", "bad-args", "401", "429", "stall")
+
+XSS_PAYLOADS = (
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "<svg onload=alert(1)>",
+)
+
+DEFAULT_SILENCE = 3.0
+DEFAULT_RETRY_AFTER = 1
+DEFAULT_DIMENSIONS = 64
+PCM_MIME_TYPE = _media.PCM_MIME_TYPE
+IMAGE_PROMPT_TOKENS = 258
+PSEUDO_TOOL = "demo_lookup"
+
+_TOKEN = re.compile(r"\s*\S+|\s+")
+_MAX_CALLS = 4
+
+
+def tokenize(text: str) -> list[str]:
+    """Cut text into the fragments it streams as: each word with the whitespace before it.
+
+    ``"".join(tokenize(text)) == text`` always holds.
+    """
+    return _TOKEN.findall(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# model names
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model name read: its base model and the options appended with ``+``.
+
+    Attributes:
+        name: The name as requested.
+        base: ``demo`` or ``demo-embed``.
+        instant: No pacing at all (``+instant``).
+        tokens: Answer with a text of about this many tokens (``+tokens=N``).
+        tps: Tokens per second (``+tps=N``).
+        delay: First-token delay in seconds (``+delay=S``).
+        xss: Put script payloads into thinking, text and tool arguments (``+xss``).
+        thinking: Whether to think first (``+nothink`` turns it off).
+        fault: One of :data:`FAULTS`, or None.
+        retry_after: The Retry-After seconds of ``+429`` (``+429=S``).
+        silence: Seconds of silence (heartbeats only) before the answer (``+silence[=S]``).
+        dimensions: Embedding dimensions (``+dim=N``).
+    """
+
+    name: str
+    base: str
+    instant: bool = False
+    tokens: int | None = None
+    tps: float | None = None
+    delay: float | None = None
+    xss: bool = False
+    thinking: bool = True
+    fault: str | None = None
+    retry_after: int = DEFAULT_RETRY_AFTER
+    silence: float | None = None
+    dimensions: int | None = None
+
+
+def _number(name: str, option: str, value: str | None, kind: type, minimum: float) -> Any:
+    if value is None:
+        raise DemoServerError(f"model {name!r}: option +{option} needs a value, e.g. +{option}=10")
+    try:
+        number = kind(value)
+    except ValueError:
+        raise DemoServerError(f"model {name!r}: +{option}={value} is not a number") from None
+    if number < minimum:
+        raise DemoServerError(f"model {name!r}: +{option} must be at least {minimum}")
+    return number
+
+
+def parse_model(name: str) -> ModelSpec:
+    """Read a demo model name: a base (``demo``, ``demo-embed``) and ``+option[=value]`` parts.
+
+    Options: ``instant``, ``tokens=N``, ``tps=N``, ``delay=S``, ``xss``, ``nothink``, ``dim=N``,
+    ``silence[=S]`` and one fault of :data:`FAULTS` (``429`` takes ``=S``, its Retry-After).
+
+    Args:
+        name: The model name of a request, e.g. ``demo+tps=200+cut-text``.
+
+    Returns:
+        The parsed :class:`ModelSpec`.
+
+    Raises:
+        DemoServerError: For an unknown base model, an unknown option, a bad value or two faults.
+    """
+    base, *options = name.strip().split("+")
+    if base not in DEMO_MODELS:
+        raise DemoServerError(f"Model not found: {name} (the demo serves {', '.join(DEMO_MODELS)})")
+    fields: dict[str, Any] = {}
+    for option in options:
+        key, has_value, value = option.partition("=")
+        value_or_none = value if has_value else None
+        if key == "instant":
+            fields["instant"] = True
+        elif key == "tokens":
+            fields["tokens"] = _number(name, key, value_or_none, int, 1)
+        elif key == "tps":
+            fields["tps"] = _number(name, key, value_or_none, float, 0.01)
+        elif key == "delay":
+            fields["delay"] = _number(name, key, value_or_none, float, 0)
+        elif key == "xss":
+            fields["xss"] = True
+        elif key == "nothink":
+            fields["thinking"] = False
+        elif key == "dim":
+            fields["dimensions"] = _number(name, key, value_or_none, int, 1)
+        elif key == "silence":
+            fields["silence"] = DEFAULT_SILENCE if value_or_none is None else _number(name, key, value, float, 0)
+        elif key in FAULTS:
+            if "fault" in fields:
+                raise DemoServerError(f"model {name!r}: choose one fault, not +{fields['fault']} and +{key}")
+            fields["fault"] = key
+            if key == "429" and value_or_none is not None:
+                fields["retry_after"] = _number(name, key, value, int, 0)
+            elif value_or_none is not None:
+                raise DemoServerError(f"model {name!r}: +{key} takes no value")
+        else:
+            raise DemoServerError(f"Model not found: {name} (unknown option +{key})")
+    return ModelSpec(name=name, base=base, **fields)
+
+
+# ---------------------------------------------------------------------------------------------
+# requests and plans
+
+
+@dataclass
+class ToolSpec:
+    """A tool the request offers."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Turn:
+    """One message of the conversation, whatever protocol carried it."""
+
+    role: str
+    texts: list[str] = field(default_factory=list)
+    # (tool_call_id, name, arguments as JSON text)
+    tool_calls: list[tuple[str, str, str]] = field(default_factory=list)
+    # (tool_call_id, result text)
+    tool_results: list[tuple[str, str]] = field(default_factory=list)
+    images: int = 0
+
+    @property
+    def text(self) -> str:
+        """The message's text items joined."""
+        return "\n".join(self.texts)
+
+
+@dataclass
+class DemoRequest:
+    """A request, read out of whichever protocol carried it."""
+
+    model: str
+    turns: list[Turn]
+    tools: list[ToolSpec] = field(default_factory=list)
+    system: str = ""
+    max_tokens: int | None = None
+    thinking: bool = True
+    dimensions: int | None = None
+
+
+@dataclass
+class Block:
+    """One item of the answer, cut into the fragments it streams as.
+
+    ``kind`` is ``thinking``, ``text``, ``tool_call`` (fragments of the arguments JSON),
+    ``image`` (one fragment: the PNG), ``audio`` (PCM chunks) or ``embedding`` (one fragment:
+    the vector).
+    """
+
+    kind: Literal["thinking", "text", "tool_call", "image", "audio", "embedding"]
+    fragments: list[Any]
+    name: str = ""
+    call_id: str = ""
+    signature: str = ""
+    mime_type: str = ""
+
+    @property
+    def joined(self) -> Any:
+        """The whole content: the text, the arguments JSON, the bytes or the vector."""
+        if self.kind in ("image", "audio"):
+            return b"".join(self.fragments)
+        if self.kind == "embedding":
+            return [value for chunk in self.fragments for value in chunk]
+        return "".join(self.fragments)
+
+
+@dataclass
+class Usage:
+    """Token counts in MMSP's four buckets."""
+
+    prompt: int
+    cached: int = 0
+    thoughts: int = 0
+    response: int = 0
+
+    def as_uni(self) -> dict[str, int]:
+        """The usage_metadata of an MMSP stop event."""
+        return {
+            "cached_tokens": self.cached,
+            "prompt_tokens": self.prompt,
+            "thoughts_tokens": self.thoughts,
+            "response_tokens": self.response,
+        }
+
+
+@dataclass
+class Plan:
+    """What a stream will carry.
+
+    ``fault_at`` is the number of fragments (counted over all blocks) after which ``fault`` fires,
+    for the faults that fire mid-stream (``cut-text``, ``cut-args``, ``error``, ``stall``).
+    """
+
+    blocks: list[Block]
+    finish_reason: Literal["stop", "length", "tool_call"]
+    usage: Usage
+    spec: ModelSpec
+    seed: str
+    fault_at: int | None = None
+
+    @property
+    def fault(self) -> str | None:
+        """The model's fault, if any."""
+        return self.spec.fault
+
+
+def request_seed(payload: Any) -> str:
+    """A hex digest of a request's JSON, the seed of everything random in its answer."""
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# wording
+
+_STOP = {
+    "a", "an", "the", "and", "or", "but", "if", "then", "so", "of", "in", "on", "at", "to", "for", "from",
+    "with", "by", "about", "as", "is", "are", "was", "were", "be", "been", "it", "its", "this", "that",
+    "these", "those", "i", "me", "my", "you", "your", "we", "our", "what", "whats", "what's", "how", "why",
+    "when", "where", "who", "which", "please", "can", "could", "would", "will", "should", "tell", "show",
+    "give", "draw", "say", "speak", "do", "does", "did", "write", "make", "get", "hello", "hi", "hey",
+    "thanks", "thank", "explain", "describe", "compare", "use", "call", "check", "find", "look", "picture",
+    "image", "some", "any", "all", "there", "here", "now", "today", "also", "just", "like", "let", "let's",
+    "out", "up", "into", "over", "than", "very", "much", "many", "more", "most", "not", "no", "yes",
+}
+_GENERIC_NAME_PARTS = {
+    "get", "set", "list", "create", "update", "delete", "fetch", "make", "run", "do", "the", "of", "for",
+    "by", "to", "and", "with", "tool", "func", "fn", "api", "current", "new", "info", "data",
+}
+_SENTENCES = (
+    "it helps to start from a small, concrete example",
+    "the details depend on the context you are working in",
+    "a quick experiment often settles the question faster than theory",
+    "the simplest version is usually the easiest one to test",
+    "each step can be checked on its own before moving on",
+    "good names make the result much easier to read later",
+    "measuring before and after shows whether a change helped",
+    "edge cases deserve a line of their own in the notes",
+    "the same idea scales from a notebook cell to a full service",
+    "writing the assumptions down keeps the discussion honest",
+    "a table is often clearer than a paragraph for comparisons",
+    "short feedback loops make exploration pleasant",
+)
+_FILLER = (
+    "The demo model streams deterministic text so that every run of a notebook looks the same.",
+    "Each word arrives as one token, paced like a real model unless instant mode is on.",
+    "Long answers are useful to benchmark renderers, parsers and progress bars.",
+    "Nothing here leaves the machine: the server answers from a fixed recipe.",
+    "Markdown keeps the structure readable both as source and as rendered output.",
+    "Streaming lets the reader start before the writer has finished.",
+    "A stable seed turns a random choice into a reproducible one.",
+    "Tables, lists and code blocks exercise different parts of a renderer.",
+)
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[A-Za-z][A-Za-z0-9'’-]*", text)
+
+
+def _significant(text: str) -> list[str]:
+    seen: list[str] = []
+    for word in _words(text):
+        lowered = word.lower()
+        if len(lowered) > 2 and lowered not in _STOP and lowered not in seen:
+            seen.append(lowered)
+    return seen
+
+
+def _capitalized(text: str, exclude: set[str]) -> list[str]:
+    seen: list[str] = []
+    for word in re.findall(r"\b[A-Z][A-Za-z-]*[a-z][A-Za-z-]*\b|\b[A-Z]{2,}\b", text):
+        lowered = word.lower()
+        if lowered in _STOP or lowered in exclude or word in seen:
+            continue
+        seen.append(word)
+    return seen
+
+
+def _snippet(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def _name_parts(name: str) -> list[str]:
+    parts = re.split(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])", name)
+    return [part.lower() for part in parts if len(part) >= 3 and part.lower() not in _GENERIC_NAME_PARTS]
+
+
+def _mentioned_tools(prompt: str, tools: list[ToolSpec]) -> list[ToolSpec]:
+    lowered = prompt.lower()
+    mentioned = []
+    for tool in tools:
+        if tool.name and (
+            tool.name.lower() in lowered
+            or any(re.search(rf"\b{re.escape(part)}", lowered) for part in _name_parts(tool.name))
+        ):
+            mentioned.append(tool)
+    return mentioned
+
+
+def _has_markup(name: str) -> bool:
+    return any(char in name for char in "<>\"'&()[]")
+
+
+# ---------------------------------------------------------------------------------------------
+# tool arguments
+
+_QUERY_NAMES = {"query", "q", "text", "prompt", "question", "input", "message", "content", "search", "topic"}
+
+
+def _schema_type(schema: dict[str, Any]) -> str | None:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((entry for entry in kind if entry != "null"), None)
+    if kind is None and isinstance(schema.get("properties"), dict):
+        return "object"
+    return kind
+
+
+def _argument(schema: Any, pname: str, word: str, prompt: str, xss: bool, depth: int = 0) -> Any:
+    """A sensible value for one parameter of a tool's JSON schema."""
+    if not isinstance(schema, dict):
+        return word
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        lowered = prompt.lower()
+        return next((value for value in schema["enum"] if str(value).lower() in lowered), schema["enum"][0])
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return _argument(schema[key][0], pname, word, prompt, xss, depth + 1)
+    kind = _schema_type(schema)
+    lowered_name = pname.lower()
+    if kind == "string" or kind is None:
+        if lowered_name in _QUERY_NAMES:
+            value = _snippet(prompt, 60)
+        elif "unit" in lowered_name:
+            value = "celsius"
+        elif "date" in lowered_name:
+            value = "2025-01-01"
+        elif "url" in lowered_name or "uri" in lowered_name:
+            value = "https://example.com"
+        elif "email" in lowered_name:
+            value = "demo@example.com"
+        elif "lang" in lowered_name:
+            value = "en"
+        else:
+            value = word
+        return f"{value} {XSS_PAYLOADS[0]} {XSS_PAYLOADS[1]}" if xss and depth == 0 else value
+    if "default" in schema:
+        return schema["default"]
+    if kind == "integer":
+        value = 3
+        if isinstance(schema.get("minimum"), (int, float)):
+            value = max(value, int(schema["minimum"]))
+        if isinstance(schema.get("maximum"), (int, float)):
+            value = min(value, int(schema["maximum"]))
+        return value
+    if kind == "number":
+        value = 1.5
+        if isinstance(schema.get("minimum"), (int, float)):
+            value = max(value, float(schema["minimum"]))
+        if isinstance(schema.get("maximum"), (int, float)):
+            value = min(value, float(schema["maximum"]))
+        return value
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        if depth > 4:
+            return []
+        return [_argument(schema.get("items") or {"type": "string"}, pname, word, prompt, xss, depth + 1)]
+    if kind == "object":
+        if depth > 4:
+            return {}
+        properties = schema.get("properties") or {}
+        return {key: _argument(sub, key, word, prompt, False, depth + 1) for key, sub in properties.items()}
+    if kind == "null":
+        return None
+    return word
+
+
+def _arguments(tool: ToolSpec, word: str, prompt: str, xss: bool) -> dict[str, Any]:
+    properties = (tool.parameters or {}).get("properties") or {}
+    arguments = {}
+    first_string = True
+    for pname, schema in properties.items():
+        value = _argument(schema, pname, word, prompt, False)
+        if xss and isinstance(value, str) and first_string:
+            value = f"{value} {' '.join(XSS_PAYLOADS)}"
+            first_string = False
+        arguments[pname] = value
+    if xss and first_string:
+        arguments["note"] = " ".join(XSS_PAYLOADS)
+    return arguments
+
+
+def _split_json(text: str, rng: random.Random) -> list[str]:
+    """Cut an arguments JSON text into several fragments of a few characters each."""
+    if len(text) <= 3:
+        return [text]
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        size = rng.randint(4, 9)
+        pieces.append(text[start : start + size])
+        start += size
+    return pieces
+
+
+# ---------------------------------------------------------------------------------------------
+# plans
+
+
+def _signature(seed: str, thinking: str) -> str:
+    digest = hashlib.sha256(f"{seed}:{thinking}".encode("utf-8")).digest()
+    return base64.b64encode(b"demo-signature:" + digest).decode("ascii")
+
+
+def _call_id(seed: str, index: int) -> str:
+    return hashlib.sha256(f"{seed}:call:{index}".encode()).hexdigest()[:24]
+
+
+def _prompt_tokens(request: DemoRequest) -> int:
+    count = len(tokenize(request.system))
+    for tool in request.tools:
+        count += len(tokenize(f"{tool.name} {tool.description} {json.dumps(tool.parameters, sort_keys=True)}"))
+    for turn in request.turns:
+        count += 3  # role and separators
+        for text in turn.texts:
+            count += len(tokenize(text))
+        for _, name, arguments in turn.tool_calls:
+            count += 1 + len(tokenize(name)) + max(1, len(arguments) // 4)
+        for _, text in turn.tool_results:
+            count += 1 + len(tokenize(text))
+        count += IMAGE_PROMPT_TOKENS * turn.images
+    return max(count, 1)
+
+
+def _last_user(request: DemoRequest) -> Turn | None:
+    for turn in reversed(request.turns):
+        if turn.role == "user":
+            return turn
+    return None
+
+
+def _title(words: list[str]) -> str:
+    return " ".join(word.capitalize() for word in words[:3]) or "Your Question"
+
+
+def _markdown(prompt: str, rng: random.Random, xss: bool) -> str:
+    words = _significant(prompt) or ["demo"]
+    topic = " ".join(words[:3])
+    sentences = rng.sample(_SENTENCES, 3)
+    rows = words[:4] if len(words) >= 2 else [*words, "example"]
+    table = "\n".join(f"| {word} | {len(word)} | {rng.randint(10, 99) / 100:.2f} |" for word in rows)
+    heading = f"## {_title(words)}"
+    if xss:
+        heading += f" {XSS_PAYLOADS[0]}"
+    bullet_extra = [f" {XSS_PAYLOADS[1]}", f" {XSS_PAYLOADS[2]}", f" {XSS_PAYLOADS[3]}"] if xss else ["", "", ""]
+    snippet = _snippet(prompt, 60).replace('"', "'")
+    return (
+        f"{heading}\n\n"
+        f"You asked about **{topic}**: “{_snippet(prompt)}”. Here is a short overview from the offline demo model.\n\n"
+        f"- **First**, {sentences[0]}.{bullet_extra[0]}\n"
+        f"- **Second**, {sentences[1]}.{bullet_extra[1]}\n"
+        f"- **Third**, {sentences[2]}.{bullet_extra[2]}\n\n"
+        "| Word | Length | Score |\n"
+        "|------|-------:|------:|\n"
+        f"{table}\n\n"
+        "```python\n"
+        "def summarize(prompt: str) -> str:\n"
+        '    """Return the first words of a prompt."""\n'
+        "    return \" \".join(prompt.split()[:5])\n"
+        "\n"
+        f'print(summarize("{snippet}"))\n'
+        "```\n\n"
+        "That is all the demo model knows about it."
+    )
+
+
+def _long_text(prompt: str, tokens: int, rng: random.Random) -> list[str]:
+    words = _significant(prompt) or ["demo"]
+    fragments = tokenize(f"## {_title(words)}\n\n")
+    count = 0
+    while len(fragments) < tokens:
+        count += 1
+        fragments.extend(tokenize(rng.choice(_FILLER) + ("\n\n" if count % 4 == 0 else " ")))
+    return fragments[:tokens]
+
+
+def _after(prompt: str, markers: tuple[str, ...]) -> str:
+    lowered = prompt.lower()
+    for marker in markers:
+        index = lowered.find(marker)
+        if index >= 0:
+            rest = prompt[index + len(marker) :].strip(" :,.!?\"'“”")
+            if rest:
+                return _snippet(rest, 60)
+    return _snippet(prompt, 60)
+
+
+_DRAW = re.compile(r"\b(draw|drawing|picture|image of|sketch|paint)\b", re.IGNORECASE)
+_SPEAK = re.compile(r"\b(say|speak|pronounce|read aloud)\b", re.IGNORECASE)
+
+
+def build_plan(request: DemoRequest, spec: ModelSpec, *, media: bool, seed: str) -> Plan:
+    """The answer the demo model streams for a request.
+
+    Args:
+        request: The request, read out of its protocol.
+        spec: The model name, parsed.
+        media: Whether the protocol carries images and audio (only the MMSP wire does).
+        seed: The request's seed (:func:`request_seed`).
+
+    Returns:
+        The plan.
+    """
+    rng = random.Random(seed)
+    if spec.base == "demo-embed":
+        return _embedding_plan(request, spec, seed)
+
+    last = request.turns[-1] if request.turns else Turn("user")
+    user = _last_user(request) or last
+    prompt = user.text or "hello"
+    thinking_on = request.thinking and spec.thinking
+    xss = spec.xss
+    blocks: list[Block] = []
+    thinking: list[str] = []
+    answer: list[Block] = []
+
+    forced_tool = spec.fault in ("cut-args", "bad-args")
+    tools = request.tools
+    mentioned = _mentioned_tools(prompt, tools) if spec.fault != "cut-text" else []
+    if xss and tools and spec.fault != "cut-text":
+        marked = [tool for tool in tools if _has_markup(tool.name)]
+        mentioned = mentioned or [marked[0] if marked else tools[0]]
+    if forced_tool and not mentioned:
+        mentioned = [tools[0]] if tools else [ToolSpec(PSEUDO_TOOL, "", {"type": "object", "properties": {"query": {"type": "string"}}})]
+
+    results = last.tool_results if last.role == "user" else []
+    if results and not forced_tool:
+        names = {call_id: name for turn in request.turns for call_id, name, _ in turn.tool_calls}
+        thinking.append(
+            f"The tool{'s' if len(results) > 1 else ''} answered. "
+            f"I will quote {'them' if len(results) > 1 else 'it'} and sum up in a sentence."
+        )
+        lines = [f"Here is what the tool{'s' if len(results) > 1 else ''} returned:", ""]
+        for call_id, text in results:
+            name = names.get(call_id, "tool")
+            quoted = "\n> ".join(text.splitlines() or [""])
+            lines.append(f"> **{name}** (`{call_id}`): {quoted}")
+            lines.append("")
+        first = _snippet(results[0][1], 60)
+        lines.append(f"In short: “{first}”.")
+        if xss:
+            lines.append(" ".join(XSS_PAYLOADS))
+        answer.append(Block("text", tokenize("\n".join(lines))))
+    elif mentioned:
+        exclude = {part for tool in tools for part in _name_parts(tool.name)} | {tool.name.lower() for tool in tools}
+        capitals = _capitalized(prompt, exclude)
+        calls: list[tuple[ToolSpec, str]] = []
+        for tool in mentioned:
+            string_params = [
+                name
+                for name, schema in ((tool.parameters or {}).get("properties") or {}).items()
+                if isinstance(schema, dict) and _schema_type(schema) in ("string", None) and "enum" not in schema
+            ]
+            words = capitals if (string_params and capitals) else [capitals[0] if capitals else (_significant(prompt) or ["demo"])[0].capitalize()]
+            for word in words:
+                calls.append((tool, word))
+        calls = calls[:_MAX_CALLS]
+        thinking.append(
+            f"The user asks: “{_snippet(prompt)}”. "
+            + " ".join(f"I should call {tool.name} for {word}." for tool, word in calls)
+        )
+        for index, (tool, word) in enumerate(calls):
+            arguments = json.dumps(_arguments(tool, word, prompt, xss), ensure_ascii=False)
+            fragments = _split_json(arguments, rng)
+            if spec.fault == "bad-args" and index == 0:
+                fragments = _split_json(arguments[:-1] + ', "extra": }', rng)
+            answer.append(Block("tool_call", fragments, name=tool.name, call_id=_call_id(seed, index)))
+    elif spec.tokens is not None:
+        thinking.append(f"The user wants a long answer about “{_snippet(prompt)}”. I will write about {spec.tokens} tokens.")
+        answer.append(Block("text", _long_text(prompt, spec.tokens, rng)))
+    elif _DRAW.search(prompt):
+        subject = _after(prompt, ("image of", "picture of", "drawing of", "draw", "sketch", "paint"))
+        image, description = _media.make_png(int(seed[:8], 16))
+        thinking.append(f"The user wants a picture of {subject}. I will draw {description}.")
+        caption = f"Here is a picture of {subject}: {description}."
+        if not media:
+            caption += " (Images stream on the MMSP endpoint /v1/stream only; this protocol carries the caption.)"
+        answer.append(Block("text", tokenize(caption)))
+        if media:
+            answer.append(Block("image", [image], mime_type="image/png"))
+    elif _SPEAK.search(prompt):
+        utterance = _after(prompt, ("say", "speak", "pronounce", "read aloud"))
+        chunks = _media.make_pcm_chunks(int(seed[:8], 16))
+        thinking.append(f"The user wants me to say “{utterance}”. I will synthesize a short chime.")
+        text = f"Speaking: “{utterance}”"
+        if not media:
+            text += " (Audio streams on the MMSP endpoint /v1/stream only; this protocol carries the transcript.)"
+        answer.append(Block("text", tokenize(text)))
+        if media:
+            answer.append(Block("audio", chunks, mime_type=PCM_MIME_TYPE))
+    else:
+        words = _significant(prompt)
+        thinking.append(
+            f"The user wrote: “{_snippet(prompt)}”. "
+            f"Key words: {', '.join(words[:4]) or 'none'}. "
+            f"I will answer with a heading, a list, a table and a code sample; {rng.choice(_SENTENCES)}."
+        )
+        answer.append(Block("text", tokenize(_markdown(prompt, rng, xss))))
+
+    if thinking_on:
+        text = " ".join(thinking)
+        if xss:
+            text += " " + " ".join(XSS_PAYLOADS)
+        blocks.append(Block("thinking", tokenize(text), signature=_signature(seed, text)))
+
+    # max_tokens caps the answer (thinking is not counted): text is cut, a call that does not fit is dropped
+    cut = False
+    if request.max_tokens is not None:
+        budget = max(1, request.max_tokens)
+        kept: list[Block] = []
+        for block in answer:
+            size = len(block.fragments)
+            if block.kind == "text" and size > budget:
+                if budget > 0:
+                    kept.append(Block("text", block.fragments[:budget]))
+                budget = 0
+                cut = True
+            elif size <= budget:
+                kept.append(block)
+                budget -= size
+            else:
+                cut = True
+        if not kept:
+            first_text = next((block for block in answer if block.kind == "text"), None)
+            kept = [Block("text", first_text.fragments[:1] if first_text else ["…"])]
+        answer = kept
+    blocks.extend(answer)
+
+    finish: Literal["stop", "length", "tool_call"] = (
+        "length" if cut else "tool_call" if any(block.kind == "tool_call" for block in blocks) else "stop"
+    )
+    thoughts = sum(len(block.fragments) for block in blocks if block.kind == "thinking")
+    response = sum(len(block.fragments) for block in blocks if block.kind != "thinking")
+    usage = Usage(prompt=_prompt_tokens(request), cached=0, thoughts=thoughts, response=response)
+    return Plan(blocks, finish, usage, spec, seed, _fault_at(blocks, spec.fault))
+
+
+def _fault_at(blocks: list[Block], fault: str | None) -> int | None:
+    """After how many fragments a mid-stream fault fires."""
+    if fault not in ("cut-text", "cut-args", "error", "stall"):
+        return None
+    offset = 0
+    starts: dict[str, int] = {}
+    first_answer: int | None = None
+    for block in blocks:
+        starts.setdefault(block.kind, offset)
+        if block.kind != "thinking" and first_answer is None:
+            first_answer = offset
+        if block.kind == "text" and fault == "cut-text":
+            return offset + max(2, len(block.fragments) // 3) if len(block.fragments) > 2 else offset + 1
+        if block.kind == "tool_call" and fault == "cut-args":
+            return offset + max(1, len(block.fragments) // 2)
+        offset += len(block.fragments)
+    if fault == "stall":
+        return 1
+    if fault == "error":
+        # a few fragments into a text answer; before the first call of a tool-call answer
+        if first_answer is None:
+            return max(1, offset)
+        first = next(block for block in blocks if block.kind != "thinking")
+        if first.kind == "text":
+            return first_answer + min(3, len(first.fragments))
+        return max(1, first_answer)
+    return max(1, offset // 2)
+
+
+def _embedding_plan(request: DemoRequest, spec: ModelSpec, seed: str) -> Plan:
+    dimensions = request.dimensions or spec.dimensions or DEFAULT_DIMENSIONS
+    blocks = [
+        Block("embedding", [_media.embedding(turn.text, dimensions)]) for turn in request.turns
+    ]
+    usage = Usage(prompt=sum(max(1, len(tokenize(turn.text))) for turn in request.turns), cached=0)
+    return Plan(blocks, "stop", usage, spec, seed, None)
