@@ -1,0 +1,59 @@
+"""Shared test helpers: a fresh session on an instant demo server, required dependencies."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+
+def require(condition: bool, what: str) -> None:
+    """Skip locally when a dependency is missing; under CI (CI=true) that is a failure."""
+    if condition:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"missing dependency in CI: {what}")
+    pytest.skip(f"missing dependency: {what}")
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    require(os.path.exists(path), "Debian chromium (/usr/bin/chromium)")
+    return path
+
+
+def apply_ops(vm: dict, ops: list) -> dict:
+    """What a front end does with ops: the reference the JS renderer is tested against too."""
+    for op in ops:
+        if op[0] == "item":
+            i, fields = op[1], dict(op[2])
+            assert i == len(vm["items"]), f"item {i} out of order"
+            if fields["kind"] in ("text", "thinking", "tool_call"):
+                fields.setdefault("text", "")
+            vm["items"].append(fields)
+        elif op[0] == "append":
+            vm["items"][op[1]]["text"] += op[2]
+        elif op[0] == "set":
+            vm["items"][op[1]].update(op[2])
+        elif op[0] == "turn":
+            vm.update(op[1])
+        elif op[0] == "event":
+            vm.setdefault("events", []).append(op[1])
+        else:  # pragma: no cover - a new op must be added here and in js/src/render.js
+            raise AssertionError(f"unknown op {op[0]}")
+    return vm
+
+
+@pytest.fixture
+def fresh_session(tmp_path, monkeypatch):
+    """A new kernel session on an instant demo server, tracing into a temporary MMSP_CACHE_DIR."""
+    from mmsp_notebook import _session
+
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    sess = _session.Session()
+    sess.settings.demo_instant = True
+    sess.notebook = "tests"
+    monkeypatch.setattr(_session, "_session", sess)
+    yield sess
+    sess.stop_demo()

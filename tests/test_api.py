@@ -1,0 +1,237 @@
+"""ask/aask and the turn engine, through the real mmsp clients over real HTTP from the demo server."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+from helpers import fresh_session  # noqa: F401  (fixture)
+
+import mmsp_notebook as m
+from mmsp_notebook._api import interpolate, launch, user_message
+from mmsp_notebook._live import TextLive, drive
+from mmsp_notebook._sidecar import read_sidecar
+
+
+def get_weather(city: str, unit: str = "celsius") -> str:
+    """The current weather of a city.
+
+    Args:
+        city: The city's name.
+        unit: celsius or fahrenheit.
+    """
+    return f"18 degrees {unit} and sunny in {city}"
+
+
+def broken_tool(city: str) -> str:
+    """Look up the weather, badly."""
+    raise RuntimeError(f"weather service down for {city}")
+
+
+def quiet_ask(prompt, **kw):
+    out = io.StringIO()
+    turn = m.ask(prompt, stream=out, **kw)
+    return turn, out.getvalue()
+
+
+def test_text_and_thinking_stream_with_footer_trace_and_sidecar(fresh_session, tmp_path):
+    turn, printed = quiet_ask("Tell me about pandas")
+    assert turn.status == "complete" and turn.finish_reason == "stop"
+    assert turn.thinking and "##" in turn.text and "|" in turn.text and "```" in turn.text
+    assert turn.text in printed and "tokens: cached" in printed
+    usage = turn.usage
+    assert usage["prompt_tokens"] > 0 and usage["response_tokens"] > 0 and usage["thoughts_tokens"] > 0
+    assert turn.cost is None and "price unknown" in printed
+    assert turn.timings["ttft"] is not None and turn.timings["total"] >= turn.timings["ttft"]
+    # mmsp's own trace (saved here for the mmsp wire client) and the timing sidecar beside it
+    base = tmp_path / "cache" / "tests" / "default"
+    trace = json.loads((base / "turn_000.json").read_text())
+    assert trace["config"]["model"] == "demo"
+    assert [msg["role"] for msg in trace["history"]] == ["user", "assistant"]
+    assert trace["history"][1]["content_items"] == turn.message["content_items"]
+    [record] = list(read_sidecar(base / "turn_000.timing.jsonl"))
+    assert record["status"] == "complete" and record["turn"] == 0 and record["message_index"] == 1
+    assert record["events"][-1][1] == "stop" and len(record["events"]) == len(turn.events)
+    assert record["usage"] == turn.usage
+
+
+@pytest.mark.parametrize("client_type", ["mmsp", "openai-chat", "openai-responses", "ant-messages"])
+def test_tool_loop_runs_the_function_and_answers_with_its_result(fresh_session, client_type):
+    turn, printed = quiet_ask("What's the weather in Paris?", tools=[get_weather], client_type=client_type)
+    assert turn.status == "complete", turn.error
+    assert len(turn.steps) == 2
+    [call] = turn.tool_calls
+    assert call["name"] == "get_weather" and call["arguments"]["city"] == "Paris"
+    assert call["output"] == "18 degrees celsius and sunny in Paris" and call["duration"] >= 0
+    assert "18 degrees celsius and sunny in Paris" in turn.text
+    result_message = turn.tool_messages[0]
+    assert result_message["content_items"][0]["tool_call_id"] == call["tool_call_id"]
+    history = fresh_session.conversation(None).history()
+    assert [msg["role"] for msg in history] == ["user", "assistant", "user", "assistant"]
+    assert history[2]["content_items"][0]["type"] == "tool_result.done"
+
+
+def test_a_tool_that_raises_is_shown_and_sent_back(fresh_session):
+    turn, printed = quiet_ask("please call broken_tool for Oslo", tools=[broken_tool])
+    [call] = turn.tool_calls
+    assert call["error"] == "RuntimeError: weather service down for Oslo"
+    assert "raised RuntimeError" in printed
+    assert turn.status == "complete" and "weather service down" in turn.text
+
+
+def test_max_steps_stops_the_loop(fresh_session):
+    turn, _ = quiet_ask("What's the weather in Paris?", tools=[get_weather], max_steps=1)
+    assert len(turn.steps) == 1 and turn.max_steps_reached
+    assert "max-steps" in turn.status_text
+
+
+@pytest.mark.parametrize(
+    "fault, status, error_type",
+    [
+        ("cut-text", "incomplete", "RemoteProtocolError"),
+        ("nostop", "incomplete", "IncompleteStreamError"),
+        ("error", "error", "UpstreamError"),
+        ("401", "error", "UpstreamError"),
+        ("429", "error", "UpstreamError"),
+    ],
+)
+def test_faults_end_in_their_status_and_keep_partial_content(fresh_session, fault, status, error_type):
+    turn, printed = quiet_ask("hello there", model=f"demo+{fault}")
+    assert turn.status == status
+    assert type(turn.error).__name__ == error_type
+    assert f"[{status}]" in printed
+    if fault in ("cut-text", "nostop"):
+        assert turn.text and turn.text in printed  # partial content kept
+        assert "ended without a stop event" in printed
+    if fault == "401":
+        assert turn.error.status == 401
+    # a failed turn records nothing in the conversation
+    assert fresh_session.conversation(None).history() == []
+    assert fresh_session.last_error is turn.error
+
+
+@pytest.mark.parametrize("client_type", ["openai-chat", "ant-messages"])
+def test_malformed_tool_arguments_surface_as_tool_call_argument_parse_error(fresh_session, client_type):
+    turn, printed = quiet_ask("What's the weather in Paris?", model="demo+bad-args", tools=[get_weather],
+                              client_type=client_type)
+    assert turn.status == "error" and type(turn.error).__name__ == "ToolCallArgumentParseError"
+    assert "not a JSON object" in printed  # the hint
+
+
+def test_history_accumulates_only_complete_turns(fresh_session):
+    quiet_ask("first question")
+    quiet_ask("second", model="demo+cut-text")
+    quiet_ask("third question")
+    history = fresh_session.conversation(None).history()
+    texts = [msg["content_items"][0].get("text") for msg in history if msg["role"] == "user"]
+    assert texts == ["first question", "third question"]
+    quiet_ask("fresh", new=True)
+    assert len(fresh_session.conversation(None).history()) == 2
+    assert fresh_session.conversation(None).turns[-1].trace_id.endswith("default~2/turn_003")
+
+
+def test_strict_raises_turn_error_with_the_partial_turn(fresh_session):
+    with pytest.raises(m.TurnError) as info:
+        quiet_ask("hello", model="demo+cut-text", strict=True)
+    assert info.value.turn.status == "incomplete" and info.value.turn.text
+    assert type(info.value.__cause__).__name__ == "RemoteProtocolError"
+
+
+def test_abort_of_a_stalled_stream_cancels_within_a_second(fresh_session):
+    run, future = launch("hello", model="demo+stall")
+    time.sleep(0.3)
+    started = time.monotonic()
+    run.abort()
+    turn = future.result(timeout=5)
+    assert time.monotonic() - started < 1.0
+    assert turn.status == "cancelled"
+    assert fresh_session.conversation(None).history() == []
+
+
+def test_keyboard_interrupt_in_drive_aborts_and_keeps_partial(fresh_session):
+    import threading
+    import _thread
+
+    run, future = launch("hello", model="demo+tps=20")
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    out = io.StringIO()
+    started = time.monotonic()
+    turn = drive(run, future, TextLive(out))
+    assert time.monotonic() - started < 2.5
+    assert turn.status == "cancelled" and turn.thinking
+    assert "cancelled — partial output kept" in out.getvalue()
+
+
+def test_aask_from_async_code(fresh_session):
+    async def main():
+        return await m.aask("what is a cat?")
+
+    turn = asyncio.run(main())
+    assert turn.status == "complete" and turn.text
+
+
+def test_images_audio_and_embeddings(fresh_session):
+    turn, printed = quiet_ask("draw a house")
+    [image] = turn.images
+    assert image["mime_type"] == "image/png" and image["data"].startswith(b"\x89PNG")
+    assert "[image] image/png" in printed
+    turn, _ = quiet_ask("say hello")
+    [audio] = turn.audio
+    assert audio["mime_type"].startswith("audio/L16") and len(audio["data"]) > 1000
+    turn, printed = quiet_ask("embed me", model="demo-embed", chat="vectors")
+    [vector] = turn.embeddings
+    assert len(vector) == 64 and "64 dims" in printed
+
+
+def test_api_key_env_names_a_missing_variable_clearly(fresh_session, monkeypatch):
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    turn, printed = quiet_ask("hi", model="gpt-5.6-sol", api_key_env="NO_SUCH_KEY_VAR")
+    assert turn.status == "error" and "NO_SUCH_KEY_VAR is not set" in printed
+
+
+def test_missing_key_for_a_real_provider_says_which_variable(fresh_session, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    turn, printed = quiet_ask("hi", model="gpt-5.6-sol", client_type="openai-chat", base_url="http://127.0.0.1:9/v1")
+    assert turn.status == "error" and "OPENAI_API_KEY" in printed
+
+
+def test_interpolation_expressions_escapes_json_and_images(tmp_path):
+    ns = {"city": "Paris", "n": 3}
+    assert interpolate("Weather in {city} x{n + 1}", ns)[0] == "Weather in Paris x4"
+    assert interpolate("literal {{city}}", ns)[0] == "literal {city}"
+    payload = '{"a": {"b": [1, 2]}, "c": "{d}"}'
+    assert interpolate(payload, ns)[0] == payload
+    assert interpolate("{undefined_name} and {", ns)[0] == "{undefined_name} and {"
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 20
+    path = tmp_path / "pic.png"
+    path.write_bytes(png)
+    text, images = interpolate("look {img} and {p}", {"img": png, "p": str(path)})
+    assert text == "look [image 1] and [image 2]" and len(images) == 2
+    assert images[0]["image_url"].startswith("data:image/png;base64,")
+    with pytest.raises(m.OptionError):
+        user_message("", [])
+
+
+def test_pil_image_is_sent_as_an_image_item(fresh_session):
+    from PIL import Image
+
+    img = Image.new("RGB", (4, 4), "red")
+    text, images = interpolate("what is in {img}?", {"img": img})
+    assert images and images[0]["image_url"].startswith("data:image/png;base64,")
+    turn, _ = quiet_ask(text, images=images)
+    assert turn.status == "complete"
+    assert turn.prompt["content_items"][1]["type"] == "image_url.done"
+
+
+def test_usage_frame_dtypes(fresh_session):
+    quiet_ask("one")
+    quiet_ask("two", model="demo+401")
+    df = m.usage_frame(fresh_session.turns)
+    assert list(df["status"]) == ["complete", "error"]
+    assert str(df["prompt_tokens"].dtype) == "Int64" and df["prompt_tokens"].isna().tolist() == [False, True]
+    assert str(df["model"].dtype) == "category"
+    assert df["cost"].isna().all()
