@@ -105,8 +105,10 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None) -> str
         return "The stream broke the UniEvent grammar: a bug in the client or the server, not in your prompt."
     if name in ("CancelledError", "KeyboardInterrupt"):
         return ""
-    if name in ("ConnectError", "APIConnectionError", "RemoteProtocolError", "ReadError"):
-        return "The connection failed: check --base-url and that the server is reachable."
+    if name in ("RemoteProtocolError", "ReadError", "APIConnectionError") and "closed" in str(exc).lower():
+        return "The connection dropped before the stream ended; the request is worth retrying."
+    if name in ("ConnectError", "APIConnectionError", "ConnectTimeout"):
+        return "Could not connect: check --base-url and that the server is reachable."
     return "Run %mmsp error for the full detail."
 
 
