@@ -1,0 +1,491 @@
+// anywidget front end of Chat: a conversation with streamed assistant turns (drawn by render.js).
+//
+// Traits read: transcript, busy, models, model, thinking, thinking_levels, error.
+// Traits written: model, thinking (set + save_changes when the pickers change).
+// Messages sent: hello, send, stop, new_chat, retry. Received: ops (with turn index), chat_snapshot.
+import { createTurnView } from "./render.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, covers } from "./util.js";
+
+const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
+const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
+const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
+
+function optionList(list) {
+  if (!Array.isArray(list)) return [];
+  return list
+    .map((m) => {
+      if (typeof m === "string") return { value: m, label: m };
+      if (Array.isArray(m) && m.length >= 2) return { value: String(m[1]), label: String(m[0]) };
+      if (m && typeof m === "object") {
+        const value = m.value ?? m.id ?? m.name;
+        if (value === undefined || value === null) return null;
+        return { value: String(value), label: String(m.label ?? m.name ?? value) };
+      }
+      return null;
+    })
+    .filter(Boolean);
+}
+
+export function renderChatWidget({ model, el }) {
+  const doc = el.ownerDocument;
+  const win = doc.defaultView;
+  el.classList.add("mmsp-root", "mmsp-chat-widget");
+  const cleanups = [];
+  const listen = (target, type, fn, opts) => {
+    target.addEventListener(type, fn, opts);
+    cleanups.push(() => target.removeEventListener(type, fn, opts));
+  };
+  const on = (name, fn) => {
+    model.on(name, fn);
+    cleanups.push(() => {
+      if (typeof model.off === "function") model.off(name, fn);
+    });
+  };
+  const copy = (text) => copyText(text, doc);
+
+  // ------------------------------------------------------------------ layout
+  const root = h(doc, "div", "mmsp-chat");
+  const toolbar = h(doc, "div", "mmsp-chat-toolbar");
+  const modelLabel = h(doc, "label", "mmsp-field");
+  modelLabel.appendChild(h(doc, "span", "mmsp-field-label", null, "Model"));
+  const modelSel = h(doc, "select", "mmsp-select mmsp-model-select", { "aria-label": "Model" });
+  modelLabel.appendChild(modelSel);
+  const thinkLabel = h(doc, "label", "mmsp-field");
+  thinkLabel.appendChild(h(doc, "span", "mmsp-field-label", null, "Thinking"));
+  const thinkSel = h(doc, "select", "mmsp-select mmsp-thinking-select", { "aria-label": "Thinking level" });
+  thinkLabel.appendChild(thinkSel);
+  const spacer = h(doc, "span", "mmsp-spacer");
+  const newBtn = button(doc, "mmsp-btn mmsp-new-chat", "New chat", "Start a new chat");
+  toolbar.append(modelLabel, thinkLabel, spacer, newBtn);
+
+  const errorBanner = h(doc, "div", "mmsp-banner mmsp-error mmsp-chat-error", { role: "alert" });
+  const errorText = h(doc, "span", "mmsp-chat-error-text");
+  const errorClose = button(doc, "mmsp-btn mmsp-btn-icon mmsp-dismiss", "×", "Dismiss error");
+  errorBanner.append(errorText, errorClose);
+  errorBanner.hidden = true;
+
+  const log = h(doc, "div", "mmsp-chat-log", { tabindex: "0", role: "region", "aria-label": "Conversation" });
+  const empty = h(doc, "div", "mmsp-chat-empty mmsp-meta", null, "Ask something. Enter sends, Shift+Enter adds a new line; paste or drop images to attach them.");
+  log.appendChild(empty);
+
+  const composer = h(doc, "div", "mmsp-composer");
+  const attachments = h(doc, "div", "mmsp-attachments", { "aria-label": "Attached images" });
+  attachments.hidden = true;
+  const note = h(doc, "div", "mmsp-composer-note mmsp-meta", { "aria-live": "polite" });
+  note.hidden = true;
+  const row = h(doc, "div", "mmsp-composer-row");
+  const input = h(doc, "textarea", "mmsp-input", {
+    rows: "2",
+    "aria-label": "Message",
+    placeholder: "Message — Enter to send, Shift+Enter for a new line",
+  });
+  const fileInput = h(doc, "input", "mmsp-file", { type: "file", accept: "image/png,image/jpeg,image/gif,image/webp", multiple: true, tabindex: "-1", "aria-hidden": "true" });
+  fileInput.hidden = true;
+  const attachBtn = button(doc, "mmsp-btn mmsp-attach", "Image", "Attach an image", "Attach an image (or paste / drop one)");
+  const sendBtn = button(doc, "mmsp-btn mmsp-primary mmsp-send", "Send", "Send message");
+  row.append(input, attachBtn, sendBtn, fileInput);
+  composer.append(attachments, note, row);
+
+  root.append(toolbar, errorBanner, log, composer);
+  el.appendChild(root);
+
+  // ------------------------------------------------------------------ state
+  let entries = []; // {key, role, el, view?, text?}
+  let live = null; // {index, el, view, retry}
+  let stick = true;
+  let pending = []; // attached images: {src}
+  let errorDismissed = null;
+
+  const busy = () => !!model.get("busy");
+
+  // ------------------------------------------------------------------ scrolling
+  listen(log, "scroll", () => {
+    stick = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  });
+  function scrollToEnd() {
+    if (stick) log.scrollTop = log.scrollHeight;
+  }
+
+  // ------------------------------------------------------------------ messages
+  function actionsBar() {
+    return h(doc, "div", "mmsp-msg-actions");
+  }
+
+  function copyButton(getText, what) {
+    const b = button(doc, "mmsp-btn mmsp-btn-small mmsp-copy", "Copy", `Copy ${what}`);
+    b.addEventListener("click", () => {
+      Promise.resolve(copy(getText())).then(
+        (ok) => flashCopied(b, ok !== false),
+        () => flashCopied(b, false),
+      );
+    });
+    return b;
+  }
+
+  function userMessage(entry) {
+    const m = h(doc, "div", "mmsp-msg mmsp-msg-user");
+    const bubble = h(doc, "div", "mmsp-bubble");
+    const text = typeof entry.text === "string" ? entry.text : "";
+    if (text) bubble.appendChild(h(doc, "div", "mmsp-user-text", null, text));
+    const imgs = Array.isArray(entry.images) ? entry.images : [];
+    if (imgs.length) {
+      const thumbs = h(doc, "div", "mmsp-thumbs");
+      imgs.forEach((src, k) => {
+        if (isSafeImageSrc(src)) thumbs.appendChild(h(doc, "img", "mmsp-thumb", { src, alt: `attached image ${k + 1}` }));
+        else thumbs.appendChild(h(doc, "span", "mmsp-meta", null, `image ${k + 1} not shown`));
+      });
+      bubble.appendChild(thumbs);
+    }
+    const actions = actionsBar();
+    actions.appendChild(copyButton(() => text, "message"));
+    m.append(bubble, actions);
+    return { role: "user", el: m, text };
+  }
+
+  function assistantMessage(vm) {
+    const m = h(doc, "div", "mmsp-msg mmsp-msg-assistant");
+    const body = h(doc, "div", "mmsp-msg-body");
+    const view = createTurnView(body, { onCopy: copy, onUpdate: () => { scrollToEnd(); } });
+    if (vm) view.render(vm);
+    const actions = actionsBar();
+    actions.appendChild(copyButton(() => view.getText(), "answer"));
+    const retry = button(doc, "mmsp-btn mmsp-btn-small mmsp-retry", "Retry", "Retry this answer");
+    retry.hidden = true;
+    retry.addEventListener("click", () => {
+      if (!busy()) model.send({ type: "retry" });
+    });
+    actions.appendChild(retry);
+    m.append(body, actions);
+    return { role: "assistant", el: m, view, retry };
+  }
+
+  function makeEntry(entry) {
+    if (entry && entry.role === "user") return userMessage(entry);
+    if (entry && entry.role === "assistant") return assistantMessage(entry.turn || {});
+    const m = h(doc, "div", "mmsp-msg mmsp-msg-other mmsp-meta", null, entry && entry.text ? String(entry.text) : "");
+    return { role: String((entry && entry.role) || ""), el: m };
+  }
+
+  function dropEntry(e) {
+    if (e.view) e.view.destroy();
+    e.el.remove();
+  }
+
+  function drawTranscript(t) {
+    const list = Array.isArray(t) ? t : [];
+    const next = [];
+    for (let k = 0; k < list.length; k++) {
+      const entry = list[k];
+      const key = JSON.stringify(entry);
+      const old = entries[k];
+      if (old && old.key === key) {
+        next.push(old);
+        continue;
+      }
+      if (live && live.index === k && entry && entry.role === "assistant") {
+        // The live turn has ended and joined the transcript: keep its view when it already shows it.
+        if (!covers(live.view.viewModel(), entry.turn || {})) live.view.render(entry.turn || {});
+        if (old) dropEntry(old);
+        next.push({ ...live, key });
+        live = null;
+        continue;
+      }
+      if (old) dropEntry(old);
+      next.push({ ...makeEntry(entry), key });
+    }
+    for (let k = list.length; k < entries.length; k++) dropEntry(entries[k]);
+    entries = next;
+    if (live && live.index < entries.length) {
+      dropEntry(live);
+      live = null;
+    }
+    // DOM order: entries, then the live turn
+    for (const e of entries) log.appendChild(e.el);
+    if (live) log.appendChild(live.el);
+    empty.hidden = entries.length > 0 || !!live;
+    updateRetry();
+    scrollToEnd();
+  }
+
+  function liveAt(index) {
+    if (live && live.index === index) return live;
+    if (live) dropEntry(live);
+    live = { ...assistantMessage({ status: "streaming", items: [] }), index };
+    log.appendChild(live.el);
+    empty.hidden = true;
+    return live;
+  }
+
+  function applyOps(index, ops) {
+    let target = null;
+    if (typeof index === "number" && index < entries.length) {
+      const e = entries[index];
+      if (e && e.view) target = e;
+    }
+    if (!target) target = liveAt(typeof index === "number" ? index : entries.length);
+    target.view.apply(ops);
+    updateRetry();
+  }
+
+  function updateRetry() {
+    const all = live ? [...entries, live] : entries;
+    let last = null;
+    for (let k = all.length - 1; k >= 0; k--) {
+      if (all[k].view) {
+        last = all[k];
+        break;
+      }
+    }
+    for (const e of all) {
+      if (!e.retry) continue;
+      e.retry.hidden = !(e === last && RETRYABLE.has(e.view.status) && !busy());
+    }
+  }
+
+  // ------------------------------------------------------------------ pickers
+  function fillSelect(sel, list, value) {
+    const opts = optionList(list);
+    if (value !== undefined && value !== null && value !== "" && !opts.some((o) => o.value === String(value))) {
+      opts.unshift({ value: String(value), label: String(value) });
+    }
+    const sig = JSON.stringify(opts);
+    if (sel.dataset.sig !== sig) {
+      sel.dataset.sig = sig;
+      sel.textContent = "";
+      for (const o of opts) sel.appendChild(h(doc, "option", null, { value: o.value }, o.label));
+    }
+    if (value !== undefined && value !== null) sel.value = String(value);
+    return opts.length;
+  }
+
+  function drawModels() {
+    const n = fillSelect(modelSel, model.get("models"), model.get("model"));
+    modelLabel.hidden = n === 0;
+  }
+  function drawThinking() {
+    const n = fillSelect(thinkSel, model.get("thinking_levels"), model.get("thinking"));
+    thinkLabel.hidden = n === 0;
+  }
+  listen(modelSel, "change", () => {
+    model.set("model", modelSel.value);
+    model.save_changes();
+  });
+  listen(thinkSel, "change", () => {
+    model.set("thinking", thinkSel.value);
+    model.save_changes();
+  });
+
+  // ------------------------------------------------------------------ busy / error
+  function drawBusy() {
+    const b = busy();
+    sendBtn.textContent = b ? "Stop" : "Send";
+    sendBtn.setAttribute("aria-label", b ? "Stop generating" : "Send message");
+    sendBtn.title = b ? "Stop generating (Esc)" : "Send message (Enter)";
+    sendBtn.classList.toggle("mmsp-stop", b);
+    sendBtn.classList.toggle("mmsp-primary", !b);
+    root.classList.toggle("mmsp-busy", b);
+    updateRetry();
+  }
+  function drawError() {
+    const e = model.get("error");
+    const text = typeof e === "string" ? e : e ? JSON.stringify(e) : "";
+    errorText.textContent = text;
+    errorBanner.hidden = !text || text === errorDismissed;
+  }
+  listen(errorClose, "click", () => {
+    errorDismissed = errorText.textContent;
+    errorBanner.hidden = true;
+  });
+
+  // ------------------------------------------------------------------ composing
+  function showNote(text) {
+    note.textContent = text || "";
+    note.hidden = !text;
+  }
+
+  function drawAttachments() {
+    attachments.textContent = "";
+    pending.forEach((a, k) => {
+      const wrap = h(doc, "div", "mmsp-attachment");
+      wrap.appendChild(h(doc, "img", "mmsp-thumb", { src: a.src, alt: `attachment ${k + 1}` }));
+      const rm = button(doc, "mmsp-btn mmsp-btn-icon mmsp-remove", "×", `Remove image ${k + 1}`);
+      rm.addEventListener("click", () => {
+        pending.splice(k, 1);
+        drawAttachments();
+        input.focus();
+      });
+      wrap.appendChild(rm);
+      attachments.appendChild(wrap);
+    });
+    attachments.hidden = pending.length === 0;
+  }
+
+  function readAsDataURL(file) {
+    return new Promise((resolve, reject) => {
+      const r = new win.FileReader();
+      r.onload = () => resolve(String(r.result));
+      r.onerror = () => reject(r.error || new Error("could not read the file"));
+      r.readAsDataURL(file);
+    });
+  }
+
+  async function addFiles(files) {
+    const list = Array.from(files || []).filter((f) => f && typeof f.type === "string" && f.type.startsWith("image/"));
+    const added = [];
+    for (const f of list) {
+      if (!IMAGE_TYPES.test(f.type)) {
+        showNote(`${f.type} is not supported: attach PNG, JPEG, GIF or WebP images.`);
+        continue;
+      }
+      if (f.size > MAX_IMAGE_BYTES) {
+        showNote(`${f.name || "image"} is larger than 20 MB.`);
+        continue;
+      }
+      try {
+        const src = await readAsDataURL(f);
+        if (isSafeImageSrc(src)) {
+          pending.push({ src });
+          added.push(src);
+        } else showNote("That image could not be attached.");
+      } catch (err) {
+        showNote(`Could not read the image: ${err && err.message ? err.message : err}`);
+      }
+    }
+    if (added.length) {
+      showNote("");
+      drawAttachments();
+    }
+    return added;
+  }
+
+  function imageFilesOf(dt) {
+    if (!dt) return [];
+    const out = [];
+    if (dt.items && dt.items.length) {
+      for (const it of Array.from(dt.items)) {
+        if (it.kind === "file" && typeof it.type === "string" && it.type.startsWith("image/")) {
+          const f = it.getAsFile();
+          if (f) out.push(f);
+        }
+      }
+    }
+    if (!out.length && dt.files) for (const f of Array.from(dt.files)) if (f.type && f.type.startsWith("image/")) out.push(f);
+    return out;
+  }
+
+  listen(root, "paste", (e) => {
+    const files = imageFilesOf(e.clipboardData);
+    if (!files.length) return;
+    const types = e.clipboardData && e.clipboardData.types ? Array.from(e.clipboardData.types) : [];
+    if (!types.includes("text/plain")) e.preventDefault();
+    addFiles(files);
+  });
+  listen(root, "dragover", (e) => {
+    const types = e.dataTransfer && e.dataTransfer.types ? Array.from(e.dataTransfer.types) : [];
+    if (types.includes("Files")) {
+      e.preventDefault();
+      root.classList.add("mmsp-dragging");
+    }
+  });
+  listen(root, "dragleave", (e) => {
+    if (!e.relatedTarget || !root.contains(e.relatedTarget)) root.classList.remove("mmsp-dragging");
+  });
+  listen(root, "drop", (e) => {
+    root.classList.remove("mmsp-dragging");
+    const files = imageFilesOf(e.dataTransfer);
+    if (!files.length) return;
+    e.preventDefault();
+    addFiles(files);
+  });
+  listen(attachBtn, "click", () => fileInput.click());
+  listen(fileInput, "change", () => {
+    addFiles(fileInput.files).then(() => {
+      fileInput.value = "";
+    });
+  });
+
+  function send() {
+    if (busy()) return false;
+    const text = input.value;
+    if (!text.trim() && pending.length === 0) return false;
+    model.send({ type: "send", text, images: pending.map((a) => a.src) });
+    input.value = "";
+    pending = [];
+    drawAttachments();
+    showNote("");
+    stick = true;
+    scrollToEnd();
+    return true;
+  }
+
+  listen(input, "keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey && !e.isComposing && e.keyCode !== 229) {
+      e.preventDefault();
+      send();
+    } else if (e.key === "Escape" && busy()) {
+      e.preventDefault();
+      model.send({ type: "stop" });
+    }
+  });
+  listen(sendBtn, "click", () => {
+    if (busy()) model.send({ type: "stop" });
+    else send();
+    input.focus();
+  });
+  listen(newBtn, "click", () => {
+    model.send({ type: "new_chat" });
+    pending = [];
+    drawAttachments();
+    showNote("");
+  });
+
+  // ------------------------------------------------------------------ model events
+  const onMsg = (msg) => {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "ops") applyOps(msg.turn, msg.ops);
+    else if (msg.type === "chat_snapshot" && msg.chat && typeof msg.chat === "object") {
+      const c = msg.chat;
+      const t = Array.isArray(c.transcript) ? c.transcript : model.get("transcript");
+      drawTranscript(t);
+      if (c.live && typeof c.live === "object" && Object.keys(c.live).length) {
+        liveAt(entries.length).view.render(c.live);
+      } else if (live) {
+        dropEntry(live);
+        live = null;
+      }
+      updateRetry();
+      scrollToEnd();
+    }
+  };
+  on("msg:custom", onMsg);
+  on("change:transcript", () => drawTranscript(model.get("transcript")));
+  on("change:busy", drawBusy);
+  on("change:models", drawModels);
+  on("change:model", drawModels);
+  on("change:thinking_levels", drawThinking);
+  on("change:thinking", drawThinking);
+  on("change:error", drawError);
+
+  drawModels();
+  drawThinking();
+  drawBusy();
+  drawError();
+  drawTranscript(model.get("transcript"));
+  model.send({ type: "hello" });
+
+  const dispose = () => {
+    for (const c of cleanups.splice(0)) c();
+    for (const e of entries) dispose1(e);
+    if (live) dispose1(live);
+    entries = [];
+    live = null;
+    root.remove();
+    el.classList.remove("mmsp-root", "mmsp-chat-widget");
+  };
+  function dispose1(e) {
+    if (e.view) e.view.destroy();
+  }
+  return dispose;
+}
+
+export default { render: renderChatWidget };

@@ -1,0 +1,218 @@
+// Markdown for untrusted model output: markdown-it (html: false, linkify: false) → DOMPurify
+// (returned as a DOM fragment, never re-serialized) → code blocks get a copy button, links open
+// in a new tab with rel="noopener noreferrer".
+//
+// Streaming: `StreamingMarkdown` keeps a stable prefix rendered once and re-renders only the tail.
+// The prefix ends at a blank line outside any fenced code block whose next line starts a new
+// top-level block (not indented, not a list item), where splitting the source cannot change how
+// markdown-it parses either side. When the text is finished, the concatenated HTML of the pieces
+// is compared with one full render and the DOM replaced if they differ (reference-style link
+// definitions, for instance), so the final DOM is always that of a full render.
+
+import MarkdownIt from "markdown-it";
+import createDOMPurify from "dompurify";
+import { h } from "./util.js";
+
+let _md = null;
+export function markdownIt() {
+  if (_md) return _md;
+  const md = new MarkdownIt({ html: false, linkify: false, typographer: false, breaks: false });
+  // markdown-it's default validateLink already rejects javascript:, vbscript:, file: and data:
+  // (except raster data:image). Keep it that way, and also refuse data:image/svg+xml explicitly.
+  const validate = md.validateLink.bind(md);
+  md.validateLink = (url) => validate(url) && !/^\s*data:image\/svg/i.test(url);
+  _md = md;
+  return md;
+}
+
+export function renderMarkdownHTML(src) {
+  return markdownIt().render(src);
+}
+
+const purifiers = new WeakMap();
+function purifier(win) {
+  let p = purifiers.get(win);
+  if (p) return p;
+  p = createDOMPurify(win);
+  p.addHook("afterSanitizeAttributes", (node) => {
+    if (node.nodeName === "A" && node.hasAttribute("href")) {
+      node.setAttribute("target", "_blank");
+      node.setAttribute("rel", "noopener noreferrer");
+    }
+  });
+  purifiers.set(win, p);
+  return p;
+}
+
+const PURIFY_CONFIG = {
+  USE_PROFILES: { html: true }, // no svg, no mathml
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed"],
+  ADD_ATTR: ["target"],
+  RETURN_DOM_FRAGMENT: true,
+};
+
+/** Sanitize markdown-it HTML into a DocumentFragment of `doc`, with copy buttons on code blocks. */
+export function htmlToFragment(doc, html) {
+  const win = doc.defaultView;
+  const frag = purifier(win).sanitize(html, PURIFY_CONFIG);
+  const out = frag.ownerDocument === doc ? frag : doc.importNode(frag, true);
+  decorateCode(doc, out);
+  return out;
+}
+
+function decorateCode(doc, root) {
+  for (const pre of Array.from(root.querySelectorAll("pre"))) {
+    const code = pre.querySelector("code");
+    let lang = "";
+    if (code) {
+      const m = /(?:^|\s)language-([^\s]+)/.exec(code.getAttribute("class") || "");
+      if (m) lang = m[1];
+    }
+    const wrap = h(doc, "div", "mmsp-code");
+    const bar = h(doc, "div", "mmsp-code-bar");
+    bar.appendChild(h(doc, "span", "mmsp-code-lang", null, lang));
+    bar.appendChild(
+      h(doc, "button", "mmsp-btn mmsp-copy-code", { type: "button", "aria-label": "Copy code", title: "Copy code" }, "Copy"),
+    );
+    pre.parentNode.insertBefore(wrap, pre);
+    wrap.appendChild(bar);
+    wrap.appendChild(pre);
+  }
+}
+
+const FENCE_OPEN = /^(\s*)(`{3,}|~{3,})(.*)$/;
+
+/**
+ * Where the stable prefix of `text` may end, scanning from `from` (a position where no fence is
+ * open): the index just after the last safe blank line, or `from` when there is none.
+ */
+export function stableBoundary(text, from = 0) {
+  let boundary = from;
+  let fence = null; // {ch, len, indent}
+  let pos = from;
+  let prevBlank = false;
+  let blankEnd = -1; // index after the last blank line outside a fence, candidate boundary
+  while (pos < text.length) {
+    const nl = text.indexOf("\n", pos);
+    if (nl < 0) {
+      // incomplete last line: it can still confirm a candidate if it already shows its start
+      if (prevBlank && blankEnd >= 0 && startsTopLevelBlock(text, pos, text.length, false)) boundary = blankEnd;
+      break;
+    }
+    const line = text.slice(pos, nl);
+    const blank = /^\s*$/.test(line);
+    if (fence) {
+      const m = FENCE_OPEN.exec(line);
+      if (m && m[2][0] === fence.ch && m[2].length >= fence.len && /^\s*$/.test(m[3]) && m[1].length <= fence.indent + 3) {
+        fence = null;
+      }
+    } else if (blank) {
+      blankEnd = nl + 1;
+    } else {
+      if (prevBlank && blankEnd >= 0 && startsTopLevelBlock(text, pos, nl, true)) boundary = blankEnd;
+      const m = FENCE_OPEN.exec(line);
+      if (m && !(m[2][0] === "`" && m[3].includes("`"))) fence = { ch: m[2][0], len: m[2].length, indent: m[1].length };
+    }
+    prevBlank = !fence && blank;
+    pos = nl + 1;
+  }
+  return boundary;
+}
+
+// A line that cannot continue the block before the blank line: not indented, not a list item.
+// An incomplete last line needs a few characters to tell ("1" may become "1. item").
+function startsTopLevelBlock(text, start, end, complete) {
+  if (end <= start) return false;
+  const c = text[start];
+  if (c === " " || c === "\t") return false;
+  const line = text.slice(start, Math.min(end, start + 12));
+  if (/^[-*+](\s|$)/.test(line)) return false;
+  if (/^\d{1,9}[.)](\s|$)/.test(line)) return false;
+  if (!complete && (/^[-*+]$/.test(line) || /^\d{1,10}$/.test(line))) return false;
+  return true;
+}
+
+const REF_DEF = /^ {0,3}\[[^\]\n]+\]:/m;
+
+/** Incrementally rendered Markdown inside `el` (which it owns). */
+export class StreamingMarkdown {
+  constructor(el) {
+    this.el = el;
+    this.doc = el.ownerDocument;
+    this.text = "";
+    this.stableLen = 0;
+    this.stableHTML = []; // html of each stable piece
+    this.tailNodes = [];
+    this.tailHTML = "";
+    this.renderedLen = -1; // text length the DOM reflects
+    this.final = false;
+  }
+
+  reset(text) {
+    this.el.textContent = "";
+    this.text = text || "";
+    this.stableLen = 0;
+    this.stableHTML = [];
+    this.tailNodes = [];
+    this.tailHTML = "";
+    this.renderedLen = -1;
+    this.final = false;
+  }
+
+  append(s) {
+    this.text += s;
+    this.final = false;
+  }
+
+  get dirty() {
+    return this.renderedLen !== this.text.length;
+  }
+
+  /** Bring the DOM up to date. `finished`: the text is complete (check against a full render). */
+  flush(finished = false) {
+    if (this.renderedLen === this.text.length) {
+      if (!finished || this.final) return false;
+      this.finalize();
+      return true;
+    }
+    const b = stableBoundary(this.text, this.stableLen);
+    if (b > this.stableLen) {
+      const html = renderMarkdownHTML(this.text.slice(this.stableLen, b));
+      this.removeTail();
+      this.el.appendChild(htmlToFragment(this.doc, html));
+      this.stableHTML.push(html);
+      this.stableLen = b;
+    }
+    this.removeTail();
+    const tail = this.text.slice(this.stableLen);
+    this.tailHTML = tail ? renderMarkdownHTML(tail) : "";
+    if (this.tailHTML) {
+      const frag = htmlToFragment(this.doc, this.tailHTML);
+      this.tailNodes = Array.from(frag.childNodes);
+      this.el.appendChild(frag);
+    }
+    this.renderedLen = this.text.length;
+    if (finished) this.finalize();
+    return true;
+  }
+
+  finalize() {
+    this.final = true;
+    const pieces = this.stableHTML.join("") + this.tailHTML;
+    if (this.stableHTML.length === 0 && !REF_DEF.test(this.text)) return;
+    const full = renderMarkdownHTML(this.text);
+    if (full === pieces) return;
+    this.el.textContent = "";
+    this.el.appendChild(htmlToFragment(this.doc, full));
+    this.stableHTML = [];
+    this.stableLen = 0;
+    this.tailNodes = Array.from(this.el.childNodes);
+    this.tailHTML = full;
+  }
+
+  removeTail() {
+    for (const n of this.tailNodes) n.remove();
+    this.tailNodes = [];
+    this.tailHTML = "";
+  }
+}

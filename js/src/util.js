@@ -1,0 +1,132 @@
+// Small helpers shared by the renderer and the widgets. Nothing here touches innerHTML.
+
+/** Create an element with classes, attributes and text (textContent only). */
+export function h(doc, tag, cls, attrs, text) {
+  const el = doc.createElement(tag);
+  if (cls) el.className = cls;
+  if (attrs) {
+    for (const [k, v] of Object.entries(attrs)) {
+      if (v === null || v === undefined || v === false) continue;
+      el.setAttribute(k, v === true ? "" : String(v));
+    }
+  }
+  if (text !== undefined && text !== null) el.textContent = String(text);
+  return el;
+}
+
+/** A real <button type="button"> with a text label and an aria-label. */
+export function button(doc, cls, label, ariaLabel, title) {
+  const b = h(doc, "button", cls, { type: "button", "aria-label": ariaLabel || label, title: title || ariaLabel || label }, label);
+  return b;
+}
+
+const IMAGE_SRC = /^data:image\/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*$/;
+const AUDIO_SRC = /^data:audio\/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=\s]*$/i;
+
+/** Only raster images as base64 data URLs (no svg, no remote URLs, no javascript:). */
+export function isSafeImageSrc(src) {
+  return typeof src === "string" && IMAGE_SRC.test(src);
+}
+
+/** Only base64 data URLs of an audio MIME type. */
+export function isSafeAudioSrc(src) {
+  return typeof src === "string" && AUDIO_SRC.test(src);
+}
+
+export function str(v) {
+  if (v === null || v === undefined) return "";
+  if (typeof v === "string") return v;
+  try {
+    return JSON.stringify(v, null, 2);
+  } catch {
+    return String(v);
+  }
+}
+
+export function fmtSeconds(s) {
+  if (typeof s !== "number" || !isFinite(s)) return "";
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${s.toFixed(s < 10 ? 2 : 1)} s`;
+  const m = Math.floor(s / 60);
+  return `${m} min ${Math.round(s - m * 60)} s`;
+}
+
+export function fmtBytes(n) {
+  if (typeof n !== "number" || !isFinite(n)) return "";
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+export function fmtInt(n) {
+  return typeof n === "number" && isFinite(n) ? Math.round(n).toLocaleString("en-US") : "";
+}
+
+/** Copy text to the clipboard: the async Clipboard API, else a hidden textarea + execCommand. */
+export async function copyText(text, doc) {
+  const d = doc || (typeof document !== "undefined" ? document : null);
+  const win = d && d.defaultView;
+  const nav = (win && win.navigator) || (typeof navigator !== "undefined" ? navigator : null);
+  try {
+    if (nav && nav.clipboard && typeof nav.clipboard.writeText === "function") {
+      await nav.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // fall through to the fallback (permissions, insecure context)
+  }
+  if (!d || !d.body) return false;
+  const ta = d.createElement("textarea");
+  ta.value = text;
+  ta.setAttribute("readonly", "");
+  ta.style.position = "fixed";
+  ta.style.top = "-1000px";
+  ta.style.opacity = "0";
+  d.body.appendChild(ta);
+  let ok = false;
+  try {
+    ta.select();
+    ok = typeof d.execCommand === "function" ? d.execCommand("copy") : false;
+  } catch {
+    ok = false;
+  }
+  ta.remove();
+  return ok;
+}
+
+/** Briefly show "Copied" (or "Copy failed") on a copy button. */
+export function flashCopied(btn, ok) {
+  const prev = btn.dataset.label || btn.textContent;
+  btn.dataset.label = prev;
+  btn.textContent = ok ? "Copied" : "Copy failed";
+  btn.classList.toggle("mmsp-copied", !!ok);
+  const win = btn.ownerDocument && btn.ownerDocument.defaultView;
+  const st = (win && win.setTimeout) || setTimeout;
+  st(() => {
+    btn.textContent = btn.dataset.label || prev;
+    btn.classList.remove("mmsp-copied");
+  }, 1200);
+}
+
+/** Schedule a callback once per animation frame (or a short timer where there are no frames). */
+export function frameScheduler(win) {
+  if (win && typeof win.requestAnimationFrame === "function") {
+    return { request: (fn) => win.requestAnimationFrame(fn), cancel: (id) => win.cancelAnimationFrame(id) };
+  }
+  const st = (win && win.setTimeout) || setTimeout;
+  const ct = (win && win.clearTimeout) || clearTimeout;
+  return { request: (fn) => st(fn, 0), cancel: (id) => ct(id) };
+}
+
+/** True when every field of `b` (recursively) is present in `a` with an equal value. */
+export function covers(a, b) {
+  if (b === null || typeof b !== "object") return a === b || (Number.isNaN(a) && Number.isNaN(b));
+  if (a === null || typeof a !== "object") return false;
+  if (Array.isArray(b)) {
+    if (!Array.isArray(a) || a.length !== b.length) return false;
+    for (let k = 0; k < b.length; k++) if (!covers(a[k], b[k])) return false;
+    return true;
+  }
+  for (const k of Object.keys(b)) if (!covers(a[k], b[k])) return false;
+  return true;
+}

@@ -1,0 +1,481 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JSDOM } from "jsdom";
+import { createTurnView } from "../src/render.js";
+import { StreamingMarkdown, stableBoundary, renderMarkdownHTML, htmlToFragment } from "../src/markdown.js";
+
+function dom() {
+  const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+  const { document } = jsdom.window;
+  const container = document.createElement("div");
+  document.body.appendChild(container);
+  return { win: jsdom.window, doc: document, container };
+}
+
+// a scheduler that never fires by itself: tests call view.flush()
+const manual = { request: () => 1, cancel: () => {} };
+
+function makeView(opts = {}) {
+  const d = dom();
+  const view = createTurnView(d.container, { schedule: manual, ...opts });
+  return { ...d, view };
+}
+
+const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const WAV = "data:audio/wav;base64,UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
+
+function fullVM() {
+  return {
+    id: "t1",
+    model: "demo",
+    status: "complete",
+    items: [
+      { i: 0, kind: "thinking", status: "done", text: "Let me think.\nStep 2.", duration: 3.2, fidelity: ["signature"] },
+      { i: 1, kind: "text", status: "done", text: "# Title\n\nSome **bold** text and a [link](https://example.com).\n\n- a\n- b\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```python\nprint('hi')\n```\n" },
+      {
+        i: 2,
+        kind: "tool_call",
+        status: "done",
+        name: "get_weather",
+        tool_call_id: "c1",
+        text: '{"city": "Paris"}',
+        arguments: { city: "Paris" },
+        result: { ok: true, output: "18 °C", error: null, duration: 0.004 },
+      },
+      { i: 3, kind: "image", status: "done", mime_type: "image/png", src: PNG },
+      { i: 4, kind: "audio", status: "done", mime_type: "audio/wav", src: WAV, seconds: 1.5 },
+      { i: 5, kind: "embedding", status: "done", dims: 64, norm: 1.0, preview: [0.1, -0.2, 0.3] },
+      { i: 6, kind: "inline_thinking", status: "done", mime_type: "application/octet-stream", bytes: 120, fidelity: [] },
+      { i: 7, kind: "data", status: "done", mime_type: "application/pdf", bytes: 5120 },
+    ],
+    footer: {
+      usage: { cached_tokens: 0, prompt_tokens: 12, thoughts_tokens: 30, response_tokens: 80 },
+      finish_reason: "stop",
+      ttft: 0.41,
+      total: 2.2,
+      tokens_per_second: 54.2,
+      cost: 0.0012,
+      cost_text: "$0.0012",
+      steps: 2,
+    },
+    error: null,
+    status_text: "",
+  };
+}
+
+test("renders every item kind from a view model", () => {
+  const { view, container } = makeView();
+  view.render(fullVM());
+  const q = (s) => container.querySelector(s);
+  // thinking
+  const th = q(".mmsp-thinking:not(.mmsp-inline-thinking)");
+  assert.equal(th.querySelector("summary .mmsp-summary-label").textContent, "Thought for 3.2 s");
+  assert.equal(th.querySelector(".mmsp-badge").textContent, "signed");
+  assert.match(th.querySelector(".mmsp-badge").title, /signature/);
+  assert.equal(th.querySelector("details").open, false, "collapsed: the answer follows");
+  assert.equal(th.querySelector(".mmsp-thinking-body").textContent, "Let me think.\nStep 2.");
+  // text → markdown
+  const md = q(".mmsp-text");
+  assert.equal(md.querySelector("h1").textContent, "Title");
+  assert.equal(md.querySelector("strong").textContent, "bold");
+  const a = md.querySelector("a");
+  assert.equal(a.getAttribute("href"), "https://example.com");
+  assert.equal(a.getAttribute("target"), "_blank");
+  assert.equal(a.getAttribute("rel"), "noopener noreferrer");
+  assert.equal(md.querySelectorAll("li").length, 2);
+  assert.equal(md.querySelectorAll("table td").length, 2);
+  const code = md.querySelector(".mmsp-code");
+  assert.equal(code.querySelector("pre code").textContent, "print('hi')\n");
+  assert.equal(code.querySelector(".mmsp-code-lang").textContent, "python");
+  const copyBtn = code.querySelector("button.mmsp-copy-code");
+  assert.equal(copyBtn.getAttribute("aria-label"), "Copy code");
+  // tool call
+  const tool = q(".mmsp-tool");
+  assert.equal(tool.querySelector(".mmsp-tool-name").textContent, "get_weather");
+  assert.equal(tool.querySelector(".mmsp-tool-args").textContent, JSON.stringify({ city: "Paris" }, null, 2));
+  assert.ok(tool.querySelector(".mmsp-tool-result.mmsp-ok"));
+  assert.equal(tool.querySelector(".mmsp-tool-output").textContent, "18 °C");
+  assert.match(tool.querySelector(".mmsp-tool-result").textContent, /4 ms/);
+  // media
+  assert.equal(q(".mmsp-image img").getAttribute("src"), PNG);
+  assert.ok(q(".mmsp-image img").getAttribute("alt"));
+  const audio = q(".mmsp-audio audio");
+  assert.ok(audio.hasAttribute("controls"));
+  assert.equal(audio.getAttribute("src"), WAV);
+  assert.match(q(".mmsp-audio").textContent, /1\.5 s/);
+  assert.equal(q(".mmsp-embedding .mmsp-meta").textContent, "embedding · 64 dims · norm 1.000");
+  assert.match(q(".mmsp-embedding-preview").textContent, /^\[0\.100, -0\.200, 0\.300, …\]$/);
+  assert.match(q(".mmsp-inline-thinking").textContent, /120 B/);
+  assert.match(q(".mmsp-inline-thinking").textContent, /application\/octet-stream/);
+  assert.equal(q(".mmsp-inline-thinking .mmsp-badge"), null);
+  assert.equal(q(".mmsp-data").textContent, "data · application/pdf · 5.0 KB");
+  // footer
+  const f = q(".mmsp-footer").textContent;
+  for (const s of ["cached 0", "prompt 12", "thoughts 30", "response 80", "finish: stop", "TTFT 410 ms", "total 2.20 s", "54.2 tok/s", "$0.0012", "2 steps"]) {
+    assert.ok(f.includes(s), `footer has ${s}: ${f}`);
+  }
+  // status complete: no indicator, no banner
+  assert.equal(q(".mmsp-streaming"), null);
+  assert.equal(q(".mmsp-status").hidden, true);
+  // items in order
+  const kinds = [...container.querySelectorAll(".mmsp-items > .mmsp-item")].map((e) => e.className.split(" ")[1]);
+  assert.deepEqual(kinds, ["mmsp-thinking", "mmsp-text", "mmsp-tool", "mmsp-image", "mmsp-audio", "mmsp-embedding", "mmsp-thinking", "mmsp-data"]);
+});
+
+test("status: streaming indicator, incomplete, error, cancelled, truncated footer", () => {
+  const { view, container } = makeView();
+  const q = (s) => container.querySelector(s);
+  view.render({ status: "streaming", items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }], footer: null });
+  assert.ok(q(".mmsp-streaming .mmsp-dot"));
+  assert.equal(q(".mmsp-status").getAttribute("aria-live"), "polite");
+  assert.equal(q(".mmsp-footer").hidden, true);
+
+  view.render({ status: "incomplete", status_text: "ended without a stop event — the answer may be cut off", items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }] });
+  assert.ok(q(".mmsp-status.mmsp-warn"));
+  assert.match(q(".mmsp-status").textContent, /ended without a stop event/);
+  assert.equal(q(".mmsp-text").textContent.trim(), "partial", "partial content stays visible");
+
+  view.render({ status: "error", error: { type: "UpstreamError", message: "401 Unauthorized", hint: "Set OPENAI_API_KEY" }, items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }] });
+  assert.ok(q(".mmsp-status.mmsp-error"));
+  assert.equal(q(".mmsp-error-type").textContent, "UpstreamError: ");
+  assert.equal(q(".mmsp-error-message").textContent, "401 Unauthorized");
+  assert.equal(q(".mmsp-hint").textContent, "Set OPENAI_API_KEY");
+  assert.equal(q(".mmsp-text").textContent.trim(), "partial");
+
+  view.render({ status: "cancelled", items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }] });
+  assert.equal(q(".mmsp-status").textContent, "cancelled — partial output kept");
+  assert.equal(q(".mmsp-text").textContent.trim(), "partial");
+
+  view.render({ status: "complete", items: [], footer: { finish_reason: "length", usage: {} } });
+  assert.ok(q(".mmsp-truncated"));
+  assert.match(q(".mmsp-truncated").textContent, /truncated/);
+  view.render({ status: "complete", items: [], footer: { finish_reason: "tool_call", usage: {}, steps: 1 } });
+  assert.match(q(".mmsp-footer").textContent, /tool call/);
+  assert.doesNotMatch(q(".mmsp-footer").textContent, /steps/);
+});
+
+// The ops that stream `vm` in, in batches.
+function opsFor(vm, chunk = 7) {
+  const ops = [["turn", { id: vm.id, model: vm.model, status: "streaming" }]];
+  for (const it of vm.items) {
+    const { text, ...rest } = it;
+    const open = { ...rest, status: "streaming" };
+    const doneFields = {};
+    for (const k of ["arguments", "result", "src", "duration", "dims", "norm", "preview", "bytes", "seconds"]) {
+      if (k in open) {
+        doneFields[k] = open[k];
+        delete open[k];
+      }
+    }
+    ops.push(["item", it.i, open]);
+    const t = text || "";
+    for (let k = 0; k < t.length; k += chunk) ops.push(["append", it.i, t.slice(k, k + chunk)]);
+    if (it.kind === "tool_call") {
+      const { result, ...d } = doneFields;
+      ops.push(["set", it.i, { status: "done", ...d }]);
+      if (result) ops.push(["set", it.i, { result }]);
+    } else ops.push(["set", it.i, { status: it.status, ...doneFields }]);
+  }
+  ops.push(["turn", { status: vm.status, footer: vm.footer, error: vm.error, status_text: vm.status_text }]);
+  return ops;
+}
+
+test("ops produce the same DOM as a whole render of the final view model", () => {
+  const vm = fullVM();
+  const ops = opsFor(vm);
+  for (const batch of [1, 5, 50, ops.length]) {
+    const a = makeView();
+    for (let k = 0; k < ops.length; k += batch) {
+      a.view.apply(ops.slice(k, k + batch));
+      if ((k / batch) % 3 === 0) a.view.flush();
+    }
+    a.view.flush();
+    const b = makeView();
+    b.view.render(vm);
+    assert.equal(a.container.innerHTML, b.container.innerHTML, `batch ${batch}`);
+    assert.deepEqual(JSON.parse(JSON.stringify(a.view.viewModel().items)).map((x) => x.text || ""), vm.items.map((x) => x.text || ""));
+  }
+});
+
+test("ops: thinking collapses when the answer starts and shows its duration", () => {
+  const { view, container } = makeView();
+  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "thinking", status: "streaming", fidelity: [] }], ["append", 0, "hmm"]]);
+  const details = () => container.querySelector(".mmsp-thinking details");
+  const label = () => container.querySelector(".mmsp-thinking .mmsp-summary-label").textContent;
+  assert.equal(details().open, true);
+  assert.equal(label(), "Thinking…");
+  assert.equal(container.querySelector(".mmsp-thinking .mmsp-badge"), null);
+  view.apply([["append", 0, " more"], ["set", 0, { status: "done", duration: 3.2, fidelity: ["signature", "id"] }]]);
+  assert.equal(label(), "Thought for 3.2 s");
+  assert.equal(details().open, true, "still open until the answer starts");
+  assert.equal(container.querySelector(".mmsp-thinking .mmsp-badge").title, "fidelity: signature, id");
+  view.apply([["item", 1, { kind: "text", status: "streaming" }], ["append", 1, "Answer"]]);
+  assert.equal(details().open, false);
+  assert.equal(container.querySelector(".mmsp-thinking-body").textContent, "hmm more");
+  // a reader who opens it again keeps it open
+  container.querySelector(".mmsp-thinking summary").click();
+  assert.equal(details().open, true);
+  view.apply([["item", 2, { kind: "text", status: "streaming" }]]);
+  assert.equal(details().open, true);
+});
+
+test("ops: tool call card grows, then shows parsed arguments and an error result", () => {
+  const { view, container } = makeView();
+  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "tool_call", status: "streaming", name: "search", tool_call_id: "x" }]]);
+  const q = (s) => container.querySelector(s);
+  assert.equal(q(".mmsp-tool-name").textContent, "search");
+  view.apply([["append", 0, '{"q": '], ["append", 0, '"cats", "n": 3}']]);
+  assert.equal(q(".mmsp-tool-args").textContent, '{"q": "cats", "n": 3}');
+  view.apply([["set", 0, { status: "done", arguments: { q: "cats", n: 3 } }]]);
+  assert.equal(q(".mmsp-tool-args").textContent, '{\n  "q": "cats",\n  "n": 3\n}');
+  assert.match(q(".mmsp-tool-state").textContent, /running/);
+  view.apply([["set", 0, { result: { ok: false, output: null, error: "TimeoutError: took too long", duration: 1.5 } }]]);
+  assert.ok(q(".mmsp-tool-result.mmsp-err"));
+  assert.equal(q(".mmsp-tool-output").textContent, "TimeoutError: took too long");
+  assert.match(q(".mmsp-tool-result").textContent, /1\.50 s/);
+});
+
+test("events table appears only with the first event op", () => {
+  const { view, container } = makeView();
+  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "text", status: "streaming" }]]);
+  assert.equal(container.querySelector(".mmsp-events"), null);
+  view.apply([["event", { n: 1, ms: 12.34, event_type: "content", type: "text.delta", preview: "<b>hi</b>" }]]);
+  view.apply([["event", { n: 2, ms: 15, event_type: "stop", type: "stop", preview: "" }]]);
+  const rows = container.querySelectorAll(".mmsp-events tbody tr");
+  assert.equal(rows.length, 2);
+  assert.deepEqual([...rows[0].children].map((td) => td.textContent), ["1", "12.3", "content", "text.delta", "<b>hi</b>"]);
+  assert.equal(container.querySelector(".mmsp-events b"), null);
+  assert.deepEqual([...container.querySelectorAll(".mmsp-events th")].map((th) => th.textContent), ["n", "ms", "event_type", "type", "preview"]);
+  // a later whole render keeps the table
+  view.render({ status: "complete", items: [] });
+  assert.equal(container.querySelectorAll(".mmsp-events tbody tr").length, 2);
+});
+
+// ---------------------------------------------------------------- streaming markdown
+
+function longDoc(targetBytes = 100_000) {
+  const parts = [];
+  let n = 0;
+  let size = 0;
+  while (size < targetBytes) {
+    const k = n++;
+    const block = [
+      `## Section ${k}`,
+      "",
+      `Paragraph ${k} with *emphasis*, \`inline code\`, a [link](https://example.com/${k}) and some words to make it longer than a line of text would usually be.`,
+      "Second line of the same paragraph.",
+      "",
+      "- item one",
+      "- item two",
+      "  continued",
+      "",
+      "1. first",
+      "2. second",
+      "",
+      "| col a | col b | col c |",
+      "|:------|:-----:|------:|",
+      `| ${k} | b${k} | c |`,
+      "| x | y | z |",
+      "",
+      "```js",
+      `function f${k}() {`,
+      "",
+      "  // a blank line inside the fence above and below",
+      "",
+      "  return `<b>not html</b>`;",
+      "}",
+      "```",
+      "",
+      "> a quote",
+      "> spanning lines",
+      "",
+      k % 3 === 0 ? "- loose item\n\n- another loose item\n\n  with a continuation paragraph\n" : "Closing words.",
+      "",
+      k % 5 === 0 ? "    indented code\n\n    more indented code\n" : "***",
+      "",
+    ].join("\n");
+    parts.push(block);
+    size += block.length;
+  }
+  return parts.join("\n");
+}
+
+test("stableBoundary stops at blank lines outside fences, before top-level blocks", () => {
+  const t = "a\n\n```\nx\n\ny\n```\n\nb\n\n- l\n\n- m\n";
+  const b = stableBoundary(t);
+  assert.equal(t.slice(0, b), "a\n\n```\nx\n\ny\n```\n\n");
+  assert.equal(stableBoundary("a\n\n    code\n"), 0);
+  assert.equal(stableBoundary("a\n\nb"), 3);
+  assert.equal(stableBoundary("a\n\n1"), 0, "an incomplete '1' may become a list item");
+  assert.equal(stableBoundary("a\n\n-"), 0, "an incomplete '-' may become a list item");
+  assert.equal(stableBoundary("a\n\n1. x\n"), 0, "a list after a paragraph is not split off");
+  assert.equal(stableBoundary("```\na\n\nb\n"), 0, "open fence");
+});
+
+test("streaming a 100 KB Markdown document re-renders only the tail and ends equal to a full render", () => {
+  const text = longDoc();
+  assert.ok(text.length >= 100_000);
+  const { doc, container } = dom();
+  const el = doc.createElement("div");
+  container.appendChild(el);
+  const md = new StreamingMarkdown(el);
+  // ~20,000 tokens of ~5 characters, flushed every 12 appends (one animation frame)
+  let pos = 0;
+  let appends = 0;
+  let flushes = 0;
+  let tailChars = 0;
+  const t0 = performance.now();
+  while (pos < text.length) {
+    const n = 1 + ((pos * 7919) % 9);
+    md.append(text.slice(pos, pos + n));
+    pos += n;
+    if (++appends % 12 === 0) {
+      md.flush(false);
+      flushes++;
+      tailChars += md.text.length - md.stableLen;
+      if (flushes % 200 === 0) {
+        // mid-stream the DOM text equals a full render of the text so far, modulo the open tail
+        assert.ok(md.stableLen > 0);
+      }
+    }
+  }
+  md.flush(false);
+  const ms = performance.now() - t0;
+  const ref = doc.createElement("div");
+  ref.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+  assert.equal(el.textContent, ref.textContent, "text equals a full render before the final check");
+  assert.equal(md.stableHTML.join("") + md.tailHTML, renderMarkdownHTML(text), "pieces give the full render's HTML");
+  assert.equal(el.innerHTML, ref.innerHTML);
+  const avgTail = tailChars / flushes;
+  assert.ok(avgTail < 2000, `average re-rendered tail ${avgTail.toFixed(0)} chars`);
+  md.flush(true);
+  assert.equal(el.innerHTML, ref.innerHTML);
+  console.log(`# streamed ${text.length} chars in ${appends} appends, ${flushes} flushes: ${ms.toFixed(0)} ms, avg tail ${avgTail.toFixed(0)} chars`);
+});
+
+test("streaming markdown: the final DOM equals a full render even where the pieces differ", () => {
+  const { doc, container } = dom();
+  const text = "See [the docs][d].\n\nMore text here.\n\n[d]: https://example.com/docs\n";
+  const el = doc.createElement("div");
+  container.appendChild(el);
+  const md = new StreamingMarkdown(el);
+  for (const ch of text) {
+    md.append(ch);
+    md.flush(false);
+  }
+  md.flush(true);
+  const ref = doc.createElement("div");
+  ref.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+  assert.equal(el.innerHTML, ref.innerHTML);
+  assert.equal(el.querySelector("a").getAttribute("href"), "https://example.com/docs");
+});
+
+test("text items batch appends and draw them on the next frame", async () => {
+  const frames = [];
+  const sched = { request: (fn) => (frames.push(fn), frames.length), cancel: () => {} };
+  const { view, container } = makeView({ schedule: sched });
+  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "text", status: "streaming" }]]);
+  view.apply([["append", 0, "Hello "]]);
+  view.apply([["append", 0, "**world**"]]);
+  assert.equal(frames.length, 1, "one frame requested for several batches");
+  assert.equal(container.querySelector(".mmsp-text").textContent, "");
+  frames.shift()();
+  assert.equal(container.querySelector(".mmsp-text strong").textContent, "world");
+});
+
+// ---------------------------------------------------------------- XSS
+
+const PAYLOADS = [
+  "<script>alert(1)</script>",
+  "<img src=x onerror=alert(1)>",
+  "[x](javascript:alert(1))",
+  "<svg onload=alert(1)>",
+  "[y](JaVaScRiPt:alert(1))",
+  "![z](data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+)",
+  "<a href=\"javascript:alert(1)\">a</a>",
+  "[w](vbscript:msgbox(1))",
+  "<iframe src=\"javascript:alert(1)\"></iframe>",
+];
+const ALL = PAYLOADS.join("\n\n");
+
+function assertClean(container) {
+  assert.equal(container.querySelectorAll("script, svg, iframe, object, embed").length, 0, "no script/svg/iframe");
+  for (const el of container.querySelectorAll("*")) {
+    for (const attr of el.attributes) {
+      assert.ok(!/^on/i.test(attr.name), `no event handler attribute ${attr.name} on ${el.tagName}`);
+      assert.ok(!/^\s*(javascript|vbscript):/i.test(attr.value), `no javascript: URL in ${el.tagName}[${attr.name}]`);
+      assert.ok(!/^\s*data:image\/svg/i.test(attr.value), `no svg data URL in ${el.tagName}[${attr.name}]`);
+    }
+  }
+  for (const img of container.querySelectorAll("img")) {
+    assert.match(img.getAttribute("src"), /^data:image\/(png|jpeg|gif|webp);base64,/, "only raster data-URL images");
+  }
+}
+
+test("XSS payloads in every string field stay inert", () => {
+  const vm = {
+    status: "error",
+    items: [
+      { i: 0, kind: "thinking", status: "done", text: ALL, duration: 1, fidelity: [ALL] },
+      { i: 1, kind: "text", status: "done", text: ALL },
+      {
+        i: 2,
+        kind: "tool_call",
+        status: "done",
+        name: ALL,
+        tool_call_id: ALL,
+        text: ALL,
+        arguments: { q: ALL },
+        result: { ok: false, output: ALL, error: ALL, duration: 0.1 },
+      },
+      { i: 3, kind: "tool_call", status: "done", name: "t", text: "{}", arguments: {}, result: { ok: true, output: ALL, error: null } },
+      { i: 4, kind: "image", status: "done", mime_type: ALL, src: "javascript:alert(1)" },
+      { i: 5, kind: "image", status: "done", mime_type: "image/svg+xml", src: "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+" },
+      { i: 6, kind: "image", status: "done", mime_type: "image/png", src: 'data:image/png;base64,AAAA" onerror="alert(1)' },
+      { i: 7, kind: "audio", status: "done", mime_type: "audio/wav", src: "javascript:alert(1)" },
+      { i: 8, kind: "data", status: "done", mime_type: ALL, bytes: 1 },
+      { i: 9, kind: ALL, status: "done", mime_type: ALL },
+      { i: 10, kind: "embedding", status: "done", dims: 2, norm: 1, preview: [ALL] },
+      { i: 11, kind: "text", status: "streaming", text: ALL.slice(0, 60) },
+    ],
+    footer: { usage: {}, finish_reason: ALL, cost_text: ALL },
+    error: { type: ALL, message: ALL, hint: ALL },
+    status_text: ALL,
+  };
+  const { view, container } = makeView();
+  view.render(vm);
+  assertClean(container);
+  // the payloads are there, as text
+  assert.ok(container.querySelector(".mmsp-tool-name").textContent.includes("<script>alert(1)</script>"));
+  assert.ok(container.querySelector(".mmsp-thinking-body").textContent.includes("<img src=x onerror=alert(1)>"));
+  assert.ok(container.querySelector(".mmsp-text").textContent.includes("<svg onload=alert(1)>"));
+  assert.equal(container.querySelectorAll(".mmsp-image img").length, 0);
+  assert.equal(container.querySelectorAll("audio").length, 0);
+
+  // the same through ops, streamed character by character into the markdown
+  const b = makeView();
+  b.view.apply(opsFor(vm, 3).map((op) => (op[0] === "turn" && op[1].status === "streaming" ? ["turn", { status: "streaming" }] : op)));
+  b.view.apply([["event", { n: ALL, ms: ALL, event_type: ALL, type: ALL, preview: ALL }]]);
+  b.view.flush();
+  assertClean(b.container);
+});
+
+test("markdown links: only safe schemes survive, and open in a new tab", () => {
+  const { view, container } = makeView();
+  view.render({
+    status: "complete",
+    items: [{ i: 0, kind: "text", status: "done", text: "[a](https://a.example) [b](javascript:alert(1)) [c](mailto:x@y.z) <https://auto.example> ![i](https://img.example/x.png)" }],
+  });
+  const hrefs = [...container.querySelectorAll("a")].map((a) => a.getAttribute("href"));
+  assert.deepEqual(hrefs, ["https://a.example", "mailto:x@y.z", "https://auto.example"]);
+  for (const a of container.querySelectorAll("a")) assert.equal(a.getAttribute("rel"), "noopener noreferrer");
+});
+
+test("destroy removes the view", () => {
+  const { view, container } = makeView();
+  view.render(fullVM());
+  view.destroy();
+  assert.equal(container.children.length, 0);
+  view.apply([["turn", { status: "error" }]]);
+  assert.equal(container.children.length, 0);
+});
