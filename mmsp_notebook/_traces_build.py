@@ -271,19 +271,19 @@ def _error_fields(rec: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, str(err)
 
 
-def _sum(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a + b
-
-
 # --------------------------------------------------------------------------- turns
 
 
 class TurnBuilder:
-    """Collects one row per assistant turn (plus sidecar-only failed turns)."""
+    """Collects one row per assistant turn (plus sidecar-only turns).
+
+    The hot path appends raw values to ``array.array`` columns; per-file values (trace id, config
+    fields) are stored once per file and expanded by index at the end, and derived columns
+    (input/output/total tokens, cost, tokens per second, fallback latency) are computed
+    vectorized in :meth:`frame`.
+    """
+
+    _COUNTS = ("n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio", "text_chars", "thinking_chars")
 
     def __init__(
         self,
@@ -292,182 +292,102 @@ class TurnBuilder:
         models: frozenset[str] | None = None,
     ) -> None:
         self.since_ms, self.until_ms, self.models = since_ms, until_ms, models
-        self.by_pair, self.by_model = price_tables()
-        self.trace_id: list[str] = []
-        self.tool_names: list[Any] = []
-        self.thinking_level: list[str | None] = []
-        self.error_type: list[str | None] = []
-        self.error_message: list[str | None] = []
-        self.cats = {k: Cat() for k in ("model", "client_type", "status", "source", "finish_reason")}
-        self.ints = {
-            k: array("q")
-            for k in (
-                "turn",
-                "message_index",
-                "cached_tokens",
-                "prompt_tokens",
-                "thoughts_tokens",
-                "response_tokens",
-                "input_tokens",
-                "output_tokens",
-                "total_tokens",
-                "n_items",
-                "n_text",
-                "n_thinking",
-                "n_tool_calls",
-                "n_images",
-                "n_audio",
-                "text_chars",
-                "thinking_chars",
-                "max_tokens",
-                "n_tools",
-            )
-        }
-        self.floats = {
-            k: array("d")
-            for k in ("started", "ended", "latency", "ttft", "tokens_per_s", "cost", "temperature")
-        }
-        self.cost_missing = bytearray()
+        self.filtered = since_ms is not None or until_ms is not None or models is not None
+        # per file
+        self.f_trace_id: list[str] = []
+        self.f_cfg: list[tuple[Any, ...]] = []
+        # per row
+        self.file_no = array("i")
+        self.turn = array("q")
+        self.message_index = array("q")
+        self.model: list[str | None] = []
+        self.client: list[str | None] = []
+        self.finish: list[str | None] = []
+        self.source = array("b")  # 0 trace, 1 trace+sidecar, 2 sidecar
+        self.started = array("d")
+        self.ended = array("d")
+        self.latency = array("d")
+        self.ttft = array("d")
+        self.cached = array("q")
+        self.prompt = array("q")
+        self.thoughts = array("q")
+        self.response = array("q")
+        self.counts = tuple(array("q") for _ in self._COUNTS)
+        # sparse: row -> value, for the few sidecar-only rows
+        self.status: dict[int, str] = {}
+        self.errors: dict[int, tuple[str | None, str | None]] = {}
 
-    # one row ---------------------------------------------------------------------------------
-    def _row(
-        self,
-        trace_id: str,
-        cfg: tuple[Any, ...],
-        turn: int,
-        message_index: int | None,
-        model: str | None,
-        client: str | None,
-        status: str,
-        source: str,
-        started: float | None,
-        ended: float | None,
-        latency: float | None,
-        ttft: float | None,
-        finish: str | None,
-        usage: Any,
-        counts: tuple[int, ...] | None,
-        error: tuple[str | None, str | None],
-    ) -> None:
+    def _keep(self, started: float | None, model: str | None) -> bool:
         if self.since_ms is not None and (started is None or started < self.since_ms):
-            return
+            return False
         if self.until_ms is not None and (started is None or started >= self.until_ms):
-            return
-        if self.models is not None and model not in self.models:
-            return
-        I, F, C = self.ints, self.floats, self.cats
+            return False
+        return self.models is None or model in self.models
+
+    def _usage(self, usage: Any) -> None:
         if usage.__class__ is dict:
-            ca, pr, th, re_ = (
-                usage.get("cached_tokens"),
-                usage.get("prompt_tokens"),
-                usage.get("thoughts_tokens"),
-                usage.get("response_tokens"),
-            )
-            if ca is not None and ca.__class__ is not int:
-                ca = as_int(ca)
-            if pr is not None and pr.__class__ is not int:
-                pr = as_int(pr)
-            if th is not None and th.__class__ is not int:
-                th = as_int(th)
-            if re_ is not None and re_.__class__ is not int:
-                re_ = as_int(re_)
+            for arr, key in (
+                (self.cached, "cached_tokens"),
+                (self.prompt, "prompt_tokens"),
+                (self.thoughts, "thoughts_tokens"),
+                (self.response, "response_tokens"),
+            ):
+                v = usage.get(key)
+                if v.__class__ is not int:
+                    v = as_int(v)
+                arr.append(INT_NA if v is None else v)
         else:
-            ca = pr = th = re_ = None
-        inp = _sum(ca, pr)
-        out = _sum(th, re_)
-        tot = _sum(inp, out)
-        price = self.by_pair.get((model, client)) if client is not None else None
-        if price is None:
-            price = self.by_model.get(model)  # type: ignore[arg-type]
-        if price is None or tot is None:
-            cost = _NAN
-        else:
-            cost = (ca or 0) * price[0] + (pr or 0) * price[1] + (th or 0) * price[2] + (re_ or 0) * price[3]
-        if latency is None and started is not None and ended is not None:
-            latency = (ended - started) / 1000.0
-        tps = _NAN
-        if ttft is not None and latency is not None and out is not None and latency > ttft:
-            tps = out / (latency - ttft)
+            for arr in (self.cached, self.prompt, self.thoughts, self.response):
+                arr.append(INT_NA)
 
-        self.trace_id.append(trace_id)
-        I["turn"].append(turn)
-        I["message_index"].append(INT_NA if message_index is None else message_index)
-        C["model"].append(model)
-        C["client_type"].append(client)
-        C["status"].append(status)
-        C["source"].append(source)
-        C["finish_reason"].append(finish)
-        F["started"].append(_NAN if started is None else started)
-        F["ended"].append(_NAN if ended is None else ended)
-        F["latency"].append(_NAN if latency is None else latency)
-        F["ttft"].append(_NAN if ttft is None else ttft)
-        F["tokens_per_s"].append(tps)
-        F["cost"].append(cost)
-        self.cost_missing.append(price is None)
-        I["cached_tokens"].append(INT_NA if ca is None else ca)
-        I["prompt_tokens"].append(INT_NA if pr is None else pr)
-        I["thoughts_tokens"].append(INT_NA if th is None else th)
-        I["response_tokens"].append(INT_NA if re_ is None else re_)
-        I["input_tokens"].append(INT_NA if inp is None else inp)
-        I["output_tokens"].append(INT_NA if out is None else out)
-        I["total_tokens"].append(INT_NA if tot is None else tot)
-        if counts is None:
-            for k in ("n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio"):
-                I[k].append(INT_NA)
-            I["text_chars"].append(INT_NA)
-            I["thinking_chars"].append(INT_NA)
-        else:
-            I["n_items"].append(counts[0])
-            I["n_text"].append(counts[1])
-            I["n_thinking"].append(counts[2])
-            I["n_tool_calls"].append(counts[3])
-            I["n_images"].append(counts[4])
-            I["n_audio"].append(counts[5])
-            I["text_chars"].append(counts[6])
-            I["thinking_chars"].append(counts[7])
-        _model, temp, max_tokens, level, n_tools, names = cfg
-        F["temperature"].append(_NAN if temp is None else temp)
-        I["max_tokens"].append(INT_NA if max_tokens is None else max_tokens)
-        I["n_tools"].append(INT_NA if n_tools is None else n_tools)
-        self.thinking_level.append(level)
-        self.tool_names.append(names)
-        self.error_type.append(error[0])
-        self.error_message.append(error[1])
-
-    def _sidecar_row(self, trace_id: str, cfg: tuple[Any, ...], rec: dict[str, Any], source: str) -> None:
+    def _sidecar_row(self, fno: int, cfg_model: str | None, rec: dict[str, Any]) -> None:
         started = as_num(rec.get("started_at"))
+        model = as_str(rec.get("model")) or cfg_model
+        if self.filtered and not self._keep(started, model):
+            return
         total = as_num(rec.get("total_ms"))
         ttft = as_num(rec.get("ttft_ms"))
+        row = len(self.file_no)
         status = rec.get("status")
-        self._row(
-            trace_id,
-            cfg,
-            as_int(rec.get("turn")) or 0,
-            as_int(rec.get("message_index")),
-            as_str(rec.get("model")) or cfg[0],
-            as_str(rec.get("client_type")),
-            status if isinstance(status, str) and status else "unknown",
-            source,
-            started,
-            started + total if started is not None and total is not None else None,
-            total / 1000.0 if total is not None else None,
-            ttft / 1000.0 if ttft is not None else None,
-            as_str(rec.get("finish_reason")),
-            rec.get("usage"),
-            None,
-            _error_fields(rec),
-        )
+        self.status[row] = status if isinstance(status, str) and status else "unknown"
+        err = _error_fields(rec)
+        if err != (None, None):
+            self.errors[row] = err
+        self.file_no.append(fno)
+        self.turn.append(as_int(rec.get("turn")) or 0)
+        mi = as_int(rec.get("message_index"))
+        self.message_index.append(INT_NA if mi is None else mi)
+        self.model.append(model)
+        self.client.append(as_str(rec.get("client_type")))
+        self.finish.append(as_str(rec.get("finish_reason")))
+        self.source.append(2)
+        self.started.append(_NAN if started is None else started)
+        self.ended.append(started + total if started is not None and total is not None else _NAN)
+        self.latency.append(_NAN if total is None else total / 1000.0)
+        self.ttft.append(_NAN if ttft is None else ttft / 1000.0)
+        self._usage(rec.get("usage"))
+        for arr in self.counts:
+            arr.append(INT_NA)
 
-    # one file --------------------------------------------------------------------------------
     def add(self, trace_id: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         """Add the turns of one trace (``data`` None: sidecar only) joined with its sidecar records."""
         history = data["history"] if data is not None else []
         config = data["config"] if data is not None else {}
         cfg = config_fields(config)
         cfg_model = cfg[0]
+        fno = len(self.f_trace_id)
+        self.f_trace_id.append(trace_id)
+        self.f_cfg.append(cfg)
         done, failed = split_sidecar(records) if records else ({}, [])
         fi, nf = 0, len(failed)
-        source_plain = "trace"
+        filtered = self.filtered
+        # bound appends: this loop runs once per turn of the whole corpus
+        a_file, a_turn, a_mi = self.file_no.append, self.turn.append, self.message_index.append
+        a_model, a_client, a_finish, a_source = self.model.append, self.client.append, self.finish.append, self.source.append
+        a_start, a_end, a_lat, a_ttft = self.started.append, self.ended.append, self.latency.append, self.ttft.append
+        a_ca, a_pr, a_th, a_re = self.cached.append, self.prompt.append, self.thoughts.append, self.response.append
+        c_items, c_text, c_think, c_tool, c_img, c_aud, c_tch, c_kch = (a.append for a in self.counts)
+        TEXT, THINKING, TOOL_CALL, INLINE = _TEXT, _THINKING, _TOOL_CALL, _INLINE
         turn = 0
         prev: Any = None
         for i, msg in enumerate(history):
@@ -475,8 +395,25 @@ class TurnBuilder:
                 prev = msg
                 continue
             while fi < nf and as_int(failed[fi].get("turn")) <= turn:  # type: ignore[operator]
-                self._sidecar_row(trace_id, cfg, failed[fi], "sidecar")
+                self._sidecar_row(fno, cfg_model, failed[fi])
                 fi += 1
+            rec = done.pop(turn, None) if done else None
+            if rec is None:
+                started = None
+                if prev is not None and prev.get("role") == "user":
+                    started = prev.get("created_at")
+                    if started is not None and started.__class__ is not int:
+                        started = as_num(started)
+                model = cfg_model
+            else:
+                started = as_num(rec.get("started_at"))
+                if started is None and prev is not None and prev.get("role") == "user":
+                    started = as_num(prev.get("created_at"))
+                model = as_str(rec.get("model")) or cfg_model
+            prev = msg
+            if filtered and not self._keep(started, model):
+                turn += 1
+                continue
             # content counts
             items = msg.get("content_items")
             n_items = n_text = n_think = n_tool = n_img = n_aud = text_chars = think_chars = 0
@@ -486,19 +423,19 @@ class TurnBuilder:
                     if it.__class__ is not dict:
                         continue
                     t = it.get("type")
-                    if t in _TEXT:
+                    if t in TEXT:
                         n_text += 1
                         s = it.get("text")
                         if s.__class__ is str:
                             text_chars += len(s)
-                    elif t in _THINKING:
+                    elif t in THINKING:
                         n_think += 1
                         s = it.get("thinking")
                         if s.__class__ is str:
                             think_chars += len(s)
-                    elif t in _TOOL_CALL:
+                    elif t in TOOL_CALL:
                         n_tool += 1
-                    elif t in _INLINE:
+                    elif t in INLINE:
                         mt = it.get("mime_type")
                         if mt.__class__ is str:
                             if mt.startswith("image/"):
@@ -508,102 +445,177 @@ class TurnBuilder:
             ended = msg.get("created_at")
             if ended is not None and ended.__class__ is not int:
                 ended = as_num(ended)
-            rec = done.pop(turn, None)
             finish = msg.get("finish_reason")
             if finish is not None and finish.__class__ is not str:
                 finish = str(finish)
+            a_file(fno)
+            a_turn(turn)
+            a_mi(i)
+            a_model(model)
+            a_finish(finish or None)
+            a_start(_NAN if started is None else started)
+            a_end(_NAN if ended is None else ended)
             if rec is None:
-                started = None
-                if prev is not None and prev.get("role") == "user":
-                    started = prev.get("created_at")
-                    if started is not None and started.__class__ is not int:
-                        started = as_num(started)
-                model, client, latency, ttft, source = cfg_model, None, None, None, source_plain
+                a_client(None)
+                a_source(0)
+                a_lat(_NAN)
+                a_ttft(_NAN)
             else:
-                started = as_num(rec.get("started_at"))
-                if started is None and prev is not None and prev.get("role") == "user":
-                    started = as_num(prev.get("created_at"))
-                model = as_str(rec.get("model")) or cfg_model
-                client = as_str(rec.get("client_type"))
+                a_client(as_str(rec.get("client_type")))
+                a_source(1)
                 total = as_num(rec.get("total_ms"))
                 ttft_ms = as_num(rec.get("ttft_ms"))
-                latency = total / 1000.0 if total is not None else None
-                ttft = ttft_ms / 1000.0 if ttft_ms is not None else None
-                source = "trace+sidecar"
-            self._row(
-                trace_id,
-                cfg,
-                turn,
-                i,
-                model,
-                client,
-                "complete",
-                source,
-                started,
-                ended,
-                latency,
-                ttft,
-                finish or None,
-                msg.get("usage_metadata"),
-                (n_items, n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars),
-                (None, None),
-            )
+                a_lat(_NAN if total is None else total / 1000.0)
+                a_ttft(_NAN if ttft_ms is None else ttft_ms / 1000.0)
+            usage = msg.get("usage_metadata")
+            if usage.__class__ is dict:
+                v = usage.get("cached_tokens")
+                a_ca(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
+                v = usage.get("prompt_tokens")
+                a_pr(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
+                v = usage.get("thoughts_tokens")
+                a_th(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
+                v = usage.get("response_tokens")
+                a_re(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
+            else:
+                a_ca(INT_NA)
+                a_pr(INT_NA)
+                a_th(INT_NA)
+                a_re(INT_NA)
+            c_items(n_items)
+            c_text(n_text)
+            c_think(n_think)
+            c_tool(n_tool)
+            c_img(n_img)
+            c_aud(n_aud)
+            c_tch(text_chars)
+            c_kch(think_chars)
             turn += 1
-            prev = msg
         while fi < nf:
-            self._sidecar_row(trace_id, cfg, failed[fi], "sidecar")
+            self._sidecar_row(fno, cfg_model, failed[fi])
             fi += 1
         # turns the sidecar saw complete but the trace file does not (yet) hold
         for t in sorted(done):
-            self._sidecar_row(trace_id, cfg, done[t], "sidecar")
+            self._sidecar_row(fno, cfg_model, done[t])
 
     # the frame -------------------------------------------------------------------------------
+    def _take(self, name: str) -> Any:
+        """Hand over a built column's raw container and drop the builder's reference to it, so
+        that raw and converted copies of every column never coexist (peak memory)."""
+        value = getattr(self, name)
+        setattr(self, name, None)
+        return value
+
     def frame(self) -> pd.DataFrame:
-        """Build the turns DataFrame (columns in documented order)."""
-        I, F, C = self.ints, self.floats, self.cats
-        cols: dict[str, Any] = {
-            "trace_id": str_col(self.trace_id),
-            "turn": int_col(I["turn"]),
-            "message_index": int_col(I["message_index"]),
-            "model": C["model"].build(),
-            "client_type": C["client_type"].build(),
-            "status": C["status"].build(),
-            "source": C["source"].build(),
-            "started": time_col(F["started"]),
-            "ended": time_col(F["ended"]),
-            "latency": float_col(F["latency"]),
-            "ttft": float_col(F["ttft"]),
-            "tokens_per_s": float_col(F["tokens_per_s"]),
-            "finish_reason": C["finish_reason"].build(),
-        }
-        for k in (
-            "cached_tokens",
-            "prompt_tokens",
-            "thoughts_tokens",
-            "response_tokens",
-            "input_tokens",
-            "output_tokens",
-            "total_tokens",
-            "n_items",
-            "n_text",
-            "n_thinking",
-            "n_tool_calls",
-            "n_images",
-            "n_audio",
-            "text_chars",
-            "thinking_chars",
-        ):
-            cols[k] = int_col(I[k])
-        cols["cost"] = float_col(F["cost"])
-        cols["cost_missing"] = np.frombuffer(bytes(self.cost_missing), dtype=np.bool_).copy()
-        cols["temperature"] = float_col(F["temperature"])
-        cols["max_tokens"] = int_col(I["max_tokens"])
-        cols["thinking_level"] = str_col(self.thinking_level)
-        cols["n_tools"] = int_col(I["n_tools"])
-        cols["tool_names"] = obj_col(self.tool_names)
-        cols["error_type"] = str_col(self.error_type)
-        cols["error_message"] = str_col(self.error_message)
+        """Build the turns DataFrame (columns in documented order), deriving computed columns.
+
+        The builder is consumed: each raw column is released as soon as it is converted.
+        """
+        n = len(self.file_no)
+        fno = np.array(self._take("file_no"), dtype=np.int64)
+        f_cfg = self._take("f_cfg")
+
+        def per_file(k: int) -> np.ndarray:
+            return obj_col([c[k] for c in f_cfg])[fno] if n else np.empty(0, dtype=object)
+
+        cols: dict[str, Any] = {}
+        tids = obj_col(self._take("f_trace_id"))[fno] if n else np.empty(0, dtype=object)
+        cols["trace_id"] = str_col(tids)
+        del tids
+        cols["turn"] = int_col(self._take("turn"))
+        cols["message_index"] = int_col(self._take("message_index"))
+        model = cols["model"] = pd.Categorical(self._take("model"))
+        client = cols["client_type"] = pd.Categorical(self._take("client"))
+        status = np.full(n, "complete", dtype=object)
+        for row, s in self._take("status").items():
+            status[row] = s
+        cols["status"] = pd.Categorical(status)
+        del status
+        src_codes = np.array(self._take("source"), dtype=np.int8)
+        cols["source"] = pd.Categorical.from_codes(src_codes, categories=["trace", "trace+sidecar", "sidecar"])
+        started = float_col(self._take("started"))
+        ended = float_col(self._take("ended"))
+        latency = float_col(self._take("latency"))
+        fallback = np.isnan(latency)
+        latency[fallback] = (ended[fallback] - started[fallback]) / 1000.0
+        del fallback
+        cols["started"] = time_col(started)
+        cols["ended"] = time_col(ended)
+        del started, ended
+        ttft = float_col(self._take("ttft"))
+        cols["latency"] = latency
+        cols["ttft"] = ttft
+        cols["tokens_per_s"] = None  # placed here, computed below from output_tokens
+        cols["finish_reason"] = pd.Categorical(self._take("finish"))
+        ca = cols["cached_tokens"] = int_col(self._take("cached"))
+        pr = cols["prompt_tokens"] = int_col(self._take("prompt"))
+        th = cols["thoughts_tokens"] = int_col(self._take("thoughts"))
+        re_ = cols["response_tokens"] = int_col(self._take("response"))
+        inp = cols["input_tokens"] = _nasum(ca, pr)
+        out = cols["output_tokens"] = _nasum(th, re_)
+        tot = cols["total_tokens"] = _nasum(inp, out)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            window = latency - ttft
+            outf = out.to_numpy(dtype=np.float64, na_value=np.nan)
+            cols["tokens_per_s"] = np.where(window > 0, outf / window, np.nan)
+        del window, outf
+        counts = self._take("counts")
+        for name, i in zip(self._COUNTS, range(len(counts))):
+            cols[name] = int_col(counts[i])
+        del counts
+        prices = _row_prices(model, client)
+        cost = np.zeros(n, dtype=np.float64)
+        for bucket, price in zip((ca, pr, th, re_), prices):
+            cost += bucket.to_numpy(dtype=np.float64, na_value=0.0) * price
+        missing_price = np.isnan(prices[1])
+        del prices
+        cost[np.asarray(tot.isna()) | missing_price] = np.nan
+        cols["cost"] = cost
+        cols["cost_missing"] = missing_price
+        cols["temperature"] = pd.to_numeric(per_file(1), errors="coerce").astype(np.float64) if n else np.empty(0)
+        cols["max_tokens"] = pd.array(per_file(2), dtype="Int64")
+        cols["thinking_level"] = str_col(per_file(3))
+        cols["n_tools"] = pd.array(per_file(4), dtype="Int64")
+        cols["tool_names"] = per_file(5)
+        err_t = np.full(n, None, dtype=object)
+        err_m = np.full(n, None, dtype=object)
+        for row, (et, em) in self._take("errors").items():
+            err_t[row], err_m[row] = et, em
+        cols["error_type"] = str_col(err_t)
+        cols["error_message"] = str_col(err_m)
         return pd.DataFrame(cols, copy=False)
+
+
+def _nasum(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray) -> pd.arrays.IntegerArray:
+    """a + b where NA counts as 0, NA only when both are NA."""
+    va = a.to_numpy(dtype=np.int64, na_value=0)
+    vb = b.to_numpy(dtype=np.int64, na_value=0)
+    mask = np.asarray(a.isna()) & np.asarray(b.isna())
+    return pd.arrays.IntegerArray(va + vb, mask)
+
+
+def _row_prices(model: pd.Categorical, client: pd.Categorical) -> list[np.ndarray]:
+    """Per-row (cached, prompt, thoughts, response) USD per token; NaN where the model has no price."""
+    by_pair, by_model = price_tables()
+    mc = np.asarray(model.codes, dtype=np.int64)
+    cc = np.asarray(client.codes, dtype=np.int64)
+    width = len(client.categories) + 1
+    key = (mc + 1) * width + (cc + 1)
+    uniq, inv = np.unique(key, return_inverse=True)
+    table = np.full((len(uniq), 4), np.nan)
+    for j, k in enumerate(uniq.tolist()):
+        m, c = divmod(k, width)
+        if m == 0:  # no model
+            continue
+        mname = model.categories[m - 1]
+        cname = client.categories[c - 1] if c > 0 else None
+        p = by_pair.get((mname, cname)) if cname is not None else None
+        if p is None:
+            p = by_model.get(mname)
+        if p is not None:
+            table[j] = p
+    rows = table[inv.reshape(-1)] if len(key) else np.empty((0, 4))
+    return [rows[:, j].copy() for j in range(4)]
 
 
 # --------------------------------------------------------------------------- items

@@ -116,7 +116,7 @@ def collect_sources(
                 side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
             used: set[str] = set()
             for f in found:
-                if _is_companion(f) or f in seen or not os.path.isfile(f):
+                if _is_companion(f) or f in seen:
                     continue
                 seen.add(f)
                 sc = None
@@ -210,7 +210,25 @@ def read_trace(path: str) -> dict[str, Any]:
         return _parse_trace(again)
 
 
-def _fast_sidecar(path: str) -> Iterator[dict[str, Any]]:
+_EVENTS_KEY = b',"events":'
+
+
+def _without_events(line: bytes) -> bytes | None:
+    """The line with a trailing ``"events"`` array cut off, or None when that is not provably safe.
+
+    The project's writer puts ``events`` last. The cut is taken only when nothing after it looks
+    like a key (no ``":``: event entries are ``[ms, "type", size]``) and the line ends the array
+    and the object; otherwise the whole line is parsed.
+    """
+    i = line.rfind(_EVENTS_KEY)
+    if i < 0 or not line.endswith(b"]}"):
+        return None
+    if line.find(b'":', i + len(_EVENTS_KEY)) >= 0:
+        return None
+    return line[:i] + b"}"
+
+
+def _fast_sidecar(path: str, events: bool) -> Iterator[dict[str, Any]]:
     # The same rules as mmsp_notebook._sidecar.read_sidecar (skip blank, partial and non-object
     # lines; keep objects with a trace_id), parsed with orjson.
     try:
@@ -223,26 +241,36 @@ def _fast_sidecar(path: str) -> Iterator[dict[str, Any]]:
         line = line.strip()
         if not line:
             continue
-        try:
-            record = loads(line)
-        except ValueError:
-            try:  # invalid UTF-8 is replaced by read_sidecar; NaN / huge ints need the stdlib
-                record = json.loads(line.decode("utf-8", errors="replace"))
+        record = None
+        if not events:
+            cut = _without_events(line)
+            if cut is not None:
+                try:
+                    record = loads(cut)
+                except ValueError:
+                    record = None
+        if record is None:
+            try:
+                record = loads(line)
             except ValueError:
-                continue
+                try:  # invalid UTF-8 is replaced by read_sidecar; NaN / huge ints need the stdlib
+                    record = json.loads(line.decode("utf-8", errors="replace"))
+                except ValueError:
+                    continue
         if isinstance(record, dict) and "trace_id" in record:
             yield record
 
 
-def read_sidecar_records(path: str) -> list[dict[str, Any]]:
+def read_sidecar_records(path: str, events: bool = True) -> list[dict[str, Any]]:
     """The records of a timing sidecar, as :func:`mmsp_notebook._sidecar.read_sidecar` reads them.
 
     With orjson installed the lines are parsed by orjson under the same rules (blank, partial
-    and non-object lines skipped); the result equals ``list(read_sidecar(path))``.
+    and non-object lines skipped). ``events=False`` may leave out the ``events`` list of records
+    (it is skipped unparsed when it closes the line), for callers that do not need it.
     """
     if _orjson is None:  # pragma: no cover - exercised only without orjson
         return list(read_sidecar(path))
-    return list(_fast_sidecar(path))
+    return list(_fast_sidecar(path, events))
 
 
 def config_trace_id(source: Source, config: dict[str, Any]) -> str:

@@ -262,6 +262,7 @@ def _drive(
     *,
     need_trace: bool = True,
     need_sidecar: bool = True,
+    events: bool = True,
 ) -> tuple[int, list[dict[str, str]]]:
     sources = collect_sources(paths, pattern, sidecars=need_sidecar)
     bar = _progress(len(sources), progress, desc)
@@ -278,7 +279,9 @@ def _drive(
                     if bar is not None:
                         bar.update(1)
                     continue
-            records = read_sidecar_records(src.sidecar) if src.sidecar is not None and need_sidecar else None
+            records = (
+                read_sidecar_records(src.sidecar, events) if src.sidecar is not None and need_sidecar else None
+            )
             tid = src.trace_id
             if src.standalone:
                 if data is not None:
@@ -328,7 +331,7 @@ def load_turns(
     def each(src: Source, tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         builder.add(tid, data, records)
 
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", each)
+    n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", each, events=False)
     return _finish(builder.frame(), n, skipped, otel)
 
 
@@ -358,7 +361,7 @@ def load_items(
         if data is not None:
             builder.add(tid, data, records)
 
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading items", each)
+    n, skipped = _drive(path_or_paths, pattern, progress, "loading items", each, events=False)
     return _finish(builder.frame(), n, skipped, otel)
 
 
