@@ -1,0 +1,780 @@
+"""The demo model server, through real HTTP and the real mmsp clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from mmsp import IncompleteStreamError, ToolCallArgumentParseError, UpstreamError
+from mmsp.abort_signal import AbortSignal
+
+from mmsp_notebook._errors import DemoServerError
+from mmsp_notebook.demo import DEMO_MODELS, PCM_MIME_TYPE, XSS_PAYLOADS, DemoServer, parse_model
+from mmsp_notebook.demo._replay import detect_protocol, split_frames
+from mmsp_notebook.demo._scenario import tokenize
+
+CLIENTS = ["mmsp", "openai-chat", "openai-responses", "ant-messages"]
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "Current weather for a city",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "location": {"type": "string"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "days": {"type": "integer", "minimum": 1},
+        },
+        "required": ["location"],
+    },
+}
+CLOCK = {
+    "name": "get_local_time",
+    "description": "Local time in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content_items": [{"type": "text.done", "text": text}]}
+
+
+async def aclose(client: Any) -> None:
+    """Close the HTTP client under an mmsp client on the loop it ran on (its finalizer would use another)."""
+    inner = client._client._client
+    await (inner.aclose() if isinstance(inner, httpx.AsyncClient) else inner.close())
+
+
+async def collect(
+    server: DemoServer,
+    client_type: str,
+    model: str,
+    messages: list[dict[str, Any]],
+    config: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], BaseException | None]:
+    """Every event the client yields, and the exception that ended the stream, if any."""
+    client = server.client(model, client_type)
+    events: list[dict[str, Any]] = []
+    try:
+        async for event in client.streaming_response(messages, dict(config or {})):
+            events.append(event)
+    except Exception as exc:  # noqa: BLE001 - the test inspects it
+        return events, exc
+    finally:
+        await aclose(client)
+    return events, None
+
+
+def stream(server: DemoServer, client_type: str, model: str, messages: list, config: dict | None = None) -> list[dict]:
+    """The events of a stream that must succeed, checked against the grammar."""
+    events, error = asyncio.run(collect(server, client_type, model, messages, config))
+    assert error is None, f"{client_type} raised {type(error).__name__}: {error}"
+    check_grammar(events)
+    return events
+
+
+GROWING = {"text": "text", "thinking": "thinking", "tool_call": "arguments", "inline_data": "data", "inline_thinking": "data", "embedding": "embedding"}
+
+
+def check_grammar(events: list[dict[str, Any]], complete: bool = True) -> list[dict[str, Any]]:
+    """Check the UniEvent grammar; returns the done items in order.
+
+    stream := delta_event* stop_event; group := K.delta+ K.done, groups never interleave; one item
+    per delta event; the done item is the join of its deltas; a call's first delta names it.
+    """
+    assert events, "no events"
+    stops = [index for index, event in enumerate(events) if event["event_type"] == "stop"]
+    if complete:
+        assert stops == [len(events) - 1], f"stop events at {stops} of {len(events)}"
+    else:
+        assert stops == []
+    done_items: list[dict[str, Any]] = []
+    group: str | None = None
+    deltas: list[dict[str, Any]] = []
+    for event in events[: len(events) - len(stops)]:
+        assert event["role"] == "assistant"
+        assert event["event_type"] == "delta"
+        assert event["usage_metadata"] is None and event["finish_reason"] is None
+        assert isinstance(event["created_at"], int)
+        assert len(event["content_items"]) == 1, event
+        item = event["content_items"][0]
+        kind, _, phase = item["type"].partition(".")
+        assert kind in GROWING, item["type"]
+        if phase == "delta":
+            if group is None:
+                group = kind
+                if kind == "tool_call":
+                    assert item["name"] and item["tool_call_id"], item
+            else:
+                assert kind == group, f"{item['type']} inside an open {group} group"
+                if kind == "tool_call":
+                    assert item["name"] == "" and item["tool_call_id"] == "", item
+            deltas.append(item)
+        else:
+            assert phase == "done", item["type"]
+            assert group == kind, f"{item['type']} closes {group}"
+            field = GROWING[kind]
+            pieces = [delta[field] for delta in deltas]
+            if kind == "tool_call":
+                assert item["arguments"] == json.loads("".join(pieces))
+                assert item["name"] == deltas[0]["name"] and item["tool_call_id"] == deltas[0]["tool_call_id"]
+            elif kind == "embedding":
+                assert item[field] == [value for piece in pieces for value in piece]
+            elif kind in ("inline_data", "inline_thinking"):
+                assert item[field] == b"".join(pieces)
+                assert all(delta["mime_type"] == item["mime_type"] for delta in deltas)
+            else:
+                assert item[field] == "".join(pieces)
+            fidelities = [delta["fidelity"] for delta in deltas if delta.get("fidelity")]
+            assert len(fidelities) <= 1
+            if fidelities:
+                assert item["fidelity"] == fidelities[0]
+            done_items.append(item)
+            group, deltas = None, []
+    if complete:
+        assert group is None, f"the {group} group was never closed"
+        stop = events[-1]
+        assert stop["content_items"] == []
+        assert set(stop["usage_metadata"]) == {"cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"}
+        assert stop["finish_reason"] in ("stop", "length", "tool_call", "unknown")
+    return done_items
+
+
+def done(events: list[dict], kind: str) -> list[dict]:
+    return [event["content_items"][0] for event in events if event["content_items"] and event["content_items"][0]["type"] == f"{kind}.done"]
+
+
+def deltas(events: list[dict], kind: str) -> list[dict]:
+    return [event["content_items"][0] for event in events if event["content_items"] and event["content_items"][0]["type"] == f"{kind}.delta"]
+
+
+def check_usage(events: list[dict]) -> None:
+    """Thoughts are the thinking fragments, response every other fragment, cached 0."""
+    usage = events[-1]["usage_metadata"]
+    assert usage["prompt_tokens"] > 0
+    assert usage["cached_tokens"] == 0
+    thinking = [item for item in deltas(events, "thinking") if item["thinking"]]
+    assert usage["thoughts_tokens"] == len(thinking)
+    response = [item for item in deltas(events, "text") if item["text"]]
+    response += [item for item in deltas(events, "tool_call") if item["arguments"]]
+    response += deltas(events, "inline_data")
+    assert usage["response_tokens"] == len(response)
+
+
+# ---------------------------------------------------------------------------------------------
+# scenarios through every client
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_plain_text_and_thinking(demo_server: DemoServer, client_type: str) -> None:
+    events = stream(demo_server, client_type, "demo", [user("Tell me about Python generators")])
+    [thinking] = done(events, "thinking")
+    [text] = done(events, "text")
+    assert "Python generators" in thinking["thinking"]
+    assert thinking["fidelity"], "the thinking carries its signature-like fidelity"
+    body = text["text"]
+    assert body.startswith("## ") and "\n- **First**" in body and "| Word |" in body and "```python" in body
+    assert "Python generators" in body
+    assert len(deltas(events, "text")) > 20
+    assert events[-1]["finish_reason"] == "stop"
+    check_usage(events)
+
+
+def test_same_answer_on_every_protocol(demo_server: DemoServer) -> None:
+    answers = {}
+    for client_type in CLIENTS:
+        events = stream(demo_server, client_type, "demo", [user("Compare tea and coffee")])
+        answers[client_type] = (done(events, "thinking")[0]["thinking"], done(events, "text")[0]["text"], events[-1]["usage_metadata"])
+    assert len({json.dumps(answer, sort_keys=True) for answer in answers.values()}) == 1
+
+
+def test_thinking_fidelity_per_protocol(demo_server: DemoServer) -> None:
+    fidelity = {
+        client_type: done(stream(demo_server, client_type, "demo", [user("hello there")]), "thinking")[0]["fidelity"]
+        for client_type in CLIENTS
+    }
+    assert set(fidelity["mmsp"]) == {"signature"}
+    assert set(fidelity["ant-messages"]) == {"signature"}
+    assert fidelity["openai-chat"]["format"] == "demo-v1" and fidelity["openai-chat"]["encrypted_content"]
+    assert fidelity["openai-responses"]["channel"] == "summary" and fidelity["openai-responses"]["encrypted_content"]
+
+
+@pytest.mark.parametrize("client_type", ["mmsp", "openai-responses", "ant-messages"])
+def test_thinking_level_none(demo_server: DemoServer, client_type: str) -> None:
+    events = stream(demo_server, client_type, "demo", [user("hello")], {"thinking_level": "none"})
+    assert done(events, "thinking") == []
+    assert events[-1]["usage_metadata"]["thoughts_tokens"] in (0, None)
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_tool_call(demo_server: DemoServer, client_type: str) -> None:
+    events = stream(demo_server, client_type, "demo", [user("What's the weather in Paris?")], {"tools": [WEATHER]})
+    [call] = done(events, "tool_call")
+    assert call["name"] == "get_weather"
+    assert call["arguments"] == {"location": "Paris", "unit": "celsius", "days": 3}
+    assert len([item for item in deltas(events, "tool_call") if item["arguments"]]) >= 3
+    # the Responses protocol has no tool-call status: mmsp maps "completed" to "stop"
+    assert events[-1]["finish_reason"] == ("stop" if client_type == "openai-responses" else "tool_call")
+    check_usage(events)
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_parallel_calls(demo_server: DemoServer, client_type: str) -> None:
+    prompt = "What's the weather and the local time in Paris and London?"
+    events = stream(demo_server, client_type, "demo", [user(prompt)], {"tools": [WEATHER, CLOCK]})
+    calls = done(events, "tool_call")
+    assert [(call["name"], list(call["arguments"].values())[0]) for call in calls] == [
+        ("get_weather", "Paris"),
+        ("get_weather", "London"),
+        ("get_local_time", "Paris"),
+        ("get_local_time", "London"),
+    ]
+    assert len({call["tool_call_id"] for call in calls}) == 4
+    check_usage(events)
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_tool_result_follow_up(demo_server: DemoServer, client_type: str) -> None:
+    first = [user("What's the weather in Paris?")]
+    config = {"tools": [WEATHER]}
+    events = stream(demo_server, client_type, "demo", first, config)
+    client = demo_server.client("demo", client_type)
+    assistant = client.concat_uni_events_to_uni_message(events)
+    [call] = done(events, "tool_call")
+    result = {"type": "tool_result.done", "text": "18°C and sunny in Paris", "tool_call_id": call["tool_call_id"]}
+    follow = stream(demo_server, client_type, "demo", [*first, assistant, {"role": "user", "content_items": [result]}], config)
+    [text] = done(follow, "text")
+    assert "18°C and sunny in Paris" in text["text"] and "get_weather" in text["text"]
+    assert follow[-1]["finish_reason"] == "stop"
+    assert done(follow, "tool_call") == []
+    check_usage(follow)
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_max_tokens_cuts_with_length(demo_server: DemoServer, client_type: str) -> None:
+    events = stream(demo_server, client_type, "demo", [user("Explain recursion")], {"max_tokens": 5})
+    [text] = done(events, "text")
+    assert len(tokenize(text["text"])) == 5
+    assert events[-1]["finish_reason"] == "length"
+    assert events[-1]["usage_metadata"]["response_tokens"] == 5
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    offset, chunks = 8, {}
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind = data[offset + 4 : offset + 8]
+        payload = data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
+        assert zlib.crc32(kind + payload) & 0xFFFFFFFF == crc
+        chunks[kind] = chunks.get(kind, b"") + payload
+        offset += 12 + length
+    width, height = struct.unpack(">II", chunks[b"IHDR"][:8])
+    assert len(zlib.decompress(chunks[b"IDAT"])) == height * (1 + 3 * width)
+    assert b"IEND" in chunks
+    return width, height
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_draw_image(demo_server: DemoServer, client_type: str) -> None:
+    events = stream(demo_server, client_type, "demo", [user("Please draw a lighthouse")])
+    [caption] = done(events, "text")
+    assert caption["text"].startswith("Here is a picture of a lighthouse")
+    images = done(events, "inline_data")
+    if client_type == "mmsp":
+        [image] = images
+        assert image["mime_type"] == "image/png"
+        assert _png_size(image["data"]) == (160, 100)
+        assert len(deltas(events, "inline_data")) == 1
+    else:
+        assert images == [] and "MMSP endpoint" in caption["text"]
+    check_usage(events)
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_speak_audio(demo_server: DemoServer, client_type: str) -> None:
+    events = stream(demo_server, client_type, "demo", [user("Say good morning")])
+    [text] = done(events, "text")
+    assert "good morning" in text["text"]
+    audio = done(events, "inline_data")
+    if client_type == "mmsp":
+        [clip] = audio
+        assert clip["mime_type"] == PCM_MIME_TYPE == "audio/L16;codec=pcm;rate=24000"
+        assert len(deltas(events, "inline_data")) >= 5
+        samples = len(clip["data"]) // 2
+        assert len(clip["data"]) % 2 == 0 and 0.3 < samples / 24000 < 2
+        peak = max(abs(value) for value in struct.unpack(f"<{samples}h", clip["data"]))
+        assert 1000 < peak < 32767
+    else:
+        assert audio == []
+    check_usage(events)
+
+
+def test_embeddings_on_the_mmsp_wire(demo_server: DemoServer) -> None:
+    messages = [user("first text"), user("second text")]
+    events = stream(demo_server, "mmsp", "demo-embed", messages)
+    vectors = [item["embedding"] for item in done(events, "embedding")]
+    assert len(vectors) == 2 and len(deltas(events, "embedding")) == 2
+    assert all(len(vector) == 64 and math.isclose(math.sqrt(sum(v * v for v in vector)), 1, abs_tol=1e-4) for vector in vectors)
+    assert vectors[0] != vectors[1]
+    assert events[-1]["finish_reason"] == "stop" and events[-1]["usage_metadata"]["prompt_tokens"] == 4
+    smaller = stream(demo_server, "mmsp", "demo-embed", messages[:1], {"embedding_config": {"dimensions": 16}})
+    assert len(done(smaller, "embedding")[0]["embedding"]) == 16
+    # the openai-embedding client reads /v1/embeddings: the same vectors
+    over_http = stream(demo_server, "openai-embedding", "demo-embed", messages)
+    for ours, theirs in zip(vectors, [item["embedding"] for item in done(over_http, "embedding")], strict=True):
+        assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(ours, theirs, strict=True))
+
+
+def test_embedding_model_on_a_chat_protocol_is_an_in_stream_error(demo_server: DemoServer) -> None:
+    events, error = asyncio.run(collect(demo_server, "openai-chat", "demo-embed", [user("x")]))
+    assert isinstance(error, openai.APIError) and events == []
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_xss_payloads(demo_server: DemoServer, client_type: str) -> None:
+    events = stream(demo_server, client_type, "demo+xss", [user("Describe the page")])
+    [thinking] = done(events, "thinking")
+    [text] = done(events, "text")
+    for payload in XSS_PAYLOADS:
+        assert payload in thinking["thinking"] and payload in text["text"]
+    # with a tool offered, the call names that valid tool and carries the payloads in its arguments
+    called = stream(demo_server, client_type, "demo+xss", [user("Describe the page")], {"tools": [WEATHER]})
+    [call] = done(called, "tool_call")
+    assert call["name"] == "get_weather"
+    assert all(payload in call["arguments"]["location"] for payload in XSS_PAYLOADS)
+    # a tool whose own name is markup is the one called
+    marked = {"name": "<img src=x onerror=alert(1)>", "description": "x", "parameters": {"type": "object", "properties": {}}}
+    named = stream(demo_server, client_type, "demo+xss", [user("Describe the page")], {"tools": [WEATHER, marked]})
+    [call] = done(named, "tool_call")
+    assert call["name"] == marked["name"] and XSS_PAYLOADS[0] in call["arguments"]["note"]
+
+
+def test_long_text_for_benchmarks(demo_server: DemoServer) -> None:
+    events = stream(demo_server, "mmsp", "demo+tokens=3000+nothink", [user("benchmark")])
+    assert len(deltas(events, "text")) == 3000 == events[-1]["usage_metadata"]["response_tokens"]
+    assert done(events, "thinking") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# faults
+
+EXPECTED: dict[str, dict[str, type[BaseException]]] = {
+    "cut-text": {
+        "mmsp": httpx.RemoteProtocolError,
+        "openai-chat": openai.APIConnectionError,
+        "openai-responses": openai.APIConnectionError,
+        "ant-messages": httpx2.RemoteProtocolError,
+    },
+    "cut-args": {
+        "mmsp": httpx.RemoteProtocolError,
+        "openai-chat": openai.APIConnectionError,
+        "openai-responses": openai.APIConnectionError,
+        "ant-messages": httpx2.RemoteProtocolError,
+    },
+    "error": {
+        "mmsp": UpstreamError,
+        "openai-chat": openai.APIError,
+        "openai-responses": IncompleteStreamError,
+        "ant-messages": anthropic.APIStatusError,
+    },
+    "nostop": dict.fromkeys(CLIENTS, IncompleteStreamError),
+    "bad-args": {
+        "mmsp": UpstreamError,
+        "openai-chat": ToolCallArgumentParseError,
+        "openai-responses": ToolCallArgumentParseError,
+        "ant-messages": ToolCallArgumentParseError,
+    },
+    "401": {
+        "mmsp": UpstreamError,
+        "openai-chat": openai.AuthenticationError,
+        "openai-responses": openai.AuthenticationError,
+        "ant-messages": anthropic.AuthenticationError,
+    },
+    "429": {
+        "mmsp": UpstreamError,
+        "openai-chat": openai.RateLimitError,
+        "openai-responses": openai.RateLimitError,
+        "ant-messages": anthropic.RateLimitError,
+    },
+}
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+@pytest.mark.parametrize("fault", list(EXPECTED))
+def test_fault(demo_server: DemoServer, client_type: str, fault: str) -> None:
+    config = {"tools": [WEATHER]} if fault in ("cut-args", "bad-args") else {}
+    started = time.monotonic()
+    events, error = asyncio.run(collect(demo_server, client_type, f"demo+{fault}", [user("Tell me about the weather in Paris")], config))
+    assert time.monotonic() - started < 5, "no SDK retry behind the caller"
+    expected = EXPECTED[fault][client_type]
+    assert type(error) is expected, f"{client_type} +{fault}: {type(error).__module__}.{type(error).__name__}: {error}"
+    if fault in ("401", "429"):
+        assert events == []
+        status = int(fault)
+        if client_type == "mmsp":
+            assert error.status == status
+        else:
+            assert error.status_code == status
+            if fault == "429":
+                assert error.response.headers["retry-after"] == "1"
+        return
+    assert all(event["event_type"] == "delta" for event in events), "no stop event after a fault"
+    check_grammar(events, complete=False)
+    assert done(events, "thinking"), "the thinking arrived before the fault"
+    if fault == "cut-text":
+        assert deltas(events, "text") and not done(events, "text")
+    elif fault == "cut-args":
+        assert deltas(events, "tool_call")[0]["name"] == "get_weather" and not done(events, "tool_call")
+    elif fault == "error":
+        assert len(deltas(events, "text")) == 3
+        if client_type == "mmsp":
+            assert error.error["code"] == "model_not_found"
+        elif client_type == "openai-chat":
+            assert error.code == "model_not_found"
+        elif client_type == "ant-messages":
+            assert error.body["error"]["type"] == "not_found_error"
+    elif fault == "nostop":
+        check_grammar(events, complete=False)
+        assert done(events, "text")
+        assert set(error.missing) <= {"usage_metadata", "finish_reason"}
+    elif fault == "bad-args":
+        assert deltas(events, "tool_call")
+        if client_type == "mmsp":
+            assert error.error_type == "ToolCallArgumentParseError" and error.error["tool_name"] == "get_weather"
+        else:
+            assert error.tool_name == "get_weather"
+
+
+def test_cut_args_without_tools_calls_the_pseudo_tool(demo_server: DemoServer) -> None:
+    events, error = asyncio.run(collect(demo_server, "mmsp", "demo+cut-args", [user("hi")]))
+    assert isinstance(error, httpx.RemoteProtocolError)
+    assert deltas(events, "tool_call")[0]["name"] == "demo_lookup"
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_unknown_model(demo_server: DemoServer, client_type: str) -> None:
+    events, error = asyncio.run(collect(demo_server, client_type, "no-such-model", [user("hi")]))
+    assert events == []
+    if client_type == "mmsp":
+        # as an MMSP server refuses a model its table does not have
+        assert isinstance(error, UpstreamError) and error.status == 404 and error.error_type == "NotFoundError"
+    elif client_type == "openai-chat":
+        assert isinstance(error, openai.APIError) and error.code == "model_not_found"
+    elif client_type == "openai-responses":
+        assert isinstance(error, IncompleteStreamError)
+    else:
+        assert isinstance(error, anthropic.APIStatusError) and error.status_code == 200
+
+
+HEARTBEATS = {"mmsp": b": keep-alive\n\n", "openai-chat": b": heartbeat\n\n", "openai-responses": b": heartbeat\n\n", "ant-messages": b'event: ping\ndata: {"type":"ping"}\n\n'}
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_silence_sends_heartbeats_then_answers(demo_server: DemoServer, client_type: str) -> None:
+    started = time.monotonic()
+    events = stream(demo_server, client_type, "demo+silence=0.35", [user("hello")])
+    assert time.monotonic() - started >= 0.35
+    assert done(events, "text")
+    record = demo_server.transcripts[-1]
+    assert record.response.count(HEARTBEATS[client_type]) >= 2
+    first_content = {"mmsp": b"thinking.delta", "openai-chat": b"reasoning_details", "openai-responses": b"reasoning_summary_text.delta", "ant-messages": b"thinking_delta"}
+    assert record.response.index(HEARTBEATS[client_type]) < record.response.index(first_content[client_type])
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_stall_is_aborted_within_a_second(demo_server: DemoServer, client_type: str) -> None:
+    async def run() -> tuple[list[dict], float, BaseException | None]:
+        client = demo_server.client("demo+stall", client_type)
+        signal = AbortSignal()
+        events: list[dict] = []
+        first = asyncio.Event()
+
+        async def consume() -> None:
+            async for event in client.streaming_response([user("hello")], {}, signal=signal):
+                events.append(event)
+                first.set()
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(first.wait(), 5)
+        await asyncio.sleep(0.2)  # the stream is stalled now
+        assert not task.done()
+        aborted = time.monotonic()
+        signal.abort("user pressed stop")
+        try:
+            await asyncio.wait_for(task, 5)
+        except BaseException as exc:  # noqa: BLE001
+            return events, time.monotonic() - aborted, exc
+        finally:
+            await aclose(client)
+        return events, time.monotonic() - aborted, None
+
+    events, elapsed, error = asyncio.run(run())
+    assert elapsed < 1.0
+    assert isinstance(error, asyncio.CancelledError)
+    assert len(events) >= 1 and events[0]["content_items"][0]["type"] == "thinking.delta"
+
+
+# ---------------------------------------------------------------------------------------------
+# the wire, seen raw
+
+
+def test_wire_shapes(demo_server: DemoServer) -> None:
+    with httpx.Client(base_url=demo_server.base_url, timeout=10) as http:
+        chat = http.post("/chat/completions", json={"model": "demo", "messages": [{"role": "user", "content": "hi"}], "stream": True})
+        frames = [frame for frame in split_frames(chat.content)]
+        assert all(frame.startswith(b"data: ") for frame in frames)
+        assert frames[-1] == b"data: [DONE]\n\n"
+        usage = json.loads(frames[-2][6:])
+        assert usage["choices"] == [] and usage["usage"]["completion_tokens_details"]["reasoning_tokens"] > 0
+        assert json.loads(frames[-3][6:])["choices"][0]["finish_reason"] == "stop"
+        assert chat.headers["x-demo-request-id"] and chat.headers["content-type"].startswith("text/event-stream")
+
+        responses = http.post("/responses", json={"model": "demo", "input": "hi", "stream": True})
+        names = [frame.split(b"\n")[0] for frame in split_frames(responses.content)]
+        assert names[:3] == [b"event: response.created", b"event: response.in_progress", b"event: response.output_item.added"]
+        assert names[-2:] == [b"event: response.completed", b"data: [DONE]"]
+        assert b"event: response.reasoning_summary_text.delta" in names and b"event: response.output_text.delta" in names
+
+        messages = http.post("/messages", json={"model": "demo", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]})
+        names = [frame.split(b"\n")[0] for frame in split_frames(messages.content)]
+        assert names[0] == b"event: message_start" and names[-2:] == [b"event: message_delta", b"event: message_stop"]
+        assert b"[DONE]" not in messages.content and b"signature_delta" in messages.content
+
+        wire = http.post("/stream", json={"model": "demo", "messages": [user("hi")], "config": {}})
+        frames = split_frames(wire.content)
+        assert frames[-1] == b"data: [DONE]\n\n" and json.loads(frames[-2][6:])["event_type"] == "stop"
+
+        bad = http.post("/chat/completions", content=b"{not json")
+        assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+        bad = http.post("/messages", json={"model": "demo", "messages": "nope"})
+        assert bad.status_code == 400 and bad.json()["type"] == "error"
+        missing = http.get("/nowhere")
+        assert missing.status_code == 404 and missing.json()["error"]["type"] == "NotFoundError"
+
+
+def test_models(demo_server: DemoServer) -> None:
+    async def listing(client_type: str) -> list[str]:
+        client = demo_server.client("demo", client_type)
+        try:
+            return await client.list_models()
+        finally:
+            await aclose(client)
+
+    for client_type in CLIENTS:
+        assert asyncio.run(listing(client_type)) == list(DEMO_MODELS) == ["demo", "demo-embed"]
+    with httpx.Client(base_url=demo_server.base_url) as http:
+        assert http.get("/models/demo+tps=5").status_code == 200
+        unknown = http.get("/models/gpt-9")
+        assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "NotFoundError"
+
+
+def test_transcripts_keep_no_key(demo_server: DemoServer) -> None:
+    stream(demo_server, "openai-chat", "demo", [user("secret-free")])
+    record = demo_server.transcripts[-1]
+    assert record.protocol == "chat" and record.endpoint == "/v1/chat/completions" and record.model == "demo"
+    assert record.request["messages"][0]["content"][0]["text"] == "secret-free"
+    assert len(record.chunk_times_ms) == len(record.chunks) > 10
+    assert record.chunk_times_ms == sorted(record.chunk_times_ms)
+    assert record.outcome == "complete"
+    with httpx.Client(base_url=demo_server.base_url) as http:
+        raw = http.get(f"/_demo/transcripts/{record.id}")
+        assert raw.content == record.response
+        reply = http.post(
+            "/stream",
+            json={"model": "demo", "messages": [user("x")], "api_key": "sk-live-123"},
+            headers={"Authorization": "Bearer sk-live-123", "x-api-key": "sk-live-123"},
+        )
+        record = demo_server.transcript(reply.headers["x-demo-request-id"])
+    assert "api_key" not in record.request
+    everything = repr(demo_server.transcripts)
+    assert "sk-live-123" not in everything and "demo-key" not in everything
+
+
+# ---------------------------------------------------------------------------------------------
+# replay
+
+
+def _strip(events: list[dict]) -> list[dict]:
+    return [{key: value for key, value in event.items() if key != "created_at"} for event in events]
+
+
+@pytest.mark.parametrize(("client_type", "protocol"), [("mmsp", "mmsp"), ("openai-chat", "chat"), ("openai-responses", "responses"), ("ant-messages", "messages")])
+def test_replay_gives_the_same_events(demo_server: DemoServer, tmp_path: Path, client_type: str, protocol: str) -> None:
+    messages = [user("What's the weather in Paris?")]
+    live = stream(demo_server, client_type, "demo", messages, {"tools": [WEATHER]})
+    record = demo_server.transcripts[-1]
+    path = demo_server.save_transcript(record.id, tmp_path / f"{protocol}.sse")
+    assert detect_protocol(path.read_bytes()) == protocol
+    with DemoServer(instant=True, replay=path) as replaying:
+        replayed = stream(replaying, client_type, "any-model-name", [user("something else")])
+        assert replaying.transcripts[-1].response == path.read_bytes()
+        # the other endpoints keep serving the live demo
+        if client_type != "mmsp":
+            assert done(stream(replaying, "mmsp", "demo", [user("hi")]), "text")
+    assert _strip(replayed) == _strip(live)
+
+
+def test_replay_file_errors(tmp_path: Path) -> None:
+    unknown = tmp_path / "x.sse"
+    unknown.write_bytes(b"data: hello\n\n")
+    with pytest.raises(DemoServerError, match="replay_protocol"):
+        DemoServer(replay=unknown)
+    with pytest.raises(DemoServerError, match="cannot read"):
+        DemoServer(replay=tmp_path / "missing.sse")
+    named = DemoServer(replay=unknown, replay_protocol="chat")
+    assert named._replay is not None and named._replay.protocol == "chat"
+
+
+# ---------------------------------------------------------------------------------------------
+# server life cycle
+
+
+def test_concurrent_streams_complete(demo_server: DemoServer) -> None:
+    async def run() -> list[list[dict]]:
+        async def one(index: int) -> list[dict]:
+            client = demo_server.client("demo+tps=400+delay=0.05", CLIENTS[index % 4])
+            try:
+                return [event async for event in client.streaming_response([user(f"topic number {index}")], {})]
+            finally:
+                await aclose(client)
+
+        return await asyncio.gather(*(one(index) for index in range(5)))
+
+    started = time.monotonic()
+    results = asyncio.run(run())
+    elapsed = time.monotonic() - started
+    for events in results:
+        check_grammar(events)
+        assert events[-1]["finish_reason"] == "stop"
+    # paced at 400 tokens/s, each stream takes ~0.4 s; five in sequence would take ~2 s
+    assert elapsed < 1.6
+
+
+def test_stop_closes_a_stalled_stream_promptly() -> None:
+    server = DemoServer(instant=True).start()
+    received: list[bytes] = []
+    outcome: dict[str, BaseException | None] = {}
+
+    async def stalled() -> None:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(10, read=None)) as http:
+            try:
+                async with http.stream("POST", f"{server.base_url}/stream", json={"model": "demo+stall", "messages": [user("x")]}) as response:
+                    async for chunk in response.aiter_raw():
+                        received.append(chunk)
+            except Exception as exc:  # noqa: BLE001
+                outcome["error"] = exc
+            else:
+                outcome["error"] = None
+
+    import threading
+
+    thread = threading.Thread(target=lambda: asyncio.run(stalled()), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not received and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert received, "the stalled stream sent its first delta"
+    started = time.monotonic()
+    server.stop()
+    assert time.monotonic() - started < 2.0
+    thread.join(2)
+    assert not thread.is_alive()
+    assert isinstance(outcome["error"], httpx.RemoteProtocolError)
+    assert not server.running
+    with pytest.raises(DemoServerError):
+        _ = server.base_url
+
+
+def test_loopback_only_by_default() -> None:
+    for host in ("0.0.0.0", "192.0.2.10", "example.com"):
+        with pytest.raises(DemoServerError, match="allow_remote"):
+            DemoServer(host)
+    with DemoServer("localhost", instant=True) as server:
+        assert server.base_url.startswith("http://127.0.0.1:") and server.root_url + "/v1" == server.base_url
+    with DemoServer("0.0.0.0", allow_remote=True, instant=True) as server:
+        assert done(stream(server, "mmsp", "demo", [user("hi")]), "text")
+    server = DemoServer(instant=True)
+    server.start()
+    server.stop()
+    server.stop()  # idempotent
+
+
+def test_cli(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mmsp_notebook.demo", "--port", "0", "--instant"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("mmsp demo server listening on http://127.0.0.1:"), line
+        base_url = line.split(" on ", 1)[1].strip()
+        assert base_url.endswith("/v1")
+
+        async def once() -> list[dict]:
+            from mmsp import AutoLLMClient
+
+            client = AutoLLMClient(model="demo", base_url=base_url, client_type="mmsp")
+            try:
+                return [event async for event in client.streaming_response([user("hi from the CLI test")], {})]
+            finally:
+                await aclose(client)
+
+        events = asyncio.run(once())
+        check_grammar(events)
+        assert "hi from the CLI test" in done(events, "text")[0]["text"]
+    finally:
+        process.terminate()
+        assert process.wait(5) == 0
+    refused = subprocess.run(
+        [sys.executable, "-m", "mmsp_notebook.demo", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode == 2 and "--allow-remote" in refused.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# pure pieces
+
+
+def test_parse_model() -> None:
+    spec = parse_model("demo+tps=200+tokens=500+instant+cut-text+silence")
+    assert (spec.base, spec.tps, spec.tokens, spec.instant, spec.fault, spec.silence) == ("demo", 200, 500, True, "cut-text", 3.0)
+    assert parse_model("demo+429=7").retry_after == 7
+    assert parse_model("demo-embed+dim=8").dimensions == 8
+    for bad in ("gpt-4o", "demo+nope", "demo+tps", "demo+tps=x", "demo+error+stall", "demo+stall=3"):
+        with pytest.raises(DemoServerError):
+            parse_model(bad)
+
+
+@given(st.text())
+def test_tokenize_joins_back(text: str) -> None:
+    assert "".join(tokenize(text)) == text
+
+
+def test_deterministic(demo_server: DemoServer) -> None:
+    first = stream(demo_server, "mmsp", "demo", [user("Same question twice")])
+    second = stream(demo_server, "mmsp", "demo", [user("Same question twice")])
+    assert _strip(first) == _strip(second)
+    other = stream(demo_server, "mmsp", "demo", [user("A different question")])
+    assert done(other, "text")[0]["text"] != done(first, "text")[0]["text"]
