@@ -263,8 +263,9 @@ export function renderChatWidget({ model, el }) {
     modelLabel.hidden = n === 0;
   }
   function drawThinking() {
-    const n = fillSelect(thinkSel, model.get("thinking_levels"), model.get("thinking"));
-    thinkLabel.hidden = n === 0;
+    const levels = model.get("thinking_levels");
+    fillSelect(thinkSel, levels, model.get("thinking"));
+    thinkLabel.hidden = !Array.isArray(levels) || levels.length === 0;
   }
   listen(modelSel, "change", () => {
     model.set("model", modelSel.value);

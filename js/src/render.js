@@ -381,7 +381,12 @@ export function createTurnView(container, options = {}) {
         resultKey = key;
         result.textContent = "";
         result.className = "mmsp-tool-result";
-        if (r && typeof r === "object") {
+        if (r && typeof r === "object" && r.running) {
+          result.classList.add("mmsp-running");
+          const rh = h(doc, "div", "mmsp-tool-result-head");
+          rh.appendChild(h(doc, "span", "mmsp-tool-result-label mmsp-meta", null, "running…"));
+          result.appendChild(rh);
+        } else if (r && typeof r === "object") {
           const ok = r.ok !== false && (r.error === null || r.error === undefined);
           result.classList.add(ok ? "mmsp-ok" : "mmsp-err");
           const rh = h(doc, "div", "mmsp-tool-result-head");
@@ -391,13 +396,11 @@ export function createTurnView(container, options = {}) {
           result.appendChild(h(doc, "pre", "mmsp-tool-output", null, ok ? str(r.output) : str(r.error ?? r.output)));
         }
       }
-      const tstate = it.status === "streaming"
-        ? (turn.status && turn.status !== "streaming" ? "stopped" : "…")
-        : it.result
-          ? ""
-          : turn.status === "streaming"
-            ? "running…"
-            : "";
+      const stopped = turn.status && turn.status !== "streaming";
+      let tstate = "";
+      if (it.status === "streaming") tstate = stopped ? "stopped" : "…";
+      else if ((!r || r.running) && !stopped) tstate = "running…";
+      else if (r && r.running) tstate = "stopped";
       state.textContent = tstate;
     };
     v.update();
@@ -503,6 +506,11 @@ export function createTurnView(container, options = {}) {
       statusEl.classList.add("mmsp-banner", "mmsp-warn");
       statusEl.appendChild(h(doc, "strong", null, null, "Incomplete: "));
       statusEl.appendChild(h(doc, "span", null, null, turn.status_text || "the answer may be cut off"));
+      const e = turn.error && typeof turn.error === "object" ? turn.error : null;
+      if (e && (e.type || e.message)) {
+        statusEl.appendChild(h(doc, "div", "mmsp-error-detail", null, [e.type, e.message].filter(Boolean).join(": ")));
+      }
+      if (e && e.hint) statusEl.appendChild(h(doc, "div", "mmsp-hint", null, e.hint));
     } else if (s === "error") {
       statusEl.classList.add("mmsp-banner", "mmsp-error");
       const e = turn.error && typeof turn.error === "object" ? turn.error : { message: str(turn.error) };

@@ -229,6 +229,9 @@ test("ops: tool call card grows, then shows parsed arguments and an error result
   view.apply([["set", 0, { status: "done", arguments: { q: "cats", n: 3 } }]]);
   assert.equal(q(".mmsp-tool-args").textContent, '{\n  "q": "cats",\n  "n": 3\n}');
   assert.match(q(".mmsp-tool-state").textContent, /running/);
+  view.apply([["set", 0, { result: { ok: true, output: null, error: null, duration: null, running: true } }]]);
+  assert.match(q(".mmsp-tool-result").textContent, /running…/);
+  assert.equal(q(".mmsp-tool-output"), null);
   view.apply([["set", 0, { result: { ok: false, output: null, error: "TimeoutError: took too long", duration: 1.5 } }]]);
   assert.ok(q(".mmsp-tool-result.mmsp-err"));
   assert.equal(q(".mmsp-tool-output").textContent, "TimeoutError: took too long");

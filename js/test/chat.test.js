@@ -1,0 +1,284 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JSDOM } from "jsdom";
+import chatWidget from "../src/chat.js";
+import turnWidget from "../src/turn.js";
+
+const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+/** A fake anywidget model: get/set/on/off/send/save_changes, plus helpers to play Python. */
+function fakeModel(initial) {
+  const state = { ...initial };
+  const handlers = new Map();
+  const m = {
+    sent: [],
+    saved: 0,
+    get: (k) => state[k],
+    set: (k, v) => {
+      state[k] = v;
+    },
+    save_changes() {
+      m.saved++;
+    },
+    on(name, fn) {
+      if (!handlers.has(name)) handlers.set(name, new Set());
+      handlers.get(name).add(fn);
+    },
+    off(name, fn) {
+      handlers.get(name)?.delete(fn);
+    },
+    send(msg) {
+      m.sent.push(msg);
+    },
+    // Python side
+    update(k, v) {
+      state[k] = v;
+      for (const fn of handlers.get(`change:${k}`) || []) fn();
+    },
+    custom(msg) {
+      for (const fn of handlers.get("msg:custom") || []) fn(msg, []);
+    },
+    listeners: () => [...handlers.values()].reduce((n, s) => n + s.size, 0),
+  };
+  return m;
+}
+
+function setup(traits = {}) {
+  const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+  const win = jsdom.window;
+  const el = win.document.createElement("div");
+  win.document.body.appendChild(el);
+  const model = fakeModel({
+    transcript: [],
+    busy: false,
+    models: ["demo", "demo-fast"],
+    model: "demo",
+    thinking: "low",
+    thinking_levels: ["off", "low", "high"],
+    error: "",
+    ...traits,
+  });
+  const dispose = chatWidget.render({ model, el });
+  const q = (s) => el.querySelector(s);
+  const key = (target, init) => {
+    const e = new win.KeyboardEvent("keydown", { bubbles: true, cancelable: true, ...init });
+    target.dispatchEvent(e);
+    return e;
+  };
+  return { win, el, model, dispose, q, key };
+}
+
+async function until(cond, ms = 2000) {
+  const t0 = Date.now();
+  while (!cond()) {
+    if (Date.now() - t0 > ms) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+test("chat: says hello, fills the pickers and binds them to the model/thinking traits", () => {
+  const { model, q } = setup();
+  assert.deepEqual(model.sent, [{ type: "hello" }]);
+  const sel = q(".mmsp-model-select");
+  assert.deepEqual([...sel.options].map((o) => o.value), ["demo", "demo-fast"]);
+  assert.equal(sel.value, "demo");
+  sel.value = "demo-fast";
+  sel.dispatchEvent(new sel.ownerDocument.defaultView.Event("change", { bubbles: true }));
+  assert.equal(model.get("model"), "demo-fast");
+  assert.equal(model.saved, 1);
+  const th = q(".mmsp-thinking-select");
+  assert.equal(th.value, "low");
+  th.value = "high";
+  th.dispatchEvent(new th.ownerDocument.defaultView.Event("change", { bubbles: true }));
+  assert.equal(model.get("thinking"), "high");
+  assert.equal(model.saved, 2);
+  // Python changes the trait: the picker follows
+  model.update("model", "demo");
+  assert.equal(sel.value, "demo");
+  model.update("models", ["a", "b"]);
+  assert.deepEqual([...sel.options].map((o) => o.value), ["demo", "a", "b"], "the current model stays selectable");
+  model.update("thinking_levels", []);
+  assert.equal(th.closest("label").hidden, true);
+});
+
+test("chat: Enter sends, Shift+Enter does not", () => {
+  const { model, q, key } = setup();
+  const input = q("textarea.mmsp-input");
+  input.value = "hello <b>there</b>";
+  const shift = key(input, { key: "Enter", shiftKey: true });
+  assert.equal(shift.defaultPrevented, false, "Shift+Enter inserts a newline");
+  assert.equal(model.sent.filter((m) => m.type === "send").length, 0);
+  const enter = key(input, { key: "Enter" });
+  assert.equal(enter.defaultPrevented, true);
+  assert.deepEqual(model.sent.at(-1), { type: "send", text: "hello <b>there</b>", images: [] });
+  assert.equal(input.value, "");
+  // empty input: nothing sent
+  key(input, { key: "Enter" });
+  assert.equal(model.sent.filter((m) => m.type === "send").length, 1);
+  // while composing with an IME, Enter is not a send
+  input.value = "x";
+  key(input, { key: "Enter", isComposing: true });
+  assert.equal(model.sent.filter((m) => m.type === "send").length, 1);
+});
+
+test("chat: Send becomes Stop while busy", () => {
+  const { model, q, key } = setup();
+  const btn = q("button.mmsp-send");
+  assert.equal(btn.textContent, "Send");
+  assert.equal(btn.tagName, "BUTTON");
+  model.update("busy", true);
+  assert.equal(btn.textContent, "Stop");
+  assert.equal(btn.getAttribute("aria-label"), "Stop generating");
+  btn.click();
+  assert.deepEqual(model.sent.at(-1), { type: "stop" });
+  // Enter while busy does not send
+  q("textarea").value = "queued";
+  key(q("textarea"), { key: "Enter" });
+  assert.equal(model.sent.filter((m) => m.type === "send").length, 0);
+  key(q("textarea"), { key: "Escape" });
+  assert.deepEqual(model.sent.at(-1), { type: "stop" });
+  model.update("busy", false);
+  assert.equal(btn.textContent, "Send");
+  btn.click();
+  assert.deepEqual(model.sent.at(-1), { type: "send", text: "queued", images: [] });
+});
+
+test("chat: transcript, live ops, and a retry button on the last failed turn", () => {
+  const { model, q, el } = setup();
+  const user = { role: "user", text: "<script>alert(1)</script> hi", images: [PNG, "data:image/svg+xml;base64,AAAA"] };
+  model.update("busy", true);
+  model.update("transcript", [user]);
+  assert.equal(el.querySelectorAll(".mmsp-msg-user").length, 1);
+  assert.equal(q(".mmsp-user-text").textContent, "<script>alert(1)</script> hi");
+  assert.equal(el.querySelectorAll("script").length, 0);
+  assert.equal(el.querySelectorAll(".mmsp-thumbs img").length, 1, "svg attachment not shown");
+  // the live turn at index 1
+  model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming" }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial answer"]] });
+  const live = el.querySelectorAll(".mmsp-msg-assistant");
+  assert.equal(live.length, 1);
+  assert.ok(live[0].querySelector(".mmsp-streaming"));
+  model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "error", error: { type: "UpstreamError", message: "boom", hint: "" } }]] });
+  assert.match(live[0].querySelector(".mmsp-status").textContent, /boom/);
+  assert.equal(live[0].querySelector(".mmsp-text").textContent.trim(), "Partial answer");
+  // busy still true: no retry yet
+  assert.equal(q(".mmsp-retry").hidden, true);
+  const finalTurn = { id: "t1", status: "error", items: [{ i: 0, kind: "text", status: "streaming", text: "Partial answer" }], footer: null, error: { type: "UpstreamError", message: "boom", hint: "" }, status_text: "" };
+  model.update("transcript", [user, { role: "assistant", turn: finalTurn }]);
+  model.update("busy", false);
+  const assistants = el.querySelectorAll(".mmsp-msg-assistant");
+  assert.equal(assistants.length, 1, "the live view joined the transcript");
+  assert.equal(assistants[0], live[0], "and was kept, not redrawn");
+  const retry = assistants[0].querySelector("button.mmsp-retry");
+  assert.equal(retry.hidden, false);
+  retry.click();
+  assert.deepEqual(model.sent.at(-1), { type: "retry" });
+
+  // a later successful turn: only the last assistant turn can offer retry
+  model.update("transcript", [
+    user,
+    { role: "assistant", turn: finalTurn },
+    { role: "user", text: "again", images: [] },
+    { role: "assistant", turn: { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "ok" }], footer: null } },
+  ]);
+  const buttons = [...el.querySelectorAll("button.mmsp-retry")];
+  assert.equal(buttons.length, 2);
+  assert.ok(buttons.every((b) => b.hidden));
+  // cancelled last turn → retry
+  model.update("transcript", [user, { role: "assistant", turn: { ...finalTurn, status: "cancelled" } }]);
+  assert.equal(el.querySelectorAll(".mmsp-msg").length, 2);
+  assert.equal(q("button.mmsp-retry").hidden, false);
+});
+
+test("chat: paste of an image adds an attachment that is sent, and can be removed", async () => {
+  const { win, model, q, el, key } = setup();
+  const input = q("textarea");
+  const bytes = Uint8Array.from(Buffer.from(PNG.split(",")[1], "base64"));
+  const paste = (type) => {
+    const file = new win.File([bytes], "shot.png", { type });
+    const e = new win.Event("paste", { bubbles: true, cancelable: true });
+    Object.defineProperty(e, "clipboardData", {
+      value: { items: [{ kind: "file", type, getAsFile: () => file }], types: ["Files"], files: [file] },
+    });
+    input.dispatchEvent(e);
+    return e;
+  };
+  const e = paste("image/png");
+  assert.equal(e.defaultPrevented, true);
+  await until(() => el.querySelectorAll(".mmsp-attachment img").length === 1);
+  const img = q(".mmsp-attachment img");
+  assert.match(img.getAttribute("src"), /^data:image\/png;base64,/);
+  assert.equal(q(".mmsp-attachment button").getAttribute("aria-label"), "Remove image 1");
+  // an svg is refused
+  paste("image/svg+xml");
+  await until(() => !q(".mmsp-composer-note").hidden);
+  assert.equal(el.querySelectorAll(".mmsp-attachment").length, 1);
+  // a second png, then remove it
+  paste("image/png");
+  await until(() => el.querySelectorAll(".mmsp-attachment").length === 2);
+  el.querySelectorAll(".mmsp-attachment button")[1].click();
+  assert.equal(el.querySelectorAll(".mmsp-attachment").length, 1);
+  // an image alone can be sent
+  key(input, { key: "Enter" });
+  const sent = model.sent.at(-1);
+  assert.equal(sent.type, "send");
+  assert.equal(sent.text, "");
+  assert.equal(sent.images.length, 1);
+  assert.match(sent.images[0], /^data:image\/png;base64,/);
+  assert.equal(el.querySelectorAll(".mmsp-attachment").length, 0);
+});
+
+test("chat: error banner, new chat, chat_snapshot with a live turn, cleanup", () => {
+  const { model, q, el, dispose } = setup({ error: "<img src=x onerror=alert(1)> no key" });
+  assert.equal(q(".mmsp-chat-error").hidden, false);
+  assert.equal(q(".mmsp-chat-error-text").textContent, "<img src=x onerror=alert(1)> no key");
+  assert.equal(el.querySelectorAll("img").length, 0);
+  model.update("error", "");
+  assert.equal(q(".mmsp-chat-error").hidden, true);
+  q("button.mmsp-new-chat").click();
+  assert.deepEqual(model.sent.at(-1), { type: "new_chat" });
+  model.custom({
+    type: "chat_snapshot",
+    chat: {
+      transcript: [{ role: "user", text: "q", images: [] }],
+      live: { status: "streaming", items: [{ i: 0, kind: "thinking", status: "streaming", text: "hmm", fidelity: [] }] },
+    },
+  });
+  assert.equal(el.querySelectorAll(".mmsp-msg").length, 2);
+  assert.equal(q(".mmsp-msg-assistant .mmsp-summary-label").textContent, "Thinking…");
+  // ops for the same live turn continue it
+  model.custom({ type: "ops", turn: 1, ops: [["append", 0, " more"]] });
+  assert.equal(q(".mmsp-thinking-body").textContent, "hmm more");
+  assert.ok(model.listeners() > 0);
+  dispose();
+  assert.equal(model.listeners(), 0);
+  assert.equal(el.children.length, 0);
+});
+
+test("turn widget: hello, snapshot, ops, final trait, cleanup", () => {
+  const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+  const el = jsdom.window.document.createElement("div");
+  jsdom.window.document.body.appendChild(el);
+  const model = fakeModel({ turn: null });
+  const dispose = turnWidget.render({ model, el });
+  assert.deepEqual(model.sent, [{ type: "hello" }]);
+  assert.ok(el.classList.contains("mmsp-root"));
+  model.custom({ type: "snapshot", turn: { status: "streaming", items: [{ i: 0, kind: "text", status: "streaming", text: "Hel" }] } });
+  model.custom({ type: "ops", ops: [["append", 0, "lo"], ["set", 0, { status: "done" }], ["turn", { status: "complete", footer: { usage: { response_tokens: 2 }, finish_reason: "stop" } }]] });
+  assert.equal(el.querySelector(".mmsp-text").textContent.trim(), "Hello");
+  const p = el.querySelector(".mmsp-text p");
+  model.update("turn", { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "Hello" }], footer: { usage: { response_tokens: 2 }, finish_reason: "stop" } });
+  assert.equal(el.querySelector(".mmsp-text p"), p, "the final trait equal to what is shown does not redraw");
+  model.update("turn", { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "Hello, world" }], footer: null });
+  assert.equal(el.querySelector(".mmsp-text").textContent.trim(), "Hello, world");
+  dispose();
+  assert.equal(model.listeners(), 0);
+  assert.equal(el.children.length, 0);
+});
+
+test("turn widget: draws a saved turn trait on render", () => {
+  const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+  const el = jsdom.window.document.createElement("div");
+  const model = fakeModel({ turn: { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "# Saved" }] } });
+  turnWidget.render({ model, el });
+  assert.equal(el.querySelector("h1").textContent, "Saved");
+});
