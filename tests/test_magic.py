@@ -1,0 +1,223 @@
+"""%%mmsp and %mmsp in a real kernel (nbclient, jupyter_client) and in IPython's terminal shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def notebook(*sources: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    return nb
+
+
+def run_notebook(nb, tmp_path, monkeypatch, allow_errors=False):
+    monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return nb
+
+
+def html_of(cell) -> str:
+    return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs if o.output_type in
+                   ("display_data", "execute_result"))
+
+
+def text_of(cell) -> str:
+    parts = []
+    for o in cell.outputs:
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type in ("display_data", "execute_result"):
+            parts.append(o.get("data", {}).get("text/plain", ""))
+        elif o.output_type == "error":
+            parts.append(f"{o.ename}: {o.evalue}")
+    return "\n".join(parts)
+
+
+SETUP = '''%load_ext mmsp_notebook
+def get_weather(city: str) -> str:
+    """The weather of a city."""
+    return f"19 degrees and clear in {city}"
+'''
+
+
+def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
+    nb = notebook(
+        SETUP,
+        "%%mmsp -o first\nTell me about notebooks",
+        "%%mmsp --tools get_weather -o weather\nWhat's the weather in Lisbon?",
+        "%%mmsp\ndraw a lighthouse",
+        "%%mmsp\nsay good morning",
+        "%%mmsp -m demo-embed --chat vectors\nembed this sentence",
+        "%%mmsp --events --chat ev\nhi",
+        'payload = {"k": 1}\n',
+        '%%mmsp --chat json\nParse {{"a": {"b": [1, 2]}}} and {payload} and {"x": 1}',
+        "print(first.status, first.finish_reason, weather.tool_calls[0]['output'], len(weather.steps))",
+        "%mmsp usage",
+        "%mmsp history",
+        "%mmsp models",
+        "%mmsp One line prompt",
+    )
+    run_notebook(nb, tmp_path, monkeypatch)
+    cells = nb.cells
+    first = cells[1]
+    data = [o for o in first.outputs if o.output_type == "display_data"][0]["data"]
+    assert WIDGET in data and "text/html" in data and "text/plain" in data  # live widget + static fallback
+    html = html_of(first)
+    assert "Thought for" in html and "<h2>" in html and "<table>" in html and "<pre><code" in html
+    assert "tokens: cached" in html and "price unknown" in html
+    # the cell's value is the turn's one-line summary (the live view already shows the turn)
+    value = [o for o in first.outputs if o.output_type == "execute_result"][0]["data"]["text/plain"]
+    assert value.startswith("<Turn demo · complete")
+    tool_html = html_of(cells[2])
+    assert "get_weather" in tool_html and "19 degrees and clear in Lisbon" in tool_html and "2 steps" in tool_html
+    assert '<img alt="image from the model" src="data:image/png;base64,' in html_of(cells[3])
+    assert '<audio controls src="data:audio/wav;base64,' in html_of(cells[4])
+    assert "embedding · 64 dims" in html_of(cells[5])
+    assert "x" in html_of(cells[6])
+    json_text = text_of(cells[8])
+    assert "{'k': 1}" in json_text and '{"x": 1}' in json_text and '{"a": {"b": [1, 2]}}' in json_text
+    assert "complete stop 19 degrees and clear in Lisbon 2" in text_of(cells[9])
+    usage_html = html_of(cells[10])
+    assert "prompt_tokens" in usage_html and usage_html.count("<tr>") == 7
+    assert "tool_result.done" in html_of(cells[11])
+    import mmsp
+
+    assert f"{len(mmsp.list_supported_models()) + 2} rows" in html_of(cells[12]) and "demo-embed" in html_of(cells[12])
+    assert "<Turn demo · complete" in text_of(cells[13])
+    # traced: mmsp trace JSON + timing sidecar per turn
+    traces = sorted(p.name for p in (tmp_path / "cache").rglob("*.json"))
+    sidecars = list((tmp_path / "cache").rglob("*.timing.jsonl"))
+    assert len(traces) >= 6 and len(sidecars) >= 7
+
+
+@pytest.mark.parametrize("fault, expect", [
+    ("cut-text", "ended without a stop event"),
+    ("cut-args", "ended without a stop event"),
+    ("nostop", "ended without a stop event"),
+    ("error", "UpstreamError"),
+    ("bad-args", "UpstreamError"),
+    ("401", "UpstreamError"),
+    ("429", "Rate limited"),
+])
+def test_every_fault_shows_its_status_and_keeps_partial_content(tmp_path, monkeypatch, fault, expect):
+    nb = notebook(SETUP, f"%%mmsp -m demo+{fault} --tools get_weather -o r\nWhat's the weather in Paris?",
+                  "print('status', r.status, len(r.text) + len(r.thinking) + len(r.tool_calls))", "%mmsp error")
+    run_notebook(nb, tmp_path, monkeypatch)
+    html = html_of(nb.cells[1])
+    assert expect in html
+    assert not any(o.output_type == "error" for o in nb.cells[1].outputs)  # no traceback
+    status_line = text_of(nb.cells[2])
+    assert "status incomplete" in status_line or "status error" in status_line
+    if fault in ("cut-text", "nostop", "error"):
+        assert int(status_line.split()[-1]) > 0  # partial content kept
+    assert "Traceback" in text_of(nb.cells[3]) or "Error" in text_of(nb.cells[3])
+
+
+def test_bad_options_give_a_one_line_usage_error_and_strict_raises(tmp_path, monkeypatch):
+    nb = notebook(
+        SETUP,
+        "%%mmsp --thinking enormous\nhi",
+        "%%mmsp --max-tokens lots\nhi",
+        "%%mmsp --tools no_such_function\nhi",
+        "%mmsp config temperature=hot",
+        "%%mmsp -m demo+401 --strict\nhi",
+        "%mmsp config strict=true",
+        "%%mmsp -m demo+nostop\nhi",
+        "%mmsp config strict=false max_tokens=5",
+        "%%mmsp -o short\nTell me everything",
+        "print(short.finish_reason)",
+        "%mmsp help",
+    )
+    run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
+    c = nb.cells
+    for i in (1, 2, 3, 4):
+        errors = [o for o in c[i].outputs if o.output_type == "error"]
+        text = text_of(c[i])
+        assert "UsageError" in text, text
+        assert all(len(e.traceback) <= 1 for e in errors)  # one line, no traceback
+    assert "enormous" in text_of(c[1]) and "no_such_function" in text_of(c[3])
+    assert "TurnError" in text_of(c[5])
+    assert "TurnError" in text_of(c[7]) and "incomplete" in text_of(c[7])
+    assert "finish: length (truncated)" in html_of(c[9])
+    assert text_of(c[10]).strip() == "length"
+    help_text = json.dumps([o.get("data", {}) for o in c[11].outputs]) + text_of(c[11])
+    assert "--api-key-env" in help_text and "--tools" in help_text
+
+
+def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(tmp_path, monkeypatch):
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        def execute(code, timeout=30):
+            msg_id = kc.execute(code)
+            outputs = []
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise AssertionError(f"no idle after {timeout}s: {outputs}")
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                outputs.append(msg)
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    return outputs
+
+        execute("%load_ext mmsp_notebook")
+        msg_id = kc.execute("%%mmsp -m demo+stall -o stalled\nhello")
+        time.sleep(2.0)
+        interrupted_at = time.monotonic()
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=10)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = kc.get_shell_msg(timeout=10)
+        assert time.monotonic() - interrupted_at < 3.0
+        assert reply["content"]["status"] == "ok"
+        outputs = execute("print(stalled.status)")
+        printed = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
+        assert printed.strip() == "cancelled"
+        outputs = execute("%%mmsp -m demo+instant\nstill alive?")
+        kinds = [m["msg_type"] for m in outputs]
+        assert "display_data" in kinds and "update_display_data" in kinds
+        final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
+        assert "tokens: cached" in final["content"]["data"]["text/html"]
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
+    from IPython.testing.globalipapp import start_ipython
+
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    from mmsp_notebook import _session
+
+    sess = _session.Session()
+    sess.settings.demo_instant = True
+    monkeypatch.setattr(_session, "_session", sess)
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "mmsp_notebook")
+    ip.run_cell_magic("mmsp", "-o t", "Tell me about terminals")
+    out = capsys.readouterr().out
+    turn = ip.user_ns["t"]
+    assert turn.status == "complete"
+    assert turn.text in out and "[thinking]" in out and "tokens: cached" in out
+    assert "\x1b[" not in out  # not a tty: no colour codes
+    ip.run_cell("%%mmsp?")
+    assert "--api-key-env" in capsys.readouterr().out  # magic_arguments' help
+    sess.stop_demo()
