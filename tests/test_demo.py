@@ -667,6 +667,23 @@ def test_concurrent_streams_complete(demo_server: DemoServer) -> None:
     assert elapsed < 1.6
 
 
+def test_pacing_first_token_delay_and_heartbeats() -> None:
+    with DemoServer(tokens_per_second=200, first_token_delay=0.25, heartbeat=0.07) as server:
+        events = stream(server, "mmsp", "demo+tokens=40+nothink", [user("paced")])
+        record = server.transcripts[-1]
+    assert len(deltas(events, "text")) == 40
+    frames = split_frames(record.response)
+    times = record.chunk_times_ms
+    assert len(frames) == len(times)
+    heartbeats = [index for index, frame in enumerate(frames) if frame == b": keep-alive\n\n"]
+    assert len(heartbeats) >= 2, "heartbeats while the first token is delayed"
+    content = [index for index, frame in enumerate(frames) if b"text.delta" in frame]
+    assert heartbeats[-1] < content[0]
+    assert times[content[0]] >= 240
+    # 39 more fragments at 200 per second: about 195 ms
+    assert 150 <= times[content[-1]] - times[content[0]] < 1500
+
+
 def test_stop_closes_a_stalled_stream_promptly() -> None:
     server = DemoServer(instant=True).start()
     received: list[bytes] = []

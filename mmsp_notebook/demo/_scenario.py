@@ -411,7 +411,7 @@ def _schema_type(schema: dict[str, Any]) -> str | None:
     return kind
 
 
-def _argument(schema: Any, pname: str, word: str, prompt: str, xss: bool, depth: int = 0) -> Any:
+def _argument(schema: Any, pname: str, word: str, prompt: str, depth: int = 0) -> Any:
     """A sensible value for one parameter of a tool's JSON schema."""
     if not isinstance(schema, dict):
         return word
@@ -422,7 +422,7 @@ def _argument(schema: Any, pname: str, word: str, prompt: str, xss: bool, depth:
         return next((value for value in schema["enum"] if str(value).lower() in lowered), schema["enum"][0])
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list) and schema[key]:
-            return _argument(schema[key][0], pname, word, prompt, xss, depth + 1)
+            return _argument(schema[key][0], pname, word, prompt, depth + 1)
     kind = _schema_type(schema)
     lowered_name = pname.lower()
     if kind == "string" or kind is None:
@@ -440,7 +440,7 @@ def _argument(schema: Any, pname: str, word: str, prompt: str, xss: bool, depth:
             value = "en"
         else:
             value = word
-        return f"{value} {XSS_PAYLOADS[0]} {XSS_PAYLOADS[1]}" if xss and depth == 0 else value
+        return value
     if "default" in schema:
         return schema["default"]
     if kind == "integer":
@@ -462,12 +462,12 @@ def _argument(schema: Any, pname: str, word: str, prompt: str, xss: bool, depth:
     if kind == "array":
         if depth > 4:
             return []
-        return [_argument(schema.get("items") or {"type": "string"}, pname, word, prompt, xss, depth + 1)]
+        return [_argument(schema.get("items") or {"type": "string"}, pname, word, prompt, depth + 1)]
     if kind == "object":
         if depth > 4:
             return {}
         properties = schema.get("properties") or {}
-        return {key: _argument(sub, key, word, prompt, False, depth + 1) for key, sub in properties.items()}
+        return {key: _argument(sub, key, word, prompt, depth + 1) for key, sub in properties.items()}
     if kind == "null":
         return None
     return word
@@ -478,7 +478,7 @@ def _arguments(tool: ToolSpec, word: str, prompt: str, xss: bool) -> dict[str, A
     arguments = {}
     first_string = True
     for pname, schema in properties.items():
-        value = _argument(schema, pname, word, prompt, False)
+        value = _argument(schema, pname, word, prompt)
         if xss and isinstance(value, str) and first_string:
             value = f"{value} {' '.join(XSS_PAYLOADS)}"
             first_string = False
@@ -593,6 +593,35 @@ def _after(prompt: str, markers: tuple[str, ...]) -> str:
     return _snippet(prompt, 60)
 
 
+def _quote_results(request: DemoRequest, results: list[tuple[str, str]], xss: bool) -> str:
+    """The answer after tool results: each result quoted under its tool's name, then a summary line."""
+    names = {call_id: name for turn in request.turns for call_id, name, _ in turn.tool_calls}
+    lines = [f"Here is what the tool{'s' if len(results) > 1 else ''} returned:", ""]
+    for call_id, text in results:
+        quoted = "\n> ".join(text.splitlines() or [""])
+        lines += [f"> **{names.get(call_id, 'tool')}** (`{call_id}`): {quoted}", ""]
+    lines.append(f"In short: “{_snippet(results[0][1], 60)}”.")
+    if xss:
+        lines.append(" ".join(XSS_PAYLOADS))
+    return "\n".join(lines)
+
+
+def _calls(prompt: str, tools: list[ToolSpec], mentioned: list[ToolSpec]) -> list[tuple[ToolSpec, str]]:
+    """The calls to make: one per mentioned tool, or one per capitalised word for a tool taking a string."""
+    exclude = {part for tool in tools for part in _name_parts(tool.name)} | {tool.name.lower() for tool in tools}
+    capitals = _capitalized(prompt, exclude)
+    fallback = capitals[0] if capitals else (_significant(prompt) or ["demo"])[0].capitalize()
+    calls: list[tuple[ToolSpec, str]] = []
+    for tool in mentioned:
+        properties = (tool.parameters or {}).get("properties") or {}
+        takes_string = any(
+            isinstance(schema, dict) and _schema_type(schema) in ("string", None) and "enum" not in schema
+            for schema in properties.values()
+        )
+        calls.extend((tool, word) for word in (capitals if takes_string and capitals else [fallback]))
+    return calls[:_MAX_CALLS]
+
+
 _DRAW = re.compile(r"\b(draw|drawing|picture|image of|sketch|paint)\b", re.IGNORECASE)
 _SPEAK = re.compile(r"\b(say|speak|pronounce|read aloud)\b", re.IGNORECASE)
 
@@ -629,50 +658,27 @@ def build_plan(request: DemoRequest, spec: ModelSpec, *, media: bool, seed: str)
         marked = [tool for tool in tools if _has_markup(tool.name)]
         mentioned = mentioned or [marked[0] if marked else tools[0]]
     if forced_tool and not mentioned:
-        mentioned = [tools[0]] if tools else [ToolSpec(PSEUDO_TOOL, "", {"type": "object", "properties": {"query": {"type": "string"}}})]
+        pseudo = ToolSpec(PSEUDO_TOOL, "", {"type": "object", "properties": {"query": {"type": "string"}}})
+        mentioned = [tools[0]] if tools else [pseudo]
 
     results = last.tool_results if last.role == "user" else []
     if results and not forced_tool:
-        names = {call_id: name for turn in request.turns for call_id, name, _ in turn.tool_calls}
         thinking.append(
             f"The tool{'s' if len(results) > 1 else ''} answered. "
             f"I will quote {'them' if len(results) > 1 else 'it'} and sum up in a sentence."
         )
-        lines = [f"Here is what the tool{'s' if len(results) > 1 else ''} returned:", ""]
-        for call_id, text in results:
-            name = names.get(call_id, "tool")
-            quoted = "\n> ".join(text.splitlines() or [""])
-            lines.append(f"> **{name}** (`{call_id}`): {quoted}")
-            lines.append("")
-        first = _snippet(results[0][1], 60)
-        lines.append(f"In short: “{first}”.")
-        if xss:
-            lines.append(" ".join(XSS_PAYLOADS))
-        answer.append(Block("text", tokenize("\n".join(lines))))
+        answer.append(Block("text", tokenize(_quote_results(request, results, xss))))
     elif mentioned:
-        exclude = {part for tool in tools for part in _name_parts(tool.name)} | {tool.name.lower() for tool in tools}
-        capitals = _capitalized(prompt, exclude)
-        calls: list[tuple[ToolSpec, str]] = []
-        for tool in mentioned:
-            string_params = [
-                name
-                for name, schema in ((tool.parameters or {}).get("properties") or {}).items()
-                if isinstance(schema, dict) and _schema_type(schema) in ("string", None) and "enum" not in schema
-            ]
-            words = capitals if (string_params and capitals) else [capitals[0] if capitals else (_significant(prompt) or ["demo"])[0].capitalize()]
-            for word in words:
-                calls.append((tool, word))
-        calls = calls[:_MAX_CALLS]
+        calls = _calls(prompt, tools, mentioned)
         thinking.append(
             f"The user asks: “{_snippet(prompt)}”. "
             + " ".join(f"I should call {tool.name} for {word}." for tool, word in calls)
         )
         for index, (tool, word) in enumerate(calls):
             arguments = json.dumps(_arguments(tool, word, prompt, xss), ensure_ascii=False)
-            fragments = _split_json(arguments, rng)
             if spec.fault == "bad-args" and index == 0:
-                fragments = _split_json(arguments[:-1] + ', "extra": }', rng)
-            answer.append(Block("tool_call", fragments, name=tool.name, call_id=_call_id(seed, index)))
+                arguments = arguments[:-1] + ', "extra": }'
+            answer.append(Block("tool_call", _split_json(arguments, rng), name=tool.name, call_id=_call_id(seed, index)))
     elif spec.tokens is not None:
         thinking.append(f"The user wants a long answer about “{_snippet(prompt)}”. I will write about {spec.tokens} tokens.")
         answer.append(Block("text", _long_text(prompt, spec.tokens, rng)))

@@ -96,15 +96,20 @@ class Transcript:
     model: str
     request: Any
     status: int = 200
-    response: bytes = b""
-    chunk_times_ms: list[float] = field(default_factory=list)
+    chunk_times_ms: list[float] = field(default_factory=list, repr=False)
     outcome: str = "streaming"
-    chunks: list[int] = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list, repr=False)
     started: float = field(default_factory=time.monotonic, repr=False)
+    _body: bytearray = field(default_factory=bytearray, repr=False)
+
+    @property
+    def response(self) -> bytes:
+        """The raw response body bytes sent so far."""
+        return bytes(self._body)
 
     def add(self, chunk: bytes) -> None:
         """Record one chunk as sent now."""
-        self.response += chunk
+        self._body += chunk
         self.chunks.append(len(chunk))
         self.chunk_times_ms.append(round((time.monotonic() - self.started) * 1000, 3))
 
@@ -117,7 +122,7 @@ class Transcript:
             "model": self.model,
             "status": self.status,
             "outcome": self.outcome,
-            "bytes": len(self.response),
+            "bytes": len(self._body),
             "chunks": len(self.chunks),
         }
 
