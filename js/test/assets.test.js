@@ -1,0 +1,61 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync, existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+const here = (p) => fileURLToPath(new URL(p, import.meta.url));
+
+// Every selector of a rule list: comments stripped, at-rules walked.
+function selectors(css) {
+  const out = [];
+  const keyframes = [];
+  const src = css.replace(/\/\*[\s\S]*?\*\//g, "");
+  let i = 0;
+  const walk = (end) => {
+    while (i < end) {
+      const open = src.indexOf("{", i);
+      if (open < 0 || open >= end) return;
+      const head = src.slice(i, open).trim();
+      // find the matching brace
+      let depth = 1;
+      let j = open + 1;
+      while (depth && j < src.length) {
+        if (src[j] === "{") depth++;
+        else if (src[j] === "}") depth--;
+        j++;
+      }
+      if (head.startsWith("@keyframes")) keyframes.push(head.split(/\s+/)[1]);
+      else if (head.startsWith("@media") || head.startsWith("@supports")) {
+        i = open + 1;
+        walk(j - 1);
+      } else if (head) out.push(...head.split(",").map((s) => s.trim()));
+      i = j;
+    }
+  };
+  walk(src.length);
+  return { out, keyframes };
+}
+
+for (const file of ["../src/widget.css", "../../mmsp_notebook/static/widget.css"]) {
+  test(`${file}: every rule is scoped under .mmsp-root`, { skip: !existsSync(here(file)) }, () => {
+    const { out, keyframes } = selectors(readFileSync(here(file), "utf8"));
+    assert.ok(out.length > 50);
+    for (const s of out) assert.match(s, /^\.mmsp-root(?=[\s.:[>]|$)/, `unscoped selector: ${s}`);
+    for (const k of keyframes) assert.match(k, /^mmsp-/, `unprefixed keyframes: ${k}`);
+    for (const s of out) {
+      for (const cls of s.match(/\.[\w-]+/g) || []) assert.match(cls, /^\.mmsp-/, `class without the mmsp- prefix: ${cls} in ${s}`);
+    }
+  });
+}
+
+for (const name of ["turn.js", "chat.js"]) {
+  const file = `../../mmsp_notebook/static/${name}`;
+  test(`${name}: the bundle imports nothing and exports a render`, { skip: !existsSync(here(file)) }, async () => {
+    const code = readFileSync(here(file), "utf8");
+    assert.doesNotMatch(code, /(^|[;}\s])import\s*(?:[\w*{}\s,$]+from\s*)?["']/m, "no static import");
+    assert.doesNotMatch(code, /import\(\s*["']/, "no dynamic import");
+    assert.doesNotMatch(code, /https?:\/\/(cdn|unpkg|esm\.sh|jsdelivr)/i, "no CDN");
+    const mod = await import(here(file));
+    assert.equal(typeof mod.default.render, "function");
+  });
+}
