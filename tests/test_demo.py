@@ -733,9 +733,23 @@ def test_loopback_only_by_default() -> None:
     server.stop()  # idempotent
 
 
-def test_cli(tmp_path: Path) -> None:
+def test_cli(demo_server: DemoServer, tmp_path: Path) -> None:
+    live = stream(demo_server, "mmsp", "demo", [user("captured once")])
+    replay = demo_server.save_transcript(demo_server.transcripts[-1].id, tmp_path / "capture.sse")
+    _cli_round_trip(["--port", "0", "--instant"], "hi from the CLI test", lambda events: "hi from the CLI test" in done(events, "text")[0]["text"])
+    _cli_round_trip(["--port", "0", "--replay", str(replay), "--tokens-per-second", "500", "--first-token-delay", "0.01"], "anything", lambda events: _strip(events) == _strip(live))
+    refused = subprocess.run(
+        [sys.executable, "-m", "mmsp_notebook.demo", "--host", "0.0.0.0", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode == 2 and "--allow-remote" in refused.stderr
+
+
+def _cli_round_trip(arguments: list[str], prompt: str, check: Any) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-m", "mmsp_notebook.demo", "--port", "0", "--instant"],
+        [sys.executable, "-m", "mmsp_notebook.demo", *arguments],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -751,23 +765,16 @@ def test_cli(tmp_path: Path) -> None:
 
             client = AutoLLMClient(model="demo", base_url=base_url, client_type="mmsp")
             try:
-                return [event async for event in client.streaming_response([user("hi from the CLI test")], {})]
+                return [event async for event in client.streaming_response([user(prompt)], {})]
             finally:
                 await aclose(client)
 
         events = asyncio.run(once())
         check_grammar(events)
-        assert "hi from the CLI test" in done(events, "text")[0]["text"]
+        assert check(events)
     finally:
         process.terminate()
         assert process.wait(5) == 0
-    refused = subprocess.run(
-        [sys.executable, "-m", "mmsp_notebook.demo", "--host", "0.0.0.0", "--port", "0"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert refused.returncode == 2 and "--allow-remote" in refused.stderr
 
 
 # ---------------------------------------------------------------------------------------------

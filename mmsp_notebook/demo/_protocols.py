@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import time
 from typing import Any
 
@@ -600,8 +601,6 @@ ENCODERS: dict[str, type[Encoder]] = {
 
 def embeddings_body(plan: Plan, model: str, encoding_format: str | None) -> dict[str, Any]:
     """The JSON answer of ``POST /v1/embeddings``: one vector per input, floats or base64 float32."""
-    import struct
-
     data = []
     for index, block in enumerate(plan.blocks):
         vector = block.joined

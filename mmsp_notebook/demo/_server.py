@@ -184,10 +184,9 @@ class _Pacer:
 class _SSEResponse:
     """An ASGI response that streams frames, records them, and notices the client going away."""
 
-    def __init__(self, frames: AsyncIterator[bytes], record: Transcript, on_end: Callable[[Transcript], None]) -> None:
+    def __init__(self, frames: AsyncIterator[bytes], record: Transcript) -> None:
         self._frames = frames
         self._record = record
-        self._on_end = on_end
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [
@@ -229,7 +228,6 @@ class _SSEResponse:
             self._record.outcome = "client_gone"
         else:
             self._record.outcome = "error"
-        self._on_end(self._record)
         if error is not None:
             raise error
 
@@ -385,7 +383,7 @@ class _App:
         return self._json(embeddings_body(plan, spec.name, body.get("encoding_format")), 200, record)
 
     def _sse(self, frames: AsyncIterator[bytes], record: Transcript) -> _SSEResponse:
-        return _SSEResponse(frames, record, lambda _record: None)
+        return _SSEResponse(frames, record)
 
     def build(self) -> Starlette:
         """The Starlette application."""
