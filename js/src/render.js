@@ -560,7 +560,7 @@ export function createTurnView(container, options = {}) {
   // ------------------------------------------------------------------ events table
   function addEvent(row) {
     if (!eventsEl) {
-      eventsEl = h(doc, "details", "mmsp-events");
+      eventsEl = h(doc, "details", "mmsp-events", { open: true });
       const summary = h(doc, "summary", "mmsp-summary");
       summary.appendChild(h(doc, "span", null, null, "events "));
       eventsCount = h(doc, "span", "mmsp-meta");
