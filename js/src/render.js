@@ -11,7 +11,6 @@
 import { StreamingMarkdown } from "./markdown.js";
 import {
   h,
-  button,
   isSafeImageSrc,
   isSafeAudioSrc,
   str,
