@@ -126,13 +126,17 @@ class Conversation:
         self.endpoint: tuple[Any, ...] | None = None
         self.turns: list[Any] = []
         self.generation = 1  # bumped by --new, so trace ids of a fresh start do not collide
+        self.pending_history: list[dict[str, Any]] | None = None  # set before the client exists
 
     def history(self) -> list[dict[str, Any]]:
-        return self.client.get_history() if self.client is not None else []
+        if self.client is None:
+            return list(self.pending_history or [])
+        return self.client.get_history()
 
     def reset(self) -> None:
         if self.client is not None:
             self.client.clear_history()
+        self.pending_history = None
         self.generation += 1
 
 
@@ -201,7 +205,7 @@ class Session:
             client = self.make_client(model, client_type, base_url, api_key_env)
             if history:
                 client.set_history(history)
-            conv.client, conv.endpoint = client, endpoint
+            conv.client, conv.endpoint, conv.pending_history = client, endpoint, None
         return conv.client
 
     def trace_id(self, conv: Conversation) -> str:

@@ -1,0 +1,159 @@
+"""The chat widget's Python side without a kernel (anywidget's DummyComm), on the real demo server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from helpers import apply_ops, fresh_session  # noqa: F401
+
+from mmsp_notebook import Chat, MMSPNotebookError
+from mmsp_notebook._view import view_model
+
+
+def get_weather(city: str) -> str:
+    """The weather of a city."""
+    return f"21 degrees in {city}"
+
+
+class Capture:
+    def __init__(self, chat):
+        self.messages = []
+        original = chat.comm.send
+
+        def send(data=None, metadata=None, buffers=None):
+            if isinstance(data, dict) and data.get("method") == "custom":
+                self.messages.append(data["content"])
+            return original(data=data, metadata=metadata, buffers=buffers)
+
+        chat.comm.send = send
+
+    def ops_for(self, index):
+        return [op for m in self.messages if m.get("type") == "ops" and m.get("turn") == index for op in m["ops"]]
+
+
+def inbound(chat, content):
+    """A message from the front end, as the kernel hands it to the widget."""
+    chat.comm.handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+
+def wait_for(predicate, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    raise AssertionError("timed out")
+
+
+def test_send_streams_ops_and_keeps_the_transcript(fresh_session):
+    chat = Chat(tools=[get_weather])
+    cap = Capture(chat)
+    turn = chat.send("What's the weather in Madrid?")
+    assert turn.status == "complete" and "21 degrees in Madrid" in turn.text
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"]
+    assert chat.transcript[0]["text"] == "What's the weather in Madrid?"
+    final = chat.transcript[1]["turn"]
+    assert final == view_model(turn)
+    # the ops the front end got rebuild the same turn
+    vm = apply_ops({"id": turn.id, "model": turn.model, "items": []}, cap.ops_for(1))
+    assert vm == final
+    assert not chat.busy and chat.error == ""
+    assert [m["role"] for m in chat.history] == ["user", "assistant", "user", "assistant"]
+    df = chat.turns
+    assert len(df) == 1 and df["steps"].iloc[0] == 2
+
+
+def test_front_end_send_runs_on_the_worker_and_stop_aborts(fresh_session):
+    chat = Chat(model="demo+tps=30")
+    cap = Capture(chat)
+    inbound(chat, {"type": "send", "text": "hello"})
+    wait_for(lambda: chat.busy)
+    wait_for(lambda: len(cap.ops_for(1)) > 3)
+    with pytest.raises(MMSPNotebookError):
+        chat.send("a second message while the first streams")
+    started = time.monotonic()
+    inbound(chat, {"type": "stop"})
+    wait_for(lambda: not chat.busy, timeout=3)
+    assert time.monotonic() - started < 1.5
+    entry = chat.transcript[-1]
+    assert entry["role"] == "assistant" and entry["turn"]["status"] == "cancelled"
+    assert entry["turn"]["items"]  # partial turn kept
+    assert chat.history == []  # a stopped turn records nothing
+
+
+def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
+    chat = Chat(model="demo+401")
+    turn = chat.send("hi")
+    assert turn.status == "error"
+    assert "UpstreamError" in chat.error and "key" in chat.error
+    chat.model = "demo"
+    inbound(chat, {"type": "retry"})
+    wait_for(lambda: chat.transcript and chat.transcript[-1].get("role") == "assistant"
+             and chat.transcript[-1]["turn"]["status"] == "complete")
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"]
+    assert chat.error == ""
+
+
+def test_hello_gets_a_snapshot_and_config_changes_model(fresh_session):
+    chat = Chat()
+    cap = Capture(chat)
+    chat.send("first")
+    inbound(chat, {"type": "hello"})
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    snap = [m for m in cap.messages if m.get("type") == "chat_snapshot"][-1]
+    assert snap["chat"]["transcript"] == chat.transcript and snap["chat"]["live"] is None
+    inbound(chat, {"type": "config", "model": "demo-embed"})
+    wait_for(lambda: chat.model == "demo-embed")
+
+
+def test_history_is_settable_and_new_chat_clears(fresh_session):
+    chat = Chat()
+    chat.send("remember the word kiwi")
+    saved = chat.history
+    other = Chat()
+    other.history = saved
+    assert [e["role"] for e in other.transcript] == ["user", "assistant"]
+    turn = other.send("what was the word?")
+    assert turn.status == "complete"
+    assert len(other.history) == 4
+    other.new_chat()
+    wait_for(lambda: other.transcript == [])
+    assert other.history == []
+
+
+def test_images_from_the_front_end_and_on_event(fresh_session):
+    seen = []
+    chat = Chat()
+    chat.on_event(seen.append)
+    png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    inbound(chat, {"type": "send", "text": "what is this?",
+                                                                               "images": [png]})
+    wait_for(lambda: len(chat.transcript) == 2)
+    assert chat.transcript[0]["images"] == [png]
+    assert seen and seen[-1]["event_type"] == "stop"
+
+
+def test_asend_and_two_chats_at_once(fresh_session):
+    a, b = Chat(model="demo+tps=400"), Chat(model="demo+tps=400")
+
+    async def both():
+        return await asyncio.gather(a.asend("one"), b.asend("two"))
+
+    ta, tb = asyncio.run(both())
+    assert ta.status == tb.status == "complete"
+    assert a.history[0]["content_items"][0]["text"] == "one" and b.history[0]["content_items"][0]["text"] == "two"
+
+
+def test_update_rate_is_bounded(fresh_session):
+    chat = Chat(model="demo+tokens=3000+tps=3000")
+    cap = Capture(chat)
+    started = time.monotonic()
+    turn = chat.send("long answer")
+    elapsed = time.monotonic() - started
+    n = len([m for m in cap.messages if m.get("type") == "ops"])
+    assert n <= 30 * elapsed + 2, (n, elapsed)
+    text = json.dumps(chat.transcript[-1]["turn"])
+    assert turn.text[-50:].replace("\n", "\\n")[:20] in text
