@@ -189,6 +189,23 @@ def str_col(values: list[str | None]) -> Any:
 # --------------------------------------------------------------------------- pricing
 
 
+def price_tuple(p: dict[str, Any]) -> tuple[float, ...]:
+    """``(cached, prompt, thoughts, response)`` USD per token from a registry-shaped pricing dict
+    (USD per million tokens; a missing cache price is the prompt price, a missing thoughts price
+    the response price)."""
+    try:
+        prompt = float(p["prompt_tokens"])
+        response = float(p["response_tokens"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"a price needs prompt_tokens and response_tokens per million tokens, got {p!r}") from exc
+    return (
+        float(p.get("cached_tokens", prompt)) / 1e6,
+        prompt / 1e6,
+        float(p.get("thoughts_tokens", response)) / 1e6,
+        response / 1e6,
+    )
+
+
 def price_tables() -> tuple[dict[tuple[str, str], tuple[float, ...]], dict[str, tuple[float, ...]]]:
     """Per-token prices from ``mmsp.registry.list_supported_models`` (USD).
 
@@ -205,13 +222,7 @@ def price_tables() -> tuple[dict[tuple[str, str], tuple[float, ...]], dict[str, 
         p = entry.get("pricing")
         if not p:
             continue
-        prompt = float(p["prompt_tokens"])
-        t = (
-            float(p.get("cached_tokens", prompt)) / 1e6,
-            prompt / 1e6,
-            float(p["thoughts_tokens"]) / 1e6,
-            float(p["response_tokens"]) / 1e6,
-        )
+        t = price_tuple(p)
         by_pair.setdefault((entry["model"], entry["client"]), t)
         by_model.setdefault(entry["model"], t)
     return by_pair, by_model
@@ -290,9 +301,15 @@ class TurnBuilder:
         since_ms: float | None = None,
         until_ms: float | None = None,
         models: frozenset[str] | None = None,
+        dedupe: bool = True,
+        prices: dict[str, dict[str, float]] | None = None,
     ) -> None:
         self.since_ms, self.until_ms, self.models = since_ms, until_ms, models
+        self.prices = {m: price_tuple(p) for m, p in (prices or {}).items()}
         self.filtered = since_ms is not None or until_ms is not None or models is not None
+        self.dedupe = dedupe
+        # per row: hash of the assistant message's fingerprint (0 = none), see frame()
+        self.fp = array("q")
         # per file
         self.f_trace_id: list[str] = []
         self.f_cfg: list[tuple[Any, ...]] = []
@@ -368,6 +385,7 @@ class TurnBuilder:
         self._usage(rec.get("usage"))
         for arr in self.counts:
             arr.append(INT_NA)
+        self.fp.append(0)
 
     def add(self, trace_id: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         """Add the turns of one trace (``data`` None: sidecar only) joined with its sidecar records."""
@@ -388,6 +406,7 @@ class TurnBuilder:
         a_ca, a_pr, a_th, a_re = self.cached.append, self.prompt.append, self.thoughts.append, self.response.append
         c_items, c_text, c_think, c_tool, c_img, c_aud, c_tch, c_kch = (a.append for a in self.counts)
         TEXT, THINKING, TOOL_CALL, INLINE = _TEXT, _THINKING, _TOOL_CALL, _INLINE
+        a_fp = self.fp.append
         turn = 0
         prev: Any = None
         for i, msg in enumerate(history):
@@ -469,19 +488,24 @@ class TurnBuilder:
                 a_ttft(_NAN if ttft_ms is None else ttft_ms / 1000.0)
             usage = msg.get("usage_metadata")
             if usage.__class__ is dict:
-                v = usage.get("cached_tokens")
-                a_ca(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
-                v = usage.get("prompt_tokens")
-                a_pr(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
-                v = usage.get("thoughts_tokens")
-                a_th(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
-                v = usage.get("response_tokens")
-                a_re(v if v.__class__ is int else (INT_NA if (v := as_int(v)) is None else v))
+                u0 = usage.get("cached_tokens")
+                if u0.__class__ is not int:
+                    u0 = INT_NA if (u0 := as_int(u0)) is None else u0
+                u1 = usage.get("prompt_tokens")
+                if u1.__class__ is not int:
+                    u1 = INT_NA if (u1 := as_int(u1)) is None else u1
+                u2 = usage.get("thoughts_tokens")
+                if u2.__class__ is not int:
+                    u2 = INT_NA if (u2 := as_int(u2)) is None else u2
+                u3 = usage.get("response_tokens")
+                if u3.__class__ is not int:
+                    u3 = INT_NA if (u3 := as_int(u3)) is None else u3
             else:
-                a_ca(INT_NA)
-                a_pr(INT_NA)
-                a_th(INT_NA)
-                a_re(INT_NA)
+                u0 = u1 = u2 = u3 = INT_NA
+            a_ca(u0)
+            a_pr(u1)
+            a_th(u2)
+            a_re(u3)
             c_items(n_items)
             c_text(n_text)
             c_think(n_think)
@@ -490,6 +514,7 @@ class TurnBuilder:
             c_aud(n_aud)
             c_tch(text_chars)
             c_kch(think_chars)
+            a_fp(0 if ended is None else hash((ended, finish, n_items, text_chars, think_chars, n_tool, u0, u1, u2, u3)))
             turn += 1
         while fi < nf:
             self._sidecar_row(fno, cfg_model, failed[fi])
@@ -512,6 +537,7 @@ class TurnBuilder:
         The builder is consumed: each raw column is released as soon as it is converted.
         """
         n = len(self.file_no)
+        drop = _duplicates(np.array(self._take("fp"), dtype=np.int64), np.array(self.source, dtype=np.int8)) if self.dedupe else None
         fno = np.array(self._take("file_no"), dtype=np.int64)
         f_cfg = self._take("f_cfg")
 
@@ -563,7 +589,7 @@ class TurnBuilder:
         for name, i in zip(self._COUNTS, range(len(counts))):
             cols[name] = int_col(counts[i])
         del counts
-        prices = _row_prices(model, client)
+        prices = _row_prices(model, client, self.prices)
         cost = np.zeros(n, dtype=np.float64)
         for bucket, price in zip((ca, pr, th, re_), prices):
             cost += bucket.to_numpy(dtype=np.float64, na_value=0.0) * price
@@ -583,7 +609,31 @@ class TurnBuilder:
             err_t[row], err_m[row] = et, em
         cols["error_type"] = str_col(err_t)
         cols["error_message"] = str_col(err_m)
-        return pd.DataFrame(cols, copy=False)
+        df = pd.DataFrame(cols, copy=False)
+        n_dup = 0 if drop is None else int(drop.sum())
+        if n_dup:
+            df = df.loc[~drop].reset_index(drop=True)
+        df.attrs["duplicates"] = n_dup
+        return df
+
+
+def _duplicates(fp: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """Rows repeating an earlier row's assistant message (same fingerprint hash; 0 = none).
+
+    Of each group of copies the one joined with a sidecar record (source 1) is kept, else the
+    first; the others are marked True.
+    """
+    drop = np.zeros(len(fp), dtype=bool)
+    rows = np.nonzero(fp)[0]
+    if len(rows) < 2:
+        return drop
+    order = rows[np.lexsort((rows, source[rows] != 1, fp[rows]))]
+    keys = fp[order]
+    repeat = np.empty(len(order), dtype=bool)
+    repeat[0] = False
+    repeat[1:] = keys[1:] == keys[:-1]
+    drop[order[repeat]] = True
+    return drop
 
 
 def _nasum(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray) -> pd.arrays.IntegerArray:
@@ -594,9 +644,12 @@ def _nasum(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray) -> pd.arrays.In
     return pd.arrays.IntegerArray(va + vb, mask)
 
 
-def _row_prices(model: pd.Categorical, client: pd.Categorical) -> list[np.ndarray]:
+def _row_prices(
+    model: pd.Categorical, client: pd.Categorical, extra: dict[str, tuple[float, ...]] | None = None
+) -> list[np.ndarray]:
     """Per-row (cached, prompt, thoughts, response) USD per token; NaN where the model has no price."""
     by_pair, by_model = price_tables()
+    extra = extra or {}
     mc = np.asarray(model.codes, dtype=np.int64)
     cc = np.asarray(client.codes, dtype=np.int64)
     width = len(client.categories) + 1
@@ -609,7 +662,9 @@ def _row_prices(model: pd.Categorical, client: pd.Categorical) -> list[np.ndarra
             continue
         mname = model.categories[m - 1]
         cname = client.categories[c - 1] if c > 0 else None
-        p = by_pair.get((mname, cname)) if cname is not None else None
+        p = extra.get(mname)
+        if p is None and cname is not None:
+            p = by_pair.get((mname, cname))
         if p is None:
             p = by_model.get(mname)
         if p is not None:
@@ -658,8 +713,11 @@ class ItemBuilder:
         until_ms: float | None = None,
         models: frozenset[str] | None = None,
         payloads: bool = False,
+        dedupe: bool = True,
     ) -> None:
         self.since_ms, self.until_ms, self.models, self.payloads = since_ms, until_ms, models, payloads
+        self.seen: set[int] | None = set() if dedupe else None
+        self.duplicates = 0
         self.trace_id: list[str] = []
         self.strs: dict[str, list[str | None]] = {
             k: []
@@ -701,6 +759,13 @@ class ItemBuilder:
                 continue
             role = msg.get("role")
             role = role if role.__class__ is str else None
+            if self.seen is not None and created is not None:
+                fp = _message_fingerprint(role, created, msg, items)
+                if fp is not None:
+                    if fp in self.seen:
+                        self.duplicates += 1
+                        continue
+                    self.seen.add(fp)
             for ii, it in enumerate(items):
                 if it.__class__ is not dict:
                     it = {"type": None, "value": it}
@@ -799,7 +864,36 @@ class ItemBuilder:
             cols["embedding"] = obj_col(self.embedding)
             cols["images"] = obj_col(self.images)
             cols["fidelity"] = str_col(self.fidelity)
-        return pd.DataFrame(cols, copy=False)
+        df = pd.DataFrame(cols, copy=False)
+        df.attrs["duplicates"] = self.duplicates
+        return df
+
+
+def _slen(v: Any) -> int | None:
+    return len(v) if v.__class__ is str else None
+
+
+def _message_fingerprint(role: str | None, created: float, msg: dict[str, Any], items: list[Any]) -> int | None:
+    """A hash identifying one message across trace files that repeat a conversation's history."""
+    usage = msg.get("usage_metadata")
+    try:
+        return hash(
+            (
+                role,
+                created,
+                msg.get("finish_reason"),
+                tuple(usage.values()) if usage.__class__ is dict else None,
+                tuple(
+                    (it.get("type"), _slen(it.get("text")), _slen(it.get("thinking")), _slen(it.get("data")),
+                     it.get("tool_call_id"))
+                    if it.__class__ is dict
+                    else repr(it)
+                    for it in items
+                ),
+            )
+        )
+    except TypeError:  # an unhashable value in a foreign file: no de-duplication for it
+        return None
 
 
 # --------------------------------------------------------------------------- events

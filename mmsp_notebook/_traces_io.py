@@ -115,6 +115,7 @@ def collect_sources(
                 side = set(glob.glob(os.path.join(esc, _sidecar_pattern(pattern)), recursive=True))
                 side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
             used: set[str] = set()
+            start = len(out)
             for f in found:
                 if _is_companion(f) or f in seen:
                     continue
@@ -132,6 +133,7 @@ def collect_sources(
                     continue
                 seen.add(s)
                 out.append(Source(_rel_id(s, root), None, s))
+            out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
         elif os.path.isfile(p):
             if p.endswith(SIDECAR_SUFFIX):
                 twin = p[: -len(SIDECAR_SUFFIX)] + ".json"

@@ -40,6 +40,16 @@ Robustness
     written next to the traces. ``df.attrs`` also holds ``n_files`` (sources loaded) and
     ``n_skipped``.
 
+Repeated histories
+    mmsp programs often give every call its own trace id (``agent1/00001``, ``agent1/00002``...):
+    each file then holds the whole conversation so far, and the same assistant message appears in
+    several files. With ``dedupe=True`` (the default) a message is counted once: assistant
+    messages with the same ``created_at``, finish reason, usage and content counts are one turn,
+    kept from the file whose sidecar times it, else from the first file (in trace id order); in
+    the items frame a message (role, ``created_at``, usage and item shapes) is kept from the
+    first file. ``df.attrs["duplicates"]`` counts what was left out; ``dedupe=False`` keeps every
+    copy.
+
 Filters
     ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts; naive means UTC) keep turns with
     ``since <= started < until`` (turns without a start time are dropped when a bound is given);
@@ -104,7 +114,9 @@ Cost
     endpoint). ``cost = cached*p_cached + prompt*p_prompt + thoughts*p_thoughts +
     response*p_response`` with NA buckets counted as 0 (at least one bucket must be present);
     a platform that publishes no cache-hit price bills cached tokens at the prompt price. A model
-    without a price gets ``cost`` NaN and ``cost_missing`` True — never 0.
+    without a price gets ``cost`` NaN and ``cost_missing`` True — never 0. ``load_turns(...,
+    prices={"my-model": {"prompt_tokens": 0.5, "response_tokens": 1.5}})`` adds or overrides
+    prices (USD per million tokens, the registry's shape) for models the registry does not list.
 
 Items frame (:func:`load_items`): one row per content item of every message, both roles:
 ``trace_id, message_index, turn, role, item_index, type, model, created_at`` (the message's),
@@ -310,6 +322,8 @@ def load_turns(
     pattern: str = "**/*.json",
     otel: bool = False,
     progress: bool | None = None,
+    dedupe: bool = True,
+    prices: dict[str, dict[str, float]] | None = None,
 ) -> pd.DataFrame:
     """One row per assistant turn of the traces under ``path_or_paths`` (see the module docstring).
 
@@ -321,12 +335,17 @@ def load_turns(
         pattern: glob for directories; ``**`` recurses.
         otel: rename columns to OpenTelemetry GenAI attribute names (:data:`OTEL_COLUMNS`).
         progress: show a progress bar; ``None`` = when more than 200 files.
+        dedupe: count an assistant message repeated in several files once (see "Repeated
+            histories" in the module docstring).
+        prices: extra list prices by model id, USD per million tokens per usage bucket (the
+            shape of the registry's ``pricing``: ``{"prompt_tokens": 1.0, "response_tokens":
+            4.0, ...}``); they take precedence over mmsp's registry.
 
     Returns:
         The turns frame, sorted by trace then turn order; ``attrs`` holds ``skipped``,
-        ``n_files`` and ``n_skipped``.
+        ``n_files``, ``n_skipped`` and ``duplicates``.
     """
-    builder = _b.TurnBuilder(_to_ms(since), _to_ms(until), _model_set(models))
+    builder = _b.TurnBuilder(_to_ms(since), _to_ms(until), _model_set(models), dedupe, prices)
 
     def each(src: Source, tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         builder.add(tid, data, records)
@@ -344,6 +363,7 @@ def load_items(
     otel: bool = False,
     progress: bool | None = None,
     payloads: bool = False,
+    dedupe: bool = True,
 ) -> pd.DataFrame:
     """One row per content item of every message, user and assistant (see the module docstring).
 
@@ -351,11 +371,12 @@ def load_items(
         path_or_paths, since, until, models, pattern, otel, progress: as for :func:`load_turns`.
         payloads: also keep ``data`` (base64 text), ``embedding``, ``images`` and ``fidelity``, so
             that grouping by ``(trace_id, message_index)`` rebuilds each message's items exactly.
+        dedupe: keep one copy of a message repeated in several files (see "Repeated histories").
 
     Returns:
-        The items frame, in history order.
+        The items frame, in history order; ``attrs["duplicates"]`` counts messages left out.
     """
-    builder = _b.ItemBuilder(_to_ms(since), _to_ms(until), _model_set(models), payloads)
+    builder = _b.ItemBuilder(_to_ms(since), _to_ms(until), _model_set(models), payloads, dedupe)
 
     def each(src: Source, tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if data is not None:

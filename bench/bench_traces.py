@@ -1,0 +1,329 @@
+"""Benchmark ``mmsp_notebook.traces.load_turns`` against the naive way and the parse floor.
+
+One run measures, on the same warm corpus (see ``bench/gen_corpus.py``):
+
+* **naive** — for each file ``json.load`` + ``pd.json_normalize(data["history"])``, then one
+  ``pd.concat``: what a notebook user would write first;
+* **floor** — read every file the loader reads (traces and sidecars) and parse it with the
+  fastest JSON parser available (orjson if installed, else json), building nothing; the loader
+  cannot beat it, it can only come close;
+* **floor, threaded** — the same with a thread pool, to see whether threads would pay;
+* **load_turns** — the real thing (best of ``--repeat``);
+* **peak memory** of ``load_turns``: tracemalloc peak (Python heap, NumPy buffers included) plus
+  the pyarrow pool's peak (pandas string columns live there), against the final frame's
+  ``memory_usage(deep=True)``; and, in a fresh process, peak RSS growth (``ru_maxrss``);
+* **scaling** — load_turns on 1k, 5k and 10k files (shards of the corpus).
+
+Usage (the full run takes a couple of minutes, mostly the naive pass)::
+
+    .venv/bin/python bench/bench_traces.py                      # 10,000 files x 10 turns
+    .venv/bin/python bench/bench_traces.py --files 200 --no-results   # smoke run
+
+Results are printed and written to ``bench/RESULTS_traces.md`` (unless ``--no-results``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import glob
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import pandas as pd  # noqa: E402
+
+import gen_corpus  # noqa: E402
+from mmsp_notebook import traces  # noqa: E402
+from mmsp_notebook._sidecar import SIDECAR_SUFFIX  # noqa: E402
+
+try:
+    import orjson
+
+    PARSER = f"orjson {orjson.__version__}"
+    _loads: Callable[[bytes], Any] = orjson.loads
+except ImportError:  # pragma: no cover
+    PARSER = "json (stdlib)"
+    _loads = json.loads
+
+
+def _files(root: Path) -> tuple[list[str], list[str]]:
+    t = sorted(glob.glob(str(root / "**" / "*.json"), recursive=True))
+    s = sorted(glob.glob(str(root / "**" / f"*{SIDECAR_SUFFIX}"), recursive=True))
+    return t, s
+
+
+def ensure_corpus(corpus: Path, files: int, turns: int, seed: int, regen: bool) -> None:
+    """Generate the corpus unless one with the same parameters is already there."""
+    meta_path = corpus.with_name(corpus.name + ".meta.json")
+    want = {"files": files, "turns": turns, "seed": seed, "version": 1}
+    if not regen and corpus.is_dir() and meta_path.is_file():
+        try:
+            if json.loads(meta_path.read_text()) == want:
+                return
+        except ValueError:
+            pass
+    t = time.perf_counter()
+    gen_corpus.generate(corpus, files, turns, seed)
+    meta_path.write_text(json.dumps(want))
+    print(f"generated corpus {corpus} ({files} files x {turns} turns) in {time.perf_counter() - t:.1f}s")
+
+
+def naive(trace_files: list[str]) -> pd.DataFrame:
+    """What one writes first: json.load and json_normalize per file, then concat."""
+    frames = []
+    for f in trace_files:
+        with open(f, encoding="utf-8") as fh:
+            data = json.load(fh)
+        df = pd.json_normalize(data["history"])
+        df["trace_id"] = f
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _read_parse(f: str) -> None:
+    with open(f, "rb") as fh:
+        raw = fh.read()
+    if f.endswith(SIDECAR_SUFFIX):
+        for line in raw.splitlines():
+            _loads(line)
+    else:
+        _loads(raw)
+
+
+def floor(all_files: list[str]) -> None:
+    """Read and parse every file, building nothing."""
+    for f in all_files:
+        _read_parse(f)
+
+
+def floor_threaded(all_files: list[str], workers: int = 4) -> None:
+    """The floor with a thread pool (the parser holds the GIL; reads release it)."""
+    with ThreadPoolExecutor(workers) as pool:
+        for _ in pool.map(_read_parse, all_files, chunksize=64):
+            pass
+
+
+def best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Best wall time of ``repeat`` runs (and the last result)."""
+    times = []
+    result = None
+    for _ in range(repeat):
+        gc.collect()
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), result
+
+
+def memory_in_process(path: Any) -> dict[str, float]:
+    """tracemalloc peak + pyarrow pool peak during load_turns, and the frame's deep size (MB)."""
+    import pyarrow as pa
+
+    gc.collect()
+    pool = pa.default_memory_pool()
+    arrow_before = pool.bytes_allocated()
+    tracemalloc.start()
+    df = traces.load_turns(path, progress=False)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    arrow_peak = max(0, pool.max_memory() - arrow_before)
+    size = float(df.memory_usage(deep=True).sum())
+    return {"traced_peak": peak / 1e6, "arrow_peak": arrow_peak / 1e6, "df": size / 1e6, "rows": len(df)}
+
+
+_RSS_PROBE = r"""
+import resource, sys, json
+sys.path.insert(0, {root!r})
+from mmsp_notebook import traces
+import pandas, pyarrow, numpy
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+base = rss()
+df = traces.load_turns({path!r}, progress=False)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({{"base": base, "peak": peak, "df": int(df.memory_usage(deep=True).sum())}}))
+"""
+
+
+def memory_rss(path: str) -> dict[str, float] | None:
+    """Peak RSS growth of a fresh process running load_turns (Linux), MB."""
+    if not os.path.exists("/proc/self/status"):
+        return None
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_PROBE.format(root=str(ROOT), path=path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"growth": (r["peak"] - r["base"]) / 1e6, "df": r["df"] / 1e6}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; returns the figures."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", default="/tmp/mmsp_trace_corpus", type=Path)
+    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--turns", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--regen", action="store_true", help="regenerate the corpus even if present")
+    ap.add_argument("--repeat", type=int, default=3, help="runs of floor / load_turns (best is kept)")
+    ap.add_argument("--results", type=Path, default=HERE / "RESULTS_traces.md")
+    ap.add_argument("--no-results", action="store_true", help="print only, write no results file")
+    args = ap.parse_args(argv)
+
+    corpus: Path = args.corpus
+    ensure_corpus(corpus, args.files, args.turns, args.seed, args.regen)
+    trace_files, sidecars = _files(corpus)
+    all_files = trace_files + sidecars
+    size_mb = sum(os.path.getsize(f) for f in all_files) / 1e6
+    floor(all_files)  # warm the page cache for everyone
+    print(f"corpus: {len(trace_files)} traces + {len(sidecars)} sidecars, {size_mb:.0f} MB; parser {PARSER}")
+
+    t_floor, _ = best(lambda: floor(all_files), args.repeat)
+    t_floor_traces, _ = best(lambda: floor(trace_files), args.repeat)
+    t_floor_thr, _ = best(lambda: floor_threaded(all_files), args.repeat)
+    t_load, df = best(lambda: traces.load_turns(str(corpus), progress=False), args.repeat)
+    print(f"floor            {t_floor:8.2f} s   (traces only {t_floor_traces:.2f} s)")
+    print(f"floor, threaded  {t_floor_thr:8.2f} s")
+    print(f"load_turns       {t_load:8.2f} s   {len(df)} rows")
+    t = time.perf_counter()
+    naive_df = naive(trace_files)
+    t_naive = time.perf_counter() - t
+    print(f"naive            {t_naive:8.2f} s   {len(naive_df)} rows (one per message, not per turn)")
+    del naive_df
+    gc.collect()
+
+    mem = memory_in_process(str(corpus))
+    rss = memory_rss(str(corpus))
+    peak_total = mem["traced_peak"] + mem["arrow_peak"]
+    print(
+        f"memory: frame {mem['df']:.1f} MB deep; tracemalloc peak {mem['traced_peak']:.1f} MB + arrow pool "
+        f"{mem['arrow_peak']:.1f} MB = {peak_total:.1f} MB ({peak_total / mem['df']:.2f}x the frame)"
+    )
+    if rss:
+        print(f"memory: fresh-process peak RSS growth {rss['growth']:.1f} MB ({rss['growth'] / rss['df']:.2f}x)")
+
+    # scaling: shards of 1,000 files
+    shards = sorted(p for p in corpus.iterdir() if p.is_dir())
+    scale_rows = []
+    for k in sorted({1, len(shards) // 2, len(shards)} - {0}):
+        paths = [str(p) for p in shards[:k]]
+        n_files = sum(1 for p in paths for _ in glob.iglob(os.path.join(p, "**", "*.json"), recursive=True))
+        tk, dk = best(lambda: traces.load_turns(paths, progress=False), args.repeat)
+        scale_rows.append((n_files, len(dk), tk))
+        print(f"scaling: {n_files:6d} files {len(dk):7d} turns  {tk:6.2f} s  {tk / n_files * 1e3:.3f} ms/file")
+
+    figures = {
+        "files": len(trace_files),
+        "sidecars": len(sidecars),
+        "turns": len(df),
+        "size_mb": size_mb,
+        "naive": t_naive,
+        "floor": t_floor,
+        "floor_traces": t_floor_traces,
+        "floor_threaded": t_floor_thr,
+        "load_turns": t_load,
+        "speedup_vs_naive": t_naive / t_load,
+        "ratio_to_floor": t_load / t_floor,
+        "mem": mem,
+        "rss": rss,
+        "mem_ratio": peak_total / mem["df"],
+        "scaling": scale_rows,
+    }
+    ok_speed = figures["speedup_vs_naive"] >= 5
+    ok_floor = figures["ratio_to_floor"] <= 2
+    ok_mem = figures["mem_ratio"] < 3
+    print(
+        f"load_turns is {figures['speedup_vs_naive']:.1f}x faster than naive (goal >= 5: {'ok' if ok_speed else 'MISSED'}), "
+        f"{figures['ratio_to_floor']:.2f}x the floor (goal <= 2: {'ok' if ok_floor else 'MISSED'}), "
+        f"peak memory {figures['mem_ratio']:.2f}x the frame (goal < 3: {'ok' if ok_mem else 'MISSED'})"
+    )
+    if not args.no_results:
+        given = sys.argv[1:] if argv is None else argv
+        cmd = " ".join([".venv/bin/python bench/bench_traces.py", *given])
+        args.results.write_text(_markdown(figures, cmd))
+        print(f"wrote {args.results}")
+    return figures
+
+
+def _markdown(f: dict[str, Any], cmd: str) -> str:
+    mem, rss = f["mem"], f["rss"]
+    peak_total = mem["traced_peak"] + mem["arrow_peak"]
+    lines = [
+        "## Trace loading (`mmsp_notebook.traces.load_turns`)",
+        "",
+        f"Command: `{cmd}` (corpus from `bench/gen_corpus.py`, generated on first run).",
+        "",
+        f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"pandas {pd.__version__}, JSON parser {PARSER}. Page cache warm; best of several runs "
+        "except naive (one run).",
+        "",
+        f"Corpus: {f['files']:,} trace files x 10 turns written in mmsp's Tracer format "
+        f"({f['turns']:,} turn rows including sidecar-recorded failed attempts), sidecars for "
+        f"{f['sidecars']:,} of them, {f['size_mb']:.0f} MB in total.",
+        "",
+        "| method | seconds | vs load_turns |",
+        "|---|---:|---:|",
+        f"| naive: `json.load` + `pd.json_normalize(history)` per file, `pd.concat` | {f['naive']:.2f} | {f['naive'] / f['load_turns']:.1f}x slower |",
+        f"| floor: read + parse every file (traces and sidecars), build nothing | {f['floor']:.2f} | {f['floor'] / f['load_turns']:.2f}x |",
+        f"| floor, traces only | {f['floor_traces']:.2f} | {f['floor_traces'] / f['load_turns']:.2f}x |",
+        f"| floor with a 4-thread pool | {f['floor_threaded']:.2f} | {f['floor_threaded'] / f['load_turns']:.2f}x |",
+        f"| **load_turns** | **{f['load_turns']:.2f}** | 1x |",
+        "",
+        f"* load_turns is **{f['speedup_vs_naive']:.1f}x faster than naive** (goal >= 5x) and "
+        f"**{f['ratio_to_floor']:.2f}x the floor** (goal <= 2x).",
+        f"* Peak memory, measured with **tracemalloc** (Python heap including NumPy buffers) plus the "
+        f"pyarrow memory pool's peak (pandas' string columns live there): {mem['traced_peak']:.1f} + "
+        f"{mem['arrow_peak']:.1f} = {peak_total:.1f} MB for a final frame of {mem['df']:.1f} MB "
+        f"(`memory_usage(deep=True)`): **{f['mem_ratio']:.2f}x** (goal < 3x).",
+    ]
+    if rss:
+        lines.append(
+            f"* Cross-check with **resource** (`ru_maxrss`, fresh process, growth over the RSS after "
+            f"imports): {rss['growth']:.1f} MB ({rss['growth'] / rss['df']:.2f}x the frame; includes "
+            "allocator slack and lazily imported modules)."
+        )
+    lines += [
+        "* Threads: the JSON parser holds the GIL, so a thread pool does not beat the sequential "
+        "floor on this machine; load_turns reads files sequentially.",
+        "",
+        "Scaling with the number of files (1,000-file shards of the same corpus):",
+        "",
+        "| files | turn rows | seconds | ms per file |",
+        "|---:|---:|---:|---:|",
+    ]
+    for n_files, rows, t in f["scaling"]:
+        lines.append(f"| {n_files:,} | {rows:,} | {t:.2f} | {t / n_files * 1e3:.3f} |")
+    lines += [
+        "",
+        "Load time is linear in the number (and size) of files: the cost per file stays flat, so "
+        "100k turns in 10k files take about ten times what 1k files take.",
+        "",
+        "How: one pass per file with orjson, plain `array.array` columns (missing usage as a "
+        "sentinel that becomes the Int64 mask), per-file values (trace id, config) stored once and "
+        "expanded by index, derived columns (token sums, cost, tokens/s) computed vectorized, one "
+        "DataFrame construction; base64 payloads are never decoded (sizes come from their length); "
+        "a sidecar's `events` list, not needed for turns, is left unparsed when it closes the line.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
