@@ -181,6 +181,11 @@ def obj_col(values: list[Any]) -> np.ndarray:
     return out
 
 
+def obj_series(values: np.ndarray) -> pd.Series:
+    """An object-dtype column (pandas would otherwise infer its string dtype from the values)."""
+    return pd.Series(values, dtype=object, copy=False)
+
+
 def str_col(values: list[str | None]) -> Any:
     """A string column in pandas' default string dtype (missing = NA)."""
     return pd.array(values, dtype="str") if pd.__version__ >= "3" else pd.array(values, dtype=object)
@@ -602,7 +607,7 @@ class TurnBuilder:
         cols["max_tokens"] = pd.array(per_file(2), dtype="Int64")
         cols["thinking_level"] = str_col(per_file(3))
         cols["n_tools"] = pd.array(per_file(4), dtype="Int64")
-        cols["tool_names"] = per_file(5)
+        cols["tool_names"] = obj_series(per_file(5))
         err_t = np.full(n, None, dtype=object)
         err_m = np.full(n, None, dtype=object)
         for row, (et, em) in self._take("errors").items():
@@ -860,9 +865,9 @@ class ItemBuilder:
             "extra": str_col(S["extra"]),
         }
         if self.payloads:
-            cols["data"] = obj_col(self.data)
-            cols["embedding"] = obj_col(self.embedding)
-            cols["images"] = obj_col(self.images)
+            cols["data"] = obj_series(obj_col(self.data))
+            cols["embedding"] = obj_series(obj_col(self.embedding))
+            cols["images"] = obj_series(obj_col(self.images))
             cols["fidelity"] = str_col(self.fidelity)
         df = pd.DataFrame(cols, copy=False)
         df.attrs["duplicates"] = self.duplicates

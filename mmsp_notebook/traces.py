@@ -571,7 +571,14 @@ def plot_latency(
         data = [g[metric].dropna().to_numpy() if metric in g else [] for _, g in groups]
         keep = [(name, d) for (name, _), d in zip(groups, data) if len(d)]
         if keep:
-            ax.boxplot([d for _, d in keep], vert=False, showfliers=True)
+            import inspect
+
+            horizontal = (
+                {"orientation": "horizontal"}
+                if "orientation" in inspect.signature(ax.boxplot).parameters
+                else {"vert": False}
+            )
+            ax.boxplot([d for _, d in keep], showfliers=True, **horizontal)
             ax.set_yticks(range(1, len(keep) + 1), [name for name, _ in keep])
         ax.set_xlabel(f"{metric} (s)")
         ax.set_title({"latency": "Latency", "ttft": "Time to first token"}.get(metric, metric))

@@ -1,0 +1,897 @@
+"""mmsp_notebook.traces: traces written by mmsp's real Tracer (and through the real clients against
+the demo server), timing sidecars, damaged files, concurrency, cost, exports, plots, the benchmark
+script and the traces notebook."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mmsp.integration.tracer import Tracer
+from mmsp.registry import list_supported_models
+
+from mmsp_notebook import traces
+from mmsp_notebook._sidecar import append_sidecar, read_sidecar
+from mmsp_notebook._traces_io import read_sidecar_records
+
+ROOT = Path(__file__).resolve().parent.parent
+T0 = 1767225600000  # 2026-01-01T00:00:00Z in Unix ms
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3
+WEATHER = {"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}
+SQL = {"name": "run_sql", "description": "SQL", "parameters": {"type": "object"}}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def user(text: str, at: int) -> dict[str, Any]:
+    return {"role": "user", "content_items": [{"type": "text.done", "text": text}], "created_at": at}
+
+
+def answer(text: str, at: int, usage: dict[str, Any] | None = None, finish: str = "stop") -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content_items": [{"type": "text.done", "text": text}],
+        "usage_metadata": usage or {"cached_tokens": 0, "prompt_tokens": 10, "thoughts_tokens": None, "response_tokens": 5},
+        "finish_reason": finish,
+        "created_at": at,
+    }
+
+
+def rich_history() -> list[dict[str, Any]]:
+    """Thinking with a signature, a tool call and its result, images both ways, an embedding,
+    usage with None buckets."""
+    return [
+        {
+            "role": "user",
+            "content_items": [
+                {"type": "text.done", "text": "What's the weather in Paris? Here is a photo."},
+                {"type": "image_url.done", "image_url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+            ],
+            "created_at": T0,
+        },
+        {
+            "role": "assistant",
+            "content_items": [
+                {"type": "thinking.done", "thinking": "The user wants the weather.", "fidelity": {"signature": "sig=="}},
+                {"type": "tool_call.done", "name": "get_weather", "arguments": {"city": "Paris", "days": 2}, "tool_call_id": "call_1"},
+            ],
+            "usage_metadata": {"cached_tokens": 100, "prompt_tokens": 412, "thoughts_tokens": 30, "response_tokens": 20},
+            "finish_reason": "tool_call",
+            "created_at": T0 + 1500,
+        },
+        {
+            "role": "user",
+            "content_items": [
+                {"type": "tool_result.done", "text": "sunny, 21C", "tool_call_id": "call_1", "images": ["https://example.com/sun.png"]}
+            ],
+            "created_at": T0 + 1600,
+        },
+        {
+            "role": "assistant",
+            "content_items": [
+                {"type": "text.done", "text": "It is sunny in Paris (21°C)."},
+                {"type": "inline_data.done", "data": PNG, "mime_type": "image/png"},
+                {"type": "inline_data.done", "data": b"\x00\x01" * 100, "mime_type": "audio/L16;codec=pcm;rate=24000"},
+            ],
+            "usage_metadata": {"cached_tokens": None, "prompt_tokens": 480, "thoughts_tokens": None, "response_tokens": 12},
+            "finish_reason": "length",
+            "created_at": T0 + 4600,
+        },
+        {"role": "user", "content_items": [{"type": "text.done", "text": "embed this"}], "created_at": T0 + 10_000},
+        {
+            "role": "assistant",
+            "content_items": [{"type": "embedding.done", "embedding": [0.25, -1.5, 3.0, 0.0]}],
+            "usage_metadata": {"cached_tokens": None, "prompt_tokens": None, "thoughts_tokens": None, "response_tokens": None},
+            "finish_reason": "stop",
+            "created_at": T0 + 10_250,
+        },
+    ]
+
+
+RICH_CONFIG = {"temperature": 0.3, "max_tokens": 1024, "thinking_level": "high", "tools": [WEATHER, SQL]}
+
+
+def save(root: Path, trace_id: str, history: list[dict[str, Any]], model: str = "gemini-3.8-flash", config: dict[str, Any] | None = None) -> Path:
+    """Write a trace with mmsp's own Tracer, as every mmsp client does."""
+    cfg = dict(config if config is not None else RICH_CONFIG)
+    cfg["trace_id"] = trace_id
+    Tracer(cache_dir=str(root)).save_history(model, history, trace_id, cfg)
+    return root / f"{trace_id}.json"
+
+
+def price(model: str, client: str | None = None) -> dict[str, float]:
+    entries = [e for e in list_supported_models() if e["model"] == model and "pricing" in e]
+    if client is not None:
+        entries = [e for e in entries if e["client"] == client] or entries
+    return entries[0]["pricing"]
+
+
+def expected_cost(usage: dict[str, Any], p: dict[str, float]) -> float:
+    cached_price = p.get("cached_tokens", p["prompt_tokens"])
+    return (
+        (usage.get("cached_tokens") or 0) * cached_price
+        + (usage.get("prompt_tokens") or 0) * p["prompt_tokens"]
+        + (usage.get("thoughts_tokens") or 0) * p["thoughts_tokens"]
+        + (usage.get("response_tokens") or 0) * p["response_tokens"]
+    ) / 1e6
+
+
+def no_warnings_load(fn: Any, *args: Any, **kwargs: Any) -> pd.DataFrame:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", traces.TraceLoadWarning)
+        return fn(*args, **kwargs)
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+# --------------------------------------------------------------------------- golden: Tracer files
+
+
+def test_turns_golden_from_real_tracer(tmp_path: Path) -> None:
+    save(tmp_path, "agent1/conversation_001", rich_history())
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert len(df) == 3
+    assert df["trace_id"].tolist() == ["agent1/conversation_001"] * 3
+    assert df["turn"].tolist() == [0, 1, 2]
+    assert df["message_index"].tolist() == [1, 3, 5]
+    assert df["model"].astype(str).tolist() == ["gemini-3.8-flash"] * 3
+    assert df["client_type"].isna().all()
+    assert df["status"].astype(str).tolist() == ["complete"] * 3
+    assert df["source"].astype(str).tolist() == ["trace"] * 3
+    assert str(df["started"].dtype) == "datetime64[us, UTC]"
+    assert df["started"][0] == pd.Timestamp(T0, unit="ms", tz="UTC")
+    assert df["ended"][1] == pd.Timestamp(T0 + 4600, unit="ms", tz="UTC")
+    assert df["latency"].tolist() == [1.5, 3.0, 0.25]
+    assert df["ttft"].isna().all() and df["tokens_per_s"].isna().all()  # no sidecar, no timing
+    assert df["finish_reason"].astype(str).tolist() == ["tool_call", "length", "stop"]
+    # usage: recorded buckets as they are, None stays NA (never 0)
+    assert df["cached_tokens"].tolist()[0] == 100 and df["cached_tokens"].isna().tolist() == [False, True, True]
+    assert df["prompt_tokens"].tolist()[:2] == [412, 480] and pd.isna(df["prompt_tokens"][2])
+    assert df["thoughts_tokens"].tolist()[0] == 30 and df["thoughts_tokens"].isna().tolist() == [False, True, True]
+    assert df["input_tokens"].tolist()[:2] == [512, 480]
+    assert df["output_tokens"].tolist()[:2] == [50, 12]
+    assert df["total_tokens"].tolist()[:2] == [562, 492]
+    assert df[["input_tokens", "output_tokens", "total_tokens"]].iloc[2].isna().all()
+    for col in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "input_tokens", "output_tokens", "total_tokens"):
+        assert str(df[col].dtype) == "Int64", col
+    for col in ("model", "client_type", "finish_reason"):
+        assert isinstance(df[col].dtype, pd.CategoricalDtype), col
+    # content counts
+    assert df["n_items"].tolist() == [2, 3, 1]
+    assert df["n_text"].tolist() == [0, 1, 0]
+    assert df["n_thinking"].tolist() == [1, 0, 0]
+    assert df["n_tool_calls"].tolist() == [1, 0, 0]
+    assert df["n_images"].tolist() == [0, 1, 0]
+    assert df["n_audio"].tolist() == [0, 1, 0]
+    assert df["text_chars"].tolist() == [0, len("It is sunny in Paris (21°C)."), 0]
+    assert df["thinking_chars"].tolist() == [len("The user wants the weather."), 0, 0]
+    # config
+    assert df["temperature"].tolist() == [0.3] * 3
+    assert df["max_tokens"].tolist() == [1024] * 3
+    assert df["thinking_level"].tolist() == ["high"] * 3
+    assert df["n_tools"].tolist() == [2] * 3
+    assert list(df["tool_names"][0]) == ["get_weather", "run_sql"]
+    # cost from the registry's list prices; all-None usage has no cost
+    p = price("gemini-3.8-flash")
+    history = rich_history()
+    assert df["cost"][0] == pytest.approx(expected_cost(history[1]["usage_metadata"], p))
+    assert df["cost"][1] == pytest.approx(expected_cost(history[3]["usage_metadata"], p))
+    assert np.isnan(df["cost"][2])
+    assert not df["cost_missing"].any()
+    assert df["error_type"].isna().all()
+    assert df.attrs["skipped"] == [] and df.attrs["n_files"] == 1
+
+
+def test_items_golden_from_real_tracer(tmp_path: Path) -> None:
+    save(tmp_path, "agent1/conversation_001", rich_history())
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert len(items) == 10
+    assert items["role"].astype(str).tolist() == ["user", "user", "assistant", "assistant", "user", "assistant", "assistant", "assistant", "user", "assistant"]
+    assert items["turn"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    by = {(r.message_index, r.item_index): r for r in items.itertuples()}
+    assert list(by) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (3, 0), (3, 1), (3, 2), (4, 0), (5, 0)]
+    img_url = by[(0, 1)]
+    assert img_url.type == "image_url.done" and img_url.role == "user"
+    assert img_url.mime_type == "image/png" and img_url.size == len(PNG) and pd.isna(img_url.image_url)
+    thinking = by[(1, 0)]
+    assert thinking.thinking == "The user wants the weather." and thinking.has_fidelity and thinking.turn == 0
+    call = by[(1, 1)]
+    assert json.loads(call.arguments) == {"city": "Paris", "days": 2}
+    assert call.name == "get_weather" and call.tool_call_id == "call_1"
+    result = by[(2, 0)]
+    assert result.type == "tool_result.done" and result.text == "sunny, 21C" and result.n_images == 1 and result.turn == 1
+    png = by[(3, 1)]
+    assert png.mime_type == "image/png" and png.size == len(PNG) and not png.has_fidelity
+    audio = by[(3, 2)]
+    assert audio.size == 200 and audio.mime_type.startswith("audio/L16")
+    emb = by[(5, 0)]
+    assert emb.embedding_dims == 4 and emb.size == 4
+    assert items["created_at"][0] == pd.Timestamp(T0, unit="ms", tz="UTC")
+    assert items["model"].astype(str).unique().tolist() == ["gemini-3.8-flash"]
+    assert items["extra"].isna().all()
+
+
+def test_unknown_item_types_load_as_they_are(tmp_path: Path) -> None:
+    history = [
+        user("make a video", T0),
+        {
+            "role": "assistant",
+            "content_items": [
+                {"type": "video.done", "uri": "gs://bucket/v.mp4", "duration_s": 3.5},
+                {"type": "text.done", "text": "done"},
+                {"type": "hologram.delta", "text": "odd", "fidelity": {"x": 1}},
+            ],
+            "usage_metadata": {"cached_tokens": None, "prompt_tokens": 5, "thoughts_tokens": None, "response_tokens": 9},
+            "finish_reason": "stop",
+            "created_at": T0 + 900,
+        },
+    ]
+    save(tmp_path, "video", history)
+    turns = no_warnings_load(traces.load_turns, tmp_path)
+    assert turns["n_items"].tolist() == [3] and turns["n_text"].tolist() == [1]
+    items = traces.load_items(tmp_path)
+    assert items["type"].astype(str).tolist() == ["text.done", "video.done", "text.done", "hologram.delta"]
+    video = items.iloc[1]
+    assert json.loads(video["extra"]) == {"uri": "gs://bucket/v.mp4", "duration_s": 3.5}
+    assert items.iloc[3]["text"] == "odd" and items.iloc[3]["has_fidelity"]
+
+
+def test_legacy_item_types_and_nan_values(tmp_path: Path) -> None:
+    # a pre-0.5 trace (item types without .done) with NaN, which Python's json writes and orjson refuses
+    data = {
+        "history": [
+            user("hi", T0),
+            {
+                "role": "assistant",
+                "content_items": [{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "hello"}, {"type": "tool_call", "name": "f", "arguments": {}, "tool_call_id": "1"}],
+                "usage_metadata": {"cached_tokens": 0, "prompt_tokens": 3, "thoughts_tokens": 1, "response_tokens": 2},
+                "finish_reason": "stop",
+                "created_at": T0 + 10,
+            },
+        ],
+        "config": {"model": "old-model", "temperature": float("nan")},
+        "timestamp": "2026-01-01T00:00:00",
+    }
+    (tmp_path / "old.json").write_text(json.dumps(data, indent=2))
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert (df["n_text"][0], df["n_thinking"][0], df["n_tool_calls"][0]) == (1, 1, 1)
+    assert np.isnan(df["temperature"][0])
+    items = traces.load_items(tmp_path)
+    assert items["type"].astype(str).tolist() == ["text.done", "thinking", "text", "tool_call"]
+
+
+# --------------------------------------------------------------------------- damaged files
+
+
+def test_damaged_files_are_skipped_with_one_warning(tmp_path: Path) -> None:
+    good = save(tmp_path, "good/one", rich_history())
+    text = good.read_text()
+    damaged = {
+        "truncated.json": text[: len(text) // 2],
+        "empty.json": "",
+        "blank.json": "  \n",
+        "list.json": "[1, 2]",
+        "foreign.json": '{"foo": 1}',
+        "history_dict.json": '{"history": {"a": 1}, "config": {}}',
+        "history_items.json": '{"history": [1, 2], "config": {}}',
+        "string.json": '"hello"',
+    }
+    for name, body in damaged.items():
+        (tmp_path / name).write_text(body)
+    (tmp_path / "garbage.json").write_bytes(bytes((i * 97 + 13) % 256 for i in range(3000)))
+    (tmp_path / "notes.txt").write_text("not a trace")  # Tracer companions are not candidates
+    before = snapshot(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = traces.load_turns(tmp_path)
+    ours = [w for w in caught if issubclass(w.category, traces.TraceLoadWarning)]
+    assert len(ours) == 1
+    message = str(ours[0].message)
+    assert "skipped 9 of 10 trace files" in message and "attrs['skipped']" in message
+    assert len(df) == 3 and set(df["trace_id"]) == {"good/one"}
+    skipped = {Path(s["path"]).name: s["reason"] for s in df.attrs["skipped"]}
+    assert set(skipped) == set(damaged) | {"garbage.json"}
+    assert df.attrs["n_skipped"] == 9 and df.attrs["n_files"] == 1
+    assert skipped["empty.json"] == "empty file" and skipped["blank.json"] == "empty file"
+    assert skipped["truncated.json"].startswith("not valid JSON")
+    assert skipped["garbage.json"].startswith("not valid JSON")
+    assert "top level is a JSON list" in skipped["list.json"]
+    assert "no 'history' key" in skipped["foreign.json"]
+    assert "'history' is a dict" in skipped["history_dict.json"]
+    assert "history[0] is not a message" in skipped["history_items.json"]
+    # the same for items and events; nothing was written
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        items = traces.load_items(tmp_path)
+    assert len([w for w in caught if issubclass(w.category, traces.TraceLoadWarning)]) == 1
+    assert items.attrs["n_skipped"] == 9
+    assert snapshot(tmp_path) == before
+
+
+def test_missing_path_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        traces.load_turns(tmp_path / "nope")
+
+
+def test_concurrent_rewrite_never_crashes(tmp_path: Path) -> None:
+    """A Tracer rewriting the trace after every turn (truncate, then write) while we load it."""
+    stop = threading.Event()
+    written = []
+
+    def writer() -> None:
+        tracer = Tracer(cache_dir=str(tmp_path))
+        history: list[dict[str, Any]] = []
+        k = 0
+        while not stop.is_set():
+            history.append(user("question " * 200, T0 + k * 1000))
+            history.append(answer("answer " * 500, T0 + k * 1000 + 500))
+            tracer.save_history("gemini-3.8-flash", history, "live/conv", {"trace_id": "live/conv"})
+            written.append(k)
+            k += 1
+            if k > 60:
+                history = []
+                k = 0
+
+    save(tmp_path, "steady", rich_history())
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    while not written:
+        time.sleep(0.001)
+    try:
+        deadline = time.monotonic() + 2.0
+        loads = 0
+        while time.monotonic() < deadline:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", traces.TraceLoadWarning)
+                df = traces.load_turns(tmp_path)
+                items = traces.load_items(tmp_path)
+            loads += 1
+            assert (df["trace_id"] == "steady").sum() == 3
+            live = df[df["trace_id"] == "live/conv"]
+            if len(live):
+                assert live["turn"].tolist() == list(range(len(live)))
+            else:
+                reasons = [s["reason"] for s in df.attrs["skipped"]]
+                assert len(reasons) == 1 and (reasons[0].startswith("not valid JSON") or reasons[0] == "empty file" or "vanished" in reasons[0])
+            assert len(items) >= 10
+    finally:
+        stop.set()
+        thread.join(5)
+    assert loads > 3 and written
+
+
+# --------------------------------------------------------------------------- sidecars
+
+
+def sidecar_record(trace_id: str, turn: int, message_index: int | None, status: str = "complete", **kw: Any) -> dict[str, Any]:
+    record = {
+        "trace_id": trace_id,
+        "turn": turn,
+        "message_index": message_index,
+        "model": kw.pop("model", "gemini-3.8-flash"),
+        "client_type": kw.pop("client_type", "openai-chat"),
+        "status": status,
+        "error": None if status == "complete" else {"type": "UpstreamError", "message": "503 upstream"},
+        "started_at": kw.pop("started_at", None),
+        "ttft_ms": kw.pop("ttft_ms", None),
+        "total_ms": kw.pop("total_ms", None),
+        "usage": kw.pop("usage", None),
+        "finish_reason": kw.pop("finish_reason", None),
+        "events": kw.pop("events", []),
+    }
+    record.update(kw)
+    return record
+
+
+def test_sidecar_join_with_failed_turns(tmp_path: Path) -> None:
+    tid = "app/chat_1"
+    history = [user("q0", T0), answer("a0", T0 + 1000), user("q1", T0 + 5000), answer("a1", T0 + 9000)]
+    save(tmp_path, tid, history)
+    events = [[200.0, "text.delta", 1], [210.0, "text.delta", 1], [220.0, "text.done", 2], [1000.0, "stop", 0]]
+    append_sidecar(sidecar_record(tid, 0, 1, started_at=T0 + 2.5, ttft_ms=200.0, total_ms=1000.0, events=events), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 1, None, "error", started_at=T0 + 5001, total_ms=300.0), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 1, 3, started_at=T0 + 6000, ttft_ms=500.0, total_ms=3000.0), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 2, None, "cancelled", started_at=T0 + 20_000, ttft_ms=100.0, total_ms=700.0), base=tmp_path)
+    # a conversation whose only turn failed: a sidecar and no trace file
+    append_sidecar(sidecar_record("app/chat_2", 0, None, "incomplete", started_at=T0 + 30_000, total_ms=50.0, client_type="ant-messages"), base=tmp_path)
+    with open(tmp_path / "app" / "chat_1.timing.jsonl", "a") as fh:
+        fh.write('{"trace_id": "app/chat_1", "turn": 9, "mess')  # a line being written
+    before = snapshot(tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert snapshot(tmp_path) == before
+    assert df["trace_id"].tolist() == [tid] * 4 + ["app/chat_2"]
+    assert df["turn"].tolist() == [0, 1, 1, 2, 0]
+    assert df["status"].astype(str).tolist() == ["complete", "error", "complete", "cancelled", "incomplete"]
+    assert df["source"].astype(str).tolist() == ["trace+sidecar", "sidecar", "trace+sidecar", "sidecar", "sidecar"]
+    assert df["client_type"].astype(str).tolist() == ["openai-chat"] * 4 + ["ant-messages"]
+    assert df["message_index"].isna().tolist() == [False, True, False, True, True]
+    assert df["ttft"].tolist()[0] == 0.2 and df["latency"].tolist()[:3] == [1.0, 0.3, 3.0]
+    assert df["started"][0] == pd.Timestamp(T0 + 2.5, unit="ms", tz="UTC")  # the sidecar's request time
+    assert df["ended"][1] == pd.Timestamp(T0 + 5301, unit="ms", tz="UTC")
+    assert df["tokens_per_s"][0] == pytest.approx(5 / 0.8)  # output tokens over the decode window
+    assert df["tokens_per_s"][2] == pytest.approx(5 / 2.5)
+    failed = df[df["status"] != "complete"]
+    for col in ("prompt_tokens", "output_tokens", "n_items", "n_text"):
+        assert failed[col].isna().all(), col
+    assert failed["cost"].isna().all()
+    assert failed["error_type"].tolist() == ["UpstreamError"] * 3
+    assert failed["error_message"].tolist() == ["503 upstream"] * 3
+    s = traces.summary(df)
+    assert s.loc["gemini-3.8-flash", "count"] == 5
+    assert s.loc["gemini-3.8-flash", "error_rate"] == pytest.approx(3 / 5)
+    events = no_warnings_load(traces.load_events, tmp_path)
+    assert len(events) == 4
+    assert events["type"].astype(str).tolist() == ["text.delta", "text.delta", "text.done", "stop"]
+    assert events["kind"].astype(str).tolist() == ["text", "text", "text", "stop"]
+    assert events["phase"].astype(str).tolist() == ["delta", "delta", "done", "stop"]
+    assert events["t"].tolist() == [0.2, 0.21, 0.22, 1.0]
+    assert events["at"][3] == pd.Timestamp(T0 + 1002.5, unit="ms", tz="UTC")
+    assert events["size"].tolist() == [1, 1, 2, 0]
+
+
+def test_sidecar_reader_matches_read_sidecar(tmp_path: Path) -> None:
+    path = tmp_path / "t.timing.jsonl"
+    lines = [
+        json.dumps(sidecar_record("t", 0, 1, events=[[1.0, "text.delta", 3], [2.0, "stop", 0]])),
+        "",
+        "[1, 2]",
+        '{"no_trace_id": 1}',
+        json.dumps({"trace_id": "t", "turn": 1, "events": [[1, "text.delta", 1]], "status": "complete"}),
+        json.dumps({"trace_id": "t", "events": [], "note": "events not last"}),
+        '{"trace_id": "t", "turn": 2, "events": [[1, "te',
+    ]
+    path.write_text("\n".join(lines))
+    reference = list(read_sidecar(path))
+    assert read_sidecar_records(str(path)) == reference
+    without = read_sidecar_records(str(path), events=False)
+    assert [{k: v for k, v in r.items() if k != "events"} for r in without] == [
+        {k: v for k, v in r.items() if k != "events"} for r in reference
+    ]
+
+
+def test_filters_since_until_models(tmp_path: Path) -> None:
+    save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100), user("q", T0 + 60_000), answer("y", T0 + 60_100)])
+    save(tmp_path, "b", [user("q", T0 + 30_000), answer("z", T0 + 30_100)], model="local-model")
+    all_ = no_warnings_load(traces.load_turns, tmp_path)
+    assert len(all_) == 3
+    since = traces.load_turns(tmp_path, since=pd.Timestamp(T0 + 30_000, unit="ms", tz="UTC"))
+    assert since["trace_id"].tolist() == ["a", "b"] and since["turn"].tolist() == [1, 0]
+    until = traces.load_turns(tmp_path, until="2026-01-01 00:00:30")  # naive = UTC
+    assert until["trace_id"].tolist() == ["a"] and until["turn"].tolist() == [0]
+    only = traces.load_turns(tmp_path, models="local-model")
+    assert only["trace_id"].tolist() == ["b"]
+    items = traces.load_items(tmp_path, models=["local-model"])
+    assert set(items["trace_id"]) == {"b"} and len(items) == 2
+    items = traces.load_items(tmp_path, since="2026-01-01 00:00:59")
+    assert items["message_index"].tolist() == [2, 3]
+
+
+def test_paths_files_lists_and_trace_ids(tmp_path: Path) -> None:
+    path = save(tmp_path / "cache", "agent1/conversation_001", rich_history())
+    save(tmp_path / "cache", "agent2/conversation_009", [user("q", T0), answer("a", T0 + 1)])
+    # a file given alone: the config's trace id when the path ends with it
+    assert no_warnings_load(traces.load_turns, path)["trace_id"].unique().tolist() == ["agent1/conversation_001"]
+    other = tmp_path / "elsewhere.json"
+    other.write_bytes(path.read_bytes())
+    assert traces.load_turns(other)["trace_id"].unique().tolist() == ["elsewhere"]
+    both = traces.load_turns([tmp_path / "cache" / "agent2", path])
+    assert both["trace_id"].unique().tolist() == ["conversation_009", "agent1/conversation_001"]
+    only1 = traces.load_turns(tmp_path / "cache", pattern="agent1/*.json")
+    assert only1["trace_id"].unique().tolist() == ["agent1/conversation_001"]
+
+
+def test_repeated_histories_are_counted_once(tmp_path: Path) -> None:
+    # one trace id per call: each file holds the conversation so far
+    h = [user("q0", T0), answer("a0", T0 + 100), user("q1", T0 + 200), answer("a1", T0 + 300), user("q2", T0 + 400), answer("a2", T0 + 500)]
+    for k in range(3):
+        save(tmp_path, f"agent/{k:05d}", h[: 2 * k + 2])
+        append_sidecar(sidecar_record(f"agent/{k:05d}", k, 2 * k + 1, started_at=T0 + 200 * k + 1, ttft_ms=10.0, total_ms=90.0), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["trace_id"].tolist() == ["agent/00000", "agent/00001", "agent/00002"]
+    assert df["turn"].tolist() == [0, 1, 2]
+    assert df["source"].astype(str).tolist() == ["trace+sidecar"] * 3
+    assert df.attrs["duplicates"] == 3
+    assert len(traces.load_turns(tmp_path, dedupe=False)) == 6
+    items = traces.load_items(tmp_path)
+    assert len(items) == 6 and items.attrs["duplicates"] == 6
+
+
+# --------------------------------------------------------------------------- cost
+
+
+def test_cost_unknown_model_is_na_and_flagged(tmp_path: Path) -> None:
+    save(tmp_path, "x", [user("q", T0), answer("a", T0 + 10)], model="my-local-llm")
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert np.isnan(df["cost"][0]) and bool(df["cost_missing"][0])
+    priced = traces.load_turns(tmp_path, prices={"my-local-llm": {"prompt_tokens": 2.0, "response_tokens": 8.0}})
+    assert priced["cost"][0] == pytest.approx((10 * 2.0 + 5 * 8.0) / 1e6) and not priced["cost_missing"][0]
+    s = traces.summary(df)
+    assert np.isnan(s.loc["my-local-llm", "cost_total"]) and s.loc["my-local-llm", "cost_missing"] == 1
+
+
+def test_cost_by_model_and_client_type(tmp_path: Path) -> None:
+    # a model whose price depends on the platform: the sidecar's client type picks the entry
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for e in list_supported_models():
+        if "pricing" in e:
+            by_model.setdefault(e["model"], []).append(e)
+
+    def first_for(es: list[dict[str, Any]], client: str) -> dict[str, Any]:
+        return next(e for e in es if e["client"] == client)
+
+    model, entries, other = next(
+        (m, es, first_for(es, e["client"]))
+        for m, es in by_model.items()
+        for e in es
+        if first_for(es, e["client"])["pricing"] != es[0]["pricing"]
+    )
+    usage = {"cached_tokens": 1000, "prompt_tokens": 20_000, "thoughts_tokens": 3000, "response_tokens": 4000}
+    save(tmp_path, "with_client", [user("q", T0), answer("a", T0 + 10, usage)], model=model)
+    save(tmp_path, "without_client", [user("q", T0), answer("a", T0 + 20, usage)], model=model)
+    append_sidecar(sidecar_record("with_client", 0, 1, model=model, client_type=other["client"], started_at=T0 + 1, total_ms=9.0), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path).set_index("trace_id")
+    assert df.loc["with_client", "cost"] == pytest.approx(expected_cost(usage, other["pricing"]))
+    assert df.loc["without_client", "cost"] == pytest.approx(expected_cost(usage, entries[0]["pricing"]))
+
+
+# --------------------------------------------------------------------------- items rebuild (property)
+
+_ITEM_COLS = ("text", "thinking", "name", "tool_call_id", "mime_type", "image_url")
+
+
+def rebuild_messages(items: pd.DataFrame, payloads: bool) -> dict[int, list[dict[str, Any]]]:
+    """content_items per message index, from the items frame."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for _, row in items.sort_values(["message_index", "item_index"]).iterrows():
+        item: dict[str, Any] = {"type": row["type"]}
+        for col in _ITEM_COLS:
+            if col == "mime_type" and row["type"] == "image_url.done":
+                continue  # derived from the data URL
+            if not pd.isna(row[col]):
+                item[col] = row[col]
+        if not pd.isna(row["arguments"]):
+            item["arguments"] = json.loads(row["arguments"])
+        if not pd.isna(row["extra"]):
+            item.update(json.loads(row["extra"]))
+        if payloads:
+            for col in ("data", "embedding", "images"):
+                if row[col] is not None:
+                    item[col] = row[col]
+            if not pd.isna(row["fidelity"]):
+                item["fidelity"] = json.loads(row["fidelity"])
+        out.setdefault(int(row["message_index"]), []).append(item)
+    return out
+
+
+def strip_payloads(item: dict[str, Any]) -> dict[str, Any]:
+    item = {k: v for k, v in item.items() if k not in ("data", "embedding", "images", "fidelity")}
+    if isinstance(item.get("image_url"), str) and item["image_url"].startswith("data:"):
+        del item["image_url"]
+    return item
+
+
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+_json_leaf = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False) | _text
+_json = st.recursive(_json_leaf, lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3), max_leaves=8)
+_fidelity = st.dictionaries(st.sampled_from(["signature", "phase", "id"]), _text, min_size=1, max_size=2)
+
+
+def _with_fidelity(item: st.SearchStrategy) -> st.SearchStrategy:
+    return st.tuples(item, st.none() | _fidelity).map(lambda t: {**t[0], **({"fidelity": t[1]} if t[1] else {})})
+
+
+_assistant_item = st.one_of(
+    _with_fidelity(st.builds(lambda t: {"type": "text.done", "text": t}, _text)),
+    _with_fidelity(st.builds(lambda t: {"type": "thinking.done", "thinking": t}, _text)),
+    _with_fidelity(
+        st.builds(
+            lambda n, a, i: {"type": "tool_call.done", "name": n, "arguments": a, "tool_call_id": i},
+            _text, st.dictionaries(_text, _json, max_size=4), _text,
+        )
+    ),
+    st.builds(lambda d, m: {"type": "inline_data.done", "data": d, "mime_type": m}, st.binary(max_size=64), st.sampled_from(["image/png", "audio/wav", "application/pdf"])),
+    st.builds(lambda d: {"type": "inline_thinking.done", "data": d, "mime_type": "image/png"}, st.binary(max_size=32)),
+    st.builds(lambda e: {"type": "embedding.done", "embedding": e}, st.lists(st.floats(-1e6, 1e6, allow_nan=False), max_size=8)),
+    st.builds(
+        lambda t, extra: {"type": t, **extra},
+        st.sampled_from(["video.done", "citation.done", "x-custom"]),
+        st.dictionaries(st.sampled_from(["uri", "span", "score", "meta"]), _json, max_size=3),
+    ),
+)
+_user_item = st.one_of(
+    st.builds(lambda t: {"type": "text.done", "text": t}, _text),
+    st.builds(lambda b: {"type": "image_url.done", "image_url": "data:image/png;base64," + base64.b64encode(b).decode()}, st.binary(max_size=48)),
+    st.builds(lambda u: {"type": "image_url.done", "image_url": "https://example.com/" + u}, st.text("abc", max_size=5)),
+    st.builds(
+        lambda t, i, imgs: {"type": "tool_result.done", "text": t, "tool_call_id": i, **({"images": imgs} if imgs else {})},
+        _text, _text, st.lists(st.just("https://example.com/i.png"), max_size=2),
+    ),
+)
+_bucket = st.none() | st.integers(0, 10**6)
+_usage = st.none() | st.fixed_dictionaries({k: _bucket for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens")})
+
+
+@st.composite
+def histories(draw: Any) -> list[dict[str, Any]]:
+    n = draw(st.integers(1, 4))
+    out: list[dict[str, Any]] = []
+    at = T0
+    for _ in range(n):
+        out.append({"role": "user", "content_items": draw(st.lists(_user_item, min_size=1, max_size=3)), "created_at": at})
+        at += draw(st.integers(1, 10_000))
+        out.append(
+            {
+                "role": "assistant",
+                "content_items": draw(st.lists(_assistant_item, max_size=5)),
+                "usage_metadata": draw(_usage),
+                "finish_reason": draw(st.sampled_from(["stop", "length", "tool_call", "unknown", None])),
+                "created_at": at,
+            }
+        )
+        at += draw(st.integers(1, 10_000))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_items_rebuild_every_message_exactly(history: list[dict[str, Any]]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save(Path(tmp), "prop/trace", history, model="gemini-3.8-flash", config={})
+        source = json.loads(path.read_text(encoding="utf-8"))["history"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", traces.TraceLoadWarning)
+            full = traces.load_items(tmp, payloads=True)
+            light = traces.load_items(tmp)
+            turns = traces.load_turns(tmp)
+    rebuilt = rebuild_messages(full, payloads=True)
+    for i, message in enumerate(source):
+        assert rebuilt.get(i, []) == message["content_items"], i
+    rebuilt_light = rebuild_messages(light, payloads=False)
+    for i, message in enumerate(source):
+        assert rebuilt_light.get(i, []) == [strip_payloads(it) for it in message["content_items"]], i
+    # the turns frame agrees with the source messages
+    assistants = [m for m in source if m["role"] == "assistant"]
+    assert len(turns) == len(assistants)
+    for (_, row), m in zip(turns.iterrows(), assistants):
+        assert row["n_items"] == len(m["content_items"])
+        assert row["n_tool_calls"] == sum(it["type"] == "tool_call.done" for it in m["content_items"])
+        u = m["usage_metadata"] or {}
+        for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"):
+            assert (pd.isna(row[k]) and u.get(k) is None) or row[k] == u.get(k)
+        finish = row["finish_reason"]
+        assert (pd.isna(finish) and m["finish_reason"] is None) or finish == m["finish_reason"]
+
+
+# --------------------------------------------------------------------------- summary, otel, export
+
+
+def test_summary_percentiles_and_rates(tmp_path: Path) -> None:
+    latencies = list(range(1, 41))
+    history: list[dict[str, Any]] = []
+    at = T0
+    for k, lat in enumerate(latencies):
+        history.append(user(f"q{k}", at))
+        history.append(answer("a", at + lat * 1000, finish="length" if k % 10 == 0 else "stop"))
+        at += lat * 1000 + 1000
+    save(tmp_path, "fast", history[:40], model="gemini-3.8-flash")
+    save(tmp_path, "slow", history[40:], model="gemini-4-argon")
+    for k in range(20):
+        started = T0 + k
+        append_sidecar(sidecar_record("fast", k, 2 * k + 1, started_at=started, ttft_ms=100.0 * (k + 1), total_ms=1000.0 * latencies[k]), base=tmp_path)
+    append_sidecar(sidecar_record("fast", 20, None, "error", started_at=T0 + 999_999, total_ms=10.0), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    s = traces.summary(df)
+    assert s.index.tolist() == ["gemini-3.8-flash", "gemini-4-argon"]
+    fast = s.loc["gemini-3.8-flash"]
+    lat_fast = np.array(latencies[:20] + [0.01], dtype=float)
+    for q in (50, 90, 99):
+        assert fast[f"latency_p{q}"] == pytest.approx(np.percentile(lat_fast, q))
+        assert fast[f"ttft_p{q}"] == pytest.approx(np.percentile(np.arange(1, 21) * 0.1, q))
+    tps = np.array([5 / (lat - 0.1 * (k + 1)) for k, lat in enumerate(latencies[:20])])
+    assert fast["tokens_per_s_p50"] == pytest.approx(np.percentile(tps, 50))
+    assert fast["count"] == 21 and fast["error_rate"] == pytest.approx(1 / 21)
+    assert fast["truncation_rate"] == pytest.approx(2 / 20)
+    slow = s.loc["gemini-4-argon"]
+    assert slow["latency_p90"] == pytest.approx(np.percentile(np.array(latencies[20:], dtype=float), 90))
+    assert np.isnan(slow["ttft_p50"]) and slow["error_rate"] == 0
+    assert fast["cost_total"] == pytest.approx(df.loc[df["model"] == "gemini-3.8-flash", "cost"].sum())
+    overall = traces.summary(df, by=None)
+    assert overall.index.tolist() == ["all"] and overall["count"].iloc[0] == 41
+    multi = traces.summary(df, by=["model", "status"])
+    assert multi.loc[("gemini-3.8-flash", "error"), "count"] == 1
+
+
+def test_otel_renaming(tmp_path: Path) -> None:
+    save(tmp_path, "t", rich_history())
+    append_sidecar(sidecar_record("t", 0, 1, started_at=T0 + 1, ttft_ms=100.0, total_ms=1000.0), base=tmp_path)
+    plain = no_warnings_load(traces.load_turns, tmp_path)
+    otel = traces.load_turns(tmp_path, otel=True)
+    for col, name in traces.OTEL_COLUMNS.items():
+        if col in plain.columns:
+            assert name in otel.columns and col not in otel.columns
+            pd.testing.assert_series_equal(otel[name], plain[col], check_names=False)
+    for name in ("gen_ai.request.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+                 "gen_ai.response.finish_reasons", "gen_ai.provider.name", "gen_ai.request.temperature",
+                 "gen_ai.request.max_tokens", "gen_ai.conversation.id"):
+        assert name in otel.columns
+    pd.testing.assert_frame_equal(traces.summary(otel, by="gen_ai.request.model"), traces.summary(plain))
+    items = traces.load_items(tmp_path, otel=True)
+    assert "gen_ai.conversation.id" in items.columns and "gen_ai.request.model" in items.columns
+
+
+def test_parquet_round_trip_and_duckdb(tmp_path: Path) -> None:
+    import duckdb
+
+    cache = tmp_path / "cache"
+    save(cache, "a", rich_history())
+    save(cache, "b", [user("q", T0), answer("a", T0 + 10)], model="my-local-llm", config={})
+    append_sidecar(sidecar_record("a", 1, None, "error", started_at=T0 + 1601, total_ms=5.0), base=cache)
+    df = no_warnings_load(traces.load_turns, cache)
+    out = traces.to_parquet(df, tmp_path / "turns.parquet")
+    back = pd.read_parquet(out)
+    assert list(back.columns) == list(df.columns) and len(back) == len(df)
+    for col in df.columns:
+        if col == "tool_names":
+            assert [None if v is None else list(v) for v in back[col]] == [None if v is None else list(v) for v in df[col]]
+        else:
+            left, right = df[col], back[col]
+            if isinstance(left.dtype, pd.CategoricalDtype):
+                left, right = left.astype(object), right.astype(object)
+            pd.testing.assert_series_equal(right, left, check_dtype=False, check_categorical=False, obj=col)
+    assert back.attrs.get("n_files") == 2
+    table = traces.to_arrow(df)
+    assert str(table.schema.field("tool_names").type) == "list<item: string>"
+    assert str(table.schema.field("prompt_tokens").type) == "int64"
+    # straight from a path, then DuckDB
+    out2 = traces.to_parquet(cache, tmp_path / "turns2.parquet")
+    res = duckdb.sql(f"SELECT model, count(*) AS n, sum(cost) AS cost FROM '{out2}' GROUP BY model ORDER BY model").fetchall()
+    assert [(m, n) for m, n, _ in res] == [("gemini-3.8-flash", 4), ("my-local-llm", 1)]
+    assert res[1][2] is None
+    items_out = traces.to_parquet(traces.load_items(cache, payloads=True), tmp_path / "items.parquet")
+    assert len(pd.read_parquet(items_out)) == 12
+
+
+def test_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in range(3):
+        save(tmp_path, f"t{k}", [user("q", T0), answer("a", T0 + 10)])
+    traces.load_turns(tmp_path)
+    assert "loading turns" not in capsys.readouterr().err
+    monkeypatch.setattr(traces, "PROGRESS_THRESHOLD", 2)
+    traces.load_turns(tmp_path)
+    assert "loading turns" in capsys.readouterr().err
+    traces.load_turns(tmp_path, progress=False)
+    assert "loading turns" not in capsys.readouterr().err
+
+
+def test_plots(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    save(tmp_path, "a", rich_history())
+    save(tmp_path, "b", [user("q", T0 + 50_000), answer("a", T0 + 53_000)], model="gemini-4-argon")
+    append_sidecar(sidecar_record("a", 0, 1, started_at=T0 + 1, ttft_ms=300.0, total_ms=1400.0), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    fig = traces.plot_latency(df)
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    fig2 = traces.plot_usage_over_time(df)
+    assert isinstance(fig2, Figure) and len(fig2.axes) >= 2
+    fig3 = traces.plot_usage_over_time(traces.load_turns(tmp_path, otel=True), freq="10s", by="model")
+    assert isinstance(fig3, Figure)
+    assert traces.plot_latency(df.iloc[0:0]) is not None
+
+
+def test_core_import_pulls_no_ipython() -> None:
+    code = "import sys; from mmsp_notebook import traces; traces.load_turns; print('IPython' in sys.modules, 'ipywidgets' in sys.modules, 'matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["False", "False", "False"]
+
+
+# --------------------------------------------------------------------------- through the real clients
+
+
+CLIENTS = ["openai-chat", "openai-responses", "ant-messages"]
+
+
+async def _stream(server: Any, client_type: str, messages: list[dict[str, Any]], config: dict[str, Any]) -> list[dict[str, Any]]:
+    import httpx
+
+    client = server.client("demo", client_type)
+    events: list[dict[str, Any]] = []
+    try:
+        async for event in client.streaming_response(messages, dict(config)):
+            events.append(event)
+    finally:
+        inner = client._client._client
+        await (inner.aclose() if isinstance(inner, httpx.AsyncClient) else inner.close())
+    return events
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_golden_through_real_clients(demo_server: Any, client_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path))
+    trace_id = f"golden/{client_type}"
+    config = {"trace_id": trace_id, "tools": [WEATHER], "max_tokens": 4000, "temperature": 0.5}
+    messages: list[dict[str, Any]] = [{"role": "user", "content_items": [{"type": "text.done", "text": "What is the weather in Paris?"}]}]
+    first = asyncio.run(_stream(demo_server, client_type, messages, config))
+    done1 = [i for e in first for i in e["content_items"] if i["type"].endswith(".done")]
+    call = next(i for i in done1 if i["type"] == "tool_call.done")
+    messages.append({"role": "assistant", "content_items": done1, "usage_metadata": first[-1]["usage_metadata"],
+                     "finish_reason": first[-1]["finish_reason"], "created_at": first[-1]["created_at"]})
+    messages.append({"role": "user", "content_items": [{"type": "tool_result.done", "text": "sunny, 21C", "tool_call_id": call["tool_call_id"]}]})
+    second = asyncio.run(_stream(demo_server, client_type, messages, config))
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["trace_id"].tolist() == [trace_id] * 2
+    assert df["model"].astype(str).tolist() == ["demo", "demo"]
+    stops = [first[-1], second[-1]]
+    for k, stop in enumerate(stops):
+        for bucket, value in stop["usage_metadata"].items():
+            assert (pd.isna(df[bucket][k]) and value is None) or df[bucket][k] == value, (k, bucket)
+        assert df["finish_reason"].astype(str)[k] == stop["finish_reason"]
+        assert df["ended"][k] == pd.Timestamp(stop["created_at"], unit="ms", tz="UTC")
+    assert df["n_tool_calls"].tolist()[0] == 1 and df["n_text"].tolist()[1] >= 1
+    assert (df["latency"] >= 0).all() and df["cost_missing"].all()
+    assert df["temperature"].tolist() == [0.5, 0.5] and list(df["tool_names"][0]) == ["get_weather"]
+    items = traces.load_items(tmp_path)
+    calls = items[items["type"] == "tool_call.done"]
+    assert len(calls) == 1 and json.loads(calls["arguments"].iloc[0]) == call["arguments"]
+    text = items[(items["role"] == "assistant") & (items["type"] == "text.done") & (items["message_index"] == 3)]
+    done2 = [i for e in second for i in e["content_items"] if i["type"] == "text.done"]
+    assert text["text"].tolist() == [i["text"] for i in done2]
+
+
+# --------------------------------------------------------------------------- bench smoke, notebook
+
+
+def test_bench_script_smoke(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_traces.py"), "--corpus", str(tmp_path / "corpus"), "--files", "200",
+         "--repeat", "1", "--no-results"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "load_turns" in out.stdout and "naive" in out.stdout and "floor" in out.stdout
+    assert "2000 rows" in out.stdout or "turns" in out.stdout
+    df = traces.load_turns(tmp_path / "corpus")
+    assert len(df) >= 2000 and df["cost_missing"].any() and (df["source"] == "trace+sidecar").any()
+
+
+def test_traces_notebook_runs(tmp_path: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "notebooks" / "traces.ipynb", as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "store the notebook without outputs"
+    client = NotebookClient(nb, kernel_name="python3", timeout=240, resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    outputs = "\n".join(
+        o.get("text", "") + json.dumps(o.get("data", {}))
+        for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+    )
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors, errors
+    assert "duckdb result" in outputs.lower()
+    for model in ("demo+tps=400", "demo+tps=60+delay=0.6"):
+        assert model in outputs
+    assert "image/png" in outputs  # the plots rendered
+    assert list(tmp_path.iterdir()) == [] or all(p.suffix != ".json" for p in tmp_path.iterdir())
