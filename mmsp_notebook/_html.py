@@ -115,7 +115,7 @@ def _item_html(item: dict[str, Any]) -> str:
     if kind == "text":
         return f'<div class="mmsp-item mmsp-text">{render_markdown(item.get("text", ""))}</div>'
     if kind == "tool_call":
-        body = [f'<div class="mmsp-item mmsp-tool"><div>🔧 <code>{_e(item.get("name"))}</code>'
+        body = [f'<div class="mmsp-item mmsp-tool"><div><span class="mmsp-muted">tool call</span> <code>{_e(item.get("name"))}</code>'
                 f' <span class="mmsp-muted">{_e(item.get("tool_call_id"))}</span></div>']
         if item.get("arguments") is not None:
             args = json.dumps(item["arguments"], indent=2, ensure_ascii=False)
@@ -208,3 +208,27 @@ def render_text(turn: Any, vm: dict[str, Any] | None = None) -> str:
     if vm.get("footer"):
         out.append(footer_line(vm["footer"]))
     return "\n".join(out)
+
+
+def render_events(turn: Any, limit: int = 500) -> str:
+    """The UniEvents of a turn as a static table (``%%mmsp --events``), at most ``limit`` rows."""
+    from ._view import event_row
+
+    rows = []
+    n = 0
+    for step in turn.steps:
+        base = step.request_sent
+        for event, at in zip(step.events, step.event_times):
+            if n < limit:
+                row = event_row(n, None if base is None else (at - base) * 1000.0, event)
+                ms = "" if row["ms"] is None else f"{row['ms']:.1f}"
+                rows.append(
+                    f"<tr><td>{row['n']}</td><td>{_e(ms)}</td>"
+                    f"<td>{_e(row['event_type'])}</td><td><code>{_e(row['type'])}</code></td>"
+                    f"<td><code>{_e(row['preview'])}</code></td></tr>"
+                )
+            n += 1
+    more = f'<div class="mmsp-muted">… {n - limit} more events</div>' if n > limit else ""
+    return (f'<div class="mmsp-static"><details open><summary>{n} UniEvents</summary><table class="mmsp-events">'
+            "<thead><tr><th>#</th><th>ms</th><th>event</th><th>item</th><th>content</th></tr></thead><tbody>"
+            + "".join(rows) + f"</tbody></table>{more}</details></div>")

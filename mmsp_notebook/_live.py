@@ -41,8 +41,33 @@ class LiveView:
     def finish(self, turn: Turn) -> None: ...
 
 
+_shared_view: Any = None
+
+
+def _turn_view(turn: Turn) -> Any:
+    """The kernel's one TurnView, reused turn after turn.
+
+    Each turn's finished output is static HTML, so the widget is only needed while a turn streams;
+    one model for the whole kernel keeps the saved widget state (which carries the front-end bundle)
+    from growing with every cell.
+    """
+    global _shared_view
+    from ._widget import TurnView
+
+    if _shared_view is None or getattr(_shared_view, "comm", None) is None:
+        _shared_view = TurnView(source=turn)
+    else:
+        _shared_view.reset(turn)
+    return _shared_view
+
+
 class WidgetLive(LiveView):
-    """An anywidget fed with ops, then the final bundle with a static HTML rendering beside it."""
+    """An anywidget fed with ops while the turn streams; then the static rendering takes its place.
+
+    The finished output is sanitized ``text/html`` plus ``text/plain`` only: a saved notebook then
+    shows the whole turn on GitHub, nbviewer and nbconvert, with no kernel and no widget state,
+    exactly as JupyterLab shows it after the stream.
+    """
 
     def __init__(self, events: bool = False) -> None:
         self.events = events
@@ -53,14 +78,10 @@ class WidgetLive(LiveView):
     def start(self, turn: Turn) -> None:
         from IPython.display import display
 
-        from ._widget import TurnView
-
-        self.widget = TurnView(source=turn)
-        bundle = {WIDGET_MIME: self._ref(), "text/plain": "<mmsp turn: streaming…>"}
+        self.widget = _turn_view(turn)
+        ref = {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
+        bundle = {WIDGET_MIME: ref, "text/plain": "<mmsp turn: streaming…>"}
         self.handle = display(bundle, raw=True, display_id=True)
-
-    def _ref(self) -> dict[str, Any]:
-        return {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
 
     def update(self, turn: Turn) -> None:
         self.widget.push(self.tracker.ops(turn))
@@ -68,9 +89,13 @@ class WidgetLive(LiveView):
     def finish(self, turn: Turn) -> None:
         self.widget.push(self.tracker.ops(turn))
         vm = view_model(turn)
-        self.widget.turn = vm
-        bundle = {WIDGET_MIME: self._ref(), "text/html": render_html(turn, vm), "text/plain": render_text(turn, vm)}
-        self.handle.update(bundle, raw=True)
+        extra = ""
+        if self.events:
+            from ._html import render_events
+
+            extra = render_events(turn)
+        self.handle.update({"text/html": render_html(turn, vm) + extra, "text/plain": render_text(turn, vm)},
+                           raw=True)
 
 
 class HTMLLive(LiveView):

@@ -36,6 +36,13 @@ class TurnView(anywidget.AnyWidget):
 
             self.send({"type": "snapshot", "turn": view_model(self._source)})
 
+    def reset(self, source: Any) -> None:
+        """Show another turn: views still on the page start over from its (empty) snapshot."""
+        from ._view import view_model
+
+        self._source = source
+        self.send({"type": "snapshot", "turn": view_model(source)})
+
     def push(self, ops: list[Any]) -> None:
         if ops:
             self.send({"type": "ops", "ops": ops})
