@@ -69,6 +69,15 @@ def _rel_id(path: str, root: str) -> str:
     return rel[:-5] if rel.endswith(".json") else rel
 
 
+def _tracer_json_path(stem: str) -> str | None:
+    """Where mmsp's Tracer writes the trace of a trace id whose sidecar stem is ``stem``, when that
+    differs from ``stem + ".json"`` (``with_suffix`` replaces a dotted last part)."""
+    p = Path(stem)
+    if not p.suffix:
+        return None
+    return str(p.with_suffix(".json"))
+
+
 def _sidecar_pattern(pattern: str) -> str:
     if pattern.endswith(".json"):
         return pattern[:-5] + SIDECAR_SUFFIX
@@ -127,9 +136,17 @@ def collect_sources(
                         sc = cand
                         used.add(cand)
                 out.append(Source(_rel_id(f, root), f, sc))
+            by_path = {src.path: src for src in out[start:]}
             for s in sorted(side - used):
-                twin = s[: -len(SIDECAR_SUFFIX)] + ".json"
-                if twin in seen or s in seen:
+                stem = s[: -len(SIDECAR_SUFFIX)]
+                if stem + ".json" in seen or s in seen:
+                    continue
+                # mmsp's Tracer names the file Path(trace_id).with_suffix(".json"): a trace id
+                # with a dot in its last part ("run_1.5") lands in "run_1.json"
+                dotted = _tracer_json_path(stem)
+                twin_src = by_path.get(dotted) if dotted is not None else None
+                if twin_src is not None and twin_src.sidecar is None:
+                    twin_src.sidecar = s
                     continue
                 seen.add(s)
                 out.append(Source(_rel_id(s, root), None, s))

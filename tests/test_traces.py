@@ -895,3 +895,14 @@ def test_traces_notebook_runs(tmp_path: Path) -> None:
         assert model in outputs
     assert "image/png" in outputs  # the plots rendered
     assert list(tmp_path.iterdir()) == [] or all(p.suffix != ".json" for p in tmp_path.iterdir())
+
+
+def test_dotted_trace_id_pairs_with_its_sidecar(tmp_path: Path) -> None:
+    # mmsp's Tracer writes Path(trace_id).with_suffix(".json"): "runs/v1.5" lands in "runs/v1.json",
+    # while the sidecar keeps the full id
+    save(tmp_path, "runs/v1.5", [user("q", T0), answer("a", T0 + 100)])
+    assert (tmp_path / "runs" / "v1.json").exists()
+    append_sidecar(sidecar_record("runs/v1.5", 0, 1, started_at=T0 + 1, ttft_ms=20.0, total_ms=99.0), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert len(df) == 1 and df["source"].astype(str).tolist() == ["trace+sidecar"]
+    assert df["trace_id"].tolist() == ["runs/v1"] and df["ttft"].tolist() == [0.02]
