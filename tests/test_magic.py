@@ -86,7 +86,7 @@ def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
     value = [o for o in first.outputs if o.output_type == "execute_result"][0]["data"]["text/plain"]
     assert value.startswith("<Turn demo · complete")
     tool_html = html_of(cells[2])
-    assert "get_weather" in tool_html and "19 degrees and clear in Lisbon" in tool_html and "2 steps" in tool_html
+    assert "tool call</span> <code>get_weather" in tool_html and "19 degrees and clear in Lisbon" in tool_html and "2 steps" in tool_html
     assert '<img alt="image from the model" src="data:image/png;base64,' in html_of(cells[3])
     assert '<audio controls src="data:audio/wav;base64,' in html_of(cells[4])
     assert "embedding · 64 dims" in html_of(cells[5])
