@@ -121,8 +121,13 @@ def launch(
     images: Sequence[Any] = (),
     sess: Session | None = None,
     listeners: Sequence[Callable[[dict[str, Any]], None]] = (),
+    wire: bool = False,
 ) -> tuple[TurnRun, "concurrent.futures.Future[Turn]"]:
-    """Start a turn on the worker loop; returns the run (to watch or abort) and its future."""
+    """Start a turn on the worker loop; returns the run (to watch or abort) and its future.
+
+    ``wire=True`` sends the turn through the session's recording wire proxy and sets ``turn.wire``
+    (the raw SSE frames next to their UniEvents, see :mod:`mmsp_notebook._wire`) when it ends.
+    """
     sess = sess or session()
     settings = sess.settings
     if thinking is not None and thinking not in THINKING_LEVELS:
@@ -154,15 +159,25 @@ def launch(
 
     async def go() -> Turn:
         try:
-            client = await sess.ensure_client(conv, model, client_type, base_url, api_key_env)
+            if wire:
+                from ._wire import wire_client
+
+                client = await wire_client(sess, conv, turn, model, client_type, base_url, api_key_env)
+            else:
+                client = await sess.ensure_client(conv, model, client_type, base_url, api_key_env)
         except Exception as exc:  # a refused configuration: no step ever started
             turn.fail_before_stream(exc)
             run.notify()
             run.finished.set()
             return turn
         save_here = (client_type or ("mmsp" if _demo(model, base_url) else "")) == "mmsp"
-        return await run_turn(run, client, message, config, toolset, steps, trace=bool(trace_id),
+        done = await run_turn(run, client, message, config, toolset, steps, trace=bool(trace_id),
                               save_trace_here=save_here)
+        if wire:
+            from ._wire import capture_wire
+
+            await capture_wire(done)
+        return done
 
     return run, _worker.submit(go())
 
@@ -193,7 +208,8 @@ def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None
 
     Options are those of ``%%mmsp`` (``model``, ``client_type``, ``base_url``, ``api_key_env``,
     ``system``, ``thinking``, ``max_tokens``, ``temperature``, ``tools``, ``max_steps``, ``chat``,
-    ``new``, ``trace``, ``images``). Returns the :class:`Turn`, also when it failed.
+    ``new``, ``trace``, ``images``, ``wire``). Returns the :class:`Turn`, also when it failed.
+    ``wire=True`` also shows the raw SSE frames next to the UniEvents they became (``turn.wire``).
     """
     from ._live import TextLive, WidgetLive, drive, in_kernel
 
@@ -201,6 +217,10 @@ def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None
     run, future = launch(prompt, **options)
     live = WidgetLive(events=events) if in_kernel() and stream is None else TextLive(stream)
     turn = drive(run, future, live)
+    if options.get("wire"):
+        from ._wire import show_wire
+
+        show_wire(turn, isinstance(live, WidgetLive), stream)
     if isinstance(live, WidgetLive):
         turn._show_summary_repr = True
     return finish_turn(turn, sess.settings.strict if strict is None else strict)

@@ -44,6 +44,8 @@ class Chat(anywidget.AnyWidget):
         client_type, base_url, api_key_env: The endpoint, as in ``%%mmsp``.
         name: The conversation's name (its trace ids are ``<notebook>/<name>/turn_<n>``).
         trace: Trace every turn (mmsp trace + timing sidecar).
+        wire: Send every turn through the recording wire proxy: each turn's ``turn.wire`` holds the
+            raw SSE frames next to their UniEvents, and :meth:`send` shows them below the cell.
     """
 
     _esm = STATIC / "chat.js"
@@ -73,6 +75,7 @@ class Chat(anywidget.AnyWidget):
         max_steps: int | None = None,
         name: str | None = None,
         trace: bool = True,
+        wire: bool = False,
         **kwargs: Any,
     ) -> None:
         if thinking is not None and thinking not in THINKING_LEVELS:
@@ -85,7 +88,7 @@ class Chat(anywidget.AnyWidget):
         self._tools = list(tools)
         self._options = {"system": system, "max_tokens": max_tokens, "temperature": temperature,
                          "client_type": client_type, "base_url": base_url, "api_key_env": api_key_env,
-                         "max_steps": max_steps}
+                         "max_steps": max_steps, "wire": wire}
         self._trace = trace
         self._name = name or _next_name()
         self._run: TurnRun | None = None
@@ -140,6 +143,11 @@ class Chat(anywidget.AnyWidget):
         except KeyboardInterrupt:
             self.stop()
             run.shown.wait(3)
+        if self._options.get("wire"):
+            from ._live import in_kernel
+            from ._wire import show_wire
+
+            show_wire(run.turn, in_kernel())
         return finish_turn(run.turn)
 
     async def asend(self, text: str, images: Sequence[Any] = ()) -> Turn:

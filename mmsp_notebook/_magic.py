@@ -48,6 +48,8 @@ class MMSPMagics(Magics):
     @argument("--trace", default=None, metavar="ID", help="trace id (default: notebook/chat/turn)")
     @argument("--no-trace", action="store_true", help="do not trace this turn")
     @argument("--events", action="store_true", help="also show the UniEvents as a live table")
+    @argument("--wire", action="store_true",
+              help="send the turn through a recording loopback proxy and show the raw SSE frames next to their UniEvents")
     @argument("-o", "--out", default=None, metavar="VAR", help="store the turn's result in this variable")
     @argument("--strict", action="store_true", help="raise when the turn does not complete")
     @argument("rest", nargs="*", help="(line magic) a subcommand: models, history, reset, config k=v, usage, error")
@@ -113,12 +115,17 @@ class MMSPMagics(Magics):
                 chat=args.chat,
                 new=args.new,
                 trace=False if args.no_trace else (args.trace or None),
+                wire=args.wire,
             )
         except OptionError as exc:
             raise UsageError(f"%%mmsp: {exc}") from None
         events = args.events or sess.settings.events
         live = WidgetLive(events=events) if in_kernel() else TextLive()
         turn = drive(run, future, live)
+        if args.wire:
+            from ._wire import show_wire
+
+            show_wire(turn, isinstance(live, WidgetLive))
         if args.out:
             self.shell.user_ns[args.out] = turn
         try:

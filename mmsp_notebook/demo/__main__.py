@@ -32,7 +32,53 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--first-token-delay", type=float, default=0.4, help="seconds before the first fragment (default 0.4)")
     parser.add_argument("--heartbeat", type=float, default=15.0, metavar="SECONDS", help="heartbeat interval while silent (default 15)")
     parser.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
+    parser.add_argument("--proxy", metavar="UPSTREAM_URL",
+                        help="instead of the demo, run a recording loopback proxy in front of this base URL "
+                             "(keys are forwarded, never stored or printed)")
+    parser.add_argument("--save-dir", metavar="DIR",
+                        help="with --proxy: write each streamed response to DIR/<id>.sse (replayable with --replay)")
     return parser
+
+
+def _run_proxy(args: argparse.Namespace) -> int:
+    """``--proxy``: forward to the upstream, print one line per request, save the streams if asked."""
+    from pathlib import Path
+
+    from ._proxy import WireProxy
+
+    if args.host not in ("127.0.0.1", "::1", "localhost"):
+        print("error: the wire proxy listens on loopback addresses only", file=sys.stderr, flush=True)
+        return 2
+    try:
+        proxy = WireProxy(args.proxy, args.host, args.port).start()
+    except DemoServerError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    save_dir = Path(args.save_dir) if args.save_dir else None
+    if save_dir is not None:
+        save_dir.mkdir(parents=True, exist_ok=True)
+    stopped = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    print(f"mmsp wire proxy listening on {proxy.base_url} -> {proxy.upstream_display}", flush=True)
+    print("  hand this base URL to the client; Ctrl-C stops.", flush=True)
+    reported: set[str] = set()
+    try:
+        while not stopped.wait(0.2):
+            for record in proxy.transcripts:
+                if record.id in reported or record.outcome == "streaming":
+                    continue
+                reported.add(record.id)
+                line = (f"{record.id} {record.method} {record.endpoint} -> {record.status} {record.protocol} "  # type: ignore[attr-defined]
+                        f"{len(record.response)} bytes {record.outcome}")
+                if save_dir is not None and record.status == 200 and record.protocol != "embeddings":
+                    line += f" saved {proxy.save_transcript(record.id, save_dir / f'{record.id}.sse')}"
+                print(line, flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proxy.stop()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 after a clean stop, 2 when the server cannot start.
     """
     args = _parser().parse_args(argv)
+    if args.proxy:
+        return _run_proxy(args)
     try:
         server = DemoServer(
             args.host,

@@ -1,0 +1,405 @@
+"""A recording loopback proxy in front of any model endpoint: :class:`WireProxy`.
+
+Point a client's base URL at the proxy and it forwards every request to the upstream unchanged
+(method, path, query, body, every header but the hop-by-hop ones), streams the response back as it
+arrives, and keeps a copy of the response bytes with the time each chunk arrived — the raw
+server-sent events the client received, for the wire inspector (``%%mmsp --wire``)::
+
+    from mmsp_notebook.demo import WireProxy
+
+    with WireProxy("https://api.openai.com/v1") as proxy:
+        client = mmsp.AutoLLMClient("gpt-4.1-mini", api_key=key, base_url=proxy.base_url, client_type="openai-chat")
+        ...
+        record = proxy.transcripts[-1]          # a WireTranscript: the raw SSE bytes, chunk times
+        proxy.save_transcript(record.id, "capture.sse")   # DemoServer(replay="capture.sse") plays it back
+
+``python -m mmsp_notebook.demo --proxy UPSTREAM_URL`` runs one from a terminal.
+
+Keys
+    The proxy never stores or logs a request header (``Authorization``, ``x-api-key``,
+    ``api-key``, ``x-goog-api-key``... are forwarded, then forgotten), never stores the query
+    string (``?key=`` goes upstream only; httpx's request log lines get it masked), and stores the request body with every field named like
+    a credential removed. Errors reaching the upstream are reported by exception type only, so a
+    URL holding a key never reaches a message. It listens on loopback addresses only.
+
+Server stack
+    The proxy is the demo server's stack (Starlette on uvicorn, its own event loop in a daemon
+    thread, loopback-only bind) with a catch-all route; the upstream call is made with httpx and
+    no redirect following. Its records are the demo server's :class:`~mmsp_notebook.demo.Transcript`
+    (:class:`WireTranscript` adds the arrival clock), so ``transcripts``, ``transcript(id)`` and
+    ``save_transcript(id, path)`` work as on the demo server.
+
+Taps
+    A path beginning with ``/_tap/NAME/`` is forwarded without that prefix and its record is tagged
+    ``tap=NAME``: several conversations can share one proxy and each find its own requests
+    (:meth:`WireProxy.tap_url`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import uuid
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from .._errors import DemoServerError
+from ._replay import detect_protocol
+from ._server import DemoServer, Transcript, _AbruptClose, _scrub
+
+__all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query"]
+
+#: Headers that belong to one connection and are never forwarded (RFC 9110 §7.6.1), plus the ones
+#: the proxy's own HTTP stack sets (host, content-length, date, server).
+HOP_BY_HOP = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer",
+    "trailers", "transfer-encoding", "upgrade", "host", "content-length",
+})
+_RESPONSE_SKIP = HOP_BY_HOP - {"content-length"} | {"date", "server"}
+#: Request headers that hold a key: forwarded, never stored (no request header is stored at all).
+SENSITIVE_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key", "proxy-authorization",
+                               "cookie", "openai-organization", "openai-project"})
+#: The response headers a record keeps (no cookie, nothing else).
+_KEPT_RESPONSE_HEADERS = ("content-type", "content-encoding", "x-demo-request-id", "x-request-id", "request-id",
+                          "retry-after")
+_TAP = re.compile(r"^/_tap/([A-Za-z0-9_.~-]{1,80})(/.*)?$")
+_PROTOCOL_BY_PATH = (
+    ("/stream", "mmsp"),
+    ("/chat/completions", "chat"),
+    ("/responses", "responses"),
+    ("/messages", "messages"),
+    ("/embeddings", "embeddings"),
+)
+
+
+@dataclass
+class WireTranscript(Transcript):
+    """A request forwarded by the proxy: the demo server's record plus what only a proxy knows.
+
+    Attributes:
+        tap: The tap the request came through (``""`` without one).
+        method: The HTTP method.
+        upstream_request_id: The upstream's ``x-demo-request-id`` / ``x-request-id`` / ``request-id``.
+        response_headers: The few response headers kept (content type and ids; never a cookie).
+        times: For each chunk, the ``time.monotonic()`` at which it arrived from the upstream
+            (before it was passed on to the client).
+    """
+
+    tap: str = ""
+    method: str = "POST"
+    upstream_request_id: str | None = None
+    response_headers: dict[str, str] = field(default_factory=dict)
+    times: list[float] = field(default_factory=list, repr=False)
+
+    def add(self, chunk: bytes) -> None:
+        """Record one chunk as arrived now."""
+        self.times.append(time.monotonic())
+        super().add(chunk)
+
+
+_SENSITIVE_PARAMS = re.compile(
+    r"([?&](?:key|api[_-]?key|apikey|access[_-]?token|token|secret|password|auth|sig|signature|x-goog-api-key)=)"
+    r"[^&#\s\"']*", re.IGNORECASE)
+
+
+def mask_query(text: str) -> str:
+    """``text`` with the value of every query parameter named like a credential replaced by ``[redacted]``."""
+    return _SENSITIVE_PARAMS.sub(r"\1[redacted]", text)
+
+
+class _MaskQueryKeys(logging.Filter):
+    """httpx logs every request's URL at INFO: mask a key held in its query (``?key=``) first."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args and isinstance(record.args, tuple):
+            record.args = tuple(mask_query(str(a)) if isinstance(a, (str, httpx.URL)) else a for a in record.args)
+        elif isinstance(record.msg, str):
+            record.msg = mask_query(record.msg)
+        return True
+
+
+_mask = _MaskQueryKeys()
+
+
+def install_log_filter() -> None:
+    """Mask query keys in what httpx and httpcore log (installed when a proxy starts)."""
+    for name in ("httpx", "httpcore"):
+        logger = logging.getLogger(name)
+        if _mask not in logger.filters:
+            logger.addFilter(_mask)
+
+
+class _Decoder:
+    """Undoes gzip / deflate for the copy kept (the client gets the bytes as they came)."""
+
+    def __init__(self, encoding: str | None) -> None:
+        encoding = (encoding or "").strip().lower()
+        self._zlib = None
+        if encoding in ("gzip", "x-gzip"):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif encoding == "deflate":
+            self._zlib = zlib.decompressobj()
+
+    def __call__(self, chunk: bytes) -> bytes:
+        if self._zlib is None:
+            return chunk
+        try:
+            return self._zlib.decompress(chunk)
+        except zlib.error:
+            self._zlib = None
+            return chunk
+
+
+def _protocol_of(path: str) -> str:
+    for suffix, protocol in _PROTOCOL_BY_PATH:
+        if path.rstrip("/").endswith(suffix):
+            return protocol
+    return "other"
+
+
+class _Forward:
+    """The ASGI response of one forwarded request: stream the upstream's answer, tee the bytes."""
+
+    def __init__(self, app: _ProxyApp, request: Request, body: bytes, record: WireTranscript, path: bytes) -> None:
+        self.app, self.request, self.body, self.record, self.path = app, request, body, record, path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        record = self.record
+        proxy = self.app.proxy
+        url = proxy._upstream_origin + self.path.decode("latin-1")
+        if scope.get("query_string"):
+            url += "?" + scope["query_string"].decode("latin-1")
+        named = {n.strip().lower() for n in self.request.headers.get("connection", "").split(",") if n.strip()}
+        headers = [(k, v) for k, v in self.request.headers.raw
+                   if k.decode("latin-1").lower() not in HOP_BY_HOP and k.decode("latin-1").lower() not in named]
+        client = self.app.http()
+        try:
+            upstream = await client.send(
+                client.build_request(self.request.method, httpx.URL(url), headers=headers, content=self.body),
+                stream=True,
+            )
+        except (httpx.HTTPError, OSError) as exc:
+            # the type only: an httpx message may quote the URL, and a URL may hold a key
+            message = f"the wire proxy could not reach the upstream {proxy.upstream_display}: {type(exc).__name__}"
+            body = json.dumps({"error": {"type": "ProxyError", "message": message}}).encode()
+            record.status, record.outcome = 502, "upstream_error"
+            record.add(body)
+            await send({"type": "http.response.start", "status": 502,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            return
+        record.status = upstream.status_code
+        kept = {name: upstream.headers[name] for name in _KEPT_RESPONSE_HEADERS if name in upstream.headers}
+        record.response_headers = kept
+        record.upstream_request_id = kept.get("x-demo-request-id") or kept.get("x-request-id") or kept.get("request-id")
+        decoder = _Decoder(upstream.headers.get("content-encoding"))
+        out_headers = [(k, v) for k, v in upstream.headers.raw if k.decode("latin-1").lower() not in _RESPONSE_SKIP]
+
+        async def pump() -> None:
+            await send({"type": "http.response.start", "status": upstream.status_code, "headers": out_headers})
+            async for chunk in upstream.aiter_raw():
+                if not chunk:
+                    continue
+                record.add(decoder(chunk))
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        async def listen() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+
+        pump_task = asyncio.create_task(pump())
+        tasks = {pump_task, asyncio.create_task(listen())}
+        shutdown = self.app.shutdown
+        if shutdown is not None:
+            tasks.add(asyncio.create_task(shutdown.wait()))
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await upstream.aclose()
+        if pump_task.done() and not pump_task.cancelled() and pump_task.exception() is None:
+            record.outcome = "complete" if record.status < 400 else "refused"
+        elif pump_task.done() and not pump_task.cancelled():
+            # the upstream closed mid-body: close the client's connection the same way
+            record.outcome = "cut"
+            raise _AbruptClose("the upstream closed the connection mid-body") from None
+        else:
+            record.outcome = "stopped" if shutdown is not None and shutdown.is_set() else "client_gone"
+        if record.protocol in ("other", "chat", "responses", "messages", "mmsp") and record.status == 200:
+            detected = detect_protocol(record.response)
+            if detected is not None:
+                record.protocol = detected
+
+
+class _ProxyApp:
+    """The proxy's one route, over the proxy's records and its httpx client."""
+
+    def __init__(self, proxy: WireProxy) -> None:
+        self.proxy = proxy
+        self.shutdown: asyncio.Event | None = None
+        self._http: httpx.AsyncClient | None = None
+
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            # streams are open-ended between events, so no read timeout (as the mmsp clients do)
+            self._http = httpx.AsyncClient(timeout=httpx.Timeout(connect=30.0, read=None, write=30.0, pool=30.0),
+                                           follow_redirects=False)
+        return self._http
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def forward(self, request: Request) -> _Forward:
+        raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
+        raw_path = raw_path.split(b"?", 1)[0]
+        tap = ""
+        match = _TAP.match(raw_path.decode("latin-1"))
+        if match:
+            tap = match.group(1)
+            raw_path = (match.group(2) or "/").encode("latin-1")
+        path = raw_path.decode("latin-1")
+        body = await request.body()
+        parsed: Any = None
+        if body:
+            try:
+                parsed = _scrub(json.loads(body))
+            except ValueError:
+                parsed = {"bytes": len(body)}  # not JSON: only its size is kept
+        record = WireTranscript(
+            id=uuid.uuid4().hex[:16], endpoint=path, protocol=_protocol_of(path),
+            model=parsed.get("model", "") if isinstance(parsed, dict) and isinstance(parsed.get("model"), str) else "",
+            request=parsed, tap=tap, method=request.method,
+        )
+        self.proxy._add(record)
+        return _Forward(self, request, body, record, raw_path)
+
+    def build(self) -> Starlette:
+        methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+        return Starlette(routes=[Route("/{path:path}", self.forward, methods=methods)])
+
+
+class WireProxy(DemoServer):
+    """A recording proxy on loopback in front of ``upstream`` (see the module docstring).
+
+    It reuses :class:`~mmsp_notebook.demo.DemoServer`'s server life cycle (``start``/``stop``, the
+    context manager, ``port``, ``root_url``, ``transcripts``, ``save_transcript``) with a route of
+    its own; it serves no demo model.
+
+    Args:
+        upstream: The endpoint's base URL, as a client would be given it
+            (``https://api.openai.com/v1``, ``https://api.anthropic.com``, a demo server's
+            ``base_url``). Paths are forwarded unchanged to its scheme, host and port.
+        host: A loopback address (``127.0.0.1`` default, ``::1``, ``localhost``); nothing else.
+        port: The port; 0 picks a free one.
+        max_transcripts: How many request records are kept (oldest dropped first).
+
+    Attributes:
+        base_url: The URL to hand a client instead of ``upstream``: the proxy's root plus
+            ``upstream``'s path.
+
+    Raises:
+        DemoServerError: ``upstream`` is not an http(s) URL, or ``host`` is not a loopback address.
+    """
+
+    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, *, max_transcripts: int = 200) -> None:
+        super().__init__(host, port, allow_remote=False, max_transcripts=max_transcripts)
+        parts = urlsplit(str(upstream))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise DemoServerError(f"the upstream must be an http(s) URL, not {upstream!r}")
+        if parts.query or parts.fragment:
+            raise DemoServerError("give the upstream without a query string (a client adds its own)")
+        self.upstream = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        self._upstream_origin = f"{parts.scheme}://{parts.netloc}"
+        self._upstream_path = parts.path.rstrip("/")
+        self.upstream_display = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        self._app = _ProxyApp(self)  # type: ignore[assignment]
+
+    @property
+    def base_url(self) -> str:  # type: ignore[override]
+        """The proxy's root plus the upstream's path: the base URL to hand a client."""
+        return f"{self.root_url}{self._upstream_path}"
+
+    def tap_url(self, tap: str, root: bool = False) -> str:
+        """The base URL of a tap: requests through it are tagged ``tap`` in :attr:`transcripts`.
+
+        Args:
+            tap: Letters, digits, ``_ . ~ -``.
+            root: The tap's root (no upstream path), for clients that append ``/v1/...`` themselves.
+        """
+        if not re.fullmatch(r"[A-Za-z0-9_.~-]{1,80}", tap):
+            raise DemoServerError(f"invalid tap name {tap!r}")
+        return f"{self.root_url}/_tap/{tap}" + ("" if root else self._upstream_path)
+
+    def records(self, tap: str | None = None) -> list[WireTranscript]:
+        """The records kept, oldest first; only those of one tap when ``tap`` is given."""
+        return [r for r in self.transcripts if tap is None or getattr(r, "tap", "") == tap]  # type: ignore[misc]
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Wait until no record is still streaming (a client may finish before the proxy's last write).
+
+        Returns:
+            Whether every record had ended within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while any(r.outcome == "streaming" for r in self.transcripts):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    def client(self, model: str = "demo", client_type: str = "mmsp", api_key: str | None = None) -> Any:  # type: ignore[override]
+        """An ``mmsp.AutoLLMClient`` whose requests go through this proxy.
+
+        ``ant-messages`` / ``anthropic-official`` clients are given the proxy's root URL plus the
+        upstream path (they append ``/v1/messages``), every other type :attr:`base_url`.
+        """
+        from mmsp import AutoLLMClient
+
+        base_url = self.base_url
+        if client_type in ("ant-messages", "anthropic-official") and self._upstream_path.endswith("/v1"):
+            base_url = base_url[: -len("/v1")]
+        return AutoLLMClient(model=model, api_key=api_key, base_url=base_url, client_type=client_type)
+
+    def start(self) -> WireProxy:
+        """Start serving on loopback in a daemon thread (see :meth:`DemoServer.start`)."""
+        install_log_filter()
+        super().start()
+        return self
+
+    def stop(self) -> None:
+        """Close the upstream connections, then stop serving."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            try:
+                asyncio.run_coroutine_threadsafe(self._app.close(), loop).result(1.0)  # type: ignore[attr-defined]
+            except Exception:
+                pass
+        super().stop()
+
+    def save_transcript(self, request_id: str, path: str | Path) -> Path:
+        """Write the raw response bytes of one streamed request to a file ``DemoServer(replay=...)`` serves."""
+        return super().save_transcript(request_id, path)
+
+    def __repr__(self) -> str:
+        state = self.root_url if self._port is not None else "stopped"
+        return f"WireProxy({state} -> {self.upstream_display})"

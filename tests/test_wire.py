@@ -1,0 +1,270 @@
+"""The wire inspector and its recording proxy: byte-for-byte forwarding, keys never kept, %%mmsp --wire."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from mmsp_notebook import ask
+from mmsp_notebook._wire import Frame, pair_events, render_wire_html, split_timed_frames, stop_proxies
+from mmsp_notebook.demo import DemoServer, WireProxy
+from mmsp_notebook.demo._replay import split_frames
+
+from helpers import fresh_session  # noqa: F401
+
+CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
+PROTOCOLS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")
+USER = [{"role": "user", "content_items": [{"type": "text.done", "text": "What's the weather in Paris and Rome?"}]}]
+TOOLS = [{"name": "get_weather", "description": "The weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+
+
+def _plain(events):
+    """Events without their arrival stamps (created_at differs between two runs)."""
+    out = []
+    for event in events:
+        event = dict(event)
+        event.pop("created_at", None)
+        out.append(event)
+    return out
+
+
+async def _collect(client, config=None):
+    return [e async for e in client.streaming_response(USER, dict(config or {"max_tokens": 12, "tools": TOOLS}))]
+
+
+# ------------------------------------------------------------------------------------------ the proxy
+def test_proxy_forwards_all_four_protocols_byte_for_byte(demo_server):
+    with WireProxy(demo_server.base_url) as proxy:
+        assert proxy.root_url.startswith("http://127.0.0.1:")
+        for client_type in PROTOCOLS:
+            key = None if client_type == "mmsp" else CANARY
+            direct = asyncio.run(_collect(demo_server.client("demo", client_type)))
+            through = asyncio.run(_collect(proxy.client("demo", client_type, api_key=key)))
+            assert _plain(through) == _plain(direct), client_type  # the same UniEvents either way
+            assert proxy.settle()
+            record = proxy.transcripts[-1]
+            sent = demo_server.transcript(record.upstream_request_id)  # found by x-demo-request-id
+            assert record.status == 200 and record.outcome == "complete"
+            assert record.response == sent.response and len(record.response) > 1000  # proxy copy == what the demo sent
+            assert record.request == sent.request  # the body went up unchanged
+            assert record.protocol == sent.protocol
+            assert len(record.times) == len(record.chunks) and record.times == sorted(record.times)
+
+        # what a client receives through the proxy is what the demo sent, byte for byte
+        body = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": "hello"}]}
+        with httpx.Client() as http:
+            with http.stream("POST", proxy.base_url + "/chat/completions", json=body,
+                             headers={"Authorization": f"Bearer {CANARY}"}) as response:
+                received = b"".join(response.iter_raw())
+                assert response.headers["content-type"].startswith("text/event-stream")
+                request_id = response.headers["x-demo-request-id"]
+        assert received == demo_server.transcript(request_id).response
+        assert proxy.settle()
+        assert proxy.transcripts[-1].response == received
+        assert CANARY not in repr([vars(r) for r in proxy.transcripts])
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """An upstream that answers with what it received."""
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        payload = {"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()},
+                   "body": body.decode()}
+        data = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("set-cookie", "session=secret-cookie")
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_POST = do_GET = do_PUT = _answer
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+
+def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with WireProxy(f"http://127.0.0.1:{server.server_port}/api/v1") as proxy:
+            assert proxy.base_url.endswith("/api/v1")
+            with httpx.Client() as http:
+                response = http.put(
+                    proxy.base_url + f"/things/7?key={CANARY}&page=2",
+                    content=json.dumps({"api_key": CANARY, "x": [1, 2]}).encode(),
+                    headers={"Authorization": f"Bearer {CANARY}", "x-api-key": CANARY, "api-key": CANARY,
+                             "x-custom": "kept", "Connection": "keep-alive, x-hop", "x-hop": "dropped",
+                             "content-type": "application/json"},
+                )
+                tapped = http.get(proxy.tap_url("conv-1") + "/models")
+        echo = response.json()
+        assert echo["method"] == "PUT"
+        assert echo["path"] == f"/api/v1/things/7?key={CANARY}&page=2"  # path and query unchanged
+        assert json.loads(echo["body"]) == {"api_key": CANARY, "x": [1, 2]}  # body unchanged
+        headers = echo["headers"]
+        assert headers["authorization"] == f"Bearer {CANARY}" and headers["x-api-key"] == CANARY
+        assert headers["api-key"] == CANARY and headers["x-custom"] == "kept"
+        assert "x-hop" not in headers and headers["host"] == f"127.0.0.1:{server.server_port}"
+        assert tapped.json()["path"] == "/api/v1/models"  # the tap prefix is not forwarded
+        records = proxy.transcripts
+        assert [r.tap for r in records] == ["", "conv-1"]
+        assert records[0].request == {"x": [1, 2]} and records[0].endpoint == "/api/v1/things/7"
+        stored = repr([{k: v for k, v in vars(r).items() if k != "_body"} for r in records])
+        assert CANARY not in stored and "secret-cookie" not in stored
+    finally:
+        server.shutdown()
+    out, err = capfd.readouterr()
+    assert CANARY not in out + err + caplog.text
+
+
+def test_proxy_is_loopback_only_and_reports_an_unreachable_upstream():
+    from mmsp_notebook import DemoServerError
+
+    with pytest.raises(DemoServerError):
+        WireProxy("http://127.0.0.1:9/v1", host="0.0.0.0")
+    with pytest.raises(DemoServerError):
+        WireProxy("ftp://example.com")
+    with WireProxy("http://127.0.0.1:9/v1") as proxy:  # nothing listens on port 9
+        response = httpx.post(proxy.base_url + f"/chat/completions?key={CANARY}", json={})
+        assert response.status_code == 502 and response.json()["error"]["type"] == "ProxyError"
+        assert CANARY not in response.text and proxy.transcripts[-1].outcome == "upstream_error"
+
+
+def test_proxy_passes_a_cut_on_to_the_client(demo_server):
+    with WireProxy(demo_server.base_url) as proxy:
+        with pytest.raises(Exception) as info:
+            asyncio.run(_collect(proxy.client("demo+cut-text", "openai-chat", api_key="demo-key"), {}))
+        assert type(info.value).__name__ == "APIConnectionError"
+        proxy.settle()
+        assert proxy.transcripts[-1].outcome == "cut"
+
+
+# ------------------------------------------------------------------------------------------ frames and pairing
+def test_frames_are_cut_at_blank_lines_and_timed_by_the_chunk_that_completed_them():
+    data = b": keep-alive\n\ndata: {\"a\": 1}\n\nevent: ping\ndata: {}\r\n\r\ndata: [DONE]\n\npartial"
+    sizes = [5, 20, 30, len(data) - 55]
+    frames = split_timed_frames(data, sizes, [1.0, 2.0, 3.0, 4.0])
+    assert b"".join(f.raw for f in frames) == data and len(frames) == len(split_frames(data))
+    assert [f.kind for f in frames] == ["comment", "data", "data", "done", "other"]
+    assert [f.t for f in frames] == [2.0, 3.0, 3.0, 4.0, 4.0]  # frame ends at 14, 30, 54, 68, end
+    assert frames[2].event == "ping" and frames[1].json() == {"a": 1}
+
+
+def test_vendor_pairing_anchors_fragments_even_when_every_frame_arrived_at_once():
+    def frame(i, payload):
+        return Frame(i, 0.0, f"data: {json.dumps(payload)}\n\n".encode(), "data", None, json.dumps(payload))
+
+    frames = [frame(0, {"delta": {"role": "assistant"}}), frame(1, {"delta": {"content": "Hel"}}),
+              frame(2, {"delta": {"content": "lo"}}), frame(3, {"delta": {}, "finish_reason": "stop"}),
+              frame(4, {"usage": {"prompt_tokens": 1}})]
+
+    def delta(kind, text):
+        return {"event_type": "delta", "content_items": [{"type": kind, "text": text}]}
+
+    events = [delta("text.delta", "Hel"), delta("text.delta", "lo"), delta("text.done", "Hello"),
+              {"event_type": "stop", "content_items": []}]
+    pairs, rule = pair_events(frames, events, [1.0] * 4, "chat")  # a burst: all frames arrived first
+    assert rule == "fragment + arrival time" and pairs == [1, 2, 4, 4]
+
+
+# ------------------------------------------------------------------------------------------ ask(wire=True)
+def test_keys_sent_through_the_wire_reach_no_file_output_log_or_record(fresh_session, tmp_path, monkeypatch, caplog,
+                                                                     capfd):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("WIRE_TEST_KEY", CANARY)
+    srv = fresh_session.demo_server()
+    turns = []
+    for client_type, base_url in (("openai-chat", srv.base_url), ("ant-messages", srv.root_url)):
+        out = io.StringIO()
+        turn = ask("What's the weather in Paris?", model="demo", client_type=client_type, base_url=base_url,
+                   api_key_env="WIRE_TEST_KEY", wire=True, stream=out, chat=client_type, max_tokens=10)
+        assert turn.status == "complete", turn.error
+        assert turn.wire.exchanges and turn.wire.events, client_type
+        saved = turn.save_wire(tmp_path / f"{client_type}.sse")
+        assert saved.read_bytes() == turn.wire.exchanges[-1].record.response
+        html = render_wire_html(turn.wire)
+        assert "raw SSE frame" in html and "text.delta" in html
+        assert CANARY not in html + out.getvalue() + repr(turn.wire) + turn._repr_mimebundle_()["text/html"]
+        turns.append(turn)
+    proxies = {proxy for turn in turns for proxy in [turn._wire_source[0]]}
+    for proxy in proxies:
+        assert CANARY not in repr([{k: v for k, v in vars(r).items() if k != "_body"} for r in proxy.transcripts])
+        assert all(CANARY.encode() not in r.response for r in proxy.transcripts)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert CANARY.encode() not in path.read_bytes(), path
+    assert list((tmp_path / "cache").rglob("*.json"))  # the turns were traced there
+    out, err = capfd.readouterr()
+    assert CANARY not in out + err + caplog.text
+    stop_proxies(fresh_session)
+
+
+def test_saved_wire_replays_through_the_demo_server_to_the_same_events(fresh_session, tmp_path):
+    def weather(city: str) -> str:
+        """The weather of a city."""
+        return f"sunny in {city}"
+
+    for client_type in PROTOCOLS:
+        turn = ask("What's the weather in Lisbon?", client_type=client_type, tools=[weather], max_steps=1,
+                   wire=True, stream=io.StringIO(), chat=f"replay-{client_type}")
+        assert turn.status == "complete"
+        wire = turn.wire
+        if client_type == "mmsp":
+            exchange = wire.exchanges[-1]
+            assert exchange.rule == "mmsp 1:1"
+            data = [f for f in exchange.frames if f.kind == "data" and '"event_type"' in (f.data or "")]
+            assert exchange.pairs == [f.index for f in data]  # exact: the n-th data frame is the n-th event
+            for event, frame in zip(exchange.events, data):
+                assert frame.json()["content_items"][:1] and frame.json()["event_type"] == event["event_type"] or \
+                    event["event_type"] == "stop"
+        path = turn.save_wire(tmp_path / f"{client_type}.sse")
+        with DemoServer(replay=path, instant=True) as replayer:
+            replayed = asyncio.run(_collect(replayer.client("anything", client_type), {}))
+        assert _plain(replayed) == _plain(turn.events), client_type
+    stop_proxies(fresh_session)
+
+
+# ------------------------------------------------------------------------------------------ %%mmsp --wire
+def test_magic_wire_shows_raw_sse_next_to_unievents_in_a_real_kernel(tmp_path, monkeypatch):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "%load_ext mmsp_notebook",
+        "%%mmsp --wire -o a --max-tokens 8\nhello there",
+        "%%mmsp --wire --client-type openai-chat -o b --chat c --max-tokens 8\nhello there",
+        "print(len(a.wire), a.wire.exchanges[0].rule, b.wire.exchanges[0].rule, a.save_wire('a.sse').stat().st_size > 0)",
+    )]
+    monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+    def html_of(cell):
+        return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs
+                       if o.output_type in ("display_data", "execute_result"))
+
+    mmsp_html, chat_html = html_of(nb.cells[1]), html_of(nb.cells[2])
+    for html in (mmsp_html, chat_html):
+        assert "raw SSE frame" in html and "→ UniEvent(s)" in html
+        assert "thinking.delta" in html and "text.delta" in html and "text.done" in html and "<b>stop</b>" in html
+    assert "data: {&quot;role&quot;:&quot;assistant&quot;,&quot;event_type&quot;:&quot;delta&quot;" in mmsp_html
+    assert "paired by mmsp 1:1" in mmsp_html and "/v1/stream" in mmsp_html
+    assert "chat.completion.chunk" in chat_html and "/v1/chat/completions" in chat_html
+    assert "data: [DONE]" in chat_html
+    printed = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "mmsp 1:1 fragment + arrival time True" in printed
+    assert (tmp_path / "a.sse").read_bytes().startswith(b"data: {")
