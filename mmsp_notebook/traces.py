@@ -23,8 +23,11 @@ Paths
     path relative to that directory without ``.json`` (``agent1/conversation_001``). Tracer
     transcripts (``.txt``) and sidecars (``.timing.jsonl``) are never taken for traces; a sidecar
     with no trace file beside it (every turn of that conversation failed) still contributes its
-    failed turns. A file given on its own has its stem as trace id, or the config's ``trace_id``
-    when the path ends with it. A path that does not exist raises ``FileNotFoundError``.
+    failed turns. The Tracer names a file ``Path(trace_id).with_suffix(".json")``, so a trace id
+    with a dot in its last part (``runs/v1.5``) lives in ``runs/v1.json`` while its sidecar keeps
+    the full id; the two are paired. A file given on its own has its stem as trace id, or the
+    config's ``trace_id`` when the path ends with it. A path that does not exist raises
+    ``FileNotFoundError``.
 
 Robustness
     A corrupt, truncated (being written), empty, binary or foreign JSON file (``[1, 2]``,
