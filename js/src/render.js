@@ -518,7 +518,9 @@ export function createTurnView(container, options = {}) {
       if (e.hint) statusEl.appendChild(h(doc, "div", "mmsp-hint", null, e.hint));
     } else if (s === "cancelled") {
       statusEl.classList.add("mmsp-banner", "mmsp-muted");
-      statusEl.appendChild(h(doc, "span", null, null, turn.status_text ? `cancelled — ${turn.status_text}` : "cancelled — partial output kept"));
+      // Python's status_text for a cancelled turn already reads "cancelled — …": do not say it twice
+      const st = turn.status_text || "";
+      statusEl.appendChild(h(doc, "span", null, null, !st ? "cancelled — partial output kept" : /^cancelled\b/i.test(st) ? st : `cancelled — ${st}`));
     } else if (turn.status_text) {
       statusEl.classList.add("mmsp-banner", "mmsp-muted");
       statusEl.appendChild(h(doc, "span", null, null, turn.status_text));

@@ -145,6 +145,8 @@ test("status: streaming indicator, incomplete, error, cancelled, truncated foote
   view.render({ status: "cancelled", items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }] });
   assert.equal(q(".mmsp-status").textContent, "cancelled — partial output kept");
   assert.equal(q(".mmsp-text").textContent.trim(), "partial");
+  view.render({ status: "cancelled", status_text: "cancelled — partial output kept", items: [] });
+  assert.equal(q(".mmsp-status").textContent, "cancelled — partial output kept", "Python's status_text is not prefixed twice");
 
   view.render({ status: "complete", items: [], footer: { finish_reason: "length", usage: {} } });
   assert.ok(q(".mmsp-truncated"));
