@@ -1,0 +1,125 @@
+"""The teaching notebooks run offline in a real kernel and show what their prose promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def run(name: str, tmp_path, monkeypatch, instant: bool = True) -> list:
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    for cell in nb.cells:  # stored without outputs
+        assert cell.cell_type != "code" or (not cell.outputs and cell.execution_count is None), name
+    assert nb.cells[-1].cell_type == "markdown" and "## Try this" in nb.cells[-1].source
+    if instant:
+        monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return [cell for cell in nb.cells if cell.cell_type == "code"]
+
+
+def html(cell) -> str:
+    return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs
+                   if o.output_type in ("display_data", "execute_result"))
+
+
+def text(cell) -> str:
+    parts = []
+    for o in cell.outputs:
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type in ("display_data", "execute_result"):
+            parts.append(o.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def find(cells, needle: str):
+    """The first code cell whose source contains ``needle``."""
+    return next(cell for cell in cells if needle in cell.source)
+
+
+def test_two_layers(tmp_path, monkeypatch):
+    cells = run("two-layers.ipynb", tmp_path, monkeypatch)
+    events = html(find(cells, "%%mmsp --events --tools"))
+    assert "UniEvents</summary>" in events
+    for kind in ("thinking.delta", "thinking.done", "tool_call.delta", "tool_call.done", "<td>stop</td>"):
+        assert kind in events
+    assert "'tool_call.delta': 4" in text(find(cells, "Counter("))
+    assert "is not JSON yet" in text(find(cells, "json.loads(d["))
+    assert "('get_weather', {'city': 'Paris'})" in text(find(cells, 'done[0]["name"]'))
+    nostop = find(cells, "demo+nostop")
+    assert "ended without a stop event" in html(nostop) and "<td>stop</td>" not in html(nostop)
+    assert "incomplete | ended without a stop event" in text(find(cells, "print(cut.status"))
+    assert "IncompleteStreamError" in text(find(cells, "print(cut.status"))
+    dropped = text(find(cells, "print(dropped.status"))
+    assert "incomplete" in dropped and "['thinking.done']" in dropped
+
+
+def test_protocols(tmp_path, monkeypatch):
+    cells = run("protocols.ipynb", tmp_path, monkeypatch)
+    transcripts = {
+        "openai-chat": ("/v1/chat/completions", "chat.completion.chunk"),
+        "openai-responses": ("/v1/responses", "event: response.created"),
+        "ant-messages": ("/v1/messages", "event: content_block_delta"),
+        "mmsp": ("/v1/stream", "&quot;event_type&quot;:&quot;delta&quot;"),
+    }
+    for client_type, (path, raw) in transcripts.items():
+        needle = f"--client-type {client_type}" if client_type != "mmsp" else "--chat mmsp"
+        shown = html(find(cells, needle))
+        assert "raw SSE frame" in shown and path in shown, client_type
+        assert raw in shown.replace('"', "&quot;") or raw in shown, client_type
+        assert "tool_call.done" in shown and "<b>stop</b>" in shown, client_type
+    table = html(find(cells, "pd.DataFrame([{"))
+    assert table.count("<td>22</td>") == 4  # the same number of UniEvents from four wires
+    assert "mmsp 1:1" in table
+    assert "[(" in text(find(cells, "quick_heartbeats.stop()")) and ": keep-alive" in text(find(cells, "quick_heartbeats.stop()"))
+    assert "error APIError" in text(find(cells, "print(err.status")) and "model_not_found" in text(find(cells, "print(err.status"))
+    finals = text(find(cells, "def essentials"))
+    assert finals.count("tool calls [('get_weather', {'city': 'Paris'})]") == 4
+    assert "all four equal: True" in finals
+
+
+def test_tools(tmp_path, monkeypatch):
+    cells = run("tools.ipynb", tmp_path, monkeypatch)
+    one = html(find(cells, "-o one"))
+    assert "get_weather" in one and "19 degrees and clear in Paris" in one and "2 steps" in one
+    assert "tool_result.done" in text(find(cells, "for message in one.messages"))
+    assert "Rome" in text(find(cells, "two.tool_calls"))
+    failing = html(find(cells, "-o failing"))
+    assert "→ raised" in failing and "ConnectionError: market data feed unreachable for ACME" in failing
+    bad = html(find(cells, "demo+bad-args"))
+    assert "ToolCallArgumentParseError" in bad and "not a JSON object" in bad
+    assert "error ToolCallArgumentParseError" in text(find(cells, "print(bad.status"))
+    assert "19 degrees and clear in Lisbon" in text(find(cells, 'chat="py"'))
+
+
+def test_multimodal(tmp_path, monkeypatch):
+    cells = run("multimodal.ipynb", tmp_path, monkeypatch)
+    assert '<img alt="image from the model" src="data:image/png;base64,' in html(find(cells, "draw a lighthouse"))
+    assert "image/png" in text(find(cells, "pic.images[0]"))
+    assert '<audio controls src="data:audio/wav;base64,' in html(find(cells, "say good morning"))
+    assert "0.60 s of audio" in text(find(cells, "clip = voice.audio[0]"))
+    assert "embedding · 64 dims" in html(find(cells, "-m demo-embed"))
+    similarity = html(find(cells, "similarity = pd.DataFrame"))
+    assert "<table" in similarity and "The lighthouse guided ships home" in similarity and "1.000" in similarity
+
+
+def test_chat(tmp_path, monkeypatch):
+    cells = run("chat.ipynb", tmp_path, monkeypatch)
+    widget = cells[0].outputs[-1]["data"]
+    assert WIDGET in widget
+    assert "'complete'" in text(find(cells, 'chat.send("Hello!'))
+    assert "19 degrees and clear in Paris" in text(find(cells, "What's the weather in Paris?"))
+    history = text(find(cells, "for message in chat.history"))
+    assert "tool_result.done" in history and history.count("assistant") == 3
+    assert "<table" in html(find(cells, "chat.turns[["))
+    assert "'text.delta'" in text(find(cells, "chat.on_event("))
+    stopped = text(find(cells, "slow.stop"))
+    assert "cancelled" in stopped and "0 messages in the history" in stopped
