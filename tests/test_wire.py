@@ -268,3 +268,40 @@ def test_magic_wire_shows_raw_sse_next_to_unievents_in_a_real_kernel(tmp_path, m
     printed = "".join(o.get("text", "") for o in nb.cells[3].outputs)
     assert "mmsp 1:1 fragment + arrival time True" in printed
     assert (tmp_path / "a.sse").read_bytes().startswith(b"data: {")
+
+
+def test_chat_wire_and_the_proxy_command_line(fresh_session, capsys, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from mmsp_notebook import Chat
+
+    chat = Chat(wire=True, name="wired", max_tokens=6)
+    turn = chat.send("hello")
+    assert turn.status == "complete" and turn.wire.exchanges[0].rule == "mmsp 1:1"
+    assert "POST /v1/stream HTTP 200" in capsys.readouterr().out  # shown below the cell (text outside Jupyter)
+    stop_proxies(fresh_session)
+
+    srv = fresh_session.demo_server()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mmsp_notebook.demo", "--proxy", srv.base_url, "--save-dir",
+                             str(tmp_path / "captures")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        first = proc.stdout.readline()
+        assert first.startswith("mmsp wire proxy listening on http://127.0.0.1:")
+        base_url = first.split()[5]
+        proc.stdout.readline()
+        body = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+        with httpx.stream("POST", base_url + "/chat/completions", json=body,
+                          headers={"Authorization": f"Bearer {CANARY}"}) as response:
+            received = b"".join(response.iter_raw())
+        line = proc.stdout.readline()
+        assert "POST /v1/chat/completions -> 200 chat" in line and "saved" in line
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=10)
+    saved = list((tmp_path / "captures").glob("*.sse"))
+    assert len(saved) == 1 and saved[0].read_bytes() == received
+    assert CANARY not in first + line + out + err
