@@ -1,0 +1,259 @@
+"""A Jupyter server and headless Debian Chromium for the browser tests (tests/test_browser.py).
+
+The server is isolated from the machine it runs on: its own root, config, data and runtime
+directories, MMSP_CACHE_DIR in the temporary directory, and no network calls (news, update checks
+and the PyPI extension manager are off, terminals and jupyter_lsp are not loaded).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-dev-shm-usage",
+]
+
+# settings that would otherwise ask about (or fetch) Jupyter news on first start
+_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class JupyterServer:
+    """``jupyter lab`` (which also serves Notebook 7's ``/tree`` and ``/notebooks``) on a free port."""
+
+    def __init__(self, base: Path, env: dict[str, str] | None = None) -> None:
+        self.base = base
+        self.root = base / "nb"
+        self.port = free_port()
+        self.token = secrets.token_hex(16)
+        self.extra_env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = base / "jupyter.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> "JupyterServer":
+        for d in ("nb", "config", "data", "runtime", "cache"):
+            (self.base / d).mkdir(parents=True, exist_ok=True)
+        settings = self.base / "config" / "lab" / "user-settings"
+        for rel, value in _SETTINGS.items():
+            path = settings / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(value))
+        env = dict(os.environ)
+        env.update(
+            JUPYTER_CONFIG_DIR=str(self.base / "config"),
+            JUPYTER_DATA_DIR=str(self.base / "data"),
+            JUPYTER_RUNTIME_DIR=str(self.base / "runtime"),
+            JUPYTER_PLATFORM_DIRS="1",
+            MMSP_CACHE_DIR=str(self.base / "cache"),
+            PYTHONUNBUFFERED="1",
+        )
+        env.pop("JPY_SESSION_NAME", None)
+        env.update(self.extra_env)
+        cmd = [
+            sys.executable, "-m", "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.terminals_enabled=False",
+            '--ServerApp.jpserver_extensions={"jupyter_lsp": False}',
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly",
+        ]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.base)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited ({self.proc.returncode}):\n{self.log_tail()}")
+            try:
+                self.api("GET", "/api/status", timeout=2)
+                return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"jupyter lab did not answer /api/status in {timeout} s:\n{self.log_tail()}")
+                time.sleep(0.2)
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def api(self, method: str, path: str, body: Any = None, timeout: float = 10) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req.add_header("Authorization", f"token {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+        return json.loads(raw) if raw else None
+
+    def page_url(self, path: str) -> str:
+        sep = "&" if "?" in path else "?"
+        return f"{self.url}{path}{sep}token={self.token}"
+
+    def write_notebook(self, name: str, *sources: str) -> str:
+        import nbformat
+
+        nb = nbformat.v4.new_notebook()
+        # a kernelspec, or JupyterLab asks for a kernel in a dialog that blocks the page
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+        nb.metadata["language_info"] = {"name": "python"}
+        nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+        nbformat.write(nb, str(self.root / name))
+        return name
+
+    def shutdown_kernels(self) -> None:
+        """Shut every session's kernel down (between tests: two cores, keep them free)."""
+        try:
+            for s in self.api("GET", "/api/sessions"):
+                self.api("DELETE", f"/api/sessions/{s['id']}")
+            for k in self.api("GET", "/api/kernels"):
+                self.api("DELETE", f"/api/kernels/{k['id']}")
+        except (urllib.error.URLError, OSError):
+            pass
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.shutdown_kernels()
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc = None
+
+
+# --------------------------------------------------------------------------- page helpers
+# Records what the live views (the TurnView widgets, ``.mmsp-turn``) showed: ``__seen[k]`` is when
+# ``k`` first showed in a turn that was still streaming (``live:k`` in any state, as the last ops
+# batch of a turn also ends it), ``__live`` the longest text each area showed. Installed before the
+# page loads; ``window.__recorderOff = true`` stops it (where it would add to what is measured).
+STREAM_RECORDER = r"""
+(() => {
+  window.__seen = {};
+  window.__live = {thinking: '', text: '', args: '', output: '', names: []};
+  const mark = (k) => { if (!window.__seen[k]) window.__seen[k] = performance.now(); };
+  const keep = (k, s) => { if (s.length > window.__live[k].length) window.__live[k] = s; };
+  const look = () => {
+    if (window.__recorderOff) return;
+    for (const t of document.querySelectorAll('.mmsp-turn')) {
+      const streaming = t.getAttribute('data-status') === 'streaming';
+      const both = (k) => { mark('live:' + k); if (streaming) mark(k); };
+      if (t.querySelector('.mmsp-status .mmsp-streaming')) both('indicator');
+      for (const th of t.querySelectorAll('.mmsp-thinking .mmsp-thinking-body'))
+        if (th.textContent.trim()) { both('thinking'); keep('thinking', th.textContent); }
+      for (const x of t.querySelectorAll('.mmsp-text')) if (x.textContent.trim()) { both('text'); keep('text', x.textContent); }
+      for (const n of t.querySelectorAll('.mmsp-tool .mmsp-tool-name')) if (n.textContent) {
+        both('tool:' + n.textContent);
+        if (!window.__live.names.includes(n.textContent)) window.__live.names.push(n.textContent);
+      }
+      for (const a of t.querySelectorAll('.mmsp-tool .mmsp-tool-args')) keep('args', a.textContent);
+      for (const o of t.querySelectorAll('.mmsp-tool .mmsp-tool-output')) if (o.textContent) { both('tool_result'); keep('output', o.textContent); }
+      if (t.querySelector('.mmsp-image img.mmsp-img')) both('image');
+      if (t.querySelector('.mmsp-footer .mmsp-tokens')) both('footer');
+    }
+  };
+  let queued = false;
+  const start = () => new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => { queued = false; look(); });
+  }).observe(document.documentElement, {subtree: true, childList: true, characterData: true, attributes: true,
+                                         attributeFilter: ['data-status', 'src']});
+  if (document.documentElement) start(); else document.addEventListener('DOMContentLoaded', start);
+})();
+"""
+
+# Any alert/confirm/prompt, and any script, on* attribute or javascript: URL that reaches an output
+# area (checked on every node added to the page, so also the live views' intermediate states).
+XSS_TRAP = r"""
+(() => {
+  window.__xss = [];
+  window.__xssNodes = [];
+  for (const name of ['alert', 'confirm', 'prompt']) {
+    const orig = window[name];
+    window[name] = function (...args) { window.__xss.push(name + ':' + String(args[0])); return orig.apply(this, args); };
+  }
+  const bad = (el) => {
+    if (el.nodeType !== 1 || !el.closest('.jp-OutputArea-output')) return;
+    for (const e of [el, ...el.querySelectorAll('*')]) {
+      if (e.tagName === 'SCRIPT') window.__xssNodes.push('script: ' + e.textContent.slice(0, 60));
+      for (const a of e.attributes) {
+        if (/^on/i.test(a.name)) window.__xssNodes.push(e.tagName + ' ' + a.name + '=' + a.value);
+        if (/^(href|src|action|formaction|xlink:href)$/i.test(a.name) && /^\s*javascript:/i.test(a.value))
+          window.__xssNodes.push(e.tagName + ' ' + a.name + '=' + a.value);
+      }
+    }
+  };
+  const start = () => new MutationObserver((records) => {
+    for (const r of records) {
+      if (r.type === 'attributes') bad(r.target);
+      else for (const n of r.addedNodes) bad(n);
+    }
+  }).observe(document.documentElement, {subtree: true, childList: true, attributes: true});
+  if (document.documentElement) start(); else document.addEventListener('DOMContentLoaded', start);
+})();
+"""
+
+LONGTASK_OBSERVER = r"""
+() => {
+  window.__longtasks = [];
+  window.__longtaskObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) window.__longtasks.push(
+      {name: e.name, start: Math.round(e.startTime), duration: Math.round(e.duration),
+       attribution: (e.attribution || []).map((a) => a.containerType + ':' + (a.containerSrc || a.containerName || ''))});
+  });
+  window.__longtaskObserver.observe({type: 'longtask'});
+  window.__observeFrom = performance.now();
+  return PerformanceObserver.supportedEntryTypes.includes('longtask');
+}
+"""
+
+
+def save_screenshot(page: Any, name: str, full_page: bool = True) -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), full_page=full_page)
+    return path
