@@ -32,7 +32,8 @@ class TurnRun:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def notify(self) -> None:
-        self.changed.set()
+        if not self.changed.is_set():
+            self.changed.set()
 
     def abort(self, reason: str = "cancelled by the user") -> None:
         self.signal.abort(reason)
@@ -64,30 +65,34 @@ async def run_turn(
         trace: Write the timing sidecar next to the trace.
         save_trace_here: Save the mmsp trace from here (the mmsp wire client leaves it to its server).
 
-    The conversation records the turn only when it completes: a failed, cut-off or cancelled turn
-    leaves the history as it was before the turn began, as mmsp's stateful calls do.
+    The conversation records the turn only when it completes, as mmsp's stateful calls record a call
+    only at its stop event: a failed, cut-off or cancelled turn leaves the history as it was. Each
+    step streams through mmsp's ``streaming_response`` with the history so far (what
+    ``streaming_response_stateful`` sends), and the history is stored back in the client once the
+    turn completes; two turns of one conversation at once are refused with mmsp's
+    ``ConcurrentCallError``.
     """
+    from mmsp import ConcurrentCallError
+
     turn = run.turn
-    before = client.get_history()
+    if id(client) in _in_flight:
+        turn.fail_before_stream(ConcurrentCallError(type(client).__name__))
+        run.notify()
+        run.finished.set()
+        return turn
+    _in_flight.add(id(client))
+    history = client.get_history()
     next_message = message
     try:
         for step_no in range(max_steps):
             state = turn.new_step()
-            history_len = len(client.get_history())
-            turn_index = _assistant_count(client.get_history())
+            turn_index = _assistant_count(history)
+            request = history + [next_message]
             with turn.lock:
                 state.mark_request_sent()
             run.notify()
             try:
-                stream = client.streaming_response_stateful(message=next_message, config=config, signal=run.signal)
-                async for event in stream:
-                    with turn.lock:
-                        state.feed(event)
-                    for listener in run.listeners:
-                        listener(event)
-                    run.notify()
-                with turn.lock:
-                    state.finish()
+                await _consume(run, client, request, config, state)
             except (Exception, asyncio.CancelledError) as exc:
                 with turn.lock:
                     state.fail(exc)
@@ -96,11 +101,12 @@ async def run_turn(
             finally:
                 run.notify()
                 if trace and config.get("trace_id"):
-                    _write_sidecar(turn, state, config["trace_id"], turn_index, history_len + 1)
+                    _write_sidecar(turn, state, config["trace_id"], turn_index, len(request))
             if state.status != "complete":
                 break
+            history = request + [state.message()]
             if save_trace_here and config.get("trace_id"):
-                _save_trace(client, turn, config)
+                _save_trace(history, turn, config)
             calls = [item for item in state.items if item.kind == "tool_call" and item.done is not None]
             if not calls or not tools:
                 break
@@ -120,19 +126,66 @@ async def run_turn(
             next_message = {"role": "user", "content_items": results}
             with turn.lock:
                 turn.tool_messages.append(next_message)
+        if turn.status == "complete":
+            client.set_history(history)
     finally:
-        if turn.status != "complete":
-            # a turn that did not complete records nothing, whatever steps of it did
-            client.set_history(before)
+        _in_flight.discard(id(client))
         run.notify()
         run.finished.set()
     return turn
 
 
-def _save_trace(client: Any, turn: Turn, config: dict[str, Any]) -> None:
+_in_flight: set[int] = set()  # clients with a turn streaming (touched on the worker loop only)
+
+
+async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], config: dict[str, Any],
+                   state: Any) -> None:
+    """Feed one stream into ``state``; the turn's AbortSignal cancels it at any point.
+
+    The signal is watched once for the whole stream rather than handed to mmsp, which would race
+    every single event against it: the abort cancels the reading task, which closes mmsp's stream
+    and with it the provider's request.
+    """
+    turn = run.turn
+
+    async def read() -> None:
+        stream = client.streaming_response(messages=messages, config=config)
+        try:
+            async for event in stream:
+                with turn.lock:
+                    state.feed(event)
+                for listener in run.listeners:
+                    listener(event)
+                run.notify()
+        finally:
+            await stream.aclose()
+        with turn.lock:
+            state.finish()
+
+    reader = asyncio.ensure_future(read())
+    aborted = asyncio.ensure_future(run.signal.wait())
+    try:
+        await asyncio.wait({reader, aborted}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        reader.cancel()
+        raise
+    finally:
+        if not aborted.done():
+            aborted.cancel()
+    if not reader.done():
+        reader.cancel(run.signal.reason)
+        try:
+            await reader
+        except asyncio.CancelledError:
+            pass
+        raise asyncio.CancelledError(run.signal.reason)
+    reader.result()
+
+
+def _save_trace(history: list[dict[str, Any]], turn: Turn, config: dict[str, Any]) -> None:
     from mmsp.integration.tracer import Tracer
 
-    Tracer().save_history(turn.model, client.get_history(), config["trace_id"], config)
+    Tracer().save_history(turn.model, history, config["trace_id"], config)
 
 
 def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, message_index: int) -> None:

@@ -178,16 +178,22 @@ def render_html(turn: Any, vm: dict[str, Any] | None = None) -> str:
     return "".join(parts)
 
 
-def render_text(turn: Any, vm: dict[str, Any] | None = None) -> str:
-    """The static view of a turn as plain text."""
+def _cap(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit:,} more characters: the whole text is in the HTML and in the Turn]"
+
+
+def render_text(turn: Any, vm: dict[str, Any] | None = None, limit: int | None = None) -> str:
+    """The static view of a turn as plain text; ``limit`` caps each text and thinking item."""
     vm = vm or view_model(turn)
     out = []
     for item in vm["items"]:
         kind = item["kind"]
         if kind == "thinking":
-            out.append(f"[thinking] {item.get('text', '')}")
+            out.append(f"[thinking] {_cap(item.get('text', ''), limit)}")
         elif kind == "text":
-            out.append(item.get("text", ""))
+            out.append(_cap(item.get("text", ""), limit))
         elif kind == "tool_call":
             args = json.dumps(item["arguments"], ensure_ascii=False) if item.get("arguments") is not None else item.get("text", "")
             line = f"[tool call] {item.get('name')}({args})"

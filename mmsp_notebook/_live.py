@@ -21,6 +21,7 @@ from ._view import OpsTracker, view_model
 __all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "in_kernel"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+PLAIN_LIMIT = 8000  # characters of each text item in the finished output's text/plain
 
 
 def in_kernel() -> bool:
@@ -94,24 +95,9 @@ class WidgetLive(LiveView):
             from ._html import render_events
 
             extra = render_events(turn)
-        self.handle.update({"text/html": render_html(turn, vm) + extra, "text/plain": render_text(turn, vm)},
-                           raw=True)
-
-
-class HTMLLive(LiveView):
-    """A front end without widgets: the static HTML, updated in place at the bounded rate."""
-
-    def start(self, turn: Turn) -> None:
-        from IPython.display import display
-
-        self.handle = display({"text/html": render_html(turn), "text/plain": ""}, raw=True, display_id=True)
-
-    def update(self, turn: Turn) -> None:
-        self.handle.update({"text/html": render_html(turn), "text/plain": ""}, raw=True)
-
-    def finish(self, turn: Turn) -> None:
-        vm = view_model(turn)
-        self.handle.update({"text/html": render_html(turn, vm), "text/plain": render_text(turn, vm)}, raw=True)
+        # text/plain is the fallback of front ends without HTML; the HTML carries the whole turn
+        plain = render_text(turn, vm, limit=PLAIN_LIMIT)
+        self.handle.update({"text/html": render_html(turn, vm) + extra, "text/plain": plain}, raw=True)
 
 
 class TextLive(LiveView):

@@ -80,6 +80,10 @@ class ItemState:
     done: dict[str, Any] | None = None
     ended: float | None = None
     tool_run: ToolRun | None = None
+    # what feed's fast path accepts as the next fragment (unset: every fragment takes the full checks)
+    delta_type: str = ""
+    field: str = ""
+    chunk_type: type = type(None)
     _joined: Any = None
     _joined_n: int = -1
 
@@ -165,6 +169,7 @@ class TurnState:
         self.stopped: float | None = None
         self.ended: float | None = None
         self.version = 0  # bumped on every change, for views that poll
+        self._open: ItemState | None = None  # the open group, for feed's fast path
 
     # ------------------------------------------------------------------ feeding
     def mark_request_sent(self) -> None:
@@ -180,6 +185,7 @@ class TurnState:
         return None
 
     def _violation(self, index: int, reason: str, event: Any) -> ProtocolError:
+        self._open = None
         error = ProtocolError(index, reason, event)
         self.status = "error"
         self.error = error
@@ -193,6 +199,39 @@ class TurnState:
         Raises:
             ProtocolError: The event breaks the grammar; the state is then ``"error"``.
         """
+        # the common case first: one more fragment of the open group, checked field by field as below
+        current = self._open
+        if current is not None and type(event) is dict:
+            items = event.get("content_items")
+            if (
+                event.get("event_type") == "delta"
+                and type(items) is list
+                and len(items) == 1
+                and event.get("usage_metadata") is None
+                and event.get("finish_reason") is None
+            ):
+                item = items[0]
+                if (
+                    type(item) is dict
+                    and item.get("type") == current.delta_type
+                    and "fidelity" not in item
+                    and not item.get("name")
+                    and not item.get("tool_call_id")
+                    and type(item.get(current.field)) is current.chunk_type
+                ):
+                    chunk = item[current.field]
+                    now = self._clock()
+                    current.chunks.append(chunk)
+                    current.size += len(chunk)
+                    self.events.append(event)
+                    self.event_times.append(now)
+                    if event.get("created_at") is not None:
+                        self.created_at = event["created_at"]
+                    self.version += 1
+                    return current
+        return self._feed(event)
+
+    def _feed(self, event: dict[str, Any]) -> ItemState | None:
         index = len(self.events)
         now = self._clock()
         if self.request_sent is None:
@@ -276,6 +315,11 @@ class TurnState:
             current.tool_call_id = item.get("tool_call_id") or ""
             current.mime_type = item.get("mime_type") or ""
             self.items.append(current)
+            if growing in ("text", "thinking", "arguments"):
+                current.delta_type, current.field, current.chunk_type = item["type"], growing, str
+            elif growing == "data":
+                current.delta_type, current.field, current.chunk_type = item["type"], growing, bytes
+            self._open = current
         elif fidelity and current.fidelity is not None and fidelity != current.fidelity:
             raise self._violation(index, f"item {current.index} carried two different fidelity payloads", event)
         if fidelity:
@@ -309,6 +353,7 @@ class TurnState:
                 raise self._violation(index, "tool_call.done names another tool than its first delta", event)
         if current.fidelity is not None and item.get("fidelity") not in (None, current.fidelity):
             raise self._violation(index, f"{item['type']} carries another fidelity than its deltas", event)
+        self._open = None
         current.done = item
         current.status = "done"
         current.ended = now

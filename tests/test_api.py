@@ -235,3 +235,14 @@ def test_usage_frame_dtypes(fresh_session):
     assert str(df["prompt_tokens"].dtype) == "Int64" and df["prompt_tokens"].isna().tolist() == [False, True]
     assert str(df["model"].dtype) == "category"
     assert df["cost"].isna().all()
+
+
+def test_two_turns_of_one_conversation_at_once_are_refused(fresh_session):
+    first_run, first = launch("hello", model="demo+tps=200")
+    second_run, second = launch("again", model="demo+tps=200")
+    a, b = first.result(timeout=30), second.result(timeout=30)
+    statuses = sorted([a.status, b.status])
+    assert statuses == ["complete", "error"]
+    refused = a if a.status == "error" else b
+    assert type(refused.error).__name__ == "ConcurrentCallError"
+    assert len(fresh_session.conversation(None).history()) == 2

@@ -1,0 +1,197 @@
+"""Benchmarks of the %%mmsp live view, measured side by side in one run.
+
+1. Bytes sent to the front end for a 20,000-token demo answer: this view (coalesced ops over the
+   widget comm + the one final static rendering) vs the naive way (update a Markdown display with
+   the whole text on every delta). Goal: <= 3x the answer's own size (+ a constant), >= 100x less
+   than naive.
+2. Overhead: consuming the same instant-mode demo stream with the live view (comm captured) vs bare
+   iteration over mmsp's stream. Goal: <= 1.15x.
+3. Front-end message rate: <= 30 per second, and a final update always sent.
+
+Run: ``.venv/bin/python bench/bench_magic.py [--tokens 20000] [--rounds 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from jupyter_client.session import json_packer as pack  # noqa: E402  (what the kernel sends: UTF-8 JSON)
+
+import mmsp_notebook._live as live_mod  # noqa: E402
+from mmsp_notebook import _session  # noqa: E402
+from mmsp_notebook._api import launch  # noqa: E402
+from mmsp_notebook._live import WidgetLive, drive  # noqa: E402
+from mmsp_notebook._worker import run_sync  # noqa: E402
+
+
+class CountingPublisher:
+    """Stands in for the kernel's display publisher: counts the JSON bytes of every publish."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.count = 0
+        self.times: list[float] = []
+
+    def publish(self, data: Any, metadata: Any = None, source: Any = None, *, transient: Any = None,
+                update: bool = False, **kw: Any) -> None:
+        self.bytes += len(pack({"data": data, "metadata": metadata or {}, "transient": transient or {}}))
+        self.count += 1
+        self.times.append(time.monotonic())
+
+    def clear_output(self, wait: bool = False) -> None:
+        pass
+
+
+def capture_comm(widget: Any, counter: CountingPublisher) -> None:
+    original = widget.comm.send
+
+    def send(data: Any = None, metadata: Any = None, buffers: Any = None) -> None:
+        counter.bytes += len(pack(data))
+        counter.count += 1
+        counter.times.append(time.monotonic())
+        return original(data=data, metadata=metadata, buffers=buffers)
+
+    widget.comm.send = send
+
+
+BASE_URL: str | None = None  # the demo server, in a process of its own so it does not share our GIL
+
+
+def start_server() -> Any:
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "mmsp_notebook.demo", "--port", "0", "--instant"],
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    global BASE_URL
+    BASE_URL = line.strip().rsplit(" ", 1)[-1]
+    return proc
+
+
+def live_turn(model: str) -> tuple[Any, CountingPublisher, float]:
+    shell = InteractiveShell.instance()
+    pub = CountingPublisher()
+    shell.display_pub = pub
+    live = WidgetLive()
+    original_start = live.start
+
+    def start(turn: Any) -> None:
+        original_start(turn)
+        capture_comm(live.widget, pub)
+
+    live.start = start
+    live_mod._shared_view = None
+    started = time.perf_counter()
+    run, future = launch("Tell me a long story", model=model, trace=False, base_url=BASE_URL, client_type="mmsp",
+                         new=True)
+    turn = drive(run, future, live)
+    return turn, pub, time.perf_counter() - started
+
+
+def naive_bytes(turn: Any) -> tuple[int, int]:
+    """The naive way, done for real: a Markdown display updated with the whole text on every delta."""
+    from IPython.display import Markdown, display
+
+    shell = InteractiveShell.instance()
+    pub = CountingPublisher()
+    shell.display_pub = pub
+    handle = display(Markdown(""), display_id=True)
+    text = ""
+    for event in turn.events:
+        for item in event["content_items"]:
+            if item["type"] in ("text.delta", "thinking.delta"):
+                text += item.get("text") or item.get("thinking") or ""
+                handle.update(Markdown(text))
+    return pub.bytes, pub.count
+
+
+PROMPT = {"role": "user", "content_items": [{"type": "text.done", "text": "Tell me a long story"}]}
+
+
+_clients: dict[bool, Any] = {}
+
+
+async def bare(model: str, stateful: bool) -> int:
+    """Iterate mmsp's stream with nothing else: same worker loop, one client kept (as the magic keeps one)."""
+    import mmsp
+
+    client = _clients.get(stateful)
+    if client is None:
+        client = _clients[stateful] = mmsp.AutoLLMClient(model, base_url=BASE_URL, client_type="mmsp")
+    client.clear_history()
+    n = 0
+    if stateful:
+        stream = client.streaming_response_stateful(dict(PROMPT), {})
+    else:
+        stream = client.streaming_response([dict(PROMPT)], {})
+    async for _event in stream:
+        n += 1
+    return n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    sess = _session.Session()
+    _session._session = sess
+    proc = start_server()
+    model = f"demo+tokens={args.tokens}"
+    try:
+        # 1. bytes, at two sizes so the per-byte slope and the constant can be told apart
+        sizes = {}
+        for tokens in (args.tokens // 4, args.tokens):
+            turn, pub, _ = live_turn(f"demo+tokens={tokens}")
+            answer = len(turn.text.encode()) + len(turn.thinking.encode())
+            sizes[tokens] = (answer, pub.bytes, pub.count, turn)
+        (a1, b1, _, _), (a2, b2, count, turn) = sizes[args.tokens // 4], sizes[args.tokens]
+        slope = (b2 - b1) / (a2 - a1)
+        constant = b2 - slope * a2
+        naive, naive_updates = naive_bytes(turn)
+        print(f"answer size: {a2:,} bytes ({turn.usage['response_tokens']:,} response tokens)")
+        print(f"live view: {b2:,} bytes in {count} messages = {b2 / a2:.2f}x the answer")
+        print(f"  fit over {args.tokens // 4:,} and {args.tokens:,} tokens: {slope:.3f} bytes per answer byte"
+              f" + {constant:,.0f} bytes constant")
+        print(f"naive Markdown updates: {naive:,} bytes in {naive_updates:,} updates = {naive / a2:.1f}x the answer")
+        print(f"naive / live view: {naive / b2:,.0f}x")
+
+        # 2. overhead, interleaved rounds against the same server
+        live_times, bare_times, stateful_times = [], [], []
+        for _ in range(args.rounds):
+            started = time.perf_counter()
+            run_sync(bare(model, stateful=False))
+            bare_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            run_sync(bare(model, stateful=True))
+            stateful_times.append(time.perf_counter() - started)
+            _, _, elapsed = live_turn(model)
+            live_times.append(elapsed)
+        b, st, lv = (statistics.median(x) for x in (bare_times, stateful_times, live_times))
+        print(f"bare streaming_response: median {b * 1000:.0f} ms; bare streaming_response_stateful: median"
+              f" {st * 1000:.0f} ms; %%mmsp live view: median {lv * 1000:.0f} ms ({args.rounds} rounds)")
+        print(f"  live view / bare: {lv / b:.3f}x; live view / bare stateful: {lv / st:.3f}x")
+
+        # 3. message rate: instant, and a paced stream lasting several seconds
+        for label, m in (("instant", model), ("paced 3000 tok/s", f"demo+tokens={args.tokens // 2}+tps=3000")):
+            turn, pub, elapsed = live_turn(m)
+            times = pub.times
+            worst = max(sum(1 for t in times if s <= t < s + 1.0) for s in times) if times else 0
+            final_sent = pub.count > 0 and times[-1] >= turn.steps[-1].ended
+            print(f"{label}: {pub.count} messages in {elapsed:.2f} s; most in any 1 s window: {worst};"
+                  f" final update sent after the stream ended: {final_sent}")
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+if __name__ == "__main__":
+    main()
