@@ -134,8 +134,26 @@ def open_lab(page, server, name: str, workspace: str) -> None:
 
 def wait_lab_notebook(page) -> None:
     page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=60_000)
-    # the kernel is up when the status bar says so (running earlier only queues the cells)
+    # the kernel is up when the status bar says so
     page.get_by_text(re.compile(r"Python 3 \(ipykernel\) \| Idle")).wait_for(timeout=60_000)
+    wait_kernel_idle(page)
+
+
+def wait_kernel_idle(page) -> None:
+    """The notebook's toolbar shows the python3 kernel, connected and idle (JupyterLab and Notebook 7).
+
+    Before the session exists the indicator also says idle, next to "No Kernel"; a Run All then
+    does nothing.
+    """
+    page.wait_for_function(
+        """() => {
+          const p = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)') || document;
+          const e = p.querySelector('.jp-Notebook-ExecutionIndicator');
+          const k = p.querySelector('.jp-Toolbar-kernelName');
+          return !!e && e.getAttribute('data-status') === 'idle' && !!k && /Python 3/.test(k.textContent);
+        }""",
+        timeout=60_000,
+    )
 
 
 def cells(page):
@@ -143,8 +161,17 @@ def cells(page):
 
 
 def run_all_via_menu(page) -> None:
-    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    """Run → Run All Cells; once more if nothing was even queued (the first prompt still ``[ ]``)."""
+    for attempt in range(2):
+        page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+        page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+        first = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell, #main-panel .jp-Cell").first
+        try:
+            first.locator(".jp-InputPrompt", has_text=re.compile(r"\[(\*|\d+)\]")).first.wait_for(timeout=10_000)
+            return
+        except Exception:
+            if attempt:
+                raise
 
 
 def run_cell(page, index: int) -> None:
@@ -445,6 +472,8 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
         "import pathlib\nmsg = chat.history[-1]\n"
         "pathlib.Path('answer.md').write_text(''.join(i.get('text', '') for i in msg['content_items'] "
         "if i['type'] == 'text.done'))\nprint('messages', chat.message_count, chat.message_bytes)",
+        "%load_ext mmsp_notebook",
+        "%%mmsp -m demo+tokens=20000\nWrite a long report",
     )
     open_lab(page, server, name, "long")
     run_cell(page, 0)
@@ -461,9 +490,9 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
     wait_text(chat.locator("button.mmsp-send"), "Send")
     streamed = time.monotonic() - started
     page.wait_for_timeout(500)  # the final render, and the observer's last batch
-    tasks = page.evaluate("window.__longtaskObserver.takeRecords().forEach((e) => window.__longtasks.push("
-                          "{name: e.name, start: Math.round(e.startTime), duration: Math.round(e.duration)}));"
-                          " window.__longtasks")
+    take = ("window.__longtaskObserver.takeRecords().forEach((e) => window.__longtasks.push("
+            "{name: e.name, start: Math.round(e.startTime), duration: Math.round(e.duration)})); window.__longtasks")
+    tasks = page.evaluate(take)
     worst = max(tasks, key=lambda t: t["duration"], default=None)
     save_screenshot(page, "lab_long.png", full_page=False)
 
@@ -472,12 +501,13 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
     wait_cell_done(page, 1)
     printed = cells(page).nth(1).locator(".jp-OutputArea-output").last.inner_text()
     count, size = (int(x) for x in re.search(r"messages (\d+) (\d+)", printed).groups())
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    (ARTIFACTS / "longtasks.json").write_text(json.dumps(
-        {"streamed_seconds": round(streamed, 2), "widget_messages": count, "widget_message_bytes": size,
-         "count": len(tasks), "worst": worst, "tasks": tasks}, indent=1))
     print(f"\n20,000-token chat answer streamed in {streamed:.1f} s as {count} widget messages ({size:,} bytes); "
           f"{len(tasks)} long tasks; worst: {worst}")
+    report = {"threshold_ms": 100,
+              "chat": {"streamed_seconds": round(streamed, 2), "widget_messages": count, "widget_message_bytes": size,
+                       "count": len(tasks), "worst": worst, "tasks": tasks}}
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "longtasks.json").write_text(json.dumps(report, indent=1))
     assert count > 5  # it did stream: coalesced ops batches, not one snapshot at the end
     source = (server.root / "answer.md").read_text()
     assert len(source.split()) > 15_000
@@ -495,8 +525,28 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
         at = next((i for i, (a, b) in enumerate(zip(shown, expected)) if a != b), min(len(shown), len(expected)))
         raise AssertionError(f"DOM text differs at {at} (len {len(shown)} vs {len(expected)}): "
                              f"{shown[at - 80:at + 80]!r} vs {expected[at - 80:at + 80]!r}")
+
+    # the same answer through %%mmsp: the live view, then the static HTML of 110 KB that replaces it
+    run_cell(page, 2)
+    wait_cell_done(page, 2)
+    page.evaluate("window.__longtaskObserver.takeRecords(); window.__longtasks = []")
+    started = time.monotonic()
+    run_cell(page, 3)
+    static_in(cells(page).nth(3)).wait_for(timeout=120_000)
+    wait_cell_done(page, 3)
+    magic_seconds = time.monotonic() - started
+    page.wait_for_timeout(500)
+    magic_tasks = page.evaluate(take)
+    magic_worst = max(magic_tasks, key=lambda t: t["duration"], default=None)
+    print(f"20,000-token %%mmsp answer streamed in {magic_seconds:.1f} s; {len(magic_tasks)} long tasks; "
+          f"worst: {magic_worst}")
+    report["magic"] = {"streamed_seconds": round(magic_seconds, 2), "count": len(magic_tasks), "worst": magic_worst,
+                       "tasks": magic_tasks}
+    (ARTIFACTS / "longtasks.json").write_text(json.dumps(report, indent=1))
     assert not page.errors, page.errors
-    assert worst is None or worst["duration"] <= 100, f"the main thread was blocked for {worst['duration']} ms: {worst}"
+    assert worst is None or worst["duration"] <= 100, f"chat: the main thread was blocked for {worst['duration']} ms: {worst}"
+    assert magic_worst is None or magic_worst["duration"] <= 100, (
+        f"%%mmsp: the main thread was blocked for {magic_worst['duration']} ms: {magic_worst}")
 
 
 # --------------------------------------------------------------------------- 5. Notebook 7
@@ -510,8 +560,7 @@ def test_notebook7_renders_the_magic_and_a_chat(page, server):
     page.goto(server.page_url(f"/notebooks/{name}"))
     nb_cells = page.locator(".jp-Notebook .jp-Cell")
     nb_cells.first.wait_for(timeout=60_000)
-    page.get_by_text(re.compile(r"Kernel status: Idle|Python 3 \(ipykernel\)")).first.wait_for(
-        state="attached", timeout=60_000)
+    wait_kernel_idle(page)
     run_all_via_menu(page)
     static = static_in(nb_cells.nth(1))
     static.wait_for(timeout=60_000)
