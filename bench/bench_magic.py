@@ -62,6 +62,7 @@ def capture_comm(widget: Any, counter: CountingPublisher) -> None:
     widget.comm.send = send
 
 
+RATE = 30.0  # the live view's update cap (--rate)
 BASE_URL: str | None = None  # the demo server, in a process of its own so it does not share our GIL
 
 
@@ -92,7 +93,7 @@ def live_turn(model: str) -> tuple[Any, CountingPublisher, float]:
     started = time.perf_counter()
     run, future = launch("Tell me a long story", model=model, trace=False, base_url=BASE_URL, client_type="mmsp",
                          new=True)
-    turn = drive(run, future, live)
+    turn = drive(run, future, live, rate=RATE)
     return turn, pub, time.perf_counter() - started
 
 
@@ -140,8 +141,11 @@ async def bare(model: str, stateful: bool) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=20000)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--rate", type=float, default=30.0, help="live view updates per second at most")
     args = parser.parse_args()
+    global RATE
+    RATE = args.rate
     sess = _session.Session()
     _session._session = sess
     proc = start_server()
