@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 import traceback
 from pathlib import Path
 from typing import Any

@@ -7,7 +7,6 @@ turn was started.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import dataclasses
 import os
@@ -19,10 +18,22 @@ from typing import Any, Callable
 from ._errors import OptionError
 from ._redact import register_secret_env
 
-__all__ = ["Settings", "Conversation", "Session", "session", "is_demo_model", "image_item", "THINKING_LEVELS"]
+__all__ = ["Settings", "Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env",
+           "THINKING_LEVELS"]
 
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 DEMO_BASES = ("demo", "demo-embed")
+
+
+def api_key_from_env(name: str | None) -> str | None:
+    """The key the variable ``name`` holds (``--api-key-env NAME``), redacted from then on; ``None`` without a name."""
+    if not name:
+        return None
+    register_secret_env(name)
+    key = os.environ.get(name)
+    if not key:
+        raise OptionError(f"the environment variable {name} is not set (it should hold the API key)")
+    return key
 
 
 def is_demo_model(model: str) -> bool:
@@ -188,12 +199,7 @@ class Session:
 
         if is_demo_model(model) and not base_url:
             return self.demo_server().client(model, client_type=client_type or "mmsp")
-        api_key = None
-        if api_key_env:
-            register_secret_env(api_key_env)
-            api_key = os.environ.get(api_key_env)
-            if not api_key:
-                raise OptionError(f"the environment variable {api_key_env} is not set (it should hold the API key)")
+        api_key = api_key_from_env(api_key_env)
         return mmsp.AutoLLMClient(model=model, api_key=api_key, base_url=base_url, client_type=client_type)
 
     async def ensure_client(self, conv: Conversation, model: str, client_type: str | None, base_url: str | None,

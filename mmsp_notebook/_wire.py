@@ -457,15 +457,12 @@ async def wire_client(sess: Any, conv: Any, turn: Any, model: str, client_type: 
     ``resolve_credentials``) and handed to the client, which sends it to the proxy, which forwards
     it and forgets it. Notes on ``turn`` what :func:`capture_wire` needs.
     """
-    import os
-
     import mmsp
     from mmsp.credentials import CLIENT_CREDENTIALS, routed_client_type
     from mmsp.utils import resolve_credentials
 
     from ._errors import OptionError
-    from ._redact import register_secret_env
-    from ._session import is_demo_model
+    from ._session import api_key_from_env, is_demo_model
 
     if is_demo_model(model) and not base_url:
         kind = client_type or "mmsp"
@@ -475,13 +472,7 @@ async def wire_client(sess: Any, conv: Any, turn: Any, model: str, client_type: 
         kind = routed_client_type(model, client_type) or client_type or ""
         if kind not in CLIENT_CREDENTIALS:
             raise OptionError(f"--wire: cannot tell which endpoint {model!r} goes to; give --client-type and --base-url")
-        api_key = None
-        if api_key_env:
-            register_secret_env(api_key_env)
-            api_key = os.environ.get(api_key_env)
-            if not api_key:
-                raise OptionError(f"the environment variable {api_key_env} is not set (it should hold the API key)")
-        api_key, resolved = resolve_credentials("WireProxy", kind, api_key, base_url)
+        api_key, resolved = resolve_credentials("WireProxy", kind, api_key_from_env(api_key_env), base_url)
         upstream = resolved or CLIENT_CREDENTIALS[kind].default_base_url
     proxy = await asyncio.to_thread(session_proxy, sess, upstream)
     tap = _tap_of(conv)

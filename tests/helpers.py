@@ -57,3 +57,22 @@ def fresh_session(tmp_path, monkeypatch):
     monkeypatch.setattr(_session, "_session", sess)
     yield sess
     sess.stop_demo()
+
+
+def html_of(cell) -> str:
+    """The text/html of a notebook cell's display outputs."""
+    return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs
+                   if o.output_type in ("display_data", "execute_result"))
+
+
+def text_of(cell) -> str:
+    """What a notebook cell printed or showed as text (errors as ``Name: value``)."""
+    parts = []
+    for o in cell.outputs:
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type in ("display_data", "execute_result"):
+            parts.append(o.get("data", {}).get("text/plain", ""))
+        elif o.output_type == "error":
+            parts.append(f"{o.ename}: {o.evalue}")
+    return "\n".join(parts)

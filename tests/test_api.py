@@ -6,7 +6,6 @@ import asyncio
 import io
 import json
 import time
-from pathlib import Path
 
 import pytest
 from helpers import fresh_session  # noqa: F401  (fixture)

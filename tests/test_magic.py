@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import queue
 import time
 
 import nbformat
 import pytest
+from helpers import html_of, text_of
 from nbclient import NotebookClient
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -27,23 +27,6 @@ def run_notebook(nb, tmp_path, monkeypatch, allow_errors=False):
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     return nb
-
-
-def html_of(cell) -> str:
-    return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs if o.output_type in
-                   ("display_data", "execute_result"))
-
-
-def text_of(cell) -> str:
-    parts = []
-    for o in cell.outputs:
-        if o.output_type == "stream":
-            parts.append(o.text)
-        elif o.output_type in ("display_data", "execute_result"):
-            parts.append(o.get("data", {}).get("text/plain", ""))
-        elif o.output_type == "error":
-            parts.append(f"{o.ename}: {o.evalue}")
-    return "\n".join(parts)
 
 
 SETUP = '''%load_ext mmsp_notebook

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
-import pytest
+from helpers import html_of as html, text_of as text
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
@@ -23,21 +23,6 @@ def run(name: str, tmp_path, monkeypatch, instant: bool = True) -> list:
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
     NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     return [cell for cell in nb.cells if cell.cell_type == "code"]
-
-
-def html(cell) -> str:
-    return "".join(o.get("data", {}).get("text/html", "") for o in cell.outputs
-                   if o.output_type in ("display_data", "execute_result"))
-
-
-def text(cell) -> str:
-    parts = []
-    for o in cell.outputs:
-        if o.output_type == "stream":
-            parts.append(o.text)
-        elif o.output_type in ("display_data", "execute_result"):
-            parts.append(o.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
 
 
 def find(cells, needle: str):

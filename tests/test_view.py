@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 from helpers import apply_ops, fresh_session  # noqa: F401
 
 from mmsp_notebook._api import launch
-from mmsp_notebook._engine import TurnRun
 from mmsp_notebook._view import OpsTracker, view_model
 
 
