@@ -5,9 +5,10 @@
 // Streaming: `StreamingMarkdown` keeps a stable prefix rendered once and re-renders only the tail.
 // The prefix ends at a blank line outside any fenced code block whose next line starts a new
 // top-level block (not indented, not a list item), where splitting the source cannot change how
-// markdown-it parses either side. When the text is finished, the concatenated HTML of the pieces
-// is compared with one full render and the DOM replaced if they differ (reference-style link
-// definitions, for instance), so the final DOM is always that of a full render.
+// markdown-it parses either side. When the text is finished and holds a reference-style link
+// definition (which may serve a link in another piece), the concatenated HTML of the pieces is
+// compared with one full render and the DOM replaced if they differ, so the final DOM is always
+// that of a full render.
 
 import MarkdownIt from "markdown-it";
 import createDOMPurify from "dompurify";
@@ -198,8 +199,11 @@ export class StreamingMarkdown {
 
   finalize() {
     this.final = true;
+    // The pieces equal a full render except where a reference-style link definition in one piece
+    // serves a link in another: only then is the whole text rendered again (a long task on a
+    // 100 KB answer, which the common case never pays).
+    if (!REF_DEF.test(this.text)) return;
     const pieces = this.stableHTML.join("") + this.tailHTML;
-    if (this.stableHTML.length === 0 && !REF_DEF.test(this.text)) return;
     const full = renderMarkdownHTML(this.text);
     if (full === pieces) return;
     this.el.textContent = "";
