@@ -271,11 +271,6 @@ class Chat(anywidget.AnyWidget):
                 await self._new_chat()
             elif kind == "retry":
                 await self._retry()
-            elif kind == "config":
-                if isinstance(content.get("model"), str):
-                    self.model = content["model"]
-                if isinstance(content.get("thinking"), str):
-                    self.thinking = content["thinking"]
         except Exception as exc:  # shown in the banner; the widget stays usable
             self.error = redact(f"{type(exc).__name__}: {exc}")
 

@@ -97,7 +97,7 @@ def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
     assert chat.error == ""
 
 
-def test_hello_gets_a_snapshot_and_config_changes_model(fresh_session):
+def test_hello_gets_a_snapshot_and_pickers_choose_the_next_turns_model(fresh_session):
     chat = Chat()
     cap = Capture(chat)
     chat.send("first")
@@ -105,8 +105,11 @@ def test_hello_gets_a_snapshot_and_config_changes_model(fresh_session):
     wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
     snap = [m for m in cap.messages if m.get("type") == "chat_snapshot"][-1]
     assert snap["chat"]["transcript"] == chat.transcript and snap["chat"]["live"] is None
-    inbound(chat, {"type": "config", "model": "demo-embed"})
-    wait_for(lambda: chat.model == "demo-embed")
+    # the pickers set the model and thinking traits (as the front end's save_changes does)
+    chat.set_state({"model": "demo-embed", "thinking": "low"})
+    turn = chat.send("embed this")
+    assert turn.model == "demo-embed" and turn.config.get("thinking_level") == "low"
+    assert turn.embeddings
 
 
 def test_history_is_settable_and_new_chat_clears(fresh_session):
