@@ -90,14 +90,10 @@ class WidgetLive(LiveView):
     def finish(self, turn: Turn) -> None:
         self.widget.push(self.tracker.ops(turn))
         vm = view_model(turn)
-        extra = ""
-        if self.events:
-            from ._html import render_events
-
-            extra = render_events(turn)
         # text/plain is the fallback of front ends without HTML; the HTML carries the whole turn
+        # (with the events table inside it, where the live view drew it)
         plain = render_text(turn, vm, limit=PLAIN_LIMIT)
-        self.handle.update({"text/html": render_html(turn, vm) + extra, "text/plain": plain}, raw=True)
+        self.handle.update({"text/html": render_html(turn, vm, events=self.events), "text/plain": plain}, raw=True)
 
 
 class TextLive(LiveView):

@@ -63,12 +63,17 @@ _GROWING = {"text": "text", "thinking": "thinking", "tool_call": "arguments", "i
 def strip_timings(text: str) -> str:
     """``text`` (a static rendering) with every duration, speed and tokens/s replaced by ``#``.
 
-    ``Thought for 1.2 s``, ``ttft 0.41 s``, ``total 2.20 s``, ``53.1 tok/s`` and tool durations
-    ``(0.00 s)`` are the only parts of a rendering that depend on when the events arrived.
+    ``Thought for 1.2 s``, ``TTFT 410 ms``, ``total 2.20 s``, ``53.1 tok/s`` and tool durations
+    (``4 ms``, ``1.25 s``, ``2 min 5 s``) are the only parts of a rendering that depend on when the
+    events arrived.
     """
     text = re.sub(r"\d+(?:\.\d+)?\s*tok/s", "# tok/s", text)
-    text = re.sub(r"\d+(?:\.\d+)?\s*s\b", "# s", text)
-    return re.sub(r"\s*\|\s*# tok/s", "", text)  # tok/s is left out of a footer when it cannot be measured
+    text = re.sub(r"\d+ min \d+ s\b", "# s", text)
+    text = re.sub(r"\d+(?:\.\d+)?\s*m?s\b", "# s", text)
+    # tok/s is left out of a footer when it cannot be measured: a text footer's "| # tok/s", an
+    # HTML footer's whole stat
+    text = re.sub(r'(?:<span class="mmsp-sep">[^<]*</span>)?<span class="mmsp-stat"[^>]*># tok/s</span>', "", text)
+    return re.sub(r"\s*\|\s*# tok/s", "", text)
 
 
 # ---------------------------------------------------------------------------------------------- loading

@@ -48,7 +48,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._html import CSS
 from ._view import event_row
 
 __all__ = ["Wire", "Exchange", "Frame", "split_timed_frames", "pair_events", "render_wire_html",
@@ -344,14 +343,24 @@ def _cut(raw: str, limit: int = LINE_LIMIT) -> str:
     return "\n".join(out)
 
 
-_WIRE_CSS = (".mmsp-wire table{font-size:.85em;width:100%}.mmsp-wire td{vertical-align:top}"
-             ".mmsp-wire pre{margin:0;max-height:12em}.mmsp-wire .mmsp-ev{white-space:nowrap}"
-             ".mmsp-wire tr.mmsp-quiet td{color:var(--jp-ui-font-color2,#888)}")
+# The wire's own stylesheet, scoped under .mmsp-wire (a turn's static view has the widget's).
+_WIRE_CSS = (
+    ".mmsp-wire{font-family:var(--jp-content-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,inherit);"
+    "line-height:1.5;max-width:100%}"
+    ".mmsp-wire pre{background:var(--jp-layout-color2,#f5f5f5);padding:.4em;overflow:auto;white-space:pre-wrap}"
+    ".mmsp-wire table{border-collapse:collapse}.mmsp-wire td,.mmsp-wire th{border:1px solid "
+    "var(--jp-border-color2,#ccc);padding:2px 6px}"
+    ".mmsp-wire .mmsp-warn{background:var(--jp-warn-color3,#fff3cd);padding:.3em .6em;border-radius:4px}"
+    ".mmsp-wire .mmsp-muted{color:var(--jp-ui-font-color2,#666)}"
+    ".mmsp-wire table{font-size:.85em;width:100%}.mmsp-wire td{vertical-align:top}"
+    ".mmsp-wire pre{margin:0;max-height:12em}.mmsp-wire .mmsp-ev{white-space:nowrap}"
+    ".mmsp-wire tr.mmsp-quiet td{color:var(--jp-ui-font-color2,#888)}"
+)
 
 
 def render_wire_html(wire: Wire) -> str:
     """The wire as a sanitized HTML table (every model or server string escaped)."""
-    parts = [f'<div class="mmsp-static mmsp-wire"><style>{CSS}{_WIRE_CSS}</style>']
+    parts = [f'<div class="mmsp-static mmsp-wire"><style>{_WIRE_CSS}</style>']
     if not wire.exchanges:
         parts.append('<div class="mmsp-warn">no request went through the wire proxy for this turn</div></div>')
         return "".join(parts)

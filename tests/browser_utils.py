@@ -166,7 +166,8 @@ class JupyterServer:
 
 
 # --------------------------------------------------------------------------- page helpers
-# Records what the live views (the TurnView widgets, ``.mmsp-turn``) showed: ``__seen[k]`` is when
+# Records what the live views (the TurnView widgets, ``.mmsp-turn``; not the static HTML that replaces
+# them, which has the same classes plus ``.mmsp-static``) showed: ``__seen[k]`` is when
 # ``k`` first showed in a turn that was still streaming (``live:k`` in any state, as the last ops
 # batch of a turn also ends it), ``__live`` the longest text each area showed. Installed before the
 # page loads; ``window.__recorderOff = true`` stops it (where it would add to what is measured).
@@ -178,7 +179,7 @@ STREAM_RECORDER = r"""
   const keep = (k, s) => { if (s.length > window.__live[k].length) window.__live[k] = s; };
   const look = () => {
     if (window.__recorderOff) return;
-    for (const t of document.querySelectorAll('.mmsp-turn')) {
+    for (const t of document.querySelectorAll('.mmsp-turn:not(.mmsp-static)')) {
       const streaming = t.getAttribute('data-status') === 'streaming';
       const both = (k) => { mark('live:' + k); if (streaming) mark(k); };
       if (t.querySelector('.mmsp-status .mmsp-streaming')) both('indicator');

@@ -262,19 +262,24 @@ def static_in(cell):
 
 def assert_static_turn(static, *, tool: str | None = None, tool_result: str | None = None,
                        image: bool = False) -> None:
-    assert static.locator("details.mmsp-thinking summary").first.inner_text().startswith("Thought for")
-    assert static.locator("details.mmsp-thinking").first.text_content().strip()
-    assert static.locator(".mmsp-item.mmsp-text").last.inner_text().strip()
+    """The static HTML shows the turn as the live view did: same areas, classes and styles, nothing to click."""
+    assert "mmsp-root" in static.get_attribute("class") and "mmsp-turn" in static.get_attribute("class")
+    assert_full_turn(static, tool=tool, tool_result=tool_result, image=image)
+    # finished: the thinking blocks are closed and say how long they took
+    assert static.locator(".mmsp-item.mmsp-thinking details").first.get_attribute("open") is None
+    assert static.locator(".mmsp-thinking .mmsp-summary-label").first.inner_text().startswith("Thought for")
     if tool:
-        card = static.locator(".mmsp-item.mmsp-tool").first
-        assert card.locator("code").first.text_content() == tool
-        assert card.locator("pre").last.text_content() == tool_result
-    if image:
-        img = static.locator("img[alt='image from the model']")
-        assert img.get_attribute("src").startswith("data:image/png;base64,")
-        assert img.evaluate("(i) => i.complete && i.naturalWidth > 0")
-    assert re.search(r"tokens: cached \d+ · prompt \d+ · thoughts \d+ · response \d+",
-                     static.locator(".mmsp-footer").inner_text())
+        assert static.locator(".mmsp-tool .mmsp-tool-name").first.get_attribute("title").startswith("id ")
+    # the widget's stylesheet applies (JupyterLab's sanitizer kept it): a styled tool header, a flex footer
+    styles = static.evaluate("""(el) => {
+      const cs = (sel) => { const e = el.querySelector(sel); return e ? getComputedStyle(e) : null; };
+      return {root: getComputedStyle(el).display, footer: cs('.mmsp-footer').display,
+              sep: cs('.mmsp-footer .mmsp-sep') && cs('.mmsp-footer .mmsp-sep').display,
+              head: cs('.mmsp-tool-head') && cs('.mmsp-tool-head').display};
+    }""")
+    assert styles["root"] == "flex" and styles["footer"] == "flex" and styles["sep"] == "none", styles
+    assert styles["head"] == ("flex" if tool else None), styles
+    assert static.locator("button, script, input, textarea, select").count() == 0
 
 
 # --------------------------------------------------------------------------- 1. %%mmsp in JupyterLab
@@ -303,7 +308,8 @@ def test_lab_magic_streams_thinking_text_tool_and_image(page, server):
     assert "19 degrees and clear in Paris" in tool_turn.locator(".mmsp-item.mmsp-text").last.inner_text()
     assert "2 steps" in tool_turn.locator(".mmsp-footer").inner_text()
     assert_static_turn(image_turn, image=True)
-    assert page.locator(".jp-OutputArea-output .mmsp-turn").count() == 0  # no live view left behind
+    # no live view left behind
+    assert page.locator(".jp-OutputArea-output .mmsp-turn:not(.mmsp-static)").count() == 0
     assert cells(page).nth(1).locator(".jp-OutputArea-output").last.inner_text().startswith("<Turn demo+tps=60 · complete")
     assert not page.errors, page.errors
     save_screenshot(page, "lab_magic.png")
@@ -369,12 +375,12 @@ def test_lab_xss_payloads_stay_text(page, server):
             assert payload in live[area], (area, payload, live[area][-300:])
     # ... and in the static rendering that replaced it
     for static, tool_name in ((first, "get_weather"), (second, XSS_NAME)):
-        assert static.locator(".mmsp-tool code").first.text_content() == tool_name
+        assert static.locator(".mmsp-tool .mmsp-tool-name").first.text_content() == tool_name
         shown = {
-            "thinking": static.locator("details.mmsp-thinking").first.text_content(),
+            "thinking": static.locator(".mmsp-item.mmsp-thinking .mmsp-thinking-body").first.text_content(),
             "text": static.locator(".mmsp-item.mmsp-text").last.text_content(),
-            "args": static.locator(".mmsp-tool pre").first.text_content(),
-            "output": static.locator(".mmsp-tool pre").last.text_content(),
+            "args": static.locator(".mmsp-tool .mmsp-tool-args").first.text_content(),
+            "output": static.locator(".mmsp-tool .mmsp-tool-output").last.text_content(),
         }
         for area, text in shown.items():
             for payload in PAYLOADS:
@@ -675,3 +681,86 @@ def test_bundles_render_in_a_plain_page_with_only_the_anywidget_api(browser, bun
         assert {"type": "send", "text": "hi", "images": []} in out["sent"]
     assert out["emptyAfter"] == 0  # the cleanup function removes what render added
     assert not errors, errors
+
+
+# --------------------------------------------------------------------------- 6. static HTML = live view
+SIDE_BY_SIDE = '''import io
+import mmsp_notebook
+from IPython.display import HTML, display
+from mmsp_notebook._html import render_html
+from mmsp_notebook._tools import ToolSet
+from mmsp_notebook._view import view_model
+from mmsp_notebook._widget import TurnView
+turn = mmsp_notebook.ask({prompt!r}, model="demo", tools=ToolSet({{"get_weather": get_weather}}), stream=io.StringIO())
+vm = view_model(turn)
+display(TurnView(source=turn, turn=vm))
+display(HTML(render_html(turn, vm)))
+'''
+
+# Every element of the live view and of the static HTML, walked in step (what only one side has by
+# design left out: copy buttons, hidden parts, <style>, the footer's separators), with its computed
+# style and size.
+COMPARE_STYLES = r"""(cell) => {
+  const PROPS = ['display', 'color', 'background-color', 'font-family', 'font-size', 'font-weight',
+    'font-style', 'line-height', 'text-align', 'text-decoration-line', 'white-space', 'vertical-align',
+    'margin-top', 'margin-right', 'margin-bottom', 'margin-left', 'padding-top', 'padding-right',
+    'padding-bottom', 'padding-left', 'border-top-width', 'border-bottom-width', 'border-left-width',
+    'border-right-width', 'border-top-color', 'border-radius', 'list-style-type', 'opacity', 'gap'];
+  const live = cell.querySelector('.mmsp-turn:not(.mmsp-static)');
+  const stat = cell.querySelector('.mmsp-turn.mmsp-static');
+  const walk = (el, out) => {
+    out.push(el);
+    for (const c of el.children) {
+      if (c.tagName === 'STYLE' || c.tagName === 'BUTTON' || c.hidden || c.classList.contains('mmsp-sep')) continue;
+      // JupyterLab's own additions to headings of HTML outputs (table of contents)
+      if (c.classList.contains('numbering-entry') || c.classList.contains('jp-InternalAnchorLink')) continue;
+      walk(c, out);
+    }
+    return out;
+  };
+  const a = walk(live, []), b = walk(stat, []);
+  const diffs = [];
+  if (a.length !== b.length) diffs.push(`element count ${a.length} vs ${b.length}`);
+  const name = (e) => e.tagName.toLowerCase() + (e.className ? '.' + String(e.className).trim().split(/\s+/).join('.') : '');
+  for (let k = 0; k < Math.min(a.length, b.length); k++) {
+    const [x, y] = [a[k], b[k]];
+    if (x.tagName !== y.tagName) { diffs.push(`${k}: ${name(x)} vs ${name(y)}`); break; }
+    const [sx, sy] = [getComputedStyle(x), getComputedStyle(y)];
+    for (const p of PROPS) {
+      if (sx.getPropertyValue(p) !== sy.getPropertyValue(p)) {
+        diffs.push(`${name(x)} ${p}: ${sx.getPropertyValue(p)} vs ${sy.getPropertyValue(p)}`);
+      }
+    }
+    const [rx, ry] = [x.getBoundingClientRect(), y.getBoundingClientRect()];
+    if (Math.abs(rx.width - ry.width) > 0.5 || Math.abs(rx.height - ry.height) > 0.5) {
+      diffs.push(`${name(x)} size: ${rx.width.toFixed(1)}x${rx.height.toFixed(1)} vs ${ry.width.toFixed(1)}x${ry.height.toFixed(1)}`);
+    }
+  }
+  return {count: a.length, diffs};
+}"""
+
+
+@pytest.mark.browser
+def test_lab_static_html_looks_like_the_live_view(page, server):
+    """The same finished turn as the live widget and as the static HTML: same elements, same styles, same sizes."""
+    name = server.write_notebook(
+        "lab_side_by_side.ipynb",
+        SETUP,
+        SIDE_BY_SIDE.format(prompt="Explain in a few lines what a streaming model API sends."),
+        SIDE_BY_SIDE.format(prompt="What's the weather in Paris?"),
+    )
+    open_lab(page, server, name, "side")
+    run_all_via_menu(page)
+    for index in (1, 2):
+        cell = cells(page).nth(index)
+        cell.locator(".jp-OutputArea-output .mmsp-turn.mmsp-static").wait_for(timeout=60_000)
+        cell.locator(".jp-OutputArea-output .mmsp-turn:not(.mmsp-static) .mmsp-footer .mmsp-tokens").wait_for()
+        wait_cell_done(page, index)
+    page.wait_for_timeout(300)  # images decoded, fonts settled
+    for index, kind in ((1, ".mmsp-md table"), (2, ".mmsp-tool")):
+        cell = cells(page).nth(index)
+        assert cell.locator(f".mmsp-static {kind}").count() >= 1
+        result = cell.evaluate(COMPARE_STYLES)
+        assert result["count"] > 20 and not result["diffs"], "\n".join(result["diffs"][:60])
+    assert not page.errors, page.errors
+    save_screenshot(page, "lab_side_by_side.png")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from html.parser import HTMLParser
 
 import pytest
@@ -82,19 +83,38 @@ def test_hostile_demo_stream_renders_inert_in_every_area(fresh_session):
 def test_images_and_audio_are_data_urls_of_allowed_types(fresh_session):
     turn = m.ask("draw a tree", stream=io.StringIO())
     html = render_html(turn)
-    assert '<img alt="image from the model" src="data:image/png;base64,' in html
+    assert '<img class="mmsp-img" src="data:image/png;base64,' in html
+    assert 'alt="generated image (image/png)"' in html
+    assert_inert(html)
     turn = m.ask("say something", stream=io.StringIO())
     html = render_html(turn)
-    assert '<audio controls src="data:audio/wav;base64,' in html
+    assert '<audio class="mmsp-audio-player" controls src="data:audio/wav;base64,' in html
     assert_inert(html)
+
+
+def test_media_of_other_types_or_urls_is_not_shown():
+    vm = {"status": "complete", "footer": None, "error": None, "status_text": "", "items": [
+        {"i": 0, "kind": "image", "status": "done", "mime_type": "image/svg+xml",
+         "src": "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+"},
+        {"i": 1, "kind": "image", "status": "done", "mime_type": "image/png", "src": "javascript:alert(1)"},
+        {"i": 2, "kind": "image", "status": "done", "mime_type": "image/png", "src": "https://evil.example/x.png"},
+        {"i": 3, "kind": "audio", "status": "done", "mime_type": "audio/wav", "src": "data:text/html;base64,PHNjcmlwdD4="},
+    ]}
+    html = render_html(None, vm)
+    assert_inert(html)
+    assert "<img" not in html and "<audio" not in html and "javascript:" not in html and "evil.example" not in html
+    assert html.count('<div class="mmsp-meta mmsp-rejected">') == 4
 
 
 def test_statuses_show_in_static_view(fresh_session):
     turn = m.ask("hello", model="demo+cut-text", stream=io.StringIO())
     html = render_html(turn)
+    assert 'class="mmsp-status mmsp-banner mmsp-warn"' in html and "<strong>Incomplete: </strong>" in html
     assert "ended without a stop event" in html and "RemoteProtocolError" in html
     turn = m.ask("hello", model="demo+401", stream=io.StringIO())
-    assert "UpstreamError" in render_html(turn)
+    html = render_html(turn)
+    assert 'class="mmsp-status mmsp-banner mmsp-error"' in html and "UpstreamError: " in html
+    assert 'data-status="error"' in html
     bundle = turn._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
 
@@ -116,3 +136,200 @@ def test_api_keys_never_appear_in_outputs_traces_or_transcripts(fresh_session, m
             assert secret not in path.read_text(errors="replace"), path
     for transcript in srv.transcripts:
         assert secret not in repr(vars(transcript)) if hasattr(transcript, "__dict__") else secret not in repr(transcript)
+
+
+# ---------------------------------------------------------------------------------------------- the widget's DOM
+PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+WAV = "data:audio/wav;base64,UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="
+MARKDOWN = ("# Title\n\nSome **bold** and `code`, a [link](https://example.com \"a <pre> title\").\n\n- a\n- b\n\n"
+            "1. one\n2. two\n\n> quoted\n\n| x | y |\n|---|--:|\n| 1 | 2 |\n\n```python\nprint('hi' < \"x\")\n```\n\n"
+            "```<pre>\"x\nno language\n```\n\n    indented code\n\n---\n\n~~gone~~ done.")
+FOOTER = {"usage": {"cached_tokens": 0, "prompt_tokens": 1200, "thoughts_tokens": 30, "response_tokens": 80},
+          "finish_reason": "stop", "ttft": 0.41, "total": 2.2, "tokens_per_second": 54.2, "cost": 0.0012,
+          "cost_text": "$0.0012", "steps": 2}
+
+
+def _vm(status, items, footer=None, error=None, status_text=""):
+    return {"id": "t1", "model": "demo", "status": status, "items": items, "footer": footer, "error": error,
+            "status_text": status_text}
+
+
+VMS = {
+    "every kind": _vm("complete", [
+        {"i": 0, "kind": "thinking", "status": "done", "text": "Let me think.\n  <b>Step</b> 2.", "duration": 3.25,
+         "fidelity": ["signature"]},
+        {"i": 1, "kind": "text", "status": "done", "text": MARKDOWN, "fidelity": []},
+        {"i": 2, "kind": "tool_call", "status": "done", "name": "get_weather", "tool_call_id": "c1",
+         "text": '{"city": "Paris"}', "arguments": {"city": "Paris", "days": [1, 2], "opts": {}},
+         "result": {"ok": True, "output": "18 °C", "error": None, "duration": 0.004, "running": False}},
+        {"i": 3, "kind": "tool_call", "status": "done", "name": "<b>bad</b>", "tool_call_id": None, "text": "{}",
+         "arguments": {}, "result": {"ok": False, "output": None, "error": "ValueError: no <city>", "duration": 12.5,
+                                     "running": False}},
+        {"i": 4, "kind": "tool_call", "status": "done", "name": "structured", "tool_call_id": "c3", "text": "{}",
+         "arguments": {}, "result": {"ok": True, "output": {"a": [1, 2]}, "error": None, "duration": 75.2,
+                                     "running": False}},
+        {"i": 5, "kind": "image", "status": "done", "mime_type": "image/png", "src": PNG},
+        {"i": 6, "kind": "image", "status": "done", "mime_type": "image/svg+xml", "src": "data:image/svg+xml;base64,PHN2Zz4="},
+        {"i": 7, "kind": "image", "status": "done", "mime_type": "image/png", "src": None},
+        {"i": 8, "kind": "audio", "status": "done", "mime_type": "audio/wav", "src": WAV, "seconds": 1.5},
+        {"i": 9, "kind": "audio", "status": "done", "mime_type": "audio/wav", "src": "https://x.example/a.wav"},
+        {"i": 10, "kind": "embedding", "status": "done", "dims": 64, "norm": 1.0,
+         "preview": [0.1, -0.2, 0.3, None, 0.5, 0.6, 0.7, 0.8]},
+        {"i": 11, "kind": "embedding", "status": "done", "dims": 3, "norm": None, "preview": [0.1, 0.2, 0.3]},
+        {"i": 12, "kind": "inline_thinking", "status": "done", "mime_type": "application/octet-stream",
+         "bytes": 120_000, "fidelity": ["signature"]},
+        {"i": 13, "kind": "data", "status": "done", "mime_type": "application/pdf", "bytes": 5120},
+    ], footer=FOOTER),
+    "incomplete, thinking last": _vm("incomplete", [
+        {"i": 0, "kind": "text", "status": "done", "text": "partial"},
+        {"i": 1, "kind": "thinking", "status": "done", "text": "more", "duration": None, "fidelity": []},
+    ], footer={**FOOTER, "finish_reason": "length", "tokens_per_second": None, "cost_text": "price unknown",
+               "steps": 1},
+        error={"type": "RemoteProtocolError", "message": "peer closed", "hint": "retry"},
+        status_text="ended without a stop event — the answer may be cut off"),
+    "error": _vm("error", [], footer={"usage": {}, "finish_reason": None, "ttft": None, "total": 0.1,
+                                      "tokens_per_second": None, "cost": None, "cost_text": "price unknown", "steps": 1},
+                 error={"type": "UpstreamError", "message": "401 <unauthorized>", "hint": "Set OPENAI_API_KEY"}),
+    "cancelled mid-stream": _vm("cancelled", [
+        {"i": 0, "kind": "thinking", "status": "streaming", "text": "hmm", "fidelity": []},
+        {"i": 1, "kind": "tool_call", "status": "streaming", "name": "f", "tool_call_id": "c", "text": '{"a": ',
+         "result": None},
+        {"i": 2, "kind": "tool_call", "status": "done", "name": "g", "tool_call_id": "d", "text": "{}",
+         "arguments": {}, "result": {"ok": None, "output": None, "error": None, "duration": None, "running": True}},
+        {"i": 3, "kind": "data", "status": "streaming", "mime_type": "application/pdf", "bytes": 10},
+    ], status_text="cancelled — partial output kept"),
+    "complete with a note": _vm("complete", [{"i": 0, "kind": "text", "status": "done", "text": "hi"}],
+                                footer={**FOOTER, "finish_reason": "tool_calls"}, status_text="2 tool calls skipped"),
+    "streaming": _vm("streaming", [
+        {"i": 0, "kind": "thinking", "status": "streaming", "text": "hmm", "fidelity": []},
+        {"i": 1, "kind": "tool_call", "status": "done", "name": "g", "tool_call_id": "d", "text": "{}",
+         "arguments": {}, "result": {"ok": None, "output": None, "error": None, "duration": None, "running": True}},
+        {"i": 2, "kind": "embedding", "status": "streaming"},
+    ]),
+}
+
+
+def _skeletons(cases: list[dict]) -> list[dict]:
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from helpers import require
+
+    node = shutil.which("node")
+    require(node is not None, "node")
+    here = Path(__file__).resolve().parent
+    require((here.parent / "js" / "node_modules" / "jsdom").is_dir(), "js/node_modules (cd js && npm ci)")
+    done = subprocess.run([node, str(here / "dom_skeleton.mjs")], input=json.dumps({"cases": cases}),
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def _assert_same(widget: list, static: list, what: str) -> None:
+    if widget == static:
+        return
+    at = next((k for k, (a, b) in enumerate(zip(widget, static)) if a != b), min(len(widget), len(static)))
+    raise AssertionError(f"{what}: the static DOM differs from the widget's at node {at}:\n"
+                         f"  widget: {widget[max(0, at - 2):at + 3]}\n  static: {static[max(0, at - 2):at + 3]}")
+
+
+def test_static_html_is_the_widgets_dom():
+    """render_html draws what js/src/render.js draws for the same view model: elements, classes, text."""
+    names = list(VMS)
+    results = _skeletons([{"vm": VMS[name], "html": render_html(None, VMS[name])} for name in names])
+    for name, result in zip(names, results):
+        assert len(result["widget"]) > 5, result
+        _assert_same(result["widget"], result["static"], name)
+
+
+def test_static_html_is_the_live_views_last_frame(fresh_session):
+    """A real turn, events table included: the live view fed with its ops ends as the static HTML starts."""
+    from mmsp_notebook._view import OpsTracker, view_model
+
+    cases, turns = [], []
+    for prompt, kwargs in (("weather in Paris please", {"tools": ToolSet({"get_weather": lambda city: f"sunny in {city}"})}),
+                           ("draw a tree", {}), ("say hi", {}), ("hello", {"model": "demo+cut-text"})):
+        turn = m.ask(prompt, stream=io.StringIO(), **kwargs)
+        turns.append(turn)
+        cases.append({"ops": OpsTracker(events=True).ops(turn), "html": render_html(turn, view_model(turn), events=True)})
+    assert {t.status for t in turns} == {"complete", "incomplete"}
+    for turn, result in zip(turns, _skeletons(cases)):
+        assert any(node[1] == "table" for node in result["widget"]), "no events table"
+        _assert_same(result["widget"], result["static"], f"{turn.model}: {turn.text[:40]!r}")
+
+
+def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session):
+    from pathlib import Path
+
+    from mmsp_notebook._html import CSS
+    from mmsp_notebook._view import view_model
+
+    tools = ToolSet({"get_weather": lambda city: f"sunny in {city}"})
+    turn = m.ask("weather in Paris please", tools=tools, stream=io.StringIO())
+    html = render_html(turn)
+    widget_css = (Path(m.__file__).parent / "static" / "widget.css").read_text().strip()
+    # the widget's own rules, one class more specific (.mmsp-root.mmsp-static) than the host page's
+    assert re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", widget_css) in CSS
+    assert html.count("<style>") == 1 and f"<style>{CSS}</style>" in html
+    assert '<div class="mmsp-root mmsp-turn mmsp-static" data-status="complete">' in html
+    rules = [rule for rule in CSS.replace("}", "}\n").splitlines() if "{" in rule and not rule.startswith(("@", "0%", "50%", "}"))]
+    # scoped: nothing leaks into the page (but the padding JupyterLab puts around HTML outputs only,
+    # taken off around this view so it keeps the live view's width)
+    assert rules and all(rule.startswith((".mmsp-root", ".jp-RenderedHTMLCommon:has(>.mmsp-root.mmsp-static)"))
+                         for rule in rules), [r for r in rules if not r.startswith(".mmsp-root")]
+    for tag in ("<button", "<script", "<input", "<textarea", "<select", "<form", "onclick", "contenteditable"):
+        assert tag not in html
+    assert 'class="mmsp-tool-icon" aria-hidden="true">⚙</span> <span class="mmsp-tool-label">tool call</span> ' \
+           '<code class="mmsp-tool-name" title="id ' in html
+    assert '<span class="mmsp-tool-result-label">result</span>' in html and "sunny in Paris" in html
+    assert '<span class="mmsp-badge" title="fidelity: signature">signed</span>' in html
+    assert '<details class="mmsp-details"><summary class="mmsp-summary"><span class="mmsp-summary-label">Thought for' in html
+    assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached 0 · prompt ' in html
+    assert '<span class="mmsp-sep"> · </span><span class="mmsp-stat" title="model calls in this turn">2 steps</span>' in html
+    # the events table on its own, and the one-line footer of the terminal view and text/plain
+    from mmsp_notebook._html import footer_line, render_events
+
+    events = render_events(turn, limit=3)
+    assert '<div class="mmsp-root mmsp-static"><details class="mmsp-events" open>' in events and "<td>0</td>" in events
+    assert events.count("<tr>") == 4 and "more events</div>" in events and "<button" not in events
+    assert assert_inert(events) is None and "<td>stop</td>" in render_events(turn)
+    line = footer_line(view_model(turn)["footer"])
+    assert line.startswith("tokens: cached 0 · prompt ") and " | 2 steps" in line and line in render_text(turn)
+
+
+def test_code_frames_are_added_outside_attribute_values():
+    """The widget's code frame goes around each <pre>, never inside a link title that reads "<pre>"."""
+    html = render_html(None, VMS["every kind"])
+    assert_inert(html)
+
+    class Depth(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack, self.titles, self.langs = [], [], []
+            self.in_lang = False
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag not in ("img", "br", "hr"):
+                self.stack.append(tag)
+            if tag == "a":
+                self.titles.append(attrs.get("title"))
+            self.in_lang = attrs.get("class") == "mmsp-code-lang"
+
+        def handle_startendtag(self, tag, attrs):
+            assert tag in ("img", "br", "hr"), tag
+
+        def handle_endtag(self, tag):
+            assert self.stack and self.stack.pop() == tag, (tag, self.stack)
+
+        def handle_data(self, data):
+            if self.in_lang:
+                self.langs.append(data)
+
+    parser = Depth()
+    parser.feed(html)
+    assert parser.stack == [] and parser.titles == ["a <pre> title"]
+    assert html.count('<div class="mmsp-code">') == html.count("<pre>") == 3
+    assert parser.langs == ["python", '<pre>"x']
+    assert '<span class="mmsp-code-lang">&lt;pre&gt;&quot;x</span>' in html

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import time
 
 import nbformat
@@ -64,17 +65,24 @@ def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
     assert sum(1 for s in state.values() if s["model_name"] == "AnyModel") == 1
     html = html_of(first)
     assert "Thought for" in html and "<h2>" in html and "<table>" in html and "<pre><code" in html
-    assert "tokens: cached" in html and "price unknown" in html
+    assert '<div class="mmsp-root mmsp-turn mmsp-static" data-status="complete">' in html
+    assert '<div class="mmsp-code"><div class="mmsp-code-bar">' in html and "<button" not in html
+    assert ">tokens cached " in html and ">price unknown</span>" in html
     # the cell's value is the turn's one-line summary (the live view already shows the turn)
     value = [o for o in first.outputs if o.output_type == "execute_result"][0]["data"]["text/plain"]
     assert value.startswith("<Turn demo · complete")
     tool_html = html_of(cells[2])
-    assert "tool call</span> <code>get_weather" in tool_html and "19 degrees and clear in Lisbon" in tool_html and "2 steps" in tool_html
-    assert '<img alt="image from the model" src="data:image/png;base64,' in html_of(cells[3])
-    assert '<audio controls src="data:audio/wav;base64,' in html_of(cells[4])
+    assert re.search(r'<span class="mmsp-tool-label">tool call</span> <code class="mmsp-tool-name"[^>]*>get_weather</code>',
+                     tool_html)
+    assert '<pre class="mmsp-tool-output">19 degrees and clear in Lisbon</pre>' in tool_html and ">2 steps</span>" in tool_html
+    assert '<img class="mmsp-img" src="data:image/png;base64,' in html_of(cells[3])
+    assert '<audio class="mmsp-audio-player" controls src="data:audio/wav;base64,' in html_of(cells[4])
     assert "embedding · 64 dims" in html_of(cells[5])
     events_html = html_of(cells[6])
-    assert "UniEvents</summary>" in events_html and "thinking.delta" in events_html and "<td>stop</td>" in events_html
+    # the events table is inside the turn's view, after its footer, as the live view draws it
+    assert re.search(r'<span>events </span><span class="mmsp-meta">\(\d+\)</span></summary>', events_html)
+    assert events_html.index('class="mmsp-footer"') < events_html.index('<table class="mmsp-events-table">')
+    assert "thinking.delta" in events_html and "<td>stop</td>" in events_html
     json_text = text_of(cells[8])
     assert "{'k': 1}" in json_text and '{"x": 1}' in json_text and '{"a": {"b": [1, 2]}}' in json_text
     assert "complete stop 19 degrees and clear in Lisbon 2" in text_of(cells[9])
@@ -139,7 +147,7 @@ def test_bad_options_give_a_one_line_usage_error_and_strict_raises(tmp_path, mon
     assert "enormous" in text_of(c[1]) and "no_such_function" in text_of(c[3])
     assert "TurnError" in text_of(c[5])
     assert "TurnError" in text_of(c[7]) and "incomplete" in text_of(c[7])
-    assert "finish: length (truncated)" in html_of(c[9])
+    assert '<span class="mmsp-stat mmsp-truncated" title="the model stopped at its output token limit">⚠ truncated (length)</span>' in html_of(c[9])
     assert text_of(c[10]).strip() == "length"
     help_text = json.dumps([o.get("data", {}) for o in c[11].outputs]) + text_of(c[11])
     assert "--api-key-env" in help_text and "--tools" in help_text
@@ -185,7 +193,7 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(tmp_path, mo
         live = [m for m in outputs if m["msg_type"] == "display_data"][0]
         assert WIDGET in live["content"]["data"]  # streamed into the widget first
         final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
-        assert "tokens: cached" in final["content"]["data"]["text/html"]
+        assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached ' in final["content"]["data"]["text/html"]
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -33,7 +34,8 @@ def find(cells, needle: str):
 def test_two_layers(tmp_path, monkeypatch):
     cells = run("two-layers.ipynb", tmp_path, monkeypatch)
     events = html(find(cells, "%%mmsp --events --tools"))
-    assert "UniEvents</summary>" in events
+    assert re.search(r'<span>events </span><span class="mmsp-meta">\(\d+\)</span></summary>', events)
+    assert '<details class="mmsp-events" open>' in events and '<table class="mmsp-events-table">' in events
     for kind in ("thinking.delta", "thinking.done", "tool_call.delta", "tool_call.done", "<td>stop</td>"):
         assert kind in events
     assert "'tool_call.delta': 4" in text(find(cells, "Counter("))
@@ -74,11 +76,13 @@ def test_protocols(tmp_path, monkeypatch):
 def test_tools(tmp_path, monkeypatch):
     cells = run("tools.ipynb", tmp_path, monkeypatch)
     one = html(find(cells, "-o one"))
-    assert "get_weather" in one and "19 degrees and clear in Paris" in one and "2 steps" in one
+    assert ">get_weather</code>" in one and '<pre class="mmsp-tool-output">19 degrees and clear in Paris</pre>' in one
+    assert ">2 steps</span>" in one
     assert "tool_result.done" in text(find(cells, "for message in one.messages"))
     assert "Rome" in text(find(cells, "two.tool_calls"))
     failing = html(find(cells, "-o failing"))
-    assert "→ raised" in failing and "ConnectionError: market data feed unreachable for ACME" in failing
+    assert '<div class="mmsp-tool-result mmsp-err">' in failing and '<span class="mmsp-tool-result-label">error</span>' in failing
+    assert "ConnectionError: market data feed unreachable for ACME" in failing
     bad = html(find(cells, "demo+bad-args"))
     assert "ToolCallArgumentParseError" in bad and "not a JSON object" in bad
     assert "error ToolCallArgumentParseError" in text(find(cells, "print(bad.status"))
@@ -87,9 +91,9 @@ def test_tools(tmp_path, monkeypatch):
 
 def test_multimodal(tmp_path, monkeypatch):
     cells = run("multimodal.ipynb", tmp_path, monkeypatch)
-    assert '<img alt="image from the model" src="data:image/png;base64,' in html(find(cells, "draw a lighthouse"))
+    assert '<img class="mmsp-img" src="data:image/png;base64,' in html(find(cells, "draw a lighthouse"))
     assert "image/png" in text(find(cells, "pic.images[0]"))
-    assert '<audio controls src="data:audio/wav;base64,' in html(find(cells, "say good morning"))
+    assert '<audio class="mmsp-audio-player" controls src="data:audio/wav;base64,' in html(find(cells, "say good morning"))
     assert "0.60 s of audio" in text(find(cells, "clip = voice.audio[0]"))
     assert "embedding · 64 dims" in html(find(cells, "-m demo-embed"))
     similarity = html(find(cells, "similarity = pd.DataFrame"))
