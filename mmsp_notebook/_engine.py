@@ -150,13 +150,17 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
 
     async def read() -> None:
         stream = client.streaming_response(messages=messages, config=config)
+        # the hot loop of a turn: one pass per UniEvent, names bound once
+        feed, lock, listeners, changed = state.feed, turn.lock, run.listeners, run.changed
         try:
             async for event in stream:
-                with turn.lock:
-                    state.feed(event)
-                for listener in run.listeners:
-                    listener(event)
-                run.notify()
+                with lock:
+                    feed(event)
+                if listeners:
+                    for listener in listeners:
+                        listener(event)
+                if not changed.is_set():
+                    changed.set()
         finally:
             await stream.aclose()
         with turn.lock:

@@ -38,6 +38,7 @@ GROWING_FIELD = {
     "embedding": "embedding",
 }
 FINISH_REASONS = ("stop", "length", "tool_call", "unknown")
+_MISSING = object()
 _USAGE_KEYS = ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens")
 
 
@@ -154,7 +155,13 @@ class TurnState:
         self._clock = clock
         self._wall = wall
         self.items: list[ItemState] = []
-        self.events: list[dict[str, Any]] = []
+        # each event is kept as its one content item (None for the stop event) and its created_at, and
+        # rebuilt when read: a turn of 20,000 events then holds 20,000 small dicts that the garbage
+        # collector untracks, not 60,000 containers it scans again and again while the turn streams
+        self._ev_items: list[Any] = []
+        self._ev_created: list[Any] = []
+        self._ev_raw: dict[int, dict[str, Any]] = {}  # events with other fields, kept as they came
+        self._events: list[dict[str, Any]] = []
         self.event_times: list[float] = []
         self.status: Status = "streaming"
         self.usage: dict[str, Any] | None = None
@@ -220,19 +227,22 @@ class TurnState:
                     and type(item.get(current.field)) is current.chunk_type
                 ):
                     chunk = item[current.field]
-                    now = self._clock()
                     current.chunks.append(chunk)
                     current.size += len(chunk)
-                    self.events.append(event)
-                    self.event_times.append(now)
-                    if event.get("created_at") is not None:
-                        self.created_at = event["created_at"]
+                    created = event.get("created_at", _MISSING)
+                    if len(event) != 6 or not self._STANDARD_KEYS.issuperset(event) or event.get("role") != "assistant":
+                        self._ev_raw[len(self._ev_items)] = event
+                    self._ev_items.append(item)
+                    self._ev_created.append(created)
+                    self.event_times.append(self._clock())
+                    if created is not None and created is not _MISSING:
+                        self.created_at = created
                     self.version += 1
                     return current
         return self._feed(event)
 
     def _feed(self, event: dict[str, Any]) -> ItemState | None:
-        index = len(self.events)
+        index = len(self._ev_items)
         now = self._clock()
         if self.request_sent is None:
             self.request_sent = now
@@ -273,7 +283,7 @@ class TurnState:
             touched = self._delta(index, event, item, kind, current, now)
         else:
             touched = self._done(index, event, item, kind, current, now)
-        self.events.append(event)
+        self._record(event, item)
         self.event_times.append(now)
         if event.get("created_at") is not None:
             self.created_at = event["created_at"]
@@ -387,10 +397,34 @@ class TurnState:
         self.created_at = event.get("created_at")
         self.stopped = self.ended = now
         self.status = "complete"
-        self.events.append(event)
+        self._record(event, None)
         self.event_times.append(now)
         self.version += 1
         return None
+
+    _STANDARD_KEYS = frozenset(("role", "event_type", "content_items", "usage_metadata", "finish_reason", "created_at"))
+
+    def _record(self, event: dict[str, Any], item: dict[str, Any] | None) -> None:
+        """Keep an accepted event (see ``events``)."""
+        n = len(self._ev_items)
+        self._ev_items.append(item)
+        self._ev_created.append(event.get("created_at", _MISSING))
+        if item is None or len(event) < 5 or not self._STANDARD_KEYS.issuperset(event) or event.get("role") != "assistant":
+            self._ev_raw[n] = event
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every accepted UniEvent, in order (equal to the events as they arrived)."""
+        cache = self._events
+        for n in range(len(cache), len(self._ev_items)):
+            raw = self._ev_raw.get(n)
+            if raw is None:
+                raw = {"role": "assistant", "event_type": "delta", "content_items": [self._ev_items[n]],
+                       "usage_metadata": None, "finish_reason": None}
+                if self._ev_created[n] is not _MISSING:
+                    raw["created_at"] = self._ev_created[n]
+            cache.append(raw)
+        return cache
 
     # ------------------------------------------------------------------ ending
     def finish(self) -> Status:
@@ -406,7 +440,7 @@ class TurnState:
         if self.status not in ("streaming",) and self.error is exc:
             return self.status
         self.error = exc
-        self.status = classify_exception(exc, len(self.events))
+        self.status = classify_exception(exc, len(self._ev_items))
         usage = getattr(exc, "usage_metadata", None)
         if self.usage is None and isinstance(usage, dict):
             self.usage = dict(usage)

@@ -243,3 +243,15 @@ def test_message_equals_mmsp_concat_on_every_valid_stream(events):
             assert item.content() == item.done[field]
         else:
             assert json.loads(item.content()) == item.done["arguments"]
+
+
+def test_events_read_back_equal_to_what_arrived_even_with_extra_fields():
+    odd = {**delta({"type": "text.delta", "text": "b"}), "x_gateway": {"id": 7}}
+    no_stamp = {k: v for k, v in delta({"type": "text.delta", "text": "c"}).items() if k != "created_at"}
+    events = [delta({"type": "text.delta", "text": "a"}), odd, no_stamp,
+              delta({"type": "text.done", "text": "abc"}), stop()]
+    state = TurnState()
+    for event in events:
+        state.feed(event)
+    assert state.events == events
+    assert state.events[1] is odd and "created_at" not in state.events[2]
