@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -39,6 +40,7 @@ GROWING_FIELD = {
 }
 FINISH_REASONS = ("stop", "length", "tool_call", "unknown")
 _MISSING = object()
+_NO_STAMP = -(2**63)  # no created_at, in the int64 array of stamps
 _USAGE_KEYS = ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens")
 
 
@@ -158,11 +160,12 @@ class TurnState:
         # each event is kept as its one content item (None for the stop event) and its created_at, and
         # rebuilt when read: a turn of 20,000 events then holds 20,000 small dicts that the garbage
         # collector untracks, not 60,000 containers it scans again and again while the turn streams
-        self._ev_items: list[Any] = []
-        self._ev_created: list[Any] = []
+        self._ev_items: list[Any] = []  # the item, or for a plain fragment just its chunk
+        self._ev_owner = array("i")  # the index of the item a plain fragment belongs to, else -1
+        self._ev_created = array("q")  # created_at, or _NO_STAMP
         self._ev_raw: dict[int, dict[str, Any]] = {}  # events with other fields, kept as they came
         self._events: list[dict[str, Any]] = []
-        self.event_times: list[float] = []
+        self.event_times = array("d")  # monotonic arrival time of each event
         self.status: Status = "streaming"
         self.usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
@@ -229,13 +232,22 @@ class TurnState:
                     chunk = item[current.field]
                     current.chunks.append(chunk)
                     current.size += len(chunk)
-                    created = event.get("created_at", _MISSING)
-                    if len(event) != 6 or not self._STANDARD_KEYS.issuperset(event) or event.get("role") != "assistant":
-                        self._ev_raw[len(self._ev_items)] = event
-                    self._ev_items.append(item)
-                    self._ev_created.append(created)
+                    created = event.get("created_at")
+                    if (
+                        len(item) == 2
+                        and len(event) == 6
+                        and type(created) is int
+                        and event.get("role") == "assistant"
+                        and self._STANDARD_KEYS.issuperset(event)
+                    ):
+                        # a plain fragment: kept as its chunk, which the item holds anyway
+                        self._ev_items.append(chunk)
+                        self._ev_owner.append(current.index)
+                        self._ev_created.append(created)
+                    else:
+                        self._record(event, item)
                     self.event_times.append(self._clock())
-                    if created is not None and created is not _MISSING:
+                    if created is not None:
                         self.created_at = created
                     self.version += 1
                     return current
@@ -408,20 +420,39 @@ class TurnState:
         """Keep an accepted event (see ``events``)."""
         n = len(self._ev_items)
         self._ev_items.append(item)
-        self._ev_created.append(event.get("created_at", _MISSING))
-        if item is None or len(event) < 5 or not self._STANDARD_KEYS.issuperset(event) or event.get("role") != "assistant":
+        self._ev_owner.append(-1)
+        created = event.get("created_at", _MISSING)
+        self._ev_created.append(created if type(created) is int and created != _NO_STAMP else _NO_STAMP)
+        standard = (
+            item is not None
+            and len(event) >= 5
+            and self._STANDARD_KEYS.issuperset(event)
+            and event.get("role") == "assistant"
+            and (created is _MISSING or (type(created) is int and created != _NO_STAMP))
+        )
+        if not standard:
             self._ev_raw[n] = event
 
     @property
     def events(self) -> list[dict[str, Any]]:
-        """Every accepted UniEvent, in order (equal to the events as they arrived)."""
+        """Every accepted UniEvent, in order (equal to the events as they arrived).
+
+        A turn of 20,000 fragments would otherwise hold 60,000 containers for the garbage collector
+        to scan while it streams; each event is kept as its item (a plain fragment as its chunk,
+        which its item holds anyway) and rebuilt, once, when read.
+        """
         cache = self._events
         for n in range(len(cache), len(self._ev_items)):
             raw = self._ev_raw.get(n)
             if raw is None:
-                raw = {"role": "assistant", "event_type": "delta", "content_items": [self._ev_items[n]],
+                owner = self._ev_owner[n]
+                item = self._ev_items[n]
+                if owner >= 0:
+                    source = self.items[owner]
+                    item = {"type": source.delta_type, source.field: item}
+                raw = {"role": "assistant", "event_type": "delta", "content_items": [item],
                        "usage_metadata": None, "finish_reason": None}
-                if self._ev_created[n] is not _MISSING:
+                if self._ev_created[n] != _NO_STAMP:
                     raw["created_at"] = self._ev_created[n]
             cache.append(raw)
         return cache

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
-import traitlets
 
 __all__ = ["TurnView", "STATIC"]
 
@@ -16,13 +15,12 @@ STATIC = Path(__file__).parent / "static"
 class TurnView(anywidget.AnyWidget):
     """One assistant turn drawn live: Python sends only what changed (``ops``), coalesced.
 
-    ``turn`` holds the finished view model; a view that appears mid-stream says ``hello`` and is
-    answered with a snapshot of the turn so far.
+    A view that appears mid-stream says ``hello`` and is answered with a snapshot of the turn so
+    far; :meth:`reset` starts every view over for the next turn (see ``js/PROTOCOL.md``).
     """
 
     _esm = STATIC / "turn.js"
     _css = STATIC / "widget.css"
-    turn = traitlets.Dict(allow_none=True, default_value=None).tag(sync=True)
 
     def __init__(self, source: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
