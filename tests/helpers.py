@@ -76,3 +76,47 @@ def text_of(cell) -> str:
         elif o.output_type == "error":
             parts.append(f"{o.ename}: {o.evalue}")
     return "\n".join(parts)
+
+
+class Kernel:
+    """A real ipykernel driven through jupyter_client, for what nbclient cannot do (interrupts, comms)."""
+
+    def __init__(self, km, kc):
+        self.km, self.kc = km, kc
+
+    def execute(self, code: str, timeout: float = 30) -> list:
+        """Run a cell; returns its IOPub messages once the kernel is idle again."""
+        import queue
+        import time
+
+        msg_id = self.kc.execute(code)
+        outputs = []
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self.kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no idle after {timeout}s for {code!r}: {outputs}") from None
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            outputs.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return outputs
+
+    def printed(self, code: str, timeout: float = 30) -> str:
+        """What a cell printed."""
+        return "".join(m["content"].get("text", "") for m in self.execute(code, timeout) if m["msg_type"] == "stream")
+
+
+@pytest.fixture
+def kernel(tmp_path, monkeypatch):
+    """A fresh kernel tracing into a temporary MMSP_CACHE_DIR."""
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        yield Kernel(km, kc)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

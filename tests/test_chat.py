@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from helpers import apply_ops, fresh_session  # noqa: F401
+from helpers import apply_ops, fresh_session, kernel  # noqa: F401
 
 from mmsp_notebook import Chat, MMSPNotebookError
 from mmsp_notebook._view import view_model
@@ -162,45 +162,20 @@ def test_update_rate_is_bounded(fresh_session):
     assert turn.text[-50:].replace("\n", "\\n")[:20] in text
 
 
-def test_kernel_stays_usable_while_a_chat_streams(tmp_path, monkeypatch):
+def test_kernel_stays_usable_while_a_chat_streams(kernel):
     """A real kernel: the front end's send arrives as a comm message; other cells run meanwhile."""
-    import queue
-
-    from jupyter_client.manager import start_new_kernel
-
-    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
-    km, kc = start_new_kernel(kernel_name="python3")
-    try:
-        def execute(code, timeout=30):
-            msg_id = kc.execute(code)
-            printed = []
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-                except queue.Empty:
-                    raise AssertionError(f"cell did not finish: {code!r}")
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if msg["msg_type"] == "stream":
-                    printed.append(msg["content"]["text"])
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                    return "".join(printed)
-
-        comm_id = execute("from mmsp_notebook import Chat\nc = Chat(model='demo+tps=40')\nprint(c.model_id)").strip()
-        message = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
-            "method": "custom", "content": {"type": "send", "text": "Tell me about rivers"}}})
-        kc.shell_channel.send(message)
-        time.sleep(1.0)
-        started = time.monotonic()
-        assert execute("print(1 + 1, c.busy)").strip() == "2 True"  # another cell runs while it streams
-        assert time.monotonic() - started < 2.0
-        deadline = time.monotonic() + 60
-        while execute("print(c.busy)").strip() != "False":
-            assert time.monotonic() < deadline
-            time.sleep(0.3)
-        summary = execute("print([e['role'] for e in c.transcript], c.transcript[-1]['turn']['status'])")
-        assert summary.strip() == "['user', 'assistant'] complete"
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    kc = kernel.kc
+    comm_id = kernel.printed("from mmsp_notebook import Chat\nc = Chat(model='demo+tps=40')\nprint(c.model_id)").strip()
+    message = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+        "method": "custom", "content": {"type": "send", "text": "Tell me about rivers"}}})
+    kc.shell_channel.send(message)
+    time.sleep(1.0)
+    started = time.monotonic()
+    assert kernel.printed("print(1 + 1, c.busy)").strip() == "2 True"  # another cell runs while it streams
+    assert time.monotonic() - started < 2.0
+    deadline = time.monotonic() + 60
+    while kernel.printed("print(c.busy)").strip() != "False":
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    summary = kernel.printed("print([e['role'] for e in c.transcript], c.transcript[-1]['turn']['status'])")
+    assert summary.strip() == "['user', 'assistant'] complete"

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import queue
 import re
 import time
 
 import nbformat
 import pytest
-from helpers import html_of, text_of
+from helpers import html_of, kernel, text_of  # noqa: F401  (kernel: fixture)
 from nbclient import NotebookClient
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -153,50 +152,26 @@ def test_bad_options_give_a_one_line_usage_error_and_strict_raises(tmp_path, mon
     assert "--api-key-env" in help_text and "--tools" in help_text
 
 
-def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(tmp_path, monkeypatch):
-    from jupyter_client.manager import start_new_kernel
-
-    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
-    km, kc = start_new_kernel(kernel_name="python3")
-    try:
-        def execute(code, timeout=30):
-            msg_id = kc.execute(code)
-            outputs = []
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    msg = kc.get_iopub_msg(timeout=max(0.1, deadline - time.monotonic()))
-                except queue.Empty:
-                    raise AssertionError(f"no idle after {timeout}s: {outputs}")
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                outputs.append(msg)
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                    return outputs
-
-        execute("%load_ext mmsp_notebook")
-        msg_id = kc.execute("%%mmsp -m demo+stall -o stalled\nhello")
-        time.sleep(2.0)
-        interrupted_at = time.monotonic()
-        km.interrupt_kernel()
+def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
+    kc = kernel.kc
+    kernel.execute("%load_ext mmsp_notebook")
+    msg_id = kc.execute("%%mmsp -m demo+stall -o stalled\nhello")
+    time.sleep(2.0)
+    interrupted_at = time.monotonic()
+    kernel.km.interrupt_kernel()
+    reply = kc.get_shell_msg(timeout=10)
+    while reply["parent_header"].get("msg_id") != msg_id:
         reply = kc.get_shell_msg(timeout=10)
-        while reply["parent_header"].get("msg_id") != msg_id:
-            reply = kc.get_shell_msg(timeout=10)
-        assert time.monotonic() - interrupted_at < 3.0
-        assert reply["content"]["status"] == "ok"
-        outputs = execute("print(stalled.status)")
-        printed = "".join(m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
-        assert printed.strip() == "cancelled"
-        outputs = execute("%%mmsp -m demo+instant\nstill alive?")
-        kinds = [m["msg_type"] for m in outputs]
-        assert "display_data" in kinds and "update_display_data" in kinds
-        live = [m for m in outputs if m["msg_type"] == "display_data"][0]
-        assert WIDGET in live["content"]["data"]  # streamed into the widget first
-        final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
-        assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached ' in final["content"]["data"]["text/html"]
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+    assert time.monotonic() - interrupted_at < 3.0
+    assert reply["content"]["status"] == "ok"
+    assert kernel.printed("print(stalled.status)").strip() == "cancelled"
+    outputs = kernel.execute("%%mmsp -m demo+instant\nstill alive?")
+    kinds = [m["msg_type"] for m in outputs]
+    assert "display_data" in kinds and "update_display_data" in kinds
+    live = [m for m in outputs if m["msg_type"] == "display_data"][0]
+    assert WIDGET in live["content"]["data"]  # streamed into the widget first
+    final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
+    assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached ' in final["content"]["data"]["text/html"]
 
 
 def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
