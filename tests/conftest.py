@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from helpers import fresh_session, kernel  # noqa: F401  (fixtures shared by every module)
+
 from mmsp_notebook.demo import DemoServer
 
 

@@ -8,7 +8,6 @@ import json
 import time
 
 import pytest
-from helpers import fresh_session  # noqa: F401  (fixture)
 
 import mmsp_notebook as m
 from mmsp_notebook._api import interpolate, launch, user_message

@@ -37,7 +37,6 @@ from browser_utils import (
     save_screenshot,
 )
 from helpers import chromium_path, require
-
 STATIC = Path(__file__).resolve().parent.parent / "mmsp_notebook" / "static"
 SRC = Path(__file__).resolve().parent.parent / "js" / "src"
 

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from helpers import apply_ops, fresh_session, kernel  # noqa: F401
+from helpers import apply_ops
 
 from mmsp_notebook import Chat, MMSPNotebookError
 from mmsp_notebook._view import view_model

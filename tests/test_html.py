@@ -7,7 +7,6 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from helpers import fresh_session  # noqa: F401
 
 import mmsp_notebook as m
 from mmsp_notebook._html import render_html, render_markdown, render_text
@@ -216,7 +215,6 @@ def _skeletons(cases: list[dict]) -> list[dict]:
     from pathlib import Path
 
     from helpers import require
-
     node = shutil.which("node")
     require(node is not None, "node")
     here = Path(__file__).resolve().parent

@@ -8,7 +8,7 @@ import time
 
 import nbformat
 import pytest
-from helpers import html_of, kernel, text_of  # noqa: F401  (kernel: fixture)
+from helpers import html_of, text_of
 from nbclient import NotebookClient
 
 WIDGET = "application/vnd.jupyter.widget-view+json"

@@ -15,7 +15,6 @@ from mmsp_notebook._html import render_html
 from mmsp_notebook._replay import load_recorded, replay_plan, strip_timings
 from mmsp_notebook._sidecar import sidecar_path
 
-from helpers import fresh_session  # noqa: F401  (fixture)
 
 
 def _items(turn):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import apply_ops, fresh_session  # noqa: F401
+from helpers import apply_ops
 
 from mmsp_notebook._api import launch
 from mmsp_notebook._view import OpsTracker, view_model

@@ -19,7 +19,6 @@ from mmsp_notebook._wire import Frame, pair_events, render_wire_html, split_time
 from mmsp_notebook.demo import DemoServer, WireProxy
 from mmsp_notebook.demo._replay import split_frames
 
-from helpers import fresh_session  # noqa: F401
 
 CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
 PROTOCOLS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")
