@@ -287,10 +287,30 @@ def _error_fields(rec: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, str(err)
 
 
+# --------------------------------------------------------------------------- filters
+
+
+class _Window:
+    """The ``since`` / ``until`` / ``models`` filter the three builders share: keep a row when
+    ``since <= started < until`` (a row without a start time is dropped when a bound is given) and
+    its model is one of ``models``."""
+
+    def __init__(self, since_ms: float | None, until_ms: float | None, models: frozenset[str] | None) -> None:
+        self.since_ms, self.until_ms, self.models = since_ms, until_ms, models
+        self.filtered = since_ms is not None or until_ms is not None or models is not None
+
+    def _keep(self, started: float | None, model: str | None) -> bool:
+        if self.since_ms is not None and (started is None or started < self.since_ms):
+            return False
+        if self.until_ms is not None and (started is None or started >= self.until_ms):
+            return False
+        return self.models is None or model in self.models
+
+
 # --------------------------------------------------------------------------- turns
 
 
-class TurnBuilder:
+class TurnBuilder(_Window):
     """Collects one row per assistant turn (plus sidecar-only turns).
 
     The hot path appends raw values to ``array.array`` columns; per-file values (trace id, config
@@ -309,9 +329,8 @@ class TurnBuilder:
         dedupe: bool = True,
         prices: dict[str, dict[str, float]] | None = None,
     ) -> None:
-        self.since_ms, self.until_ms, self.models = since_ms, until_ms, models
+        super().__init__(since_ms, until_ms, models)
         self.prices = {m: price_tuple(p) for m, p in (prices or {}).items()}
-        self.filtered = since_ms is not None or until_ms is not None or models is not None
         self.dedupe = dedupe
         # per row: hash of the assistant message's fingerprint (0 = none), see frame()
         self.fp = array("q")
@@ -338,13 +357,6 @@ class TurnBuilder:
         # sparse: row -> value, for the few sidecar-only rows
         self.status: dict[int, str] = {}
         self.errors: dict[int, tuple[str | None, str | None]] = {}
-
-    def _keep(self, started: float | None, model: str | None) -> bool:
-        if self.since_ms is not None and (started is None or started < self.since_ms):
-            return False
-        if self.until_ms is not None and (started is None or started >= self.until_ms):
-            return False
-        return self.models is None or model in self.models
 
     def _usage(self, usage: Any) -> None:
         if usage.__class__ is dict:
@@ -709,7 +721,7 @@ def turn_context(
     return turn_of, starts, models
 
 
-class ItemBuilder:
+class ItemBuilder(_Window):
     """Collects one row per content item of every message (user and assistant)."""
 
     def __init__(
@@ -720,7 +732,8 @@ class ItemBuilder:
         payloads: bool = False,
         dedupe: bool = True,
     ) -> None:
-        self.since_ms, self.until_ms, self.models, self.payloads = since_ms, until_ms, models, payloads
+        super().__init__(since_ms, until_ms, models)
+        self.payloads = payloads
         self.seen: set[int] | None = set() if dedupe else None
         self.duplicates = 0
         self.trace_id: list[str] = []
@@ -744,7 +757,7 @@ class ItemBuilder:
         done = split_sidecar(records)[0] if records else {}
         turn_of, starts, models = turn_context(history, cfg_model, done)
         n_turns = len(starts)
-        since, until, wanted, payloads = self.since_ms, self.until_ms, self.models, self.payloads
+        filtered, payloads = self.filtered, self.payloads
         I, S, C = self.ints, self.strs, self.cats
         for mi, msg in enumerate(history):
             t = turn_of[mi]
@@ -753,11 +766,7 @@ class ItemBuilder:
                 anchor, model = starts[t], models[t]
             else:  # trailing user message with no answer (yet)
                 anchor, model = created, cfg_model
-            if since is not None and (anchor is None or anchor < since):
-                continue
-            if until is not None and (anchor is None or anchor >= until):
-                continue
-            if wanted is not None and model not in wanted:
+            if filtered and not self._keep(anchor, model):
                 continue
             items = msg.get("content_items")
             if items.__class__ is not list:
@@ -904,7 +913,7 @@ def _message_fingerprint(role: str | None, created: float, msg: dict[str, Any], 
 # --------------------------------------------------------------------------- events
 
 
-class EventBuilder:
+class EventBuilder(_Window):
     """Collects one row per streamed event recorded in the timing sidecars."""
 
     def __init__(
@@ -913,7 +922,7 @@ class EventBuilder:
         until_ms: float | None = None,
         models: frozenset[str] | None = None,
     ) -> None:
-        self.since_ms, self.until_ms, self.models = since_ms, until_ms, models
+        super().__init__(since_ms, until_ms, models)
         self.trace_id: list[str] = []
         self.ints = {k: array("q") for k in ("turn", "message_index", "event_index", "size")}
         self.floats = {k: array("d") for k in ("t", "at", "started")}
@@ -921,19 +930,15 @@ class EventBuilder:
 
     def add(self, trace_id: str, records: list[dict[str, Any]], cfg_model: str | None = None) -> None:
         """Add the events of one trace's sidecar records."""
-        since, until, wanted = self.since_ms, self.until_ms, self.models
+        filtered = self.filtered
         I, F, C = self.ints, self.floats, self.cats
         for rec in records:
             events = rec.get("events")
             if events.__class__ is not list:
                 continue
             started = as_num(rec.get("started_at"))
-            if since is not None and (started is None or started < since):
-                continue
-            if until is not None and (started is None or started >= until):
-                continue
             model = as_str(rec.get("model")) or cfg_model
-            if wanted is not None and model not in wanted:
+            if filtered and not self._keep(started, model):
                 continue
             turn = as_int(rec.get("turn"))
             mi = as_int(rec.get("message_index"))
