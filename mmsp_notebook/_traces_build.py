@@ -928,7 +928,7 @@ class EventBuilder(_Window):
         self.floats = {k: array("d") for k in ("t", "at", "started")}
         self.cats = {k: Cat() for k in ("model", "client_type", "status", "type", "kind", "phase")}
 
-    def add(self, trace_id: str, records: list[dict[str, Any]], cfg_model: str | None = None) -> None:
+    def add(self, trace_id: str, records: list[dict[str, Any]]) -> None:
         """Add the events of one trace's sidecar records."""
         filtered = self.filtered
         I, F, C = self.ints, self.floats, self.cats
@@ -937,7 +937,7 @@ class EventBuilder(_Window):
             if events.__class__ is not list:
                 continue
             started = as_num(rec.get("started_at"))
-            model = as_str(rec.get("model")) or cfg_model
+            model = as_str(rec.get("model"))
             if filtered and not self._keep(started, model):
                 continue
             turn = as_int(rec.get("turn"))

@@ -97,8 +97,6 @@ def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) ->
 def collect_sources(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     pattern: str = "**/*.json",
-    *,
-    sidecars: bool = True,
 ) -> list[Source]:
     """Find the traces under ``paths`` (directories, files, or a list of both).
 
@@ -119,10 +117,8 @@ def collect_sources(
             root = p
             esc = glob.escape(root)
             found = sorted(glob.glob(os.path.join(esc, pattern), recursive=True))
-            side: set[str] = set()
-            if sidecars:
-                side = set(glob.glob(os.path.join(esc, _sidecar_pattern(pattern)), recursive=True))
-                side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
+            side = set(glob.glob(os.path.join(esc, _sidecar_pattern(pattern)), recursive=True))
+            side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
             used: set[str] = set()
             start = len(out)
             for f in found:
@@ -155,12 +151,12 @@ def collect_sources(
             if p.endswith(SIDECAR_SUFFIX):
                 twin = p[: -len(SIDECAR_SUFFIX)] + ".json"
                 path = twin if os.path.isfile(twin) else None
-                sc = p if sidecars else None
+                sc = p
                 key = path or p
             else:
                 path = p
                 cand = (p[:-5] if p.endswith(".json") else p) + SIDECAR_SUFFIX
-                sc = cand if sidecars and os.path.isfile(cand) else None
+                sc = cand if os.path.isfile(cand) else None
                 key = p
             if key in seen:
                 continue

@@ -166,7 +166,6 @@ import pandas as pd
 from mmsp_notebook import _traces_build as _b
 from mmsp_notebook._traces_io import (
     Skip,
-    Source,
     collect_sources,
     config_trace_id,
     read_sidecar_records,
@@ -273,13 +272,12 @@ def _drive(
     pattern: str,
     progress: bool | None,
     desc: str,
-    each: Callable[[Source, str, dict[str, Any] | None, list[dict[str, Any]] | None], None],
+    each: Callable[[str, dict[str, Any] | None, list[dict[str, Any]] | None], None],
     *,
     need_trace: bool = True,
-    need_sidecar: bool = True,
     events: bool = True,
 ) -> tuple[int, list[dict[str, str]]]:
-    sources = collect_sources(paths, pattern, sidecars=need_sidecar)
+    sources = collect_sources(paths, pattern)
     bar = _progress(len(sources), progress, desc)
     skipped: list[dict[str, str]] = []
     loaded = 0
@@ -294,9 +292,7 @@ def _drive(
                     if bar is not None:
                         bar.update(1)
                     continue
-            records = (
-                read_sidecar_records(src.sidecar, events) if src.sidecar is not None and need_sidecar else None
-            )
+            records = read_sidecar_records(src.sidecar, events) if src.sidecar is not None else None
             tid = src.trace_id
             if src.standalone:
                 if data is not None:
@@ -304,7 +300,7 @@ def _drive(
                 elif records:
                     rec_tid = records[-1].get("trace_id")
                     tid = config_trace_id(src, {"trace_id": rec_tid})
-            each(src, tid, data, records)
+            each(tid, data, records)
             loaded += 1
             if bar is not None:
                 bar.update(1)
@@ -349,11 +345,7 @@ def load_turns(
         ``n_files``, ``n_skipped`` and ``duplicates``.
     """
     builder = _b.TurnBuilder(_to_ms(since), _to_ms(until), _model_set(models), dedupe, prices)
-
-    def each(src: Source, tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
-        builder.add(tid, data, records)
-
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", each, events=False)
+    n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False)
     return _finish(builder.frame(), n, skipped, otel)
 
 
@@ -381,7 +373,7 @@ def load_items(
     """
     builder = _b.ItemBuilder(_to_ms(since), _to_ms(until), _model_set(models), payloads, dedupe)
 
-    def each(src: Source, tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
+    def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if data is not None:
             builder.add(tid, data, records)
 
@@ -412,7 +404,7 @@ def load_events(
     """
     builder = _b.EventBuilder(_to_ms(since), _to_ms(until), _model_set(models))
 
-    def each(src: Source, tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
+    def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if records:
             builder.add(tid, records)
 
