@@ -57,7 +57,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
 from ._replay import detect_protocol
-from ._server import DemoServer, Transcript, _AbruptClose, _scrub
+from ._server import DemoServer, Transcript, _AbruptClose, _scrub, _until_disconnect
 
 __all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query"]
 
@@ -216,24 +216,10 @@ class _Forward:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        async def listen() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-
-        pump_task = asyncio.create_task(pump())
-        tasks = {pump_task, asyncio.create_task(listen())}
         shutdown = self.app.shutdown
-        if shutdown is not None:
-            tasks.add(asyncio.create_task(shutdown.wait()))
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            pump_task = await _until_disconnect(pump(), receive, shutdown)
         finally:
-            for task in tasks:
-                if not task.done():
-                    task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             await upstream.aclose()
         if pump_task.done() and not pump_task.cancelled() and pump_task.exception() is None:
             record.outcome = "complete" if record.status < 400 else "refused"

@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,32 @@ class _Pacer:
         raise _AbruptClose("server stopping")
 
 
+async def _until_disconnect(
+    pump: Coroutine[Any, Any, None], receive: Receive, stop: asyncio.Event | None = None
+) -> asyncio.Task[None]:
+    """Run a response's ``pump`` until it ends, the client disconnects or ``stop`` is set; what is
+    still running then is cancelled. Returns the pump's task, for the caller to read the outcome."""
+
+    async def listen() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+
+    pump_task = asyncio.create_task(pump)
+    tasks = {pump_task, asyncio.create_task(listen())}
+    if stop is not None:
+        tasks.add(asyncio.create_task(stop.wait()))
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return pump_task
+
+
 class _SSEResponse:
     """An ASGI response that streams frames, records them, and notices the client going away."""
 
@@ -203,21 +229,9 @@ class _SSEResponse:
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        async def listen() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    return
-
-        pump_task = asyncio.create_task(pump())
-        listen_task = asyncio.create_task(listen())
         try:
-            await asyncio.wait({pump_task, listen_task}, return_when=asyncio.FIRST_COMPLETED)
+            pump_task = await _until_disconnect(pump(), receive)
         finally:
-            for task in (pump_task, listen_task):
-                if not task.done():
-                    task.cancel()
-            await asyncio.gather(pump_task, listen_task, return_exceptions=True)
             await self._frames.aclose()  # type: ignore[attr-defined]
         error = pump_task.exception() if pump_task.done() and not pump_task.cancelled() else None
         if error is None and pump_task.done() and not pump_task.cancelled():
