@@ -141,10 +141,16 @@ def read_mmsp(body: Any) -> DemoRequest:
 
 
 # ---------------------------------------------------------------------------------------------
-# Chat Completions
+# Chat Completions and Responses content
+
+# The part types each protocol's message content holds: (text parts, image parts)
+_CHAT_PARTS = (("text",), ("image_url", "input_image", "image"))
+_RESPONSES_PARTS = (("input_text", "output_text", "text"), ("input_image", "image_url"))
 
 
-def _chat_text(content: Any, turn: Turn) -> None:
+def _read_parts(content: Any, turn: Turn, parts: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    """Add a message's content (a string, or a list of typed parts) to `turn`: texts and images."""
+    text_types, image_types = parts
     if isinstance(content, str):
         if content:
             turn.texts.append(content)
@@ -152,10 +158,14 @@ def _chat_text(content: Any, turn: Turn) -> None:
     for part in content or []:
         if not isinstance(part, dict):
             continue
-        if part.get("type") == "text":
+        if part.get("type") in text_types:
             turn.texts.append(str(part.get("text", "")))
-        elif part.get("type") in ("image_url", "input_image", "image"):
+        elif part.get("type") in image_types:
             turn.images += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Chat Completions
 
 
 def read_chat(body: Any) -> DemoRequest:
@@ -170,13 +180,13 @@ def read_chat(body: Any) -> DemoRequest:
         role = message.get("role")
         if role in ("system", "developer"):
             probe = Turn("system")
-            _chat_text(message.get("content"), probe)
+            _read_parts(message.get("content"), probe, _CHAT_PARTS)
             system.extend(probe.texts)
         elif role == "tool":
             turn = _add(turns, "user")
             content = message.get("content")
             probe = Turn("tool")
-            _chat_text(content, probe)
+            _read_parts(content, probe, _CHAT_PARTS)
             turn.tool_results.append((str(message.get("tool_call_id", "")), "".join(probe.texts)))
         elif role in ("user", "assistant"):
             # a user message right after tool messages is the rest of the same UniMessage
@@ -185,7 +195,7 @@ def read_chat(body: Any) -> DemoRequest:
             else:
                 turn = Turn(role)
                 turns.append(turn)
-            _chat_text(message.get("content"), turn)
+            _read_parts(message.get("content"), turn, _CHAT_PARTS)
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
                 turn.tool_calls.append(
@@ -213,20 +223,6 @@ def read_chat(body: Any) -> DemoRequest:
 # Responses
 
 
-def _responses_text(content: Any, turn: Turn) -> None:
-    if isinstance(content, str):
-        if content:
-            turn.texts.append(content)
-        return
-    for part in content or []:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") in ("input_text", "output_text", "text"):
-            turn.texts.append(str(part.get("text", "")))
-        elif part.get("type") in ("input_image", "image_url"):
-            turn.images += 1
-
-
 def read_responses(body: Any) -> DemoRequest:
     """Read a ``POST /v1/responses`` body."""
     body = _object(body)
@@ -242,11 +238,11 @@ def read_responses(body: Any) -> DemoRequest:
             role = item.get("role")
             if role in ("system", "developer"):
                 probe = Turn("system")
-                _responses_text(item.get("content"), probe)
+                _read_parts(item.get("content"), probe, _RESPONSES_PARTS)
                 system.extend(probe.texts)
                 continue
             turn = _add(turns, "assistant" if role == "assistant" else "user")
-            _responses_text(item.get("content"), turn)
+            _read_parts(item.get("content"), turn, _RESPONSES_PARTS)
         elif kind == "function_call":
             _add(turns, "assistant").tool_calls.append(
                 (str(item.get("call_id", "")), str(item.get("name", "")), _canonical_arguments(item.get("arguments", "{}")))
@@ -254,7 +250,7 @@ def read_responses(body: Any) -> DemoRequest:
         elif kind == "function_call_output":
             output = item.get("output")
             probe = Turn("tool")
-            _responses_text(output, probe)
+            _read_parts(output, probe, _RESPONSES_PARTS)
             turn = _add(turns, "user")
             turn.tool_results.append((str(item.get("call_id", "")), "".join(probe.texts)))
             turn.images += probe.images
