@@ -754,10 +754,8 @@ def _fault_at(blocks: list[Block], fault: str | None) -> int | None:
     if fault not in ("cut-text", "cut-args", "error", "stall"):
         return None
     offset = 0
-    starts: dict[str, int] = {}
     first_answer: int | None = None
     for block in blocks:
-        starts.setdefault(block.kind, offset)
         if block.kind != "thinking" and first_answer is None:
             first_answer = offset
         if block.kind == "text" and fault == "cut-text":

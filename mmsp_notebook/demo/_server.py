@@ -266,8 +266,7 @@ class _App:
         return response
 
     def _refuse(self, protocol: str, status: int, kind: str, message: str, record: Transcript | None = None, **headers: str) -> JSONResponse:
-        wire = "embeddings" if protocol == "embeddings" else protocol
-        return self._json(http_error(wire, kind, message), status, record, **headers)
+        return self._json(http_error(protocol, kind, message), status, record, **headers)
 
     def _shutdown_event(self) -> asyncio.Event:
         if self.shutdown is None:
