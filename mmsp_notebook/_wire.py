@@ -53,7 +53,6 @@ from ._view import event_row
 __all__ = ["Wire", "Exchange", "Frame", "split_timed_frames", "pair_events", "render_wire_html",
            "render_wire_text", "wire_client", "capture_wire", "show_wire", "session_proxy", "stop_proxies"]
 
-_FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 LINE_LIMIT = 400  # characters of one raw line shown before it is cut with a note
 
 
@@ -102,26 +101,21 @@ def split_timed_frames(data: bytes, sizes: list[int], times: list[float]) -> lis
         sizes: The size of each chunk, in order.
         times: When each chunk arrived (``time.monotonic()``).
     """
+    from .demo._replay import split_frames  # the demo's replay serves frames cut the same way
+
     ends: list[int] = []
     total = 0
     for size in sizes:
         total += size
         ends.append(total)
     frames: list[Frame] = []
-    start = 0
+    end = 0
     chunk = 0
-
-    def time_at(offset: int) -> float:
-        nonlocal chunk
-        while chunk < len(ends) - 1 and ends[chunk] < offset:
+    for raw in split_frames(data):
+        end += len(raw)
+        while chunk < len(ends) - 1 and ends[chunk] < end:
             chunk += 1
-        return times[chunk] if times else 0.0
-
-    for match in _FRAME_END.finditer(data):
-        frames.append(_parse_frame(len(frames), time_at(match.end()), data[start:match.end()]))
-        start = match.end()
-    if start < len(data):
-        frames.append(_parse_frame(len(frames), time_at(len(data)), data[start:]))
+        frames.append(_parse_frame(len(frames), times[chunk] if times else 0.0, raw))
     return frames
 
 
