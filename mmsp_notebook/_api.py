@@ -7,10 +7,12 @@ import concurrent.futures
 import re
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
+from mmsp.credentials import routed_client_type
+
 from . import _worker
 from ._engine import TurnRun, run_turn
 from ._errors import OptionError, TurnError
-from ._session import THINKING_LEVELS, Session, config_for, image_item, session
+from ._session import THINKING_LEVELS, Session, config_for, image_item, is_demo_model, session
 from ._tools import ToolSet
 from ._turn import Turn
 
@@ -150,8 +152,10 @@ def launch(
     config = config_for(settings, system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
                         tools=toolset, trace_id=trace_id)
     message = prompt if isinstance(prompt, dict) else user_message(prompt, images)
-    turn = Turn(message, model=model, client_type=client_type or ("mmsp" if _demo(model, base_url) else None),
-                chat=conv.name, trace_id=trace_id, config=config, api_key_env=api_key_env)
+    # the client type the turn really goes through: named, the demo server's wire, or the model's family
+    routed = client_type or ("mmsp" if is_demo_model(model) and not base_url else routed_client_type(model))
+    turn = Turn(message, model=model, client_type=routed, chat=conv.name, trace_id=trace_id, config=config,
+                api_key_env=api_key_env)
     conv.turns.append(turn)
     sess.turns.append(turn)
     run = TurnRun(turn)
@@ -170,9 +174,9 @@ def launch(
             run.notify()
             run.finished.set()
             return turn
-        save_here = (client_type or ("mmsp" if _demo(model, base_url) else "")) == "mmsp"
+        # mmsp's wire client leaves tracing to its server: the trace of such a turn is saved here
         done = await run_turn(run, client, message, config, toolset, steps, trace=bool(trace_id),
-                              save_trace_here=save_here)
+                              save_trace_here=routed == "mmsp")
         if wire:
             from ._wire import capture_wire
 
@@ -180,12 +184,6 @@ def launch(
         return done
 
     return run, _worker.submit(go())
-
-
-def _demo(model: str, base_url: str | None) -> bool:
-    from ._session import is_demo_model
-
-    return is_demo_model(model) and not base_url
 
 
 def finish_turn(turn: Turn, strict: bool = False, sess: Session | None = None) -> Turn:

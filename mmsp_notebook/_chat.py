@@ -242,7 +242,7 @@ class Chat(anywidget.AnyWidget):
             self.transcript = [*self.transcript[:index], {"role": "assistant", "turn": vm}]
             if turn.status in ("error", "incomplete"):
                 exc = turn.error
-                self.error = f"{type(exc).__name__}: {turn.error_message}. {error_hint(exc, turn.api_key_env)}".strip()
+                self.error = f"{type(exc).__name__}: {turn.error_message}. {error_hint(exc, turn.api_key_env, turn.client_type)}".strip()
             self._live_index = None
             self.busy = False
             run.shown.set()

@@ -83,18 +83,32 @@ def media_src(item: ItemState) -> tuple[str, float | None]:
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}", seconds
 
 
-def error_hint(exc: BaseException | None, api_key_env: str | None = None) -> str:
+def _key_env(client_type: str | None) -> str | None:
+    """The variable mmsp reads a client type's key from."""
+    from mmsp.credentials import CLIENT_CREDENTIALS
+
+    credentials = CLIENT_CREDENTIALS.get(client_type or "")
+    return credentials.api_key_env if credentials else None
+
+
+def error_hint(exc: BaseException | None, api_key_env: str | None = None, client_type: str | None = None) -> str:
     """One sentence on what to do about an error."""
     if exc is None:
         return ""
     name = type(exc).__name__
     status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
+    text = str(exc).lower()
+    set_key = "in the environment (or name another variable with --api-key-env NAME), then run the cell again."
     if name == "ApiKeyRequiredError":
         env = getattr(exc, "api_key_env", None) or api_key_env or "the provider's API key variable"
-        return f"Set {env} in the environment (or name another variable with --api-key-env NAME), then run the cell again."
+        return f"Set {env} {set_key}"
     if status == 401 or name == "AuthenticationError":
-        env = api_key_env or "the API key variable"
+        env = api_key_env or _key_env(client_type) or "the API key variable"
         return f"The server refused the key: check {env}."
+    if status is None and ("api_key" in text or "api key" in text or "authentication method" in text):
+        # a provider SDK that found no key raises before sending anything
+        env = api_key_env or _key_env(client_type) or "the provider's API key variable"
+        return f"No API key: set {env} {set_key}"
     if status == 429 or name == "RateLimitError":
         return "Rate limited: wait a moment and run the cell again."
     if name == "IncompleteStreamError":

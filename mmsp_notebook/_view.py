@@ -124,7 +124,7 @@ def turn_fields(turn: Turn) -> dict[str, Any]:
         error = {
             "type": type(exc).__name__,
             "message": turn.error_message,
-            "hint": error_hint(exc, turn.api_key_env),
+            "hint": error_hint(exc, turn.api_key_env, turn.client_type),
         }
     return {"status": turn.status, "footer": footer(turn), "error": error, "status_text": turn.status_text}
 

@@ -155,7 +155,14 @@ def test_keyboard_interrupt_in_drive_aborts_and_keeps_partial(fresh_session):
     import _thread
 
     run, future = launch("hello", model="demo+tps=20")
-    threading.Timer(0.5, _thread.interrupt_main).start()
+
+    def interrupt_once_streaming():
+        deadline = time.monotonic() + 10
+        while not run.turn.thinking and time.monotonic() < deadline:
+            time.sleep(0.01)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_once_streaming, daemon=True).start()
     out = io.StringIO()
     started = time.monotonic()
     turn = drive(run, future, TextLive(out))
@@ -244,3 +251,14 @@ def test_two_turns_of_one_conversation_at_once_are_refused(fresh_session):
     refused = a if a.status == "error" else b
     assert type(refused.error).__name__ == "ConcurrentCallError"
     assert len(fresh_session.conversation(None).history()) == 2
+
+
+def test_a_registry_model_is_routed_to_its_family_client(fresh_session, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    import mmsp
+
+    model = next(e["model"] for e in mmsp.list_supported_models() if e["client"] == "anthropic-official")
+    turn, printed = quiet_ask("hi", model=model)
+    assert turn.client_type == "anthropic-official"
+    # the SDK raises its own error for a missing key; the hint names mmsp's variable for the client
+    assert turn.status == "error" and "No API key: set ANTHROPIC_API_KEY" in printed
