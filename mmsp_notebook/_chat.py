@@ -19,6 +19,7 @@ from ._errors import MMSPNotebookError, OptionError
 from ._redact import redact
 from ._session import THINKING_LEVELS, session
 from ._turn import Turn, error_hint
+from ._live import UPDATES_PER_SECOND
 from ._view import OpsTracker, view_model
 from ._widget import STATIC
 
@@ -217,7 +218,7 @@ class Chat(anywidget.AnyWidget):
 
     async def _pump(self, run: TurnRun, index: int, wake: asyncio.Event) -> None:
         tracker = OpsTracker()
-        interval = 1 / 30
+        interval = 1 / UPDATES_PER_SECOND
         last = -math.inf
         turn = run.turn
         try:

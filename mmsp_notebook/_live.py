@@ -21,6 +21,9 @@ from ._view import OpsTracker, view_model
 __all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "in_kernel"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+# repaints a second at most: under the 30 a front end is promised, with room for the first and the
+# final message of a turn in the same second (and well under jupyter_server's IOPub limit)
+UPDATES_PER_SECOND = 28.0
 PLAIN_LIMIT = 8000  # characters of each text item in the finished output's text/plain
 
 
@@ -156,7 +159,7 @@ class TextLive(LiveView):
         self.stream.flush()
 
 
-def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView, rate: float = 30.0,
+def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView, rate: float = UPDATES_PER_SECOND,
           abort_grace: float = 2.0) -> Turn:
     """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn."""
     turn = run.turn
