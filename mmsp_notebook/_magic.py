@@ -12,7 +12,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ._api import finish_turn, interpolate, launch, usage_frame, user_message
-from ._errors import OptionError, TurnError
+from ._errors import OptionError
 from ._redact import redact
 from ._session import THINKING_LEVELS, session
 
@@ -127,14 +127,10 @@ class MMSPMagics(Magics):
             show_wire(turn, isinstance(live, WidgetLive))
         if args.out:
             self.shell.user_ns[args.out] = turn
-        try:
-            finish_turn(turn, strict=args.strict or sess.settings.strict)
-        except TurnError:
-            raise
-        if isinstance(live, WidgetLive):
-            turn._show_summary_repr = True
-            return turn
-        return None
+        finish_turn(turn, strict=args.strict or sess.settings.strict)
+        # the cell's value: the live view already shows the turn, so its repr here is the summary line
+        turn._show_summary_repr = True
+        return turn
 
     # ------------------------------------------------------------------ subcommands
     def _subcommand(self, args: Any, name: str, rest: list[str]) -> Any:

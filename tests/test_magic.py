@@ -185,9 +185,11 @@ def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(_session, "_session", sess)
     ip = start_ipython()
     ip.run_line_magic("load_ext", "mmsp_notebook")
-    ip.run_cell_magic("mmsp", "-o t", "Tell me about terminals")
+    value = ip.run_cell_magic("mmsp", "-o t", "Tell me about terminals")
     out = capsys.readouterr().out
     turn = ip.user_ns["t"]
+    assert value is turn  # the cell's value, shown as its one-line summary
+    assert turn._repr_mimebundle_() == {"text/plain": turn.summary()}
     assert turn.status == "complete"
     assert turn.text in out and "[thinking]" in out and "tokens: cached" in out
     assert "\x1b[" not in out  # not a tty: no colour codes
