@@ -164,29 +164,23 @@ def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView
     """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn."""
     turn = run.turn
     interval = 1.0 / rate
-    last = float("-inf")
     live.start(turn)
     interrupted = False
     deadline = None
     while True:
         try:
-            done = future.done()
-            if done or run.changed.is_set():
-                now = time.monotonic()
-                wait_left = last + interval - now
-                if wait_left > 0 and not done:
-                    time.sleep(min(wait_left, 0.05))
-                    continue
-                if not done:
-                    run.changed.clear()
-                    live.update(turn)
-                    last = time.monotonic()
-            if done:
+            if future.done():
                 break
             if deadline is not None and time.monotonic() > deadline:
                 future.cancel()
                 break
-            run.changed.wait(0.05)
+            # idle until something changes (the first delta is drawn at once) ...
+            if not run.changed.wait(0.05):
+                continue
+            run.changed.clear()
+            live.update(turn)
+            # ... then rest for a tick: one wake-up per repaint, whatever arrives meanwhile
+            time.sleep(interval)
         except KeyboardInterrupt:
             if not interrupted:
                 interrupted = True

@@ -262,3 +262,25 @@ def test_a_registry_model_is_routed_to_its_family_client(fresh_session, monkeypa
     assert turn.client_type == "anthropic-official"
     # the SDK raises its own error for a missing key; the hint names mmsp's variable for the client
     assert turn.status == "error" and "No API key: set ANTHROPIC_API_KEY" in printed
+
+
+def test_a_stream_that_breaks_the_grammar_ends_in_a_protocol_error(fresh_session, tmp_path):
+    """A captured MMSP-wire stream with interleaved groups, replayed through the real mmsp client."""
+    import json as _json
+
+    from mmsp_notebook.demo import DemoServer
+
+    def frame(item):
+        return "data: " + _json.dumps({"role": "assistant", "event_type": "delta", "content_items": [item],
+                                       "usage_metadata": None, "finish_reason": None, "created_at": 1}) + "\n\n"
+
+    transcript = tmp_path / "broken.sse"
+    transcript.write_text(frame({"type": "text.delta", "text": "Hello"})
+                          + frame({"type": "thinking.delta", "thinking": "interleaved"})
+                          + frame({"type": "thinking.done", "thinking": "interleaved"})
+                          + "data: [DONE]\n\n")
+    with DemoServer(instant=True, replay=transcript, replay_protocol="mmsp") as srv:
+        turn, printed = quiet_ask("hi", model="demo", client_type="mmsp", base_url=srv.base_url)
+    assert turn.status == "error"
+    assert type(turn.error).__name__ == "ProtocolError" and turn.error.index == 1
+    assert "interleaved groups" in printed and turn.text == "Hello"  # partial content kept

@@ -255,3 +255,29 @@ def test_events_read_back_equal_to_what_arrived_even_with_extra_fields():
         state.feed(event)
     assert state.events == events
     assert state.events[1] is odd and "created_at" not in state.events[2]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(streams(), st.integers(1, 70))
+def test_feeding_in_batches_equals_feeding_one_by_one(events, batch):
+    one, many = TurnState(), TurnState()
+    stamps = [float(i) for i in range(len(events))]
+    for event, at in zip(events, stamps):
+        one.feed(event, at)
+    for start in range(0, len(events), batch):
+        many.feed_many(events[start:start + batch], stamps[start:start + batch])
+    assert many.events == one.events == events
+    assert list(many.event_times) == list(one.event_times) == stamps
+    assert many.message() == one.message()
+    assert [(i.kind, i.content(), i.size, i.status) for i in many.items] == \
+           [(i.kind, i.content(), i.size, i.status) for i in one.items]
+    assert many.status == one.status == "complete" and many.created_at == one.created_at
+
+
+def test_feed_many_stops_at_a_violation_with_what_came_before_consumed():
+    events = [delta({"type": "text.delta", "text": "a"}), delta({"type": "text.delta", "text": "b"}),
+              delta({"type": "thinking.delta", "thinking": "x"}), delta({"type": "text.delta", "text": "c"})]
+    state = TurnState()
+    with pytest.raises(ProtocolError) as info:
+        state.feed_many(events, [0.0, 1.0, 2.0, 3.0])
+    assert info.value.index == 2 and state.n_events == 2 and state.text == "ab"
