@@ -213,34 +213,8 @@ class TurnState:
             ProtocolError: The event breaks the grammar; the state is then ``"error"``.
         """
         current = self._open
-        # the common case first: a plain fragment of the open group in an event of exactly the six
-        # fields of a delta event; every check the general path makes holds for it, made cheaply
-        if current is not None and type(event) is dict and len(event) == 6:
-            items = event.get("content_items")
-            if type(items) is list and len(items) == 1:
-                item = items[0]
-                if type(item) is dict and len(item) == 2 and item.get("type") == current.delta_type:
-                    chunk = item.get(current.field)
-                    created = event.get("created_at")
-                    if (
-                        type(chunk) is current.chunk_type
-                        and type(created) is int
-                        and created != _NO_STAMP
-                        and event.get("event_type") == "delta"
-                        and event.get("role") == "assistant"
-                        and event.get("usage_metadata", 0) is None
-                        and event.get("finish_reason", 0) is None
-                    ):
-                        current.chunks.append(chunk)
-                        current.size += len(chunk)
-                        self._ev_items.append(chunk)
-                        self._ev_owner.append(current.index)
-                        self._ev_created.append(created)
-                        self.event_times.append(self._clock() if at is None else at)
-                        self.created_at = created
-                        self.version += 1
-                        return current
-        # one more fragment of the open group in any other shape, checked field by field as below
+        # the common case first: one more fragment of the open group, checked field by field as below
+        # (a burst of plain fragments is cheaper through feed_many, which the engine uses)
         if current is not None and type(event) is dict:
             items = event.get("content_items")
             if (
