@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
+import threading
 import time
 from typing import Any, TextIO
 
@@ -161,15 +162,27 @@ class TextLive(LiveView):
 
 def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView, rate: float = UPDATES_PER_SECOND,
           abort_grace: float = 2.0) -> Turn:
-    """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn."""
+    """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn.
+
+    The main thread sleeps until something changes, repaints, then rests for one tick whatever
+    arrives meanwhile; the end of the turn wakes it from either wait at once, so the final repaint
+    follows the last event without waiting out a tick.
+    """
     turn = run.turn
     interval = 1.0 / rate
+    ended = threading.Event()
+
+    def on_done(_: Any) -> None:
+        ended.set()
+        run.changed.set()
+
+    future.add_done_callback(on_done)
     live.start(turn)
     interrupted = False
     deadline = None
     while True:
         try:
-            if future.done():
+            if ended.is_set():
                 break
             if deadline is not None and time.monotonic() > deadline:
                 future.cancel()
@@ -178,9 +191,11 @@ def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView
             if not run.changed.wait(0.05):
                 continue
             run.changed.clear()
+            if ended.is_set():
+                break
             live.update(turn)
             # ... then rest for a tick: one wake-up per repaint, whatever arrives meanwhile
-            time.sleep(interval)
+            ended.wait(interval)
         except KeyboardInterrupt:
             if not interrupted:
                 interrupted = True
