@@ -189,17 +189,18 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
     async def read() -> None:
         nonlocal scheduled
         stream = client.streaming_response(messages=messages, config=config)
+        keep, stamp = pending.append, stamps.append
         try:
             async for event in stream:
-                pending.append(event)
-                stamps.append(clock())
+                keep(event)
+                stamp(clock())
                 if len(pending) >= BATCH:
                     flush()
+                    if failure:  # a flush from here cannot cancel the task it runs in
+                        break
                 elif not scheduled:
                     scheduled = True
                     loop.call_soon(flush)
-                if failure:
-                    break
         finally:
             await stream.aclose()
         flush()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import time
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -87,21 +88,25 @@ class ItemState:
     delta_type: str = ""
     field: str = ""
     chunk_type: type = type(None)
+    mixed: bool = False  # a text-like item got a fragment that is not a str (its content is then a list)
     _joined: Any = None
     _joined_n: int = -1
 
     def content(self) -> Any:
         """The content so far: ``str`` (text, thinking, raw tool arguments), ``bytes``, or a vector."""
-        if self._joined_n != len(self.chunks):
+        n = len(self.chunks)
+        if self._joined_n != n:
             if self.kind in ("inline_data", "inline_thinking"):
                 self._joined = b"".join(self.chunks)
             elif self.kind == "embedding":
                 self._joined = [value for chunk in self.chunks for value in chunk]
-            elif all(isinstance(chunk, str) for chunk in self.chunks):
-                self._joined = "".join(self.chunks)
-            else:
+            elif self.mixed:
                 self._joined = list(self.chunks)
-            self._joined_n = len(self.chunks)
+            elif 0 < self._joined_n < n:  # text grows: join only what came since the last read
+                self._joined += "".join(self.chunks[self._joined_n:])
+            else:
+                self._joined = "".join(self.chunks)
+            self._joined_n = n
         return self._joined
 
     @property
@@ -157,12 +162,15 @@ class TurnState:
         self._clock = clock
         self._wall = wall
         self.items: list[ItemState] = []
-        # each event is kept as its one content item (None for the stop event) and its created_at, and
-        # rebuilt when read: a turn of 20,000 events then holds 20,000 small dicts that the garbage
-        # collector untracks, not 60,000 containers it scans again and again while the turn streams
-        self._ev_items: list[Any] = []  # the item, or for a plain fragment just its chunk
-        self._ev_owner = array("i")  # the index of the item a plain fragment belongs to, else -1
-        self._ev_created = array("q")  # created_at, or _NO_STAMP
+        # events are rebuilt when read (see ``events``): a plain fragment (a standard delta event whose
+        # item has only its type and its chunk) is kept as its chunk, which its item holds anyway, in a
+        # run of consecutive fragments of one item; any other event as its content item. A turn of
+        # 20,000 fragments then holds no container per event for the garbage collector to scan while
+        # it streams, and feeding one costs a few appends.
+        self._n = 0  # events accepted
+        self._runs: list[list[int]] = []  # [first event, item index, first chunk, count] per run of plain fragments
+        self._ev_items: dict[int, Any] = {}  # every other event: its content item (None for the stop event)
+        self._ev_created = array("q")  # created_at of each event, or _NO_STAMP
         self._ev_raw: dict[int, dict[str, Any]] = {}  # events with other fields, kept as they came
         self._events: list[dict[str, Any]] = []
         self.event_times = array("d")  # monotonic arrival time of each event
@@ -241,12 +249,12 @@ class TurnState:
                         len(item) == 2
                         and len(event) == 6
                         and type(created) is int
+                        and created != _NO_STAMP
                         and event.get("role") == "assistant"
                         and self._STANDARD_KEYS.issuperset(event)
                     ):
                         # a plain fragment: kept as its chunk, which the item holds anyway
-                        self._ev_items.append(chunk)
-                        self._ev_owner.append(current.index)
+                        self._add_run(current, 1)
                         self._ev_created.append(created)
                     else:
                         self._record(event, item)
@@ -271,54 +279,67 @@ class TurnState:
             current = self._open
             if current is not None:
                 start = n
-                delta_type, field, chunk_type, index = current.delta_type, current.field, current.chunk_type, current.index
-                add_chunk, add_item = current.chunks.append, self._ev_items.append
-                add_owner, add_created, add_time = self._ev_owner.append, self._ev_created.append, self.event_times.append
+                delta_type, field, chunk_type = current.delta_type, current.field, current.chunk_type
+                add_chunk, add_created = current.chunks.append, self._ev_created.append
                 size = current.size
-                while n < total:
-                    event = events[n]
-                    if type(event) is not dict or len(event) != 6:
-                        break
-                    items = event.get("content_items")
-                    if type(items) is not list or len(items) != 1:
-                        break
-                    item = items[0]
-                    if type(item) is not dict or len(item) != 2 or item.get("type") != delta_type:
-                        break
-                    chunk = item.get(field)
-                    created = event.get("created_at")
-                    if not (
-                        type(chunk) is chunk_type
-                        and type(created) is int
-                        and created != _NO_STAMP
-                        and event.get("event_type") == "delta"
-                        and event.get("role") == "assistant"
-                        and event.get("usage_metadata", 0) is None
-                        and event.get("finish_reason", 0) is None
-                    ):
-                        break
-                    add_chunk(chunk)
-                    size += len(chunk)
-                    add_item(chunk)
-                    add_owner(index)
-                    add_created(created)
-                    add_time(stamps[n])
-                    n += 1
+                try:
+                    while n < total:
+                        event = events[n]
+                        if type(event) is not dict or len(event) != 6:
+                            break
+                        items = event["content_items"]  # six keys, so a missing standard one is a KeyError
+                        if type(items) is not list or len(items) != 1:
+                            break
+                        item = items[0]
+                        if type(item) is not dict or len(item) != 2 or item["type"] != delta_type:
+                            break
+                        chunk = item[field]
+                        created = event["created_at"]
+                        if (
+                            type(chunk) is not chunk_type
+                            or type(created) is not int
+                            or created == _NO_STAMP
+                            or event["event_type"] != "delta"
+                            or event["role"] != "assistant"
+                            or event["usage_metadata"] is not None
+                            or event["finish_reason"] is not None
+                        ):
+                            break
+                        add_chunk(chunk)
+                        size += len(chunk)
+                        add_created(created)
+                        n += 1
+                except KeyError:  # not a standard event: feed takes it below
+                    pass
                 if n > start:
                     current.size = size
+                    self._add_run(current, n - start)
+                    self.event_times.extend(stamps[start:n])
                     self.created_at = events[n - 1]["created_at"]
                     self.version += n - start
                     continue
             self.feed(events[n], stamps[n])
             n += 1
 
+    def _add_run(self, item: ItemState, count: int) -> None:
+        """Record that the last ``count`` chunks of ``item`` came as the next ``count`` plain fragments."""
+        n, chunk = self._n, len(item.chunks) - count
+        self._n = n + count
+        runs = self._runs
+        if runs:
+            last = runs[-1]
+            if last[1] == item.index and last[0] + last[3] == n and last[2] + last[3] == chunk:
+                last[3] += count
+                return
+        runs.append([n, item.index, chunk, count])
+
     @property
     def n_events(self) -> int:
         """How many events were accepted."""
-        return len(self._ev_items)
+        return self._n
 
     def _feed(self, event: dict[str, Any], at: float | None) -> ItemState | None:
-        index = len(self._ev_items)
+        index = self._n
         now = self._clock() if at is None else at
         if self.request_sent is None:
             self.request_sent = now
@@ -412,6 +433,8 @@ class TurnState:
             current.fidelity = dict(fidelity)
         if not current.mime_type and item.get("mime_type"):
             current.mime_type = item["mime_type"]
+        if growing in ("text", "thinking", "arguments") and type(chunk) is not str:
+            current.mixed = True
         current.chunks.append(chunk)
         current.size += _size(chunk)
         return current
@@ -481,10 +504,10 @@ class TurnState:
     _STANDARD_KEYS = frozenset(("role", "event_type", "content_items", "usage_metadata", "finish_reason", "created_at"))
 
     def _record(self, event: dict[str, Any], item: dict[str, Any] | None) -> None:
-        """Keep an accepted event (see ``events``)."""
-        n = len(self._ev_items)
-        self._ev_items.append(item)
-        self._ev_owner.append(-1)
+        """Keep an accepted event that is not a plain fragment (see ``events``)."""
+        n = self._n
+        self._n = n + 1
+        self._ev_items[n] = item
         created = event.get("created_at", _MISSING)
         self._ev_created.append(created if type(created) is int and created != _NO_STAMP else _NO_STAMP)
         standard = (
@@ -497,6 +520,25 @@ class TurnState:
         if not standard:
             self._ev_raw[n] = event
 
+    def _sources(self, start: int):
+        """``(n, run, item)`` for each event from ``start``: a plain fragment's run, or the kept item."""
+        runs, kept = self._runs, self._ev_items
+        r = bisect_right(runs, start, key=_run_start) - 1
+        n = start
+        while n < self._n:
+            if r >= 0 and n < runs[r][0] + runs[r][3]:
+                run = runs[r]
+                end = run[0] + run[3]
+                while n < end:
+                    yield n, run, None
+                    n += 1
+            elif n in kept:
+                yield n, None, kept[n]
+                n += 1
+            else:
+                r += 1
+        return
+
     @property
     def events(self) -> list[dict[str, Any]]:
         """Every accepted UniEvent, in order (equal to the events as they arrived).
@@ -506,18 +548,17 @@ class TurnState:
         which its item holds anyway) and rebuilt, once, when read.
         """
         cache = self._events
-        for n in range(len(cache), len(self._ev_items)):
+        created_at = self._ev_created
+        for n, run, item in self._sources(len(cache)):
             raw = self._ev_raw.get(n)
             if raw is None:
-                owner = self._ev_owner[n]
-                item = self._ev_items[n]
-                if owner >= 0:
-                    source = self.items[owner]
-                    item = {"type": source.delta_type, source.field: item}
+                if run is not None:
+                    source = self.items[run[1]]
+                    item = {"type": source.delta_type, source.field: source.chunks[run[2] + n - run[0]]}
                 raw = {"role": "assistant", "event_type": "delta", "content_items": [item],
                        "usage_metadata": None, "finish_reason": None}
-                if self._ev_created[n] != _NO_STAMP:
-                    raw["created_at"] = self._ev_created[n]
+                if created_at[n] != _NO_STAMP:
+                    raw["created_at"] = created_at[n]
             cache.append(raw)
         return cache
 
@@ -535,7 +576,7 @@ class TurnState:
         if self.status not in ("streaming",) and self.error is exc:
             return self.status
         self.error = exc
-        self.status = classify_exception(exc, len(self._ev_items))
+        self.status = classify_exception(exc, self._n)
         usage = getattr(exc, "usage_metadata", None)
         if self.usage is None and isinstance(usage, dict):
             self.usage = dict(usage)
@@ -644,17 +685,25 @@ class TurnState:
 
     def sidecar_events(self) -> list[list[Any]]:
         """``[ms since request, item type or "stop", size]`` per event, for the timing sidecar."""
-        base = self.request_sent if self.request_sent is not None else (self.event_times[0] if self.event_times else 0.0)
+        times = self.event_times
+        base = self.request_sent if self.request_sent is not None else (times[0] if times else 0.0)
         out: list[list[Any]] = []
-        for event, at in zip(self.events, self.event_times):
-            ms = round((at - base) * 1000.0, 3)
-            if event.get("event_type") == "stop":
-                out.append([ms, "stop", 0])
-                continue
-            item = event["content_items"][0]
-            kind = item["type"].rpartition(".")[0]
-            out.append([ms, item["type"], _size(item.get(GROWING_FIELD.get(kind, ""), ""))])
+        add = out.append
+        for n, run, item in self._sources(0):
+            ms = round((times[n] - base) * 1000.0, 3)
+            if run is not None:
+                source = self.items[run[1]]
+                add([ms, source.delta_type, len(source.chunks[run[2] + n - run[0]])])
+            elif item is None:
+                add([ms, "stop", 0])
+            else:
+                kind = item["type"].rpartition(".")[0]
+                add([ms, item["type"], _size(item.get(GROWING_FIELD.get(kind, ""), ""))])
         return out
+
+
+def _run_start(run: list[int]) -> int:
+    return run[0]
 
 
 def _is(event: Any, key: str, value: Any) -> bool:

@@ -264,14 +264,40 @@ def test_feeding_in_batches_equals_feeding_one_by_one(events, batch):
     stamps = [float(i) for i in range(len(events))]
     for event, at in zip(events, stamps):
         one.feed(event, at)
+    snapshots = []
     for start in range(0, len(events), batch):
         many.feed_many(events[start:start + batch], stamps[start:start + batch])
+        # read while it streams: what is read back, and what is read later, grow from there
+        assert many.events == events[:many.n_events]
+        snapshots.append([i.content() for i in many.items])
+    for snapshot in snapshots:
+        for seen, item in zip(snapshot, many.items):
+            assert item.content()[:len(seen)] == seen
     assert many.events == one.events == events
+    expected_sidecar = []
+    for event, at in zip(events, stamps):
+        item = event["content_items"][0] if event["content_items"] else None
+        size = 0 if item is None else len(next((v for k, v in item.items() if k in
+                                                ("text", "thinking", "arguments", "data", "embedding")), ""))
+        expected_sidecar.append([round(at * 1000.0, 3), "stop" if item is None else item["type"], size])
+    assert many.sidecar_events() == expected_sidecar
     assert list(many.event_times) == list(one.event_times) == stamps
     assert many.message() == one.message()
     assert [(i.kind, i.content(), i.size, i.status) for i in many.items] == \
            [(i.kind, i.content(), i.size, i.status) for i in one.items]
     assert many.status == one.status == "complete" and many.created_at == one.created_at
+
+
+def test_text_read_while_it_grows_and_a_fragment_that_is_not_text():
+    state = TurnState()
+    state.feed(delta({"type": "text.delta", "text": "Hel"}))
+    assert state.items[0].content() == "Hel"
+    state.feed_many([delta({"type": "text.delta", "text": "lo"}), delta({"type": "text.delta", "text": " you"})],
+                    [1.0, 2.0])
+    assert state.items[0].content() == "Hello you" and state.items[0].size == 9
+    state.feed(delta({"type": "text.delta", "text": 7}))  # not a str: the content is the fragments as they came
+    assert state.items[0].content() == ["Hel", "lo", " you", 7]
+    assert state.events[-1]["content_items"][0]["text"] == 7 and state.n_events == 4
 
 
 def test_feed_many_stops_at_a_violation_with_what_came_before_consumed():
