@@ -39,6 +39,7 @@ class CountingPublisher:
         self.bytes = 0
         self.count = 0
         self.times: list[float] = []
+        self.main_cpu = 0.0
 
     def publish(self, data: Any, metadata: Any = None, source: Any = None, *, transient: Any = None,
                 update: bool = False, **kw: Any) -> None:
@@ -107,10 +108,22 @@ def live_turn(model: str) -> tuple[Any, CountingPublisher, float]:
     pub.times.clear()
     live = WidgetLive()
     started = time.perf_counter()
+    cpu = time.thread_time()
     run, future = launch("Tell me a long story", model=model, trace=False, base_url=BASE_URL, client_type="mmsp",
                          new=True)
     turn = drive(run, future, live, rate=RATE)
-    return turn, pub, time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    pub.main_cpu = time.thread_time() - cpu  # what the main thread spent: repaints and the final rendering
+    return turn, pub, elapsed
+
+
+def engine_turn(model: str) -> float:
+    """The same turn with no view at all: the stream fed into the turn state, the main thread waiting."""
+    started = time.perf_counter()
+    _, future = launch("Tell me a long story", model=model, trace=False, base_url=BASE_URL, client_type="mmsp",
+                       new=True)
+    future.result()
+    return time.perf_counter() - started
 
 
 def naive_bytes(turn: Any) -> tuple[int, int]:
@@ -186,7 +199,7 @@ def main() -> None:
         print(f"naive / live view: {naive / b2:,.0f}x")
 
         # 2. overhead, interleaved rounds against the same server
-        live_times, bare_times, stateful_times = [], [], []
+        live_times, bare_times, stateful_times, engine_times, main_cpu = [], [], [], [], []
         for _ in range(args.rounds):
             started = time.perf_counter()
             run_sync(bare(model, stateful=False))
@@ -194,12 +207,18 @@ def main() -> None:
             started = time.perf_counter()
             run_sync(bare(model, stateful=True))
             stateful_times.append(time.perf_counter() - started)
-            _, _, elapsed = live_turn(model)
+            engine_times.append(engine_turn(model))
+            _, pub, elapsed = live_turn(model)
             live_times.append(elapsed)
-        b, st, lv = (statistics.median(x) for x in (bare_times, stateful_times, live_times))
+            main_cpu.append(pub.main_cpu)
+        b, st, en, lv, mc = (statistics.median(x) for x in (bare_times, stateful_times, engine_times, live_times,
+                                                             main_cpu))
         print(f"bare streaming_response: median {b * 1000:.0f} ms; bare streaming_response_stateful: median"
               f" {st * 1000:.0f} ms; %%mmsp live view: median {lv * 1000:.0f} ms ({args.rounds} rounds)")
         print(f"  live view / bare: {lv / b:.3f}x; live view / bare stateful: {lv / st:.3f}x")
+        print(f"  where it goes: the turn with no view (stream fed into the turn state) {en * 1000:.0f} ms ="
+              f" {en / b:.3f}x bare; the live view's main thread (repaints + final static rendering)"
+              f" {mc * 1000:.1f} ms CPU per turn")
 
         # 3. message rate: instant, and a paced stream lasting several seconds
         for label, m in (("instant", model), ("paced 3000 tok/s", f"demo+tokens={args.tokens // 2}+tps=3000")):

@@ -178,7 +178,7 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
             if not reader.done() and asyncio.current_task() is not reader:
                 reader.cancel()
         finally:
-            batch = pending[: state.n_events - before]
+            batch = pending[: state.n_events - before] if run.listeners else ()
             pending.clear()
             stamps.clear()
         for listener in run.listeners:

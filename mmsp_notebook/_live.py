@@ -22,9 +22,11 @@ from ._view import OpsTracker, view_model
 __all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "in_kernel"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-# repaints a second at most: under the 30 a front end is promised, with room for the first and the
-# final message of a turn in the same second (and well under jupyter_server's IOPub limit)
-UPDATES_PER_SECOND = 28.0
+# repaints a second at most (40 ms apart, so at most 25 in any second): with a turn's first message
+# (the widget's display) and its last two (the final ops and the static rendering, sent as soon as
+# the stream ends) no second carries more than 28, under the 30 a front end is promised and well
+# under jupyter_server's IOPub limit
+UPDATES_PER_SECOND = 25.0
 PLAIN_LIMIT = 8000  # characters of each text item in the finished output's text/plain
 
 

@@ -283,8 +283,7 @@ class TurnState:
                 add_chunk, add_created = current.chunks.append, self._ev_created.append
                 size = current.size
                 try:
-                    while n < total:
-                        event = events[n]
+                    for event in events[start:] if start else events:
                         if type(event) is not dict or len(event) != 6:
                             break
                         items = event["content_items"]  # six keys, so a missing standard one is a KeyError

@@ -44,3 +44,17 @@ def test_text_live_streams_the_answer_then_the_footer(fresh_session):
     assert turn.status == "complete" and turn.text.strip()
     assert turn.text.strip()[:40] in printed
     assert "tok/s" in printed or "tokens" in printed
+
+
+def test_no_second_carries_more_than_30_messages_with_the_first_and_the_last(fresh_session):
+    # the widget's display, every repaint, then the final ops and the static rendering (two messages)
+    run, future = launch("tell me a story", model="demo+tokens=2400+tps=1500", trace=False)
+    view = Recorder()
+    started = time.monotonic()
+    turn = drive(run, future, view)
+    assert turn.status == "complete" and len(view.updates) > 25  # streamed for more than a second
+    messages = [started, *view.updates, view.finished_at, view.finished_at]
+    busiest = max(sum(1 for t in messages if s <= t < s + 1.0) for s in messages)
+    assert busiest <= 30, busiest
+    gaps = [b - a for a, b in zip(view.updates, view.updates[1:])]
+    assert min(gaps) >= 1.0 / 25 - 0.002
