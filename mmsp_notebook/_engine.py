@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from mmsp.abort_signal import AbortSignal
 
-from ._redact import redact
+from ._redact import redact, redact_exception
 from ._sidecar import append_sidecar
 from ._tools import ToolSet
 from ._turn import Turn
@@ -95,7 +95,7 @@ async def run_turn(
                 await _consume(run, client, request, config, state)
             except (Exception, asyncio.CancelledError) as exc:
                 with turn.lock:
-                    state.fail(exc)
+                    state.fail(redact_exception(exc))
                 if isinstance(exc, asyncio.CancelledError) and not run.signal.aborted:
                     raise
             finally:
@@ -117,7 +117,9 @@ async def run_turn(
             for item in calls:
                 if run.signal.aborted:
                     break
-                tool_run = await tools.run(item, run.notify)
+                tool_run = await _run_tool(run, tools, item)
+                if tool_run is None:  # aborted while the tool ran
+                    break
                 results.append({"type": "tool_result.done", "text": tool_run.output, "tool_call_id": item.tool_call_id})
             if run.signal.aborted:
                 with turn.lock:
@@ -128,11 +130,38 @@ async def run_turn(
                 turn.tool_messages.append(next_message)
         if turn.status == "complete":
             client.set_history(history)
+    except asyncio.CancelledError:
+        turn.mark_cancelled()  # e.g. cancelled between two steps: nothing more runs, nothing is recorded
+        raise
     finally:
         _in_flight.discard(id(client))
         run.notify()
         run.finished.set()
     return turn
+
+
+async def _run_tool(run: TurnRun, tools: ToolSet, item: Any) -> Any:
+    """Run one tool call, raced against the turn's abort signal; ``None`` when the abort came first.
+
+    A coroutine function is cancelled; a plain function runs in a thread, which cannot be stopped:
+    it finishes on its own and its result is dropped.
+    """
+    task = asyncio.ensure_future(tools.run(item, run.notify))
+    aborted = asyncio.ensure_future(run.signal.wait())
+    try:
+        await asyncio.wait({task, aborted}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not aborted.done():
+            aborted.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    run.notify()
+    return None
 
 
 _in_flight: set[int] = set()  # clients with a turn streaming (touched on the worker loop only)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["redact", "register_secret_env"]
+__all__ = ["redact", "redact_exception", "register_secret_env"]
 
 _EXTRA_ENVS: set[str] = set()
 # shapes of common provider keys, masked even when the key is not in this process's environment
@@ -37,3 +37,33 @@ def redact(text: str) -> str:
         if value in text:
             text = text.replace(value, "[redacted]")
     return _KEY_PATTERNS.sub("[redacted]", text)
+
+
+def _redacted(value: object, depth: int = 0) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if depth < 4 and isinstance(value, dict):
+        return {k: _redacted(v, depth + 1) for k, v in value.items()}
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return type(value)(_redacted(v, depth + 1) for v in value) if type(value) in (list, tuple) else value
+    return value
+
+
+def redact_exception(exc: BaseException | None) -> BaseException | None:
+    """Redact ``exc`` in place, with its cause and context: its args and its str/dict/list attributes.
+
+    An upstream error may quote the request (a 401 that echoes the key it got): the exception a turn
+    keeps, shows, and re-raises under ``--strict`` then says ``[redacted]`` where the key was.
+    """
+    first, seen = exc, set()
+    while exc is not None and id(exc) not in seen and len(seen) < 8:
+        seen.add(id(exc))
+        try:
+            exc.args = tuple(_redacted(arg) for arg in exc.args)
+            for name, value in list(vars(exc).items()):
+                if isinstance(value, (str, dict, list, tuple)):
+                    setattr(exc, name, _redacted(value))
+        except Exception:  # an exception type that refuses new attributes keeps them; str() is redacted where shown
+            pass
+        exc = exc.__cause__ or exc.__context__
+    return first

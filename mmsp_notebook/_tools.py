@@ -161,6 +161,11 @@ class ToolSet:
         except Exception as exc:  # the model sees the error and may recover
             run.error = f"{type(exc).__name__}: {exc}"
             run.output = f"error: {run.error}"
+        except asyncio.CancelledError:  # the turn was stopped while the tool ran
+            run.error = "cancelled: the turn was stopped while the tool ran"
+            run.output = f"error: {run.error}"
+            run.ended = time.monotonic()
+            raise
         run.ended = time.monotonic()
         if on_change:
             on_change()

@@ -16,7 +16,7 @@ import wave
 from typing import Any
 
 from ._pricing import cost_of, format_cost
-from ._redact import redact
+from ._redact import redact, redact_exception
 from ._state import ItemState, Status, TurnState
 
 __all__ = ["Turn", "pcm_to_wav", "error_hint"]
@@ -166,9 +166,20 @@ class Turn:
             self.steps.append(state)
         return state
 
+    def mark_cancelled(self, reason: str = "cancelled") -> None:
+        """The turn was stopped outside a stream (e.g. while a tool ran): it ends ``cancelled``."""
+        import asyncio
+
+        with self.lock:
+            for step in self.steps:
+                step.cancel(reason)
+            if self.status not in ("error", "incomplete", "cancelled"):
+                self._status = "cancelled"
+                self._error = asyncio.CancelledError(reason)
+
     def fail_before_stream(self, exc: BaseException) -> None:
         with self.lock:
-            self._error = exc
+            self._error = redact_exception(exc)
             from ._state import classify_exception
 
             self._status = classify_exception(exc, 0)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._redact import redact
 from ._view import event_row
 
 __all__ = ["Wire", "Exchange", "Frame", "split_timed_frames", "pair_events", "render_wire_html",
@@ -91,6 +92,19 @@ def _parse_frame(index: int, t: float, raw: bytes) -> Frame:
     if lines and all(line.startswith(":") for line in lines):
         return Frame(index, t, raw, "comment", event)
     return Frame(index, t, raw, "other", event)
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """``data`` with every API key in it replaced by ``[redacted]`` (see :func:`~mmsp_notebook._redact.redact`)."""
+    text = data.decode("utf-8", errors="surrogateescape")
+    clean = redact(text)
+    return data if clean == text else clean.encode("utf-8", errors="surrogateescape")
+
+
+def _redacted_frame(frame: Frame) -> Frame:
+    """A frame as shown and saved: an upstream that quotes a key back (a 401 body) shows ``[redacted]``."""
+    raw = redact_bytes(frame.raw)
+    return frame if raw is frame.raw else _parse_frame(frame.index, frame.t, raw)
 
 
 def split_timed_frames(data: bytes, sizes: list[int], times: list[float]) -> list[Frame]:
@@ -311,7 +325,7 @@ class Wire(list):
         wanted = steps[step]
         exchange = [e for e in streamed if e.step == wanted][-1]
         target = Path(path)
-        target.write_bytes(exchange.record.response)
+        target.write_bytes(redact_bytes(exchange.record.response))
         return target
 
     def _repr_html_(self) -> str:
@@ -521,7 +535,8 @@ def build_wire(turn: Any, records: list[Any]) -> Wire:
         end = steps[i + 1][0].request_sent if i + 1 < len(steps) else float("inf")
         mine = [r for r in records if start <= r.started < end]
         for j, record in enumerate(mine):
-            frames = split_timed_frames(record.response, list(record.chunks), list(record.times))
+            frames = [_redacted_frame(f) for f in split_timed_frames(record.response, list(record.chunks),
+                                                                       list(record.times))]
             exchange = Exchange(i, record, frames, t0=start)
             if j == len(mine) - 1:
                 exchange.events, exchange.event_times = events, times

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -16,3 +17,30 @@ def demo_server() -> Iterator[DemoServer]:
     """An instant demo server (short heartbeat interval), shared by the tests of a module."""
     with DemoServer(instant=True, heartbeat=0.1) as server:
         yield server
+
+
+@pytest.fixture
+def key_echoing_server():
+    """A provider that refuses every request with a 401 quoting the key it was sent (some do)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            auth = self.headers.get("authorization") or ""
+            body = json.dumps({"error": {"message": f"Incorrect API key provided: {auth.split()[-1]}. Header: {auth}",
+                                         "type": "invalid_request_error", "code": "invalid_api_key"}}).encode()
+            self.send_response(401)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()

@@ -284,3 +284,49 @@ def test_a_stream_that_breaks_the_grammar_ends_in_a_protocol_error(fresh_session
     assert turn.status == "error"
     assert type(turn.error).__name__ == "ProtocolError" and turn.error.index == 1
     assert "interleaved groups" in printed and turn.text == "Hello"  # partial content kept
+
+
+def test_keyboard_interrupt_while_a_slow_tool_runs_cancels_the_turn_at_once(fresh_session):
+    import threading
+    import _thread
+
+    def slow_lookup(city: str) -> str:
+        """Look something up, slowly."""
+        time.sleep(4)
+        return f"found {city}"
+
+    run, future = launch("Use slow_lookup for Paris", tools=[slow_lookup])
+
+    def interrupt_once_the_tool_runs():
+        deadline = time.monotonic() + 10
+        while not any(i.tool_run for i in run.turn.items) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_once_the_tool_runs, daemon=True).start()
+    out = io.StringIO()
+    started = time.monotonic()
+    turn = drive(run, future, TextLive(out))
+    assert time.monotonic() - started < 2.5  # neither the tool's 4 s nor the abort grace waited out
+    assert turn.status == "cancelled"
+    [call] = turn.tool_calls
+    assert call["name"] == "slow_lookup" and call["error"].startswith("cancelled")
+    assert fresh_session.conversation(None).history() == []  # nothing recorded
+    # the kernel goes on: the next turn of the same chat runs normally
+    assert quiet_ask("hello")[0].status == "complete"
+
+
+def test_a_key_quoted_back_by_the_provider_is_redacted_everywhere_even_under_strict(fresh_session, monkeypatch,
+                                                                                   key_echoing_server):
+    import traceback
+
+    monkeypatch.setenv("MY_SECRET_VAR", "canary-key-9876543")
+    with pytest.raises(m.TurnError) as info:
+        m.ask("hello", model="custom-model", client_type="openai-chat", base_url=key_echoing_server,
+              api_key_env="MY_SECRET_VAR", strict=True, stream=io.StringIO())
+    shown = "".join(traceback.format_exception(info.value))
+    turn = info.value.turn
+    assert turn.status == "error" and "Incorrect API key provided" in shown
+    for text in (shown, str(turn.error), repr(turn.error), repr(turn.error.args), turn.error_message):
+        assert "canary-key-9876543" not in text and "[redacted]" in text

@@ -304,3 +304,19 @@ def test_chat_wire_and_the_proxy_command_line(fresh_session, capsys, tmp_path):
     saved = list((tmp_path / "captures").glob("*.sse"))
     assert len(saved) == 1 and saved[0].read_bytes() == received
     assert CANARY not in first + line + out + err
+
+
+def test_a_key_quoted_back_in_a_response_is_redacted_in_the_wire_view_and_its_saved_file(
+        fresh_session, monkeypatch, key_echoing_server, tmp_path):
+    import mmsp_notebook as m
+    from mmsp_notebook._wire import render_wire_html, render_wire_text
+
+    monkeypatch.setenv("MY_SECRET_VAR", "canary-key-9876543")
+    turn = m.ask("hello", model="custom-model", client_type="openai-chat", base_url=key_echoing_server,
+                 api_key_env="MY_SECRET_VAR", wire=True, stream=io.StringIO())
+    assert turn.status == "error" and turn.wire.exchanges
+    saved = turn.wire.save(tmp_path / "refused.sse").read_bytes()
+    shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), repr(turn.wire), saved.decode()]
+    assert all("Incorrect API key provided" in text for text in shown)
+    assert all("canary-key-9876543" not in text for text in shown)
+    assert "[redacted]" in shown[0] and "[redacted]" in shown[3]  # the text view cuts long lines before it
