@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import math
 import re
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
@@ -60,7 +61,11 @@ def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[
                     images.append(item)
                     out.append(f"[image {len(images)}]")
                 else:
-                    out.append(str(value))
+                    try:
+                        out.append(str(value))
+                    except Exception as exc:
+                        raise OptionError(f"{{{expr.strip()}}} cannot be put in the prompt: its str() raised "
+                                          f"{type(exc).__name__}: {exc}") from None
             else:
                 out.append(template[i : j + 1])
             i = j + 1
@@ -136,6 +141,15 @@ def launch(
         raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {thinking!r}")
     if max_tokens is not None and int(max_tokens) < 1:
         raise OptionError("max_tokens must be at least 1")
+    if temperature is not None:
+        try:
+            temperature = float(temperature)
+        except (TypeError, ValueError):
+            raise OptionError(f"temperature takes a number, not {temperature!r}") from None
+        if not math.isfinite(temperature) or temperature < 0:
+            raise OptionError(f"temperature must be a finite number of at least 0, not {temperature!r}")
+    if isinstance(trace, str) and trace:
+        check_trace_id(trace)
     model = model or settings.model
     client_type = client_type or settings.client_type
     base_url = base_url or settings.base_url
@@ -186,6 +200,25 @@ def launch(
     return run, _worker.submit(go())
 
 
+_TRACE_PART = re.compile(r"[A-Za-z0-9_\-~]+(\.[A-Za-z0-9_\-~]+)*")
+
+
+def check_trace_id(trace_id: str) -> None:
+    """Refuse a trace id mmsp's tracer cannot keep apart: it becomes a path under ``MMSP_CACHE_DIR``.
+
+    Parts separated by ``/``, each of letters, digits, ``_``, ``-``, ``~`` and inner dots; no dot in
+    the last part (the tracer replaces what follows a dot with ``.json``: ``exp.1`` and ``exp.2``
+    would both be saved as ``exp.json``).
+    """
+    parts = trace_id.split("/")
+    if not all(_TRACE_PART.fullmatch(part) for part in parts) or any(part.strip(".") != part for part in parts):
+        raise OptionError(f"trace id {trace_id!r}: use parts of letters, digits, _ - ~ separated by / "
+                          "(no empty part, no leading slash, no ..)")
+    if "." in parts[-1]:
+        raise OptionError(f"trace id {trace_id!r}: no dot in its last part (mmsp's tracer would save "
+                          f"it as {parts[-1].split('.')[0]}.json); try {trace_id.replace('.', '_')!r}")
+
+
 def finish_turn(turn: Turn, strict: bool = False, sess: Session | None = None) -> Turn:
     """Record how a turn ended; in strict mode raise :class:`TurnError` unless it completed."""
     sess = sess or session()
@@ -220,7 +253,7 @@ def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None
 
         show_wire(turn, isinstance(live, WidgetLive), stream)
     if isinstance(live, WidgetLive):
-        turn._show_summary_repr = True
+        turn.mark_drawn()
     return finish_turn(turn, sess.settings.strict if strict is None else strict)
 
 

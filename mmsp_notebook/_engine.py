@@ -83,6 +83,12 @@ async def run_turn(
     _in_flight.add(id(client))
     history = client.get_history()
     next_message = message
+    if history and history[-1].get("role") == "user":
+        # the previous turn stopped with tool calls unanswered and recorded why (see below): that
+        # message opens this one, so every provider sees each call answered and one user turn
+        next_message = {**message, "content_items": list(history[-1].get("content_items", []))
+                        + list(message.get("content_items", []))}
+        history = history[:-1]
     try:
         for step_no in range(max_steps):
             state = turn.new_step()
@@ -108,10 +114,16 @@ async def run_turn(
             if save_trace_here and config.get("trace_id"):
                 _save_trace(history, turn, config)
             calls = [item for item in state.items if item.kind == "tool_call" and item.done is not None]
-            if not calls or not tools:
+            if not calls:
                 break
-            if step_no == max_steps - 1:
-                turn.max_steps_reached = True
+            if not tools or step_no == max_steps - 1:
+                # the turn ends with calls no tool ran for: the conversation records that they were
+                # not run, as providers want every call answered before the next user message
+                why = ("not run: the turn reached its step limit (max_steps)" if tools
+                       else "not run: no tools were offered in this turn")
+                history = history + [{"role": "user", "content_items": [
+                    {"type": "tool_result.done", "text": why, "tool_call_id": item.tool_call_id} for item in calls]}]
+                turn.max_steps_reached = bool(tools)
                 break
             results = []
             for item in calls:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+import difflib
+import keyword
 import os
+import shlex
 import traceback
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ._api import finish_turn, interpolate, launch, usage_frame, user_message
@@ -52,20 +56,18 @@ class MMSPMagics(Magics):
     @argument("-o", "--out", default=None, metavar="VAR", help="store the turn's result in this variable")
     @argument("--strict", action="store_true", help="raise when the turn does not complete")
     @argument("rest", nargs="*", help="(line magic) a subcommand: models, history, reset, config k=v, usage, error")
+    @no_var_expand
     @line_cell_magic
     def mmsp(self, line: str = "", cell: str | None = None) -> Any:
         """Talk to a model: ``%%mmsp [options]`` streams the cell's prompt into the cell.
 
         The prompt interpolates ``{expr}`` from the notebook's namespace (``{{``/``}}`` for braces);
-        an image value (PIL image, PNG/JPEG bytes, a path) is sent as an image. Line magic:
-        ``%mmsp models | history | reset | config key=value | usage | error``.
+        an image value (PIL image, PNG/JPEG bytes, a path) is sent as an image. Option values take
+        shell quoting (``--system "Be brief"``). Line magic: ``%mmsp models | history | reset |
+        config key=value | usage | error``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
+        prompt that starts with ``-``).
         """
-        try:
-            args = parse_argstring(self.mmsp, line)
-        except UsageError:
-            raise
-        except Exception as exc:  # argparse's own complaints
-            raise UsageError(f"%mmsp: {exc}") from None
+        args = _parse(self.mmsp, line)
         sess = session()
         sess.notebook = _notebook_name(self.shell)
         if cell is None:
@@ -73,6 +75,11 @@ class MMSPMagics(Magics):
                 return self._subcommand(args, args.rest[0], args.rest[1:])
             if not args.rest:
                 return self._subcommand(args, "help", [])
+            if len(args.rest) == 1:
+                near = difflib.get_close_matches(args.rest[0].lower(), SUBCOMMANDS, n=1, cutoff=0.75)
+                if near and args.rest[0].lower() not in ("hello", "hi"):
+                    raise UsageError(f"%mmsp: unknown subcommand {args.rest[0]!r}; did you mean {near[0]!r}? "
+                                     f"(to send it as a prompt: %mmsp -- {args.rest[0]})")
             prompt = " ".join(args.rest)
         else:
             if args.rest:
@@ -85,6 +92,8 @@ class MMSPMagics(Magics):
         from ._live import TextLive, WidgetLive, drive, in_kernel
 
         sess = session()
+        if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)):
+            raise UsageError(f"%%mmsp: -o/--out takes a variable name, not {args.out!r}")
         tools = []
         if args.tools:
             for name in [n.strip() for n in args.tools.split(",") if n.strip()]:
@@ -96,8 +105,8 @@ class MMSPMagics(Magics):
                 tools.append(func)
         if args.trace and args.no_trace:
             raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
-        text, images = interpolate(prompt.strip("\n"), self.shell.user_ns)
         try:
+            text, images = interpolate(prompt.strip("\n"), self.shell.user_ns)
             message = user_message(text.strip(), images)
             run, future = launch(
                 message,
@@ -129,7 +138,7 @@ class MMSPMagics(Magics):
             self.shell.user_ns[args.out] = turn
         finish_turn(turn, strict=args.strict or sess.settings.strict)
         # the cell's value: the live view already shows the turn, so its repr here is the summary line
-        turn._show_summary_repr = True
+        turn.mark_drawn()
         return turn
 
     # ------------------------------------------------------------------ subcommands
@@ -150,14 +159,17 @@ class MMSPMagics(Magics):
         if name == "config":
             if not rest:
                 return {k: v for k, v in vars(sess.settings).items()}
+            # all or nothing: every pair is checked on a copy before any takes effect
+            trial = copy.copy(sess.settings)
             for pair in rest:
                 key, eq, value = pair.partition("=")
                 if not eq:
-                    raise UsageError(f"%mmsp config: expected key=value, got {pair!r}")
+                    raise UsageError(f"%mmsp config: expected key=value, got {pair!r} (nothing was changed)")
                 try:
-                    sess.settings.set(key.strip(), value.strip())
+                    trial.set(key.strip(), value.strip())
                 except OptionError as exc:
-                    raise UsageError(f"%mmsp config: {exc}") from None
+                    raise UsageError(f"%mmsp config: {exc} (nothing was changed)") from None
+            vars(sess.settings).update(vars(trial))
             return None
         if name == "usage":
             return usage_frame(sess.turns)
@@ -174,6 +186,23 @@ class MMSPMagics(Magics):
             print(redact("\n".join(detail)))
             return None
         raise UsageError(f"%mmsp: unknown subcommand {name!r}")
+
+
+def _parse(magic: Any, line: str) -> Any:
+    """The magic's options from ``line``, with shell quoting; a line that does not parse as a shell
+    line (an apostrophe in a one-line prompt) is split on spaces, as IPython does."""
+    try:
+        argv = shlex.split(line)
+    except ValueError:
+        argv = None
+    try:
+        if argv is None:
+            return parse_argstring(magic, line)
+        return magic.parser.parse_args(argv)
+    except UsageError:
+        raise
+    except Exception as exc:  # argparse's own complaints
+        raise UsageError(f"%mmsp: {exc}") from None
 
 
 def models_frame() -> Any:

@@ -334,5 +334,5 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
     live = WidgetLive() if in_kernel() else TextLive()
     result = drive(run, future, live)
     if isinstance(live, WidgetLive):
-        result._show_summary_repr = True
+        result.mark_drawn()
     return result

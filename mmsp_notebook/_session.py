@@ -98,7 +98,11 @@ def image_item(value: Any) -> dict[str, Any] | None:
         import io
 
         buf = io.BytesIO()
-        value.save(buf, format="PNG")
+        try:
+            value.save(buf, format="PNG")
+        except (OSError, ValueError):  # a mode PNG cannot hold (CMYK, YCbCr, float...): sent as RGB(A)
+            buf = io.BytesIO()
+            value.convert("RGBA" if "A" in value.mode else "RGB").save(buf, format="PNG")
         data, mime = buf.getvalue(), "image/png"
     elif isinstance(value, (bytes, bytearray)):
         data = bytes(value)

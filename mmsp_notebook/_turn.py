@@ -157,7 +157,25 @@ class Turn:
         self.max_steps_reached = False
         self._status: Status | None = None  # set when a turn ends without a step (e.g. refused config)
         self._error: BaseException | None = None
-        self._show_summary_repr = False
+        self._drawn_in_cell: int | None = None  # the execution count of the cell whose live view drew it
+
+    def mark_drawn(self) -> None:
+        """The live view drew this turn in the running cell: as that cell's value it is just its summary."""
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        except ImportError:  # pragma: no cover - IPython is a dependency
+            shell = None
+        self._drawn_in_cell = getattr(shell, "execution_count", None) if shell is not None else None
+
+    def _drawn_here(self) -> bool:
+        if self._drawn_in_cell is None:
+            return False
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        return shell is not None and shell.execution_count == self._drawn_in_cell
 
     # ----------------------------------------------------------------- engine side
     def new_step(self) -> TurnState:
@@ -349,9 +367,8 @@ class Turn:
         return self.summary()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        if self._show_summary_repr:
-            # the magic already drew this turn in the cell; the cell's value is then just its summary
-            self._show_summary_repr = False
+        if self._drawn_here():
+            # the live view already drew this turn in this cell; the cell's value is then just its summary
             return {"text/plain": self.summary()}
         from ._html import render_html, render_text
 

@@ -85,6 +85,18 @@ def test_max_steps_stops_the_loop(fresh_session):
     turn, _ = quiet_ask("What's the weather in Paris?", tools=[get_weather], max_steps=1)
     assert len(turn.steps) == 1 and turn.max_steps_reached
     assert "max-steps" in turn.status_text
+    # every call is answered in the conversation (providers refuse a call without its result) ...
+    history = fresh_session.conversation(None).history()
+    [call] = [i for i in history[1]["content_items"] if i["type"] == "tool_call.done"]
+    assert [m["role"] for m in history] == ["user", "assistant", "user"]
+    assert history[2]["content_items"] == [{"type": "tool_result.done", "tool_call_id": call["tool_call_id"],
+                                            "text": "not run: the turn reached its step limit (max_steps)"}]
+    # ... and the next turn opens with that answer, in one user message
+    nxt, _ = quiet_ask("Never mind, say hello")
+    assert nxt.status == "complete"
+    history = fresh_session.conversation(None).history()
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+    assert [i["type"] for i in history[2]["content_items"]] == ["tool_result.done", "text.done"]
 
 
 @pytest.mark.parametrize(

@@ -196,3 +196,32 @@ def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
     ip.run_cell("%%mmsp?")
     assert "--api-key-env" in capsys.readouterr().out  # magic_arguments' help
     sess.stop_demo()
+
+
+def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monkeypatch):
+    nb = notebook(
+        SETUP + "from PIL import Image\nim = Image.new('CMYK', (8, 8), (0, 255, 255, 0))\n",
+        '%%mmsp --system "Be brief" --chat "my chat" -o q\nhi',
+        "%%mmsp -o 1abc\nhi",
+        "%mmsp config max_steps=3 thinking=ultra",
+        "from mmsp_notebook._session import session\nprint(session().settings.max_steps, session().settings.thinking)",
+        "r = %mmsp describe {im}",
+        "print([i['type'] for i in r.prompt['content_items']], r.status)",
+        "%mmsp histroy",
+        "%%mmsp --trace exp.1\nhi",
+        "print(q.config.get('system_prompt'), '|', q.chat, '|', q.status)",
+        "q",
+        "%mmsp what's a notebook?",
+    )
+    run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
+    c = nb.cells
+    for i in (2, 3, 7, 8):
+        assert "UsageError" in text_of(c[i]), (i, text_of(c[i]))
+    assert "1abc" in text_of(c[2]) and "nothing was changed" in text_of(c[3])
+    assert text_of(c[4]).split() == ["8", "None"]  # the valid half of a refused config did not apply
+    assert text_of(c[6]).strip() == "['text.done', 'image_url.done'] complete"  # {im} in a line magic
+    assert "did you mean 'history'" in text_of(c[7]) and "exp_1" in text_of(c[8])
+    assert text_of(c[9]).strip() == "Be brief | my chat | complete"
+    # the turn shown again in a later cell is the whole turn, not the summary line of its own cell
+    assert "mmsp-root" in html_of(c[10])
+    assert not [o for o in c[11].outputs if o.output_type == "error"]  # an apostrophe in a line prompt
