@@ -13,7 +13,7 @@ from mmsp.credentials import routed_client_type
 from . import _worker
 from ._engine import TurnRun, run_turn
 from ._errors import OptionError, TurnError
-from ._session import THINKING_LEVELS, Session, config_for, image_item, is_demo_model, session
+from ._session import THINKING_LEVELS, Session, check_client_type, config_for, image_item, is_demo_model, session
 from ._tools import ToolSet
 from ._turn import Turn
 
@@ -92,7 +92,9 @@ def _evaluate(expr: str, namespace: Mapping[str, Any]) -> tuple[Any, bool]:
 def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
     """A user UniMessage: the text, then each image (items, PIL images, bytes, paths or data URLs)."""
     items: list[dict[str, Any]] = []
-    if text:
+    if not isinstance(text, str):
+        raise OptionError(f"the prompt is text, not {type(text).__name__}")
+    if text.strip():
         items.append({"type": "text.done", "text": text})
     for image in images:
         if isinstance(image, dict) and image.get("type") == "image_url.done":
@@ -105,7 +107,7 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
                 raise OptionError(f"not an image: {type(image).__name__} (give a PIL image, PNG/JPEG bytes or a path)")
             items.append(item)
     if not items:
-        raise OptionError("the prompt is empty: write something in the cell")
+        raise OptionError("the prompt is empty: write something to send")
     return {"role": "user", "content_items": items}
 
 
@@ -152,6 +154,8 @@ def launch(
         check_trace_id(trace)
     model = model or settings.model
     client_type = client_type or settings.client_type
+    if client_type:
+        check_client_type(client_type)
     base_url = base_url or settings.base_url
     api_key_env = api_key_env or settings.api_key_env
     steps = int(max_steps if max_steps is not None else settings.max_steps)
@@ -223,8 +227,8 @@ def finish_turn(turn: Turn, strict: bool = False, sess: Session | None = None) -
     """Record how a turn ended; in strict mode raise :class:`TurnError` unless it completed."""
     sess = sess or session()
     sess.last_turn = turn
-    if turn.error is not None and turn.status != "complete":
-        sess.last_error = turn.error
+    if turn.error is not None and turn.status not in ("complete", "cancelled"):
+        sess.last_error = turn.error  # a cancel is not an error: %mmsp error keeps showing the last real one
     if strict and turn.status != "complete":
         message = f"turn {turn.status}"
         if turn.error_message and turn.status != "cancelled":

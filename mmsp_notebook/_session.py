@@ -85,9 +85,20 @@ class Settings:
                 raise OptionError(f"temperature takes a number, not {value!r}") from None
         elif key == "thinking" and value not in THINKING_LEVELS:
             raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {value!r}")
+        elif key == "client_type":
+            check_client_type(value)
         if parsed is None and key in ("model", "max_steps", "trace", "strict", "events", "demo_instant"):
             raise OptionError(f"{key} cannot be empty")
         setattr(self, key, parsed)
+
+
+def check_client_type(client_type: str) -> None:
+    """Refuse a client type mmsp does not know, naming those it does."""
+    from mmsp.credentials import COMPATIBLE_CLIENT_TYPES, OFFICIAL_CLIENT_TYPES
+
+    known = (*OFFICIAL_CLIENT_TYPES, *COMPATIBLE_CLIENT_TYPES)
+    if client_type not in known:
+        raise OptionError(f"unknown client type {client_type!r}; mmsp has {', '.join(known)}")
 
 
 def image_item(value: Any) -> dict[str, Any] | None:

@@ -131,6 +131,9 @@ class ToolSet:
             schema = schema_of(func)
             if name:
                 schema["name"] = name
+            if not name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}", schema["name"]):
+                raise OptionError(f"a tool needs a name of letters, digits, _ or - (providers refuse others), not "
+                                  f"{schema['name']!r}: pass tools={{'name': func}} to name it")
             if schema["name"] in self.funcs:
                 raise OptionError(f"two tools are named {schema['name']!r}")
             self.funcs[schema["name"]] = func

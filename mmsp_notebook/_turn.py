@@ -119,7 +119,13 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
         return "The stream broke the UniEvent grammar: a bug in the client or the server, not in your prompt."
     if name in ("CancelledError", "KeyboardInterrupt"):
         return ""
-    if name in ("RemoteProtocolError", "ReadError", "APIConnectionError") and "closed" in str(exc).lower():
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 6:  # what a provider SDK's error wraps says how it failed
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    names = {type(e).__name__ for e in chain}
+    said = " ".join(str(e).lower() for e in chain)
+    if names & {"RemoteProtocolError", "ReadError", "ReadTimeout"} or "closed" in said or "incomplete chunked" in said:
         return "The connection dropped before the stream ended; the request is worth retrying."
     if name in ("ConnectError", "APIConnectionError", "ConnectTimeout"):
         return "Could not connect: check --base-url and that the server is reachable."
@@ -346,6 +352,8 @@ class Turn:
     def status_text(self) -> str:
         if self.status == "complete" and self.max_steps_reached:
             return "stopped after --max-steps with tool calls still pending"
+        if self.status in ("error", "cancelled") and not self.items:
+            return "failed before any output" if self.status == "error" else "cancelled before any output"
         return STATUS_TEXT.get(self.status, "")
 
     def summary(self) -> str:

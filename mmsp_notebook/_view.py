@@ -73,14 +73,24 @@ def item_done_fields(item: ItemState) -> dict[str, Any]:
     return out
 
 
+TOOL_OUTPUT_LIMIT = 20_000  # characters of a tool's result shown (the model gets it whole)
+
+
+def _shown(text: str | None) -> str | None:
+    if text is None or len(text) <= TOOL_OUTPUT_LIMIT:
+        return text
+    rest = len(text) - TOOL_OUTPUT_LIMIT
+    return f"{text[:TOOL_OUTPUT_LIMIT]}\n… {rest:,} more characters not shown (turn.tool_calls has them all)"
+
+
 def tool_result_fields(item: ItemState) -> dict[str, Any] | None:
     run = item.tool_run
     if run is None:
         return None
     return {
         "ok": run.ok,
-        "output": redact(run.output) if run.ended is not None else None,
-        "error": redact(run.error) if run.error else None,
+        "output": _shown(redact(run.output)) if run.ended is not None else None,
+        "error": _shown(redact(run.error)) if run.error else None,
         "duration": run.duration,
         "running": run.ended is None,
     }

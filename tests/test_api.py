@@ -342,3 +342,29 @@ def test_a_key_quoted_back_by_the_provider_is_redacted_everywhere_even_under_str
     assert turn.status == "error" and "Incorrect API key provided" in shown
     for text in (shown, str(turn.error), repr(turn.error), repr(turn.error.args), turn.error_message):
         assert "canary-key-9876543" not in text and "[redacted]" in text
+
+
+@pytest.mark.parametrize("client_type", ["openai-chat", "openai-responses", "ant-messages", "mmsp"])
+def test_a_connection_cut_mid_stream_says_so_on_every_protocol(fresh_session, client_type):
+    from mmsp_notebook._turn import error_hint
+
+    turn, printed = quiet_ask("hello there", model="demo+cut-text", client_type=client_type)
+    assert turn.status == "incomplete" and turn.text
+    hint = error_hint(turn.error, None, client_type)
+    assert "dropped before the stream ended" in hint or "cut short" in hint, hint
+    assert "check --base-url" not in printed
+
+
+def test_unknown_client_types_and_unusable_settings_are_refused_before_anything_runs(fresh_session):
+    from mmsp_notebook import OptionError
+
+    with pytest.raises(OptionError, match="unknown client type 'bogus'; mmsp has .*openai-chat"):
+        launch("hi", client_type="bogus")
+    with pytest.raises(OptionError, match="client type"):
+        fresh_session.settings.set("client_type", "bogus")
+    for bad in (float("nan"), -0.5, "hot"):
+        with pytest.raises(OptionError, match="temperature"):
+            launch("hi", temperature=bad)
+    with pytest.raises(OptionError, match="prompt is empty"):
+        launch("   ")
+    assert fresh_session.turns == []

@@ -73,3 +73,29 @@ def test_footer_and_error_fields(fresh_session):
     turn, _ = run_with_tracker("hi", max_tokens=5)
     vm = view_model(turn)
     assert vm["footer"]["finish_reason"] == "length" and vm["footer"]["cost_text"] == "price unknown"
+
+
+def test_a_huge_tool_result_is_shown_cut_and_kept_whole(fresh_session):
+    from mmsp_notebook._view import TOOL_OUTPUT_LIMIT
+
+    def dump(city: str) -> str:
+        """Everything about a city."""
+        return "x" * (TOOL_OUTPUT_LIMIT * 5)
+
+    run, future = launch("Use dump for Paris", tools=[dump])
+    turn = future.result(30)
+    [call] = turn.tool_calls
+    assert len(call["output"]) == TOOL_OUTPUT_LIMIT * 5  # the model and the Turn get it whole
+    [shown] = [i for i in view_model(turn)["items"] if i["kind"] == "tool_call"]
+    output = shown["result"]["output"]
+    assert len(output) < TOOL_OUTPUT_LIMIT + 200 and output.endswith("(turn.tool_calls has them all)")
+    assert f"{TOOL_OUTPUT_LIMIT * 4:,} more characters not shown" in output
+
+
+def test_a_tool_without_a_usable_name_is_refused_clearly():
+    from mmsp_notebook._errors import OptionError
+    from mmsp_notebook._tools import ToolSet
+
+    with pytest.raises(OptionError, match="tools=\\{'name': func\\}"):
+        ToolSet([lambda city: city])
+    assert list(ToolSet({"lookup": lambda city: city}).funcs) == ["lookup"]
