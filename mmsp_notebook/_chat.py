@@ -81,6 +81,8 @@ class Chat(anywidget.AnyWidget):
     ) -> None:
         if thinking is not None and thinking not in THINKING_LEVELS:
             raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {thinking!r}")
+        if not isinstance(model, str) or not model.strip():
+            raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
         choices = list(models) if models else ["demo", "demo-embed"]
         if model not in choices:
             choices.insert(0, model)
@@ -116,14 +118,20 @@ class Chat(anywidget.AnyWidget):
 
     @history.setter
     def history(self, messages: list[dict[str, Any]]) -> None:
+        """Replace the conversation with UniMessages: checked whole first, so a bad value changes nothing."""
         if self.busy:
             raise MMSPNotebookError("a turn is streaming: stop it before replacing the history")
+        messages = _checked_history(messages)
+        try:
+            transcript = _transcript_of(messages)
+        except Exception as exc:  # e.g. a .done item its own content contradicts
+            raise OptionError(f"history: {type(exc).__name__}: {exc}") from None
         conv = self.conversation
         conv.pending_history = list(messages)
         if conv.client is not None:
             conv.client.set_history(list(messages))
             conv.pending_history = None
-        self.transcript = _transcript_of(messages)
+        self.transcript = transcript
 
     @property
     def turns(self) -> Any:
@@ -243,7 +251,8 @@ class Chat(anywidget.AnyWidget):
             self.transcript = [*self.transcript[:index], {"role": "assistant", "turn": vm}]
             if turn.status in ("error", "incomplete"):
                 exc = turn.error
-                self.error = f"{type(exc).__name__}: {turn.error_message}. {error_hint(exc, turn.api_key_env, turn.client_type)}".strip()
+                said = (turn.error_message or "").rstrip().rstrip(".")
+                self.error = f"{type(exc).__name__}: {said}. {error_hint(exc, turn.api_key_env, turn.client_type)}".strip()
             self._live_index = None
             self.busy = False
             run.shown.set()
@@ -287,6 +296,23 @@ class Chat(anywidget.AnyWidget):
             entries.pop()
         self.transcript = entries
         await self._start(text, srcs)
+
+
+def _checked_history(messages: Any) -> list[dict[str, Any]]:
+    """``messages`` as a list of UniMessages, or an OptionError saying what is wrong."""
+    if isinstance(messages, (str, bytes, dict)) or not hasattr(messages, "__iter__"):
+        raise OptionError(f"history takes a list of UniMessages (dicts with role and content_items), "
+                          f"not {type(messages).__name__}")
+    out = list(messages)
+    for n, message in enumerate(out):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise OptionError(f"history[{n}]: a UniMessage is a dict with role 'user' or 'assistant'")
+        items = message.get("content_items")
+        if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("type"), str)
+                                                  and i["type"].endswith(".done") for i in items):
+            raise OptionError(f"history[{n}]: content_items must be a list of items, each a dict whose "
+                              "'type' ends in .done")
+    return out
 
 
 def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

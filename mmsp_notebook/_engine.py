@@ -224,7 +224,10 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
             stamps.clear()
         for listener in run.listeners:
             for event in batch:
-                listener(event)
+                try:
+                    listener(event)
+                except Exception as exc:  # a user's on_event callback: reported once, the turn goes on
+                    _report_listener_error(run, listener, exc)
         run.notify()
 
     async def read() -> None:
@@ -268,11 +271,25 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
             pass
         flush()  # what arrived before the abort is kept
         raise asyncio.CancelledError(run.signal.reason)
+    if not reader.cancelled() and reader.exception() is not None:  # (retrieved, so asyncio does not log it)
+        flush()  # what arrived before the error is kept
     if failure:
         raise failure[0]
-    if not reader.cancelled() and reader.exception() is not None:
-        flush()  # what arrived before the error is kept
     reader.result()
+
+
+def _report_listener_error(run: TurnRun, listener: Any, exc: Exception) -> None:
+    """Say once per turn and listener that an event listener raised; it keeps getting the events."""
+    import logging
+
+    reported = run.__dict__.setdefault("_listener_errors", set())
+    if id(listener) in reported:
+        return
+    reported.add(id(listener))
+    name = getattr(listener, "__qualname__", None) or type(listener).__name__
+    logging.getLogger("mmsp_notebook").warning(
+        "the event listener %s raised %s: %s (the turn goes on; later errors of this listener in this turn are not shown)",
+        name, type(exc).__name__, redact(str(exc)))
 
 
 def _save_trace(history: list[dict[str, Any]], turn: Turn, config: dict[str, Any]) -> None:

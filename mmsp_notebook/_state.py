@@ -389,9 +389,10 @@ class TurnState:
     def _delta(self, index: int, event: dict, item: dict, kind: str, current: ItemState | None, now: float) -> ItemState:
         fidelity = item.get("fidelity")
         if current is not None and current.kind != kind:
+            what = "interleaved groups" if kind in GROWING_FIELD else f"an item of unknown kind {kind!r}"
             raise self._violation(
                 index,
-                f"interleaved groups: {item['type']} arrived while the {current.kind} item {current.index} is open "
+                f"{what}: {item['type']} arrived while the {current.kind} item {current.index} is open "
                 f"(a group ends with its {current.kind}.done before the next begins)",
                 event,
             )

@@ -169,6 +169,9 @@ class ToolSet:
             run.output = f"error: {run.error}"
             run.ended = time.monotonic()
             raise
+        except BaseException as exc:  # noqa: BLE001 - sys.exit() or an argparse error inside a tool
+            run.error = f"{type(exc).__name__}: {exc}"
+            run.output = f"error: {run.error}"
         run.ended = time.monotonic()
         if on_change:
             on_change()

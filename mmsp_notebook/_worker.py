@@ -32,7 +32,14 @@ def loop() -> asyncio.AbstractEventLoop:
             def run() -> None:
                 asyncio.set_event_loop(new_loop)
                 ready.set()
-                new_loop.run_forever()
+                while True:
+                    try:
+                        new_loop.run_forever()
+                        return  # stopped on purpose
+                    except BaseException:  # noqa: BLE001 - SystemExit or KeyboardInterrupt out of a task
+                        # asyncio re-raises them out of the loop after setting them on their task: the
+                        # loop goes on, so that task's waiter and every other stream still finish
+                        continue
 
             _thread = threading.Thread(target=run, name="mmsp-notebook-worker", daemon=True)
             _thread.start()

@@ -179,3 +179,56 @@ def test_kernel_stays_usable_while_a_chat_streams(kernel):
         time.sleep(0.3)
     summary = kernel.printed("print([e['role'] for e in c.transcript], c.transcript[-1]['turn']['status'])")
     assert summary.strip() == "['user', 'assistant'] complete"
+
+
+def test_a_bad_history_is_refused_whole_and_changes_nothing(fresh_session):
+    from mmsp_notebook import OptionError
+
+    chat = Chat()
+    chat.send("remember the word kiwi")
+    before, transcript = chat.history, list(chat.transcript)
+    bad_values = ["hello", {"role": "user"}, [{"role": "assistant", "content_items": [{"text": "x"}]}],
+                  [{"role": "robot", "content_items": []}],
+                  [{"role": "assistant", "content_items": [{"type": "text.done", "text": 5}]}]]
+    for bad in bad_values:
+        with pytest.raises(OptionError, match="history"):
+            chat.history = bad
+        assert chat.history == before and chat.transcript == transcript
+    chat.history = iter(before)  # any iterable of messages, read once
+    assert chat.history == before and [e["role"] for e in chat.transcript] == ["user", "assistant"]
+    with pytest.raises(OptionError, match="model id"):
+        Chat(model="")
+
+
+def test_a_raising_on_event_callback_changes_nothing_but_is_reported_once(fresh_session, caplog):
+    seen, calls = [], []
+    chat = Chat(model="demo+tokens=200")
+
+    def broken(event):
+        calls.append(event)
+        raise ValueError("callback bug")
+
+    chat.on_event(broken)
+    chat.on_event(seen.append)
+    turn = chat.send("tell me something")
+    assert turn.status == "complete" and chat.error == ""
+    assert len(seen) == len(calls) == len(turn.events)  # every event reached every listener
+    reports = [r for r in caplog.records if "callback bug" in r.getMessage()]
+    assert len(reports) == 1 and "broken" in reports[0].getMessage()
+
+
+def test_a_tool_that_exits_is_an_error_the_model_sees_and_other_chats_go_on(fresh_session):
+    import sys
+
+    def quitter(city: str) -> str:
+        """Look something up, then give up."""
+        sys.exit(2)
+
+    slow = Chat(model="demo+tps=200")
+    future = slow.asend("say something long")
+    runner = asyncio.run_coroutine_threadsafe(future, __import__("mmsp_notebook._worker", fromlist=["loop"]).loop())
+    chat = Chat(tools=[quitter])
+    turn = chat.send("Use quitter for Paris")
+    [call] = turn.tool_calls
+    assert call["error"] == "SystemExit: 2" and turn.status == "complete"
+    assert runner.result(30).status == "complete"  # the other chat streaming meanwhile finished too
