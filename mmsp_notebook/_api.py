@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import math
 import re
 from typing import Any, Callable, Mapping, Sequence, TextIO
@@ -24,7 +25,8 @@ def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[
     """Expand ``{expr}`` from ``namespace``; ``{{``/``}}`` are literal braces.
 
     A ``{...}`` that is not an expression that evaluates (JSON, a name that is not defined) stays as
-    it was written, so a prompt full of JSON never fails. A value that is an image (a PIL image,
+    it was written, so a prompt full of JSON never fails; so does one whose value is a function, a
+    class or a module (``{print}`` in pasted code). A value that is an image (a PIL image,
     PNG/JPEG bytes, a path to one) becomes an image item and ``[image N]`` in the text.
     """
     out: list[str] = []
@@ -55,6 +57,8 @@ def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[
                 break
             expr = template[i + 1 : j]
             value, ok = _evaluate(expr, namespace)
+            if ok and (inspect.isroutine(value) or inspect.isclass(value) or inspect.ismodule(value)):
+                ok = False  # {print} or {json}: pasted code, not a value to put in the prompt
             if ok:
                 item = image_item(value)
                 if item is not None:

@@ -223,6 +223,15 @@ def test_interpolation_expressions_escapes_json_and_images(tmp_path):
     payload = '{"a": {"b": [1, 2]}, "c": "{d}"}'
     assert interpolate(payload, ns)[0] == payload
     assert interpolate("{undefined_name} and {", ns)[0] == "{undefined_name} and {"
+    code = "if (ok) { print } else { json } {city}"  # pasted code: functions and modules stay as written
+    assert interpolate(code, {**ns, "json": json})[0] == "if (ok) { print } else { json } Paris"
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("no str")
+
+    with pytest.raises(m.OptionError, match=r"\{thing\} cannot be put in the prompt"):
+        interpolate("show {thing}", {"thing": Unprintable()})
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 20
     path = tmp_path / "pic.png"
     path.write_bytes(png)
