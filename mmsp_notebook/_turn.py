@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import itertools
+import os
 import threading
 import wave
 from typing import Any
@@ -101,6 +102,10 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     set_key = "in the environment (or name another variable with --api-key-env NAME), then run the cell again."
     if name == "ApiKeyRequiredError":
         env = getattr(exc, "api_key_env", None) or api_key_env or "the provider's API key variable"
+        if getattr(exc, "base_url", None) and os.environ.get(env):
+            # mmsp keeps a provider's key from being sent to another endpoint unless told to
+            return (f"{env} is set, but mmsp does not send it to a custom --base-url: "
+                    f"add --api-key-env {env} (or the variable holding that server's key).")
         return f"Set {env} {set_key}"
     if status == 401 or name == "AuthenticationError":
         env = api_key_env or _key_env(client_type) or "the API key variable"
@@ -128,7 +133,7 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     if names & {"RemoteProtocolError", "ReadError", "ReadTimeout"} or "closed" in said or "incomplete chunked" in said:
         return "The connection dropped before the stream ended; the request is worth retrying."
     if name in ("ConnectError", "APIConnectionError", "ConnectTimeout"):
-        return "Could not connect: check --base-url and that the server is reachable."
+        return "Could not connect: check the network, --base-url if you set one, and that the server is reachable."
     return "Run %mmsp error for the full detail."
 
 

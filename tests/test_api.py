@@ -214,6 +214,13 @@ def test_missing_key_for_a_real_provider_says_which_variable(fresh_session, monk
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     turn, printed = quiet_ask("hi", model="gpt-5.6-sol", client_type="openai-chat", base_url="http://127.0.0.1:9/v1")
     assert turn.status == "error" and "OPENAI_API_KEY" in printed
+    assert turn.status_text == "failed before any output"
+    # set, but mmsp keeps a provider's key from a custom endpoint: the hint says how to send it
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefXYZ")
+    turn, printed = quiet_ask("hi", model="gpt-5.6-sol", client_type="openai-chat", base_url="http://127.0.0.1:9/v1",
+                              chat="second")
+    assert type(turn.error).__name__ == "ApiKeyRequiredError" and "--api-key-env OPENAI_API_KEY" in printed
+    assert "sk-test-0123456789abcdefXYZ" not in printed
 
 
 def test_interpolation_expressions_escapes_json_and_images(tmp_path):
