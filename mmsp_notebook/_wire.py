@@ -316,7 +316,7 @@ class Wire(list):
         """Write the raw response bytes of a step's request to ``path`` (``DemoServer(replay=path)`` serves it).
 
         Raises:
-            ValueError: No request was captured for that step.
+            ValueError: No request was captured for that step, or it was refused (not HTTP 200).
         """
         streamed = [e for e in self.exchanges if e.events] or list(self.exchanges)
         if not streamed:
@@ -324,6 +324,10 @@ class Wire(list):
         steps = sorted({e.step for e in streamed})
         wanted = steps[step]
         exchange = [e for e in streamed if e.step == wanted][-1]
+        status = getattr(exchange.record, "status", 200)
+        if status is not None and status != 200:
+            raise ValueError(f"the request was answered HTTP {status}, not with a stream: there is nothing to replay "
+                             "(the wire view shows the response)")
         target = Path(path)
         target.write_bytes(redact_bytes(exchange.record.response))
         return target

@@ -30,10 +30,17 @@ def key_echoing_server():
             pass
 
         def do_POST(self):
-            self.rfile.read(int(self.headers.get("content-length") or 0))
+            request = self.rfile.read(int(self.headers.get("content-length") or 0))
             auth = self.headers.get("authorization") or ""
-            body = json.dumps({"error": {"message": f"Incorrect API key provided: {auth.split()[-1]}. Header: {auth}",
-                                         "type": "invalid_request_error", "code": "invalid_api_key"}}).encode()
+            error = {"error": {"message": f"Incorrect API key provided: {auth.split()[-1]}. Header: {auth}",
+                               "type": "invalid_request_error", "code": "invalid_api_key"}}
+            if b'"stream-refusal"' in request:  # refused inside a stream that began with HTTP 200
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
+                return
+            body = json.dumps(error).encode()
             self.send_response(401)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))

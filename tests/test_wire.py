@@ -312,11 +312,17 @@ def test_a_key_quoted_back_in_a_response_is_redacted_in_the_wire_view_and_its_sa
     from mmsp_notebook._wire import render_wire_html, render_wire_text
 
     monkeypatch.setenv("MY_SECRET_VAR", "canary-key-9876543")
-    turn = m.ask("hello", model="custom-model", client_type="openai-chat", base_url=key_echoing_server,
-                 api_key_env="MY_SECRET_VAR", wire=True, stream=io.StringIO())
-    assert turn.status == "error" and turn.wire.exchanges
-    saved = turn.wire.save(tmp_path / "refused.sse").read_bytes()
-    shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), repr(turn.wire), saved.decode()]
-    assert all("Incorrect API key provided" in text for text in shown)
-    assert all("canary-key-9876543" not in text for text in shown)
-    assert "[redacted]" in shown[0] and "[redacted]" in shown[3]  # the text view cuts long lines before it
+    for model in ("custom-model", "stream-refusal"):  # refused with HTTP 401, and inside an HTTP 200 stream
+        turn = m.ask("hello", model=model, client_type="openai-chat", base_url=key_echoing_server,
+                     api_key_env="MY_SECRET_VAR", wire=True, stream=io.StringIO())
+        assert turn.status == "error" and turn.wire.exchanges
+        shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), repr(turn.wire)]
+        if model == "custom-model":
+            with pytest.raises(ValueError, match="HTTP 401"):
+                turn.wire.save(tmp_path / "refused.sse")
+        else:
+            shown.append(turn.wire.save(tmp_path / "refused.sse").read_bytes().decode())
+        assert all("Incorrect API key provided" in text for text in shown)
+        assert all("canary-key-9876543" not in text for text in shown)
+        assert "[redacted]" in shown[0]  # (the text view cuts long lines before it)
+        assert model == "custom-model" or "[redacted]" in shown[-1]  # the saved stream
