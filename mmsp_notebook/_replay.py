@@ -1,8 +1,9 @@
 """Replay: watch a recorded turn stream again, with its original timing.
 
-``mmsp_notebook.replay(trace)`` reads an assistant message from an mmsp trace (``<trace_id>.json``,
-written by mmsp's Tracer) and its timing from the sidecar next to it (``<trace_id>.timing.jsonl``,
-written by this project: ``events: [[ms, type, size], ...]``), rebuilds the UniEvents and feeds
+``mmsp_notebook.replay(trace)`` reads an assistant message from an mmsp trace (written by mmsp's
+Tracer to ``Path(trace_id).with_suffix(".json")``: ``<trace_id>.json``, or ``runs/v1.json`` for
+``runs/v1.5``) and its timing from the sidecar next to it (``<trace_id>.timing.jsonl``, written by
+this project: ``events: [[ms, type, size], ...]``), rebuilds the UniEvents and feeds
 them into a fresh :class:`~mmsp_notebook.TurnState` at the recorded moments, through the same live
 views a real turn uses. It returns the replayed :class:`~mmsp_notebook.Turn`::
 
@@ -23,8 +24,10 @@ How the events are rebuilt
     call's raw argument text is not recorded: it is rebuilt as the JSON of its parsed arguments,
     so the raw text seen while it streams may be formatted differently (the parsed arguments and
     the final view are the same). Signatures (``fidelity``) travel on the ``.done`` item. Without
-    a sidecar record, or when it does not match the message, each item arrives as one delta and its
-    ``.done``, all at once.
+    a sidecar record, when it does not match the message, or when any of its events is damaged
+    (not ``[ms, type, size]`` with a finite ``0 <= ms <=`` one day and a non-negative integer
+    size), each item arrives as one delta and its ``.done``, all at once: the whole message, never
+    an exception.
 
 What is replayed
     One assistant message: one model response, i.e. one step of a turn (a turn with tools has one
@@ -34,23 +37,28 @@ What is replayed
 
 Timing
     ``speed=1`` keeps the recorded pacing (measured: well within 10 % on a one-second turn),
-    ``speed=10`` plays ten times faster, ``speed=math.inf`` (or no sidecar) at once. The replayed
-    turn measures its own timings, so its footer shows the replay's ttft and total (at speed 1
-    close to the original's). :func:`strip_timings` is the normalization under which a replay's
+    ``speed=10`` plays ten times faster, ``speed=math.inf`` (or no sidecar) at once. No single wait
+    is longer than :data:`MAX_WAIT` (30 s, after ``speed``): a longer recorded pause is shortened
+    to it, and a stopped replay ends at once. The replayed turn measures its own timings, so its
+    footer shows the replay's ttft and total (at speed 1 close to the original's). :func:`strip_timings` is the normalization under which a replay's
     static rendering equals the original's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import glob
 import json
 import math
+import operator
 import re
 import time
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 from typing import Any
 
 from ._engine import TurnRun
-from ._sidecar import SIDECAR_SUFFIX, cache_dir, read_sidecar
+from ._sidecar import SIDECAR_SUFFIX, cache_dir, read_sidecar, sidecar_path
 from ._state import ToolRun
 from ._turn import Turn
 
@@ -83,80 +91,254 @@ def _decode(message: dict[str, Any]) -> dict[str, Any]:
     return decode_wire(message)
 
 
+def _tracer_path(base: Path, trace_id: str) -> Path | None:
+    """Where mmsp's Tracer writes the trace of ``trace_id``: ``(base / trace_id).with_suffix(".json")``,
+    so a dotted last part is replaced (``runs/v1.5`` -> ``runs/v1.json``)."""
+    try:
+        return (base / trace_id).with_suffix(".json")
+    except ValueError:  # an empty last part
+        return None
+
+
+def _trace_candidates(base: Path, name: str) -> list[Path]:
+    trace_id = name.removesuffix(".json")
+    found = [base / name] if name.endswith(".json") else []
+    found += [p for p in (_tracer_path(base, trace_id), base / f"{trace_id}.json") if p is not None]
+    return list(dict.fromkeys(found))
+
+
+def _row_field(row: Any, *keys: str) -> Any:
+    """The first of ``keys`` a row has a value for (None, NaN and pandas NA count as missing)."""
+    for key in keys:
+        try:
+            value = row.get(key)
+            if value is None or value != value:
+                continue
+        except Exception:  # noqa: BLE001 - pd.NA refuses bool(); a mapping may refuse a key
+            continue
+        return value
+    return None
+
+
+def _read_trace(path: Path) -> dict[str, Any]:
+    """The JSON object of a trace file (a UTF-8 BOM is accepted); ValueError naming what is wrong."""
+    data: Any = None
+    for attempt in (1, 2):  # mmsp's Tracer rewrites a trace in place: a reader can catch it half-written
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8-sig"))
+            break
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no trace file {path}") from None
+        except (ValueError, RecursionError) as exc:
+            if attempt == 2:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ValueError(f"{path} is not an mmsp trace: not valid UTF-8 JSON ({first[:120]})") from None
+            time.sleep(0.05)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not an mmsp trace: its top level is a JSON {type(data).__name__}, not an object")
+    history = data.get("history")
+    if not isinstance(history, list):
+        what = "no 'history'" if history is None else f"its 'history' is a {type(history).__name__}, not a list"
+        raise ValueError(f"{path} is not an mmsp trace: {what}")
+    for i, message in enumerate(history):
+        if not isinstance(message, dict):
+            raise ValueError(f"{path} is not an mmsp trace: history[{i}] is a {type(message).__name__}, "
+                             "not a message object")
+    return data
+
+
+def _message(path: Path, history: list[dict[str, Any]], index: int) -> dict[str, Any]:
+    """History message ``index`` decoded (inline data as bytes); ValueError when it is damaged."""
+    message = history[index]
+    items = message.get("content_items")
+    if items is not None and not isinstance(items, list):
+        raise ValueError(f"message {index} of {path} is damaged: its content_items are a {type(items).__name__}, "
+                         "not a list")
+    for n, item in enumerate(items or []):
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise ValueError(f"message {index} of {path} is damaged: content item {n} is not an object with a 'type'")
+    try:
+        return _decode(message)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ValueError(f"message {index} of {path} is damaged: {type(exc).__name__}: {exc}") from None
+
+
+def _sidecar_candidates(path: Path, trace_ids: list[str]) -> tuple[list[Path], list[Path]]:
+    """The sidecars that may time the trace file ``path``: ``(named, others)``.
+
+    ``named`` are ``<trace id>.timing.jsonl`` next to it for the trace ids known (the one asked for,
+    the file's own name); ``others`` the sidecars next to it whose trace id mmsp's Tracer would store
+    in this file (``v1.5.timing.jsonl`` for ``v1.json``), trusted only when their records name the trace.
+    """
+    named = [path.parent / f"{Path(t).name}{SIDECAR_SUFFIX}" for t in trace_ids if Path(t).name]
+    named.append(path.with_name(path.name[: -len(".json")] + SIDECAR_SUFFIX) if path.name.endswith(".json")
+                 else path.with_name(path.name + SIDECAR_SUFFIX))
+    others = []
+    try:
+        pattern = glob.escape(path.stem) + ".*" + SIDECAR_SUFFIX
+        for candidate in sorted(path.parent.glob(pattern)):
+            tid = candidate.name[: -len(SIDECAR_SUFFIX)]
+            if _tracer_path(path.parent, tid) == path:
+                others.append(candidate)
+    except (OSError, ValueError):
+        pass
+    named = [p for p in dict.fromkeys(named) if p.is_file()]
+    return named, [p for p in others if p not in named]
+
+
+def _pick_record(records: list[dict[str, Any]], message_index: int, turn_no: int,
+                 trace_id: str | None) -> dict[str, Any] | None:
+    chosen = None
+    for record in records:
+        if record.get("status") != "complete":
+            continue
+        if trace_id is not None and record.get("trace_id") != trace_id:
+            continue
+        index = record.get("message_index")
+        if (type(index) is int and index == message_index) or (index is None and record.get("turn") == turn_no):
+            chosen = record
+    return chosen
+
+
+def _failed_turn(records: list[dict[str, Any]], turn: int, trace_id: str) -> str | None:
+    """Why turn ``turn`` of ``trace_id`` cannot be replayed, when its sidecar ``records`` say it failed
+    (for a negative ``turn``: when no turn completed, counting among the failed ones)."""
+    failed = [r for r in records if r.get("status") != "complete"]
+    if not failed:
+        return None
+    none_completed = len(failed) == len(records)
+    if turn < 0:
+        if not none_completed:
+            return None
+        record = failed[turn] if -len(failed) <= turn else failed[0]
+    else:
+        record = next((r for r in failed if type(r.get("turn")) is int and r.get("turn") == turn), None)
+        if record is None:
+            return None
+    error = record.get("error") if isinstance(record.get("error"), dict) else {}
+    why = str(record.get("status"))
+    if error:
+        why += f": {error.get('type')}: {str(error.get('message'))[:200]}"
+    every = "; no turn of it completed" if none_completed else ""
+    return (f"turn {record.get('turn')} of {trace_id} did not complete ({why}{every}): its content was never "
+            "recorded, so it cannot be replayed")
+
+
 def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) -> dict[str, Any]:
     """The recorded assistant message of a trace and what surrounds it.
 
     Args:
         trace: A trace id (relative to ``root``, default ``MMSP_CACHE_DIR``), a path to a trace
-            ``.json`` file, or a row of ``traces.load_turns`` (its ``trace_id`` and
-            ``message_index``).
+            ``.json`` file, or a row of ``traces.load_turns`` (a pandas Series or a dict, with
+            this module's or the ``otel=True`` column names: its trace id and ``message_index``).
+            A trace id is found where mmsp's Tracer writes it, ``Path(trace_id).with_suffix(".json")``
+            (``runs/v1.5`` in ``runs/v1.json``).
         turn: Which assistant message (0-based among the trace's assistant messages; negative
             counts from the end). Ignored for a row.
         root: The directory trace ids are relative to.
 
     Returns:
         ``{"trace_id", "path", "message", "message_index", "turn", "prompt", "tool_results",
-        "config", "record"}`` where ``record`` is the sidecar record (``None`` without one).
+        "config", "record", "sidecar"}`` where ``record`` is the sidecar record (``None`` without
+        one) and ``sidecar`` its file.
 
     Raises:
-        FileNotFoundError: No trace file. ValueError: No such turn, or a failed turn (never recorded).
+        FileNotFoundError: No trace file. ValueError: No such turn, a failed turn (never recorded),
+        or a file that is not an mmsp trace (the message names the file and what is wrong).
     """
     base = Path(root) if root is not None else cache_dir()
     message_index = None
-    if hasattr(trace, "get") and not isinstance(trace, (str, Path, dict)):  # a pandas Series
-        trace_id = str(trace.get("trace_id"))
-        value = trace.get("message_index")
+    asked: str | None = None  # the trace id asked for
+    if isinstance(trace, Mapping) or (hasattr(trace, "get") and hasattr(trace, "keys")
+                                      and not isinstance(trace, (str, bytes, Path))):  # a row (Series or dict)
+        value = _row_field(trace, "trace_id", "gen_ai.conversation.id")
+        if value is None:
+            raise ValueError("the row has no trace id (a 'trace_id' or 'gen_ai.conversation.id' field): "
+                             "pass a row of traces.load_turns")
+        trace_id = str(value)
+        value = _row_field(trace, "message_index")
         try:
-            message_index = None if value is None or value != value else int(value)
-        except (TypeError, ValueError):
+            message_index = None if value is None else int(value)
+        except (TypeError, ValueError, OverflowError):
             message_index = None
         if message_index is None:
-            raise ValueError(f"turn {trace.get('turn')} of {trace_id} did not complete ({trace.get('status')}): "
-                             "its content was never recorded, so it cannot be replayed")
-        path = base / f"{trace_id}.json"
+            raise ValueError(f"turn {_row_field(trace, 'turn')} of {trace_id} did not complete "
+                             f"({_row_field(trace, 'status')}): its content was never recorded, so it cannot be replayed")
+        asked = trace_id
+        candidates = _trace_candidates(base, trace_id)
     else:
+        if isinstance(trace, bytes) or not isinstance(trace, (str, PurePath)):
+            raise TypeError(f"trace must be a trace id, a path or a row of traces.load_turns, not {type(trace).__name__}")
         candidate = Path(trace)
         if candidate.suffix == ".json" and candidate.is_file():
-            path = candidate
+            candidates = [candidate]
             trace_id = None
         else:
-            trace_id = str(trace).removesuffix(".json")
-            path = base / f"{trace_id}.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no trace file {path}")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    history = [_decode(m) for m in data.get("history") or []]
-    config = data.get("config") or {}
+            trace_id = asked = str(trace).removesuffix(".json")
+            candidates = _trace_candidates(base, str(trace))
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
+        tried = candidates[0] if candidates else base / f"{trace_id}.json"
+        records = list(read_sidecar(sidecar_path(asked, base))) if asked else []
+        if records and all(r.get("status") != "complete" for r in records):  # every turn failed
+            raise ValueError(_failed_turn(records, turn, asked) or
+                             f"no turn of {asked} completed ({len(records)} failed): nothing was recorded, so "
+                             "nothing can be replayed")
+        raise FileNotFoundError(f"no trace file {tried}")
+    data = _read_trace(path)
+    history: list[dict[str, Any]] = data["history"]
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    config_id = config.get("trace_id") if isinstance(config.get("trace_id"), str) and config.get("trace_id") else None
+    if asked is not None and config_id is not None and Path(asked).suffix and Path(config_id).name != Path(asked).name \
+            and _tracer_path(path.parent, Path(config_id).name) == path == _tracer_path(path.parent, Path(asked).name):
+        raise FileNotFoundError(f"no trace file for {asked}: {path}, where mmsp's Tracer keeps it, now holds trace "
+                                f"{config_id} (the Tracer stores both ids in the same file)")
     if trace_id is None:
-        trace_id = config.get("trace_id") or path.stem
+        trace_id = config_id or path.stem
     assistant = [i for i, m in enumerate(history) if m.get("role") == "assistant"]
+    named, others = _sidecar_candidates(path, [t for t in (asked, config_id) if t])
+    records_of = {p: [r for r in read_sidecar(p) if isinstance(r, dict)] for p in named + others}
     if message_index is None:
         if not assistant:
             raise ValueError(f"{path} holds no assistant message")
         try:
             message_index = assistant[turn]
         except IndexError:
+            for source in named:
+                failed = _failed_turn(records_of[source], turn, trace_id) if turn >= 0 else None
+                if failed is not None:
+                    raise ValueError(failed) from None
             raise ValueError(f"{path} holds {len(assistant)} assistant messages; there is no turn {turn}") from None
     if not (0 <= message_index < len(history)) or history[message_index].get("role") != "assistant":
         raise ValueError(f"message {message_index} of {path} is not an assistant message")
     turn_no = assistant.index(message_index)
-    prompt = next((history[i] for i in range(message_index - 1, -1, -1) if history[i].get("role") == "user"), None)
+    message = _message(path, history, message_index)
+    prompt_index = next((i for i in range(message_index - 1, -1, -1) if history[i].get("role") == "user"), None)
+    prompt = _message(path, history, prompt_index) if prompt_index is not None else None
     following = history[message_index + 1] if message_index + 1 < len(history) else None
     results = {}
-    if following and following.get("role") == "user":
-        for item in following.get("content_items") or []:
-            if item.get("type") == "tool_result.done":
-                results[item.get("tool_call_id")] = item.get("text", "")
-    sidecar = path.with_name(path.name[: -len(".json")] + SIDECAR_SUFFIX)
-    record = None
-    for candidate_record in read_sidecar(sidecar):
-        if candidate_record.get("status") != "complete":
-            continue
-        if candidate_record.get("message_index") == message_index or (
-                candidate_record.get("message_index") is None and candidate_record.get("turn") == turn_no):
-            record = candidate_record
-    return {"trace_id": trace_id, "path": path, "message": history[message_index], "message_index": message_index,
-            "turn": turn_no, "prompt": prompt, "tool_results": results, "config": config, "record": record}
+    if following and following.get("role") == "user" and isinstance(following.get("content_items"), list):
+        for item in following["content_items"]:
+            if isinstance(item, dict) and item.get("type") == "tool_result.done":
+                text = item.get("text", "")
+                results[item.get("tool_call_id")] = text if isinstance(text, str) else json.dumps(text, default=str)
+    # the sidecar: a record of this message whose trace id is the file's own, from any sidecar next
+    # to the file; else one from a sidecar named after the trace (whatever trace id it records)
+    record = sidecar = None
+    for source in named + others:
+        record = _pick_record(records_of[source], message_index, turn_no, config_id) if config_id else None
+        if record is not None:
+            sidecar = source
+            break
+    else:
+        for source in named + (others if config_id is None else []):
+            record = _pick_record(records_of[source], message_index, turn_no, None)
+            if record is not None:
+                sidecar = source
+                break
+    return {"trace_id": trace_id, "path": path, "message": message, "message_index": message_index,
+            "turn": turn_no, "prompt": prompt, "tool_results": results, "config": config, "record": record,
+            "sidecar": sidecar}
 
 
 # ---------------------------------------------------------------------------------------------- rebuilding
@@ -189,6 +371,52 @@ def _event(item: dict[str, Any], created_at: Any) -> dict[str, Any]:
             "finish_reason": None, "created_at": created_at}
 
 
+#: A sidecar event later than this (ms since the request: a day) makes the record unusable.
+MAX_EVENT_MS = 86_400_000.0
+#: No single wait of a replay is longer than this (seconds, after ``speed``): a longer recorded
+#: pause is shortened to it.
+MAX_WAIT = 30.0
+
+
+def _usable_timing(timing: Any) -> list[tuple[float, str, int]] | None:
+    """The sidecar's ``events`` as ``(ms, type, size)``, or ``None`` when any of them is unusable.
+
+    Every event must be ``[ms, type, size]`` with ``ms`` a finite number, ``0 <= ms <=``
+    :data:`MAX_EVENT_MS`, ``type`` a string and ``size`` a non-negative integer.
+    """
+    if not isinstance(timing, (list, tuple)) or not timing:
+        return None
+    rows = []
+    for row in timing:
+        if not isinstance(row, (list, tuple)) or len(row) < 3:
+            return None
+        ms, kind, size = row[0], row[1], row[2]
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 <= ms <= MAX_EVENT_MS:
+            return None  # NaN fails the comparison too
+        if not isinstance(kind, str):
+            return None
+        if isinstance(size, float) and size.is_integer():
+            size = int(size)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            return None
+        rows.append((float(ms), kind, size))
+    return rows
+
+
+def _plays_cleanly(plan: list[tuple[float | None, dict[str, Any]]]) -> bool:
+    """Whether ``plan`` streams through the grammar checks of a turn to a complete state."""
+    from ._state import TurnState
+
+    state = TurnState(clock=lambda: 0.0, wall=lambda: 0.0)
+    try:
+        for _, event in plan:
+            state.feed(event)
+        state.finish()
+    except Exception:  # noqa: BLE001 - any refusal means the timed plan cannot be trusted
+        return False
+    return state.status == "complete"
+
+
 def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list[tuple[float | None, dict[str, Any]]]:
     """The UniEvents of a recorded message, each with the ms (since the request) it arrived at.
 
@@ -197,32 +425,39 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
         timing: The sidecar's ``events`` (``[ms, type, size]``), or ``None``.
 
     Returns:
-        ``[(ms or None, event), ...]`` ending with the stop event; ``None`` times mean "at once"
-        (no usable timing: no sidecar, or one that does not match the message).
+        ``[(ms or None, event), ...]`` ending with the stop event; ``None`` times mean "at once":
+        no usable timing (no sidecar, one that does not match the message, or one with any event
+        that is not ``[ms, type, size]`` with a finite ``0 <= ms <=`` :data:`MAX_EVENT_MS` and a
+        non-negative integer size). The content is the message's in every case.
     """
     created_at = message.get("created_at")
-    items = [i for i in message.get("content_items") or [] if str(i.get("type", "")).rpartition(".")[0] in _GROWING]
+    items = [i for i in message.get("content_items") or []
+             if isinstance(i, dict) and str(i.get("type", "")).rpartition(".")[0] in _GROWING]
+    usage = message.get("usage_metadata")
+    reason = message.get("finish_reason")
     stop = {"role": "assistant", "event_type": "stop", "content_items": [],
-            "usage_metadata": message.get("usage_metadata") or {}, "finish_reason": message.get("finish_reason") or "stop",
-            "created_at": created_at}
-    plan = _timed_plan(items, timing, created_at) if timing else None
-    if plan is None:
-        plan = []
-        for item in items:
-            kind = item["type"].rpartition(".")[0]
-            plan.append((None, _event(_delta(kind, item, _content(item, kind, None), True), created_at)))
-            plan.append((None, _event(item, created_at)))
-        plan.append((None, stop))
-        return plan
-    stop_ms = next((row[0] for row in timing if row[1] == "stop"), plan[-1][0] if plan else None)  # type: ignore[union-attr]
-    plan.append((stop_ms, stop))
+            "usage_metadata": usage if isinstance(usage, dict) else {},
+            "finish_reason": reason if isinstance(reason, str) and reason else "stop", "created_at": created_at}
+    rows = _usable_timing(timing) if timing else None
+    plan = _timed_plan(items, rows, created_at) if rows else None
+    if plan is not None:
+        stop_ms = next((row[0] for row in rows if row[1] == "stop"), plan[-1][0] if plan else None)  # type: ignore[union-attr]
+        plan.append((stop_ms, stop))
+        if _plays_cleanly(plan):
+            return plan
+    plan = []
+    for item in items:
+        kind = item["type"].rpartition(".")[0]
+        plan.append((None, _event(_delta(kind, item, _content(item, kind, None), True), created_at)))
+        plan.append((None, _event(item, created_at)))
+    plan.append((None, stop))
     return plan
 
 
-def _timed_plan(items: list[dict[str, Any]], timing: list[list[Any]],
+def _timed_plan(items: list[dict[str, Any]], timing: list[tuple[float, str, int]],
                 created_at: Any) -> list[tuple[float | None, dict[str, Any]]] | None:
     plan: list[tuple[float | None, dict[str, Any]]] = []
-    rows = [row for row in timing if isinstance(row, list) and len(row) >= 3 and row[1] != "stop"]
+    rows = [row for row in timing if row[1] != "stop"]
     position = 0
     for item in items:
         kind = item["type"].rpartition(".")[0]
@@ -232,15 +467,14 @@ def _timed_plan(items: list[dict[str, Any]], timing: list[list[Any]],
             position += 1
         if not deltas or position >= len(rows) or rows[position][1] != f"{kind}.done":
             return None  # the sidecar does not describe this message
-        done_ms = float(rows[position][0])
+        done_ms = rows[position][0]
         position += 1
-        content = _content(item, kind, sum(int(r[2] or 0) for r in deltas))
+        content = _content(item, kind, sum(r[2] for r in deltas))
         offset = 0
-        for n, row in enumerate(deltas):
-            size = int(row[2] or 0)
+        for n, (ms, _, size) in enumerate(deltas):
             piece = content[offset:] if n == len(deltas) - 1 else content[offset:offset + size]
             offset += size
-            plan.append((float(row[0]), _event(_delta(kind, item, piece, n == 0), created_at)))
+            plan.append((ms, _event(_delta(kind, item, piece, n == 0), created_at)))
         plan.append((done_ms, _event(item, created_at)))
     if position != len(rows):
         return None
@@ -248,22 +482,32 @@ def _timed_plan(items: list[dict[str, Any]], timing: list[list[Any]],
 
 
 # ---------------------------------------------------------------------------------------------- playing
+async def _wait(run: TurnRun, delay: float) -> None:
+    """Sleep ``delay`` seconds, or until the replay is stopped."""
+    try:
+        await asyncio.wait_for(run.signal.wait(), timeout=delay)
+    except asyncio.TimeoutError:
+        pass
+
+
 async def _play(run: TurnRun, plan: list[tuple[float | None, dict[str, Any]]], speed: float,
                 results: dict[str, str]) -> Turn:
-    import asyncio
-
     turn = run.turn
     state = turn.new_step()
     try:
         with turn.lock:
             state.mark_request_sent()
         run.notify()
-        t0 = state.request_sent or time.monotonic()
+        target = state.request_sent or time.monotonic()  # when the next event is due
+        latest = 0.0  # the latest recorded ms so far
         for ms, event in plan:
             if ms is not None and math.isfinite(speed):
-                delay = t0 + ms / 1000.0 / speed - time.monotonic()
+                if ms > latest:
+                    target += min((ms - latest) / 1000.0 / speed, MAX_WAIT)
+                    latest = ms
+                delay = target - time.monotonic()
                 if delay > 0:
-                    await asyncio.sleep(delay)
+                    await _wait(run, delay)
             if run.signal.aborted:
                 with turn.lock:
                     state.cancel(str(run.signal.reason or "cancelled"))
@@ -288,20 +532,44 @@ async def _play(run: TurnRun, plan: list[tuple[float | None, dict[str, Any]]], s
     return turn
 
 
+def _speed(speed: Any) -> float:
+    """``speed`` as a float; TypeError for what is not a number, ValueError for one not positive."""
+    if isinstance(speed, (str, bytes, bool)) or speed is None:
+        raise TypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
+                        f"not {type(speed).__name__} {speed!r}")
+    try:
+        value = float(speed)
+    except (TypeError, ValueError):
+        raise TypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
+                        f"not {type(speed).__name__}") from None
+    if not value > 0:  # NaN too
+        raise ValueError(f"speed must be a positive number (math.inf: at once), not {speed!r}")
+    return value
+
+
 def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = True,
            root: str | Path | None = None) -> Turn:
     """Stream a recorded turn again, with its original timing, into the live view; returns the replayed Turn.
 
     Args:
-        trace: A trace id (under ``root``, default ``MMSP_CACHE_DIR``), a path to a trace ``.json``
-            file, or a row (pandas Series) of ``traces.load_turns``.
+        trace: A trace id (under ``root``, default ``MMSP_CACHE_DIR``; found where mmsp's Tracer
+            writes it, so ``runs/v1.5`` in ``runs/v1.json``), a path to a trace ``.json`` file, or
+            a row of ``traces.load_turns`` (a pandas Series or its ``to_dict()``, ``otel=True``
+            column names accepted).
         turn: Which assistant message of the trace (0-based; ``-1``, the default, is the last).
             Ignored for a row, which names its own.
         speed: How much faster than recorded: ``1`` as recorded, ``10`` ten times faster,
-            ``math.inf`` at once. Without a timing sidecar the replay is always at once.
+            ``math.inf`` at once. Without a usable timing sidecar the replay is always at once.
+            No single wait exceeds :data:`MAX_WAIT` (30 s): a longer recorded pause is shortened.
         display: Show the live view (a widget in Jupyter, text in a terminal); ``False`` just
             rebuilds the turn (still paced by ``speed``).
         root: The directory trace ids are relative to.
+
+    The timing sidecar is ``<trace_id>.timing.jsonl`` next to the trace file; one whose name
+    differs from the file's (``runs/v1.5.timing.jsonl`` beside ``runs/v1.json``) is used when its
+    records name the trace id the file records. A sidecar record that is damaged (an event that is
+    not ``[ms, type, size]`` with a finite ``0 <= ms <=`` one day and a non-negative integer size)
+    or does not match the message is ignored: the message then plays in full, at once.
 
     Returns:
         The replayed :class:`~mmsp_notebook.Turn` (one step); ``turn.replayed_from`` says what was
@@ -309,24 +577,31 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
 
     Raises:
         FileNotFoundError: The trace file does not exist.
-        ValueError: No such turn, a turn that failed (never recorded), or ``speed`` not positive.
+        ValueError: No such turn, a turn that failed (never recorded), a file that is not an mmsp
+            trace, or ``speed`` not positive.
+        TypeError: ``speed`` or ``turn`` not a number, ``trace`` of another type.
     """
     from . import _worker
 
-    if not speed or speed <= 0 or speed != speed:
-        raise ValueError("speed must be a positive number (math.inf: at once)")
+    speed = _speed(speed)
+    if isinstance(turn, bool) or not isinstance(turn, int):
+        try:
+            turn = operator.index(turn)
+        except TypeError:
+            raise TypeError(f"turn must be an integer (0-based; -1 the last), not {type(turn).__name__}") from None
     recorded = load_recorded(trace, turn, root)
     record = recorded["record"]
     plan = replay_plan(recorded["message"], record.get("events") if record else None)
     config = dict(recorded["config"])
-    model = (record or {}).get("model") or config.get("model") or ""
-    replayed = Turn(recorded["prompt"], model=model, client_type=(record or {}).get("client_type"),
+    model = next((m for m in ((record or {}).get("model"), config.get("model")) if isinstance(m, str) and m), "")
+    client_type = (record or {}).get("client_type")
+    replayed = Turn(recorded["prompt"], model=model, client_type=client_type if isinstance(client_type, str) else None,
                     trace_id=recorded["trace_id"], config=config)
     replayed.replayed_from = {"trace_id": recorded["trace_id"], "path": str(recorded["path"]),
                               "message_index": recorded["message_index"], "turn": recorded["turn"],
                               "timed": plan[0][0] is not None if plan else False}
     run = TurnRun(replayed)
-    future = _worker.submit(_play(run, plan, float(speed), recorded["tool_results"]))
+    future = _worker.submit(_play(run, plan, speed, recorded["tool_results"]))
     if not display:
         return future.result()
     from ._live import TextLive, WidgetLive, drive, in_kernel

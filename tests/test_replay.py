@@ -142,3 +142,137 @@ def test_replay_plan_splits_done_content_into_the_recorded_sizes():
     assert plan[-1][1]["event_type"] == "stop" and plan[-1][1]["finish_reason"] == "tool_call"
     # a sidecar that does not describe the message: each item at once
     assert all(ms is None for ms, _ in replay_plan(message, [[1, "text.delta", 3], [2, "stop", 0]]))
+
+
+# ---------------------------------------------------------------------------------------------- damaged input
+def _run_with_timeout(fn, timeout=20.0):
+    """``fn()`` in a daemon thread; fails the test instead of hanging when it does not return in time."""
+    import threading
+
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        pytest.fail(f"still running after {timeout} s")
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+@pytest.fixture
+def quick(fresh_session):
+    """An instant traced turn with a few dozen fragments."""
+    turn = ask("Tell me about lighthouses", max_tokens=40, stream=io.StringIO())
+    assert turn.status == "complete" and turn.trace_id and len(turn.text) > 40
+    return turn
+
+
+def _trace_file(turn):
+    return sidecar_path(turn.trace_id).with_name(sidecar_path(turn.trace_id).name.replace(".timing.jsonl", ".json"))
+
+
+def test_replay_finds_a_dotted_trace_id_where_mmsps_tracer_put_it(quick, tmp_path):
+    from mmsp.integration.tracer import Tracer
+
+    cache = tmp_path / "cache"
+    data = json.loads(_trace_file(quick).read_text(encoding="utf-8"))
+    config = dict(data["config"], trace_id="runs/v1.5")
+    model = config.pop("model")
+    Tracer(cache_dir=cache).save_history(model, data["history"], "runs/v1.5", config)  # as any mmsp program would
+    assert (cache / "runs" / "v1.json").is_file() and not (cache / "runs" / "v1.5.json").exists()
+    record = json.loads(sidecar_path(quick.trace_id).read_text(encoding="utf-8").splitlines()[-1])
+    (cache / "runs" / "v1.5.timing.jsonl").write_text(json.dumps(dict(record, trace_id="runs/v1.5")) + "\n")
+
+    by_id = mn.replay("runs/v1.5", speed=math.inf, display=False)
+    _same_state(by_id, quick)
+    assert by_id.replayed_from["timed"] is True and by_id.replayed_from["path"] == str(cache / "runs" / "v1.json")
+    by_path = mn.replay(cache / "runs" / "v1.json", speed=math.inf, display=False)
+    assert by_path.replayed_from["timed"] is True and by_path.trace_id == "runs/v1.5"
+    row = traces.load_turns(cache).set_index("trace_id").loc["runs/v1"]
+    row["trace_id"] = "runs/v1"
+    by_row = mn.replay(row, speed=math.inf, display=False, root=cache)
+    _same_state(by_row, quick)
+    assert by_row.replayed_from["timed"] is True
+    # another sidecar the Tracer would pair with this file times it when its records name the trace
+    (cache / "runs" / "v1.5.timing.jsonl").unlink()
+    other = cache / "runs" / "v1.7.timing.jsonl"
+    other.write_text(json.dumps(dict(record, trace_id="runs/v1.7")) + "\n")
+    assert mn.replay(cache / "runs" / "v1.json", speed=math.inf, display=False).replayed_from["timed"] is False
+    other.write_text(json.dumps(dict(record, trace_id="runs/v1.5")) + "\n")
+    assert mn.replay(cache / "runs" / "v1.json", speed=math.inf, display=False).replayed_from["timed"] is True
+    # once trace id runs/v1 is saved, the Tracer's file holds it: runs/v1.5 is no longer there
+    Tracer(cache_dir=cache).save_history(model, data["history"], "runs/v1", dict(config, trace_id="runs/v1"))
+    with pytest.raises(FileNotFoundError, match="runs/v1.5"):
+        mn.replay("runs/v1.5", display=False)
+    assert mn.replay("runs/v1", speed=math.inf, display=False).text == quick.text
+
+
+_DAMAGE = {
+    "null ms": lambda ev: [[None, e[1], e[2]] for e in ev],
+    "string size": lambda ev: [[e[0], e[1], "x"] for e in ev],
+    "null size": lambda ev: [[e[0], e[1], None if e[1].endswith(".delta") else e[2]] for e in ev],
+    "negative size": lambda ev: [[e[0], e[1], -1 if e[1].endswith(".delta") else e[2]] for e in ev],
+    "bool size": lambda ev: [[e[0], e[1], True] for e in ev],
+    "infinite first ms": lambda ev: [[math.inf, *ev[0][1:]]] + ev[1:],
+    "infinite stop ms": lambda ev: ev[:-1] + [[math.inf, "stop", 0]],
+    "NaN ms": lambda ev: [[math.nan, *ev[0][1:]]] + ev[1:],
+    "negative ms": lambda ev: [[-5, *ev[0][1:]]] + ev[1:],
+    "absurd ms": lambda ev: ev[:-1] + [[1e15, "stop", 0]],
+    "string ms": lambda ev: [["12", *ev[0][1:]]] + ev[1:],
+    "short row": lambda ev: [ev[0][:2]] + ev[1:],
+    "row not a list": lambda ev: ev[:1] + [7] + ev[1:],
+    "type not a string": lambda ev: [[ev[0][0], 3, ev[0][2]]] + ev[1:],
+    "events not a list": lambda ev: 5,
+    "events an object": lambda ev: {"a": 1},
+}
+
+
+@pytest.mark.parametrize("damage", list(_DAMAGE))
+def test_a_damaged_sidecar_record_plays_the_whole_message_untimed(quick, damage):
+    side = sidecar_path(quick.trace_id)
+    record = json.loads(side.read_text(encoding="utf-8").splitlines()[-1])
+    side.write_text(json.dumps(dict(record, events=_DAMAGE[damage](record["events"]))) + "\n")  # writes Infinity / NaN
+    started = time.monotonic()
+    replayed = _run_with_timeout(lambda: mn.replay(quick.trace_id, speed=1000, display=False))
+    assert time.monotonic() - started < 5
+    _same_state(replayed, quick)
+    assert replayed.text == quick.text and replayed.error is None
+    assert replayed.replayed_from["timed"] is False
+
+
+def test_replay_plan_never_times_unusable_events():
+    message = {"role": "assistant", "content_items": [{"type": "text.done", "text": "Hello world"}],
+               "usage_metadata": "damaged", "finish_reason": 5, "created_at": 1}
+    good = [[10, "text.delta", 5], [20, "text.delta", 6], [21, "text.done", 11], [22, "stop", 0]]
+    assert [ms for ms, _ in replay_plan(message, good)] == [10, 20, 21, 22]
+    for bad in ([[10, "text.delta", -3], [20, "text.delta", 14], [21, "text.done", 11], [22, "stop", 0]],
+                [[10, "text.delta", 5], [20, "text.delta", 6], [21, "text.done", 11], [math.inf, "stop", 0]],
+                [[10, "text.delta", 5.5], [20, "text.delta", 6], [21, "text.done", 11], [22, "stop", 0]]):
+        plan = replay_plan(message, bad)
+        assert all(ms is None for ms, _ in plan)
+        assert "".join(e["content_items"][0].get("text", "") for _, e in plan[:1]) == "Hello world"
+    stop = replay_plan(message, None)[-1][1]
+    assert stop["usage_metadata"] == {} and stop["finish_reason"] == "stop"
+
+
+def test_no_single_wait_is_longer_than_max_wait(quick, monkeypatch):
+    from mmsp_notebook import _replay
+
+    side = sidecar_path(quick.trace_id)
+    record = json.loads(side.read_text(encoding="utf-8").splitlines()[-1])
+    events = record["events"][:-1] + [[20 * 60 * 1000.0, "stop", 0]]  # a 20-minute pause before the stop
+    side.write_text(json.dumps(dict(record, events=events)) + "\n")
+    monkeypatch.setattr(_replay, "MAX_WAIT", 0.3)
+    started = time.monotonic()
+    replayed = _run_with_timeout(lambda: mn.replay(quick.trace_id, display=False))
+    took = time.monotonic() - started
+    assert replayed.replayed_from["timed"] is True and replayed.text == quick.text
+    assert 0.25 < took < 3
