@@ -276,3 +276,68 @@ def test_no_single_wait_is_longer_than_max_wait(quick, monkeypatch):
     took = time.monotonic() - started
     assert replayed.replayed_from["timed"] is True and replayed.text == quick.text
     assert 0.25 < took < 3
+
+
+def test_replay_reads_a_bom_trace_and_names_what_is_wrong_with_a_damaged_one(quick, tmp_path):
+    path = _trace_file(quick)
+    raw = path.read_bytes()
+    path.write_bytes(b"\xef\xbb\xbf" + raw)  # some editors and tools write one
+    assert len(traces.load_turns(path)) == 1
+    _same_state(mn.replay(quick.trace_id, speed=math.inf, display=False), quick)
+
+    data = json.loads(raw)
+    assistant = next(i for i, m in enumerate(data["history"]) if m["role"] == "assistant")
+
+    def with_items(items):
+        history = [dict(m) for m in data["history"]]
+        history[assistant]["content_items"] = items
+        return json.dumps(dict(data, history=history)).encode()
+
+    damaged = {
+        "top_list.json": (b"[1, 2]", "top level is a JSON list"),
+        "history_str.json": (b'{"history": "abc"}', "'history' is a str"),
+        "no_history.json": (b'{"foo": 1}', "no 'history'"),
+        "history_ints.json": (b'{"history": [1]}', r"history\[0\] is a int"),
+        "truncated.json": (raw[: len(raw) // 2], "not valid UTF-8 JSON"),
+        "binary.json": (b"\xff\xfe\x00{", "not valid UTF-8 JSON"),
+        "items_str.json": (with_items("abc"), "content_items are a str"),
+        "item_untyped.json": (with_items([{"text": "hi"}]), "content item 0 is not an object with a 'type'"),
+        "bad_base64.json": (with_items([{"type": "inline_data.done", "mime_type": "image/png", "data": "abcde"}]),
+                            "is damaged"),
+    }
+    for name, (content, reason) in damaged.items():
+        bad = tmp_path / name
+        bad.write_bytes(content)
+        with pytest.raises(ValueError, match=reason) as info:
+            mn.replay(bad, speed=math.inf, display=False)
+        assert name in str(info.value)
+
+
+def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tmp_path):
+    cache = tmp_path / "cache"
+    for otel in (False, True):
+        row = traces.load_turns(cache, otel=otel).iloc[-1]
+        for given in (row, row.to_dict()):
+            _same_state(mn.replay(given, speed=math.inf, display=False, root=cache), quick)
+    with pytest.raises(ValueError, match="no trace id"):
+        mn.replay({"message_index": 1}, display=False)
+
+    failed = ask("hello", model="demo+error", stream=io.StringIO())
+    assert failed.status == "error" and failed.trace_id and sidecar_path(failed.trace_id).is_file()
+    with pytest.raises(ValueError, match="did not complete .*never recorded"):
+        mn.replay(failed.trace_id, display=False)
+    failed_row = traces.load_turns(cache).set_index("trace_id").loc[failed.trace_id]
+    with pytest.raises(ValueError, match="did not complete"):
+        mn.replay(failed_row.to_dict() | {"trace_id": failed.trace_id}, display=False)
+
+    for speed in ("2", None, b"2", [2]):
+        with pytest.raises(TypeError, match="speed must be a number"):
+            mn.replay(quick.trace_id, speed=speed, display=False)
+    for speed in (-1, 0, math.nan, -math.inf):
+        with pytest.raises(ValueError, match="speed must be a positive number"):
+            mn.replay(quick.trace_id, speed=speed, display=False)
+    with pytest.raises(TypeError, match="turn must be an integer"):
+        mn.replay(quick.trace_id, turn="0", display=False)
+    with pytest.raises(TypeError, match="trace must be"):
+        mn.replay(5, display=False)
+    assert mn.replay(quick.trace_id, speed=4.0, turn=0, display=False).text == quick.text
