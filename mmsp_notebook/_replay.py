@@ -249,6 +249,8 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
     base = Path(root) if root is not None else cache_dir()
     message_index = None
     asked: str | None = None  # the trace id asked for
+    if hasattr(trace, "columns") and hasattr(trace, "iloc"):
+        raise TypeError("a whole DataFrame was given: pass one of its rows (turns.iloc[n])")
     if isinstance(trace, Mapping) or (hasattr(trace, "get") and hasattr(trace, "keys")
                                       and not isinstance(trace, (str, bytes, Path))):  # a row (Series or dict)
         value = _row_field(trace, "trace_id", "gen_ai.conversation.id")

@@ -319,6 +319,8 @@ def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tm
         row = traces.load_turns(cache, otel=otel).iloc[-1]
         for given in (row, row.to_dict()):
             _same_state(mn.replay(given, speed=math.inf, display=False, root=cache), quick)
+    with pytest.raises(TypeError, match="one of its rows"):
+        mn.replay(traces.load_turns(cache), display=False)
     with pytest.raises(ValueError, match="no trace id"):
         mn.replay({"message_index": 1}, display=False)
 
@@ -341,3 +343,23 @@ def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tm
     with pytest.raises(TypeError, match="trace must be"):
         mn.replay(5, display=False)
     assert mn.replay(quick.trace_id, speed=4.0, turn=0, display=False).text == quick.text
+
+
+def test_a_stopped_replay_ends_during_a_long_pause(fresh_session):
+    from mmsp_notebook import _worker
+    from mmsp_notebook._engine import TurnRun
+    from mmsp_notebook._replay import _play
+    from mmsp_notebook._turn import Turn
+
+    message = {"role": "assistant", "content_items": [{"type": "text.done", "text": "Hello world"}],
+               "usage_metadata": {}, "finish_reason": "stop", "created_at": 1}
+    plan = replay_plan(message, [[10, "text.delta", 5], [20_000, "text.delta", 6], [20_001, "text.done", 11],
+                                 [20_002, "stop", 0]])
+    run = TurnRun(Turn(None, model="demo"))
+    started = time.monotonic()
+    future = _worker.submit(_play(run, plan, 1.0, {}))
+    time.sleep(0.3)
+    run.abort("stopped")
+    turn = future.result(timeout=5)
+    assert time.monotonic() - started < 2
+    assert turn.status == "cancelled" and turn.text == "Hello"
