@@ -125,10 +125,14 @@ def _read_trace(path: Path) -> dict[str, Any]:
     data: Any = None
     for attempt in (1, 2):  # mmsp's Tracer rewrites a trace in place: a reader can catch it half-written
         try:
-            data = json.loads(path.read_bytes().decode("utf-8-sig"))
-            break
+            raw = path.read_bytes()
         except FileNotFoundError:
             raise FileNotFoundError(f"no trace file {path}") from None
+        if not raw.strip() and attempt == 2:
+            raise ValueError(f"{path} is not an mmsp trace: the file is empty")
+        try:
+            data = json.loads(raw.decode("utf-8-sig"))
+            break
         except (ValueError, RecursionError) as exc:
             if attempt == 2:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -147,8 +151,9 @@ def _read_trace(path: Path) -> dict[str, Any]:
     return data
 
 
-def _message(path: Path, history: list[dict[str, Any]], index: int) -> dict[str, Any]:
-    """History message ``index`` decoded (inline data as bytes); ValueError when it is damaged."""
+def _message(path: Path, history: list[dict[str, Any]], index: int, replayed: bool = False) -> dict[str, Any]:
+    """History message ``index`` decoded (inline data as bytes); ValueError when it is damaged (for
+    the ``replayed`` message, also when one of its items could not stream)."""
     message = history[index]
     items = message.get("content_items")
     if items is not None and not isinstance(items, list):
@@ -158,9 +163,42 @@ def _message(path: Path, history: list[dict[str, Any]], index: int) -> dict[str,
         if not isinstance(item, dict) or not isinstance(item.get("type"), str):
             raise ValueError(f"message {index} of {path} is damaged: content item {n} is not an object with a 'type'")
     try:
-        return _decode(message)
+        decoded = _decode(message)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ValueError(f"message {index} of {path} is damaged: {type(exc).__name__}: {exc}") from None
+    if replayed:
+        for n, item in enumerate(decoded["content_items"]):
+            problem = _item_problem(item)
+            if problem:
+                raise ValueError(f"message {index} of {path} is damaged: content item {n} ({item['type']}) {problem}")
+    return decoded
+
+
+def _item_problem(item: dict[str, Any]) -> str | None:
+    """What makes a ``.done`` item of a replayed message unplayable, or None."""
+    kind, _, phase = item["type"].rpartition(".")
+    if phase != "done" or kind not in _GROWING:
+        return None
+    fidelity = item.get("fidelity")
+    if fidelity is not None and not isinstance(fidelity, dict):
+        return f"has a fidelity that is a {type(fidelity).__name__}, not an object"
+    value = item.get(_GROWING[kind])
+    if kind == "tool_call":
+        if not isinstance(value, dict):
+            return f"has arguments that are a {type(value).__name__}, not an object"
+        for key in ("name", "tool_call_id"):
+            if not isinstance(item.get(key), str) or not item[key]:
+                return f"has no {key}"
+        return None
+    if value is None:
+        return None
+    expected = {"text": str, "thinking": str, "inline_data": (bytes, bytearray), "inline_thinking": (bytes, bytearray),
+                "embedding": list}[kind]
+    if not isinstance(value, expected):
+        return f"has a {_GROWING[kind]} that is a {type(value).__name__}"
+    if kind == "embedding" and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return "has an embedding that is not a list of numbers"
+    return None
 
 
 def _sidecar_candidates(path: Path, trace_ids: list[str]) -> tuple[list[Path], list[Path]]:
@@ -314,7 +352,7 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
     if not (0 <= message_index < len(history)) or history[message_index].get("role") != "assistant":
         raise ValueError(f"message {message_index} of {path} is not an assistant message")
     turn_no = assistant.index(message_index)
-    message = _message(path, history, message_index)
+    message = _message(path, history, message_index, replayed=True)
     prompt_index = next((i for i in range(message_index - 1, -1, -1) if history[i].get("role") == "user"), None)
     prompt = _message(path, history, prompt_index) if prompt_index is not None else None
     following = history[message_index + 1] if message_index + 1 < len(history) else None
@@ -434,7 +472,8 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
     """
     created_at = message.get("created_at")
     items = [i for i in message.get("content_items") or []
-             if isinstance(i, dict) and str(i.get("type", "")).rpartition(".")[0] in _GROWING]
+             if isinstance(i, dict) and str(i.get("type", "")).endswith(".done")
+             and str(i.get("type")).rpartition(".")[0] in _GROWING]
     usage = message.get("usage_metadata")
     reason = message.get("finish_reason")
     stop = {"role": "assistant", "event_type": "stop", "content_items": [],

@@ -304,6 +304,15 @@ def test_replay_reads_a_bom_trace_and_names_what_is_wrong_with_a_damaged_one(qui
         "item_untyped.json": (with_items([{"text": "hi"}]), "content item 0 is not an object with a 'type'"),
         "bad_base64.json": (with_items([{"type": "inline_data.done", "mime_type": "image/png", "data": "abcde"}]),
                             "is damaged"),
+        "empty.json": (b" \n", "the file is empty"),
+        "text_int.json": (with_items([{"type": "text.done", "text": 5}]), r"item 0 \(text.done\) has a text that is a int"),
+        "call_unnamed.json": (with_items([{"type": "tool_call.done", "tool_call_id": "c1", "arguments": {}}]),
+                              "has no name"),
+        "call_args.json": (with_items([{"type": "tool_call.done", "name": "f", "tool_call_id": "c1", "arguments": "{}"}]),
+                           "arguments that are a str"),
+        "embedding_strs.json": (with_items([{"type": "embedding.done", "embedding": "abc"}]), "embedding that is a str"),
+        "fidelity_str.json": (with_items([{"type": "thinking.done", "thinking": "hm", "fidelity": "sig"}]),
+                              "fidelity that is a str"),
     }
     for name, (content, reason) in damaged.items():
         bad = tmp_path / name
