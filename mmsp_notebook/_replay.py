@@ -18,8 +18,8 @@ views a real turn uses. It returns the replayed :class:`~mmsp_notebook.Turn`::
 How the events are rebuilt
     The trace keeps only the ``.done`` items; the sidecar keeps, for every event, when it arrived and
     how big its fragment was. Each ``.done`` content is cut into the recorded fragment sizes
-    (characters of text / thinking, bytes of inline data, values of an embedding; the last fragment
-    of a group takes any remainder), so the deltas, their number and their timing match the
+    (characters of text / thinking, bytes of inline data, values of an embedding, which must add up
+    to the content; the last fragment of a tool call takes any remainder), so the deltas, their number and their timing match the
     original and their concatenation equals the ``.done`` item, as the grammar demands. A tool
     call's raw argument text is not recorded: it is rebuilt as the JSON of its parsed arguments,
     so the raw text seen while it streams may be formatted differently (the parsed arguments and
@@ -510,7 +510,10 @@ def _timed_plan(items: list[dict[str, Any]], timing: list[tuple[float, str, int]
             return None  # the sidecar does not describe this message
         done_ms = rows[position][0]
         position += 1
-        content = _content(item, kind, sum(r[2] for r in deltas))
+        total = sum(r[2] for r in deltas)
+        content = _content(item, kind, total)
+        if kind != "tool_call" and total != len(content):
+            return None  # fragments of another content (a tool call's raw text may be formatted otherwise)
         offset = 0
         for n, (ms, _, size) in enumerate(deltas):
             piece = content[offset:] if n == len(deltas) - 1 else content[offset:offset + size]

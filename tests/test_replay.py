@@ -255,7 +255,8 @@ def test_replay_plan_never_times_unusable_events():
     assert [ms for ms, _ in replay_plan(message, good)] == [10, 20, 21, 22]
     for bad in ([[10, "text.delta", -3], [20, "text.delta", 14], [21, "text.done", 11], [22, "stop", 0]],
                 [[10, "text.delta", 5], [20, "text.delta", 6], [21, "text.done", 11], [math.inf, "stop", 0]],
-                [[10, "text.delta", 5.5], [20, "text.delta", 6], [21, "text.done", 11], [22, "stop", 0]]):
+                [[10, "text.delta", 5.5], [20, "text.delta", 6], [21, "text.done", 11], [22, "stop", 0]],
+                [[10, "text.delta", 500], [20, "text.delta", 6], [21, "text.done", 11], [22, "stop", 0]]):
         plan = replay_plan(message, bad)
         assert all(ms is None for ms, _ in plan)
         assert "".join(e["content_items"][0].get("text", "") for _, e in plan[:1]) == "Hello world"
