@@ -19,8 +19,9 @@ How the events are rebuilt
     The trace keeps only the ``.done`` items; the sidecar keeps, for every event, when it arrived and
     how big its fragment was. Each ``.done`` content is cut into the recorded fragment sizes
     (characters of text / thinking, bytes of inline data, values of an embedding, which must add up
-    to the content; the last fragment of a tool call takes any remainder), so the deltas, their number and their timing match the
-    original and their concatenation equals the ``.done`` item, as the grammar demands. A tool
+    to the content; the last fragment of a tool call takes any remainder), so the deltas, their
+    number and their timing match the original and their concatenation equals the ``.done`` item,
+    as the grammar demands. A tool
     call's raw argument text is not recorded: it is rebuilt as the JSON of its parsed arguments,
     so the raw text seen while it streams may be formatted differently (the parsed arguments and
     the final view are the same). Signatures (``fidelity``) travel on the ``.done`` item. Without
