@@ -618,7 +618,8 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
 
     Returns:
         The replayed :class:`~mmsp_notebook.Turn` (one step); ``turn.replayed_from`` says what was
-        replayed (trace id, message index, whether the timing was recorded).
+        replayed (trace id, trace file, message index, whether the timing was recorded and from
+        which sidecar).
 
     Raises:
         FileNotFoundError: The trace file does not exist.
@@ -644,7 +645,8 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
                     trace_id=recorded["trace_id"], config=config)
     replayed.replayed_from = {"trace_id": recorded["trace_id"], "path": str(recorded["path"]),
                               "message_index": recorded["message_index"], "turn": recorded["turn"],
-                              "timed": plan[0][0] is not None if plan else False}
+                              "timed": plan[0][0] is not None if plan else False,
+                              "sidecar": str(recorded["sidecar"]) if recorded["sidecar"] else None}
     run = TurnRun(replayed)
     future = _worker.submit(_play(run, plan, speed, recorded["tool_results"]))
     if not display:

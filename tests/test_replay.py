@@ -196,6 +196,7 @@ def test_replay_finds_a_dotted_trace_id_where_mmsps_tracer_put_it(quick, tmp_pat
     assert by_id.replayed_from["timed"] is True and by_id.replayed_from["path"] == str(cache / "runs" / "v1.json")
     by_path = mn.replay(cache / "runs" / "v1.json", speed=math.inf, display=False)
     assert by_path.replayed_from["timed"] is True and by_path.trace_id == "runs/v1.5"
+    assert by_path.replayed_from["sidecar"] == str(cache / "runs" / "v1.5.timing.jsonl")
     row = traces.load_turns(cache).set_index("trace_id").loc["runs/v1"]
     row["trace_id"] = "runs/v1"
     by_row = mn.replay(row, speed=math.inf, display=False, root=cache)
