@@ -67,15 +67,18 @@ def append_sidecar(record: dict[str, Any], base: str | os.PathLike[str] | None =
 
 
 def read_sidecar(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """The records of a sidecar file; lines that are partial or not JSON objects are skipped."""
+    """The records of a sidecar file; lines that are partial or not JSON objects are skipped, a
+    line repeated verbatim is read once, a leading UTF-8 BOM is ignored."""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
     except OSError:
         return
+    seen: set[str] = set()
     for line in text.splitlines():
         line = line.strip()
-        if not line:
+        if not line or line in seen:
             continue
+        seen.add(line)
         try:
             record = json.loads(line)
         except ValueError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from array import array
 from typing import Any
 
@@ -17,7 +18,13 @@ import numpy as np
 import pandas as pd
 
 INT_NA = -(2**63)
+#: integers strictly between these fit an int64 column (INT_NA itself is the missing-value sentinel)
+INT_LO, INT_HI = INT_NA, 2**63
+#: timestamps are Unix ms strictly between these (1970-01-01 excluded, year 10000 excluded)
+MS_LO, MS_HI = 0, 253_402_300_800_000
 _NAN = math.nan
+#: durations are ms in ``0 <= ms < _DUR_HI`` (a finite float bound, so huge integers compare safely)
+_DUR_HI = 1e300
 
 # Content item types as mmsp writes them, and the names used before mmsp 0.5 (still found in
 # older trace files; the Tracer's own viewer accepts both).
@@ -53,21 +60,58 @@ _ITEM_FIELDS = frozenset(
 
 
 def as_int(v: Any) -> int | None:
-    """An integer count from JSON, or None (bools, strings and non-integral floats are not counts)."""
-    if v.__class__ is int:
-        return v
-    if v.__class__ is float and v == v and v not in (math.inf, -math.inf) and v.is_integer():
-        return int(v)
+    """An integer count from JSON, or None (bools, strings, non-integral floats and integers
+    beyond int64 are not counts)."""
+    c = v.__class__
+    if c is int:
+        return v if INT_LO < v < INT_HI else None
+    if c is float and v == v and v not in (math.inf, -math.inf) and v.is_integer():
+        return int(v) if INT_LO < v < INT_HI else None
     return None
+
+
+def int_or_na(v: Any) -> int:
+    """:func:`as_int` with ``INT_NA`` for None (the value an int64 column is built from)."""
+    v = as_int(v)
+    return INT_NA if v is None else v
 
 
 def as_num(v: Any) -> float | None:
     """A finite number from JSON, or None."""
     c = v.__class__
     if c is int or c is float:
-        f = float(v)
+        try:
+            f = float(v)
+        except OverflowError:  # an integer beyond float range
+            return None
         return f if f == f and f not in (math.inf, -math.inf) else None
     return None
+
+
+def as_ms(v: Any) -> float | int | None:
+    """A plausible Unix-ms timestamp (after 1970-01-01, before year 10000), or None."""
+    c = v.__class__
+    if (c is int or c is float) and MS_LO < v < MS_HI:  # NaN compares False
+        return v
+    return None
+
+
+def as_dur(v: Any) -> float | None:
+    """A duration in ms (finite, not negative), or None."""
+    v = as_num(v)
+    return v if v is not None and v >= 0 else None
+
+
+def sidecar_timing(rec: dict[str, Any]) -> tuple[float, float]:
+    """``(latency, ttft)`` in seconds (NaN when unknown) of a sidecar record: a negative duration
+    is NA, and so is a time to first token longer than the whole response."""
+    total = rec.get("total_ms")
+    c = total.__class__
+    lat = total / 1000.0 if (c is float or c is int) and 0 <= total < _DUR_HI else _NAN  # NaN compares False
+    ttft = rec.get("ttft_ms")
+    c = ttft.__class__
+    first = ttft / 1000.0 if (c is float or c is int) and 0 <= ttft < _DUR_HI else _NAN
+    return lat, (_NAN if first > lat else first)
 
 
 def as_str(v: Any) -> str | None:
@@ -148,7 +192,16 @@ class Cat:
 
     def build(self) -> pd.Categorical:
         codes = np.frombuffer(self.codes, dtype=np.int32) if len(self.codes) else np.empty(0, np.int32)
-        return pd.Categorical.from_codes(codes, categories=pd.Index(self.cats, dtype=object))
+        cats = self.cats
+        if not _encodable(cats):
+            fixed = [utf8_safe(c) if c.__class__ is str else c for c in cats]
+            uniq = list(dict.fromkeys(fixed))
+            if len(uniq) < len(fixed):  # two categories became one
+                where = {c: i for i, c in enumerate(uniq)}
+                remap = np.array([where[c] for c in fixed] + [-1], dtype=np.int32)
+                codes = remap[codes]
+            cats = uniq
+        return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
 
 
 def int_col(a: array) -> pd.arrays.IntegerArray:
@@ -165,10 +218,11 @@ def float_col(a: array) -> np.ndarray:
 
 
 def time_col(a: array) -> pd.DatetimeIndex:
-    """Tz-aware UTC timestamps (microsecond resolution) from Unix milliseconds (NaN = NaT)."""
+    """Tz-aware UTC timestamps (microsecond resolution) from Unix milliseconds (NaN and values
+    outside ``MS_LO < ms < MS_HI`` = NaT)."""
     ms = np.array(a, dtype=np.float64)
     us = np.full(ms.shape, np.iinfo(np.int64).min, dtype=np.int64)
-    ok = ~np.isnan(ms)
+    ok = (ms > MS_LO) & (ms < MS_HI)
     us[ok] = np.round(ms[ok] * 1000.0).astype(np.int64)
     return pd.DatetimeIndex(us.view("M8[us]")).tz_localize("UTC")
 
@@ -186,9 +240,41 @@ def obj_series(values: np.ndarray) -> pd.Series:
     return pd.Series(values, dtype=object, copy=False)
 
 
-def str_col(values: list[str | None]) -> Any:
-    """A string column in pandas' default string dtype (missing = NA)."""
-    return pd.array(values, dtype="str") if pd.__version__ >= "3" else pd.array(values, dtype=object)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(s: str) -> str:
+    """``s`` with lone surrogates (JSON ``"\\ud83d"``, undecodable file name bytes) replaced by
+    U+FFFD, so that it can be stored as UTF-8 (Arrow strings, Parquet)."""
+    return _SURROGATE.sub("\ufffd", s)
+
+
+def _encodable(values: Any) -> bool:
+    try:
+        "".join(v for v in values if v.__class__ is str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def str_col(values: Any) -> Any:
+    """A string column in pandas' default string dtype (missing = NA); lone surrogates become
+    U+FFFD (see :func:`utf8_safe`)."""
+    if pd.__version__ < "3":
+        values = [utf8_safe(v) if v.__class__ is str else v for v in values] if not _encodable(values) else values
+        return pd.array(values, dtype=object)
+    try:
+        return pd.array(values, dtype="str")
+    except UnicodeEncodeError:
+        return pd.array([utf8_safe(v) if v.__class__ is str else v for v in values], dtype="str")
+
+
+def cat_col(values: list[str | None]) -> pd.Categorical:
+    """A categorical column of strings (None = missing); lone surrogates become U+FFFD."""
+    try:
+        return pd.Categorical(values)
+    except UnicodeEncodeError:
+        return pd.Categorical([utf8_safe(v) if v.__class__ is str else v for v in values])
 
 
 # --------------------------------------------------------------------------- pricing
@@ -366,21 +452,15 @@ class TurnBuilder(_Window):
                 (self.thoughts, "thoughts_tokens"),
                 (self.response, "response_tokens"),
             ):
-                v = usage.get(key)
-                if v.__class__ is not int:
-                    v = as_int(v)
-                arr.append(INT_NA if v is None else v)
+                arr.append(int_or_na(usage.get(key)))
         else:
             for arr in (self.cached, self.prompt, self.thoughts, self.response):
                 arr.append(INT_NA)
 
     def _sidecar_row(self, fno: int, cfg_model: str | None, rec: dict[str, Any]) -> None:
-        started = as_num(rec.get("started_at"))
+        started = as_ms(rec.get("started_at"))
         model = as_str(rec.get("model")) or cfg_model
-        if self.filtered and not self._keep(started, model):
-            return
-        total = as_num(rec.get("total_ms"))
-        ttft = as_num(rec.get("ttft_ms"))
+        latency, ttft = sidecar_timing(rec)
         row = len(self.file_no)
         status = rec.get("status")
         self.status[row] = status if isinstance(status, str) and status else "unknown"
@@ -396,9 +476,9 @@ class TurnBuilder(_Window):
         self.finish.append(as_str(rec.get("finish_reason")))
         self.source.append(2)
         self.started.append(_NAN if started is None else started)
-        self.ended.append(started + total if started is not None and total is not None else _NAN)
-        self.latency.append(_NAN if total is None else total / 1000.0)
-        self.ttft.append(_NAN if ttft is None else ttft / 1000.0)
+        self.ended.append(_NAN if started is None else started + latency * 1000.0)
+        self.latency.append(latency)
+        self.ttft.append(ttft)
         self._usage(rec.get("usage"))
         for arr in self.counts:
             arr.append(INT_NA)
@@ -415,7 +495,6 @@ class TurnBuilder(_Window):
         self.f_cfg.append(cfg)
         done, failed = split_sidecar(records) if records else ({}, [])
         fi, nf = 0, len(failed)
-        filtered = self.filtered
         # bound appends: this loop runs once per turn of the whole corpus
         a_file, a_turn, a_mi = self.file_no.append, self.turn.append, self.message_index.append
         a_model, a_client, a_finish, a_source = self.model.append, self.client.append, self.finish.append, self.source.append
@@ -424,6 +503,7 @@ class TurnBuilder(_Window):
         c_items, c_text, c_think, c_tool, c_img, c_aud, c_tch, c_kch = (a.append for a in self.counts)
         TEXT, THINKING, TOOL_CALL, INLINE = _TEXT, _THINKING, _TOOL_CALL, _INLINE
         a_fp = self.fp.append
+        lo, hi, ms_lo, ms_hi, dur_hi = INT_LO, INT_HI, MS_LO, MS_HI, _DUR_HI
         turn = 0
         prev: Any = None
         for i, msg in enumerate(history):
@@ -438,18 +518,15 @@ class TurnBuilder(_Window):
                 started = None
                 if prev is not None and prev.get("role") == "user":
                     started = prev.get("created_at")
-                    if started is not None and started.__class__ is not int:
-                        started = as_num(started)
+                    if started.__class__ is not int or not ms_lo < started < ms_hi:
+                        started = as_ms(started)
                 model = cfg_model
             else:
-                started = as_num(rec.get("started_at"))
+                started = as_ms(rec.get("started_at"))
                 if started is None and prev is not None and prev.get("role") == "user":
-                    started = as_num(prev.get("created_at"))
+                    started = as_ms(prev.get("created_at"))
                 model = as_str(rec.get("model")) or cfg_model
             prev = msg
-            if filtered and not self._keep(started, model):
-                turn += 1
-                continue
             # content counts
             items = msg.get("content_items")
             n_items = n_text = n_think = n_tool = n_img = n_aud = text_chars = think_chars = 0
@@ -479,8 +556,8 @@ class TurnBuilder(_Window):
                             elif mt.startswith("audio/"):
                                 n_aud += 1
             ended = msg.get("created_at")
-            if ended is not None and ended.__class__ is not int:
-                ended = as_num(ended)
+            if ended.__class__ is not int or not ms_lo < ended < ms_hi:
+                ended = as_ms(ended)
             finish = msg.get("finish_reason")
             if finish is not None and finish.__class__ is not str:
                 finish = str(finish)
@@ -499,24 +576,29 @@ class TurnBuilder(_Window):
             else:
                 a_client(as_str(rec.get("client_type")))
                 a_source(1)
-                total = as_num(rec.get("total_ms"))
-                ttft_ms = as_num(rec.get("ttft_ms"))
-                a_lat(_NAN if total is None else total / 1000.0)
-                a_ttft(_NAN if ttft_ms is None else ttft_ms / 1000.0)
+                # sidecar_timing(rec), inlined: negative / non-finite durations and ttft > total are NA
+                lat_s = rec.get("total_ms")
+                c = lat_s.__class__
+                lat_s = lat_s / 1000.0 if (c is float or c is int) and 0 <= lat_s < dur_hi else _NAN
+                ttft_s = rec.get("ttft_ms")
+                c = ttft_s.__class__
+                ttft_s = ttft_s / 1000.0 if (c is float or c is int) and 0 <= ttft_s < dur_hi else _NAN
+                a_lat(lat_s)
+                a_ttft(_NAN if ttft_s > lat_s else ttft_s)
             usage = msg.get("usage_metadata")
             if usage.__class__ is dict:
                 u0 = usage.get("cached_tokens")
-                if u0.__class__ is not int:
-                    u0 = INT_NA if (u0 := as_int(u0)) is None else u0
+                if u0.__class__ is not int or not lo < u0 < hi:
+                    u0 = int_or_na(u0)
                 u1 = usage.get("prompt_tokens")
-                if u1.__class__ is not int:
-                    u1 = INT_NA if (u1 := as_int(u1)) is None else u1
+                if u1.__class__ is not int or not lo < u1 < hi:
+                    u1 = int_or_na(u1)
                 u2 = usage.get("thoughts_tokens")
-                if u2.__class__ is not int:
-                    u2 = INT_NA if (u2 := as_int(u2)) is None else u2
+                if u2.__class__ is not int or not lo < u2 < hi:
+                    u2 = int_or_na(u2)
                 u3 = usage.get("response_tokens")
-                if u3.__class__ is not int:
-                    u3 = INT_NA if (u3 := as_int(u3)) is None else u3
+                if u3.__class__ is not int or not lo < u3 < hi:
+                    u3 = int_or_na(u3)
             else:
                 u0 = u1 = u2 = u3 = INT_NA
             a_ca(u0)
@@ -554,6 +636,7 @@ class TurnBuilder(_Window):
         The builder is consumed: each raw column is released as soon as it is converted.
         """
         n = len(self.file_no)
+        # de-duplicate first, then filter: a filter must not change which copy of a turn is kept
         drop = _duplicates(np.array(self._take("fp"), dtype=np.int64), np.array(self.source, dtype=np.int8)) if self.dedupe else None
         fno = np.array(self._take("file_no"), dtype=np.int64)
         f_cfg = self._take("f_cfg")
@@ -567,12 +650,12 @@ class TurnBuilder(_Window):
         del tids
         cols["turn"] = int_col(self._take("turn"))
         cols["message_index"] = int_col(self._take("message_index"))
-        model = cols["model"] = pd.Categorical(self._take("model"))
-        client = cols["client_type"] = pd.Categorical(self._take("client"))
+        model = cols["model"] = cat_col(self._take("model"))
+        client = cols["client_type"] = cat_col(self._take("client"))
         status = np.full(n, "complete", dtype=object)
         for row, s in self._take("status").items():
             status[row] = s
-        cols["status"] = pd.Categorical(status)
+        cols["status"] = cat_col(status)
         del status
         src_codes = np.array(self._take("source"), dtype=np.int8)
         cols["source"] = pd.Categorical.from_codes(src_codes, categories=["trace", "trace+sidecar", "sidecar"])
@@ -580,8 +663,10 @@ class TurnBuilder(_Window):
         ended = float_col(self._take("ended"))
         latency = float_col(self._take("latency"))
         fallback = np.isnan(latency)
-        latency[fallback] = (ended[fallback] - started[fallback]) / 1000.0
+        latency[fallback] = (ended[fallback] - started[fallback]) / 1000.0  # NaN when either is NA
+        latency[latency < 0] = np.nan  # an answer stamped before its question
         del fallback
+        keep = self._window_mask(started, model)
         cols["started"] = time_col(started)
         cols["ended"] = time_col(ended)
         del started, ended
@@ -589,7 +674,7 @@ class TurnBuilder(_Window):
         cols["latency"] = latency
         cols["ttft"] = ttft
         cols["tokens_per_s"] = None  # placed here, computed below from output_tokens
-        cols["finish_reason"] = pd.Categorical(self._take("finish"))
+        cols["finish_reason"] = cat_col(self._take("finish"))
         ca = cols["cached_tokens"] = int_col(self._take("cached"))
         pr = cols["prompt_tokens"] = int_col(self._take("prompt"))
         th = cols["thoughts_tokens"] = int_col(self._take("thoughts"))
@@ -627,11 +712,29 @@ class TurnBuilder(_Window):
         cols["error_type"] = str_col(err_t)
         cols["error_message"] = str_col(err_m)
         df = pd.DataFrame(cols, copy=False)
-        n_dup = 0 if drop is None else int(drop.sum())
-        if n_dup:
-            df = df.loc[~drop].reset_index(drop=True)
+        n_dup = 0
+        if drop is not None:
+            n_dup = int(drop.sum())  # copies left out, counted before any filter
+            if n_dup or keep is not None:
+                keep = ~drop if keep is None else keep & ~drop
+        if keep is not None and not keep.all():
+            df = df.loc[keep].reset_index(drop=True)
         df.attrs["duplicates"] = n_dup
         return df
+
+    def _window_mask(self, started: np.ndarray, model: pd.Categorical) -> np.ndarray | None:
+        """Rows inside ``since`` / ``until`` / ``models`` (None when no filter is given)."""
+        if not self.filtered:
+            return None
+        keep = np.ones(len(started), dtype=bool)
+        if self.since_ms is not None:
+            keep &= started >= self.since_ms  # NaN compares False: no start time, dropped
+        if self.until_ms is not None:
+            keep &= started < self.until_ms
+        if self.models is not None:
+            wanted = [i for i, m in enumerate(model.categories) if m in self.models]
+            keep &= np.isin(np.asarray(model.codes), wanted)
+        return keep
 
 
 def _duplicates(fp: np.ndarray, source: np.ndarray) -> np.ndarray:
@@ -711,9 +814,9 @@ def turn_context(
         turn_of.append(turn)
         if msg.get("role") == "assistant":
             rec = done.get(turn)
-            started = as_num(rec.get("started_at")) if rec else None
+            started = as_ms(rec.get("started_at")) if rec else None
             if started is None and prev is not None and prev.get("role") == "user":
-                started = as_num(prev.get("created_at"))
+                started = as_ms(prev.get("created_at"))
             starts.append(started)
             models.append((as_str(rec.get("model")) if rec else None) or cfg_model)
             turn += 1
@@ -761,18 +864,17 @@ class ItemBuilder(_Window):
         I, S, C = self.ints, self.strs, self.cats
         for mi, msg in enumerate(history):
             t = turn_of[mi]
-            created = as_num(msg.get("created_at"))
+            created = as_ms(msg.get("created_at"))
             if t < n_turns:
                 anchor, model = starts[t], models[t]
             else:  # trailing user message with no answer (yet)
                 anchor, model = created, cfg_model
-            if filtered and not self._keep(anchor, model):
-                continue
             items = msg.get("content_items")
             if items.__class__ is not list:
                 continue
             role = msg.get("role")
             role = role if role.__class__ is str else None
+            # de-duplicate first, then filter: a filter must not change which copy is kept
             if self.seen is not None and created is not None:
                 fp = _message_fingerprint(role, created, msg, items)
                 if fp is not None:
@@ -780,6 +882,8 @@ class ItemBuilder(_Window):
                         self.duplicates += 1
                         continue
                     self.seen.add(fp)
+            if filtered and not self._keep(anchor, model):
+                continue
             for ii, it in enumerate(items):
                 if it.__class__ is not dict:
                     it = {"type": None, "value": it}
@@ -936,7 +1040,7 @@ class EventBuilder(_Window):
             events = rec.get("events")
             if events.__class__ is not list:
                 continue
-            started = as_num(rec.get("started_at"))
+            started = as_ms(rec.get("started_at"))
             model = as_str(rec.get("model"))
             if filtered and not self._keep(started, model):
                 continue
@@ -948,7 +1052,7 @@ class EventBuilder(_Window):
             for ei, ev in enumerate(events):
                 if ev.__class__ is not list or len(ev) < 2:
                     continue
-                ms = as_num(ev[0])
+                ms = as_dur(ev[0])
                 typ = ev[1] if ev[1].__class__ is str else str(ev[1])
                 size = as_int(ev[2]) if len(ev) > 2 else None
                 kind, _, phase = typ.partition(".")

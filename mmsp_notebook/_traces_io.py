@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from mmsp_notebook._sidecar import SIDECAR_SUFFIX, read_sidecar
+from mmsp_notebook._sidecar import SIDECAR_SUFFIX
+from mmsp_notebook._traces_build import INT_HI, INT_LO, as_int
 
 try:  # orjson is several times faster on trace files; the stdlib parser is the fallback
     import orjson as _orjson
@@ -25,6 +26,9 @@ __all__ = [
     "collect_sources",
     "read_trace",
     "read_sidecar_records",
+    "read_sidecar_file",
+    "parse_sidecar",
+    "latest_run",
     "parse_json",
     "JSON_PARSER",
 ]
@@ -88,6 +92,39 @@ def _is_companion(name: str) -> bool:
     return name.endswith(_COMPANION_SUFFIXES)
 
 
+def _has_dir_link(root: str) -> bool:
+    """Whether a symbolic link to a directory lies anywhere under ``root`` (links not followed)."""
+    stack = [root]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                try:
+                    if e.is_symlink():
+                        if e.is_dir():
+                            return True
+                    elif e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                except OSError:
+                    continue
+    return False
+
+
+def _one_path_per_file(paths: Iterable[str]) -> list[str]:
+    """One path per file reached through directory links (the shortest), sorted: ``**`` follows
+    links, so a link loop would otherwise yield every file once per level of the loop."""
+    best: dict[str, str] = {}
+    for f in paths:
+        key = os.path.realpath(f)
+        cur = best.get(key)
+        if cur is None or (f.count(os.sep), f) < (cur.count(os.sep), cur):
+            best[key] = f
+    return sorted(best.values())
+
+
 def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
     if isinstance(paths, (str, os.PathLike)):
         return [os.fspath(paths)]
@@ -119,6 +156,9 @@ def collect_sources(
             found = sorted(glob.glob(os.path.join(esc, pattern), recursive=True))
             side = set(glob.glob(os.path.join(esc, _sidecar_pattern(pattern)), recursive=True))
             side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
+            if "**" in pattern and _has_dir_link(root):
+                found = _one_path_per_file(found)
+                side = set(_one_path_per_file(side))
             used: set[str] = set()
             start = len(out)
             for f in found:
@@ -176,12 +216,20 @@ class Skip(Exception):
     """A file that cannot be loaded; ``str(exc)`` is the reason recorded in ``attrs["skipped"]``."""
 
 
+class NotAFile(Skip):
+    """A directory matched by the pattern: ignored, not reported."""
+
+
 def _read_bytes(path: str) -> bytes:
     try:
         with open(path, "rb") as fh:
             return fh.read()
     except FileNotFoundError:
+        if os.path.islink(path):
+            raise Skip(f"broken symbolic link: to {os.readlink(path)}") from None
         raise Skip("vanished while loading (deleted or renamed)") from None
+    except IsADirectoryError:
+        raise NotAFile("a directory") from None
     except OSError as exc:
         raise Skip(f"unreadable: {exc.__class__.__name__}: {exc}") from None
 
@@ -243,19 +291,31 @@ def _without_events(line: bytes) -> bytes | None:
     return line[:i] + b"}"
 
 
-def _fast_sidecar(path: str, events: bool) -> Iterator[dict[str, Any]]:
-    # The same rules as mmsp_notebook._sidecar.read_sidecar (skip blank, partial and non-object
-    # lines; keep objects with a trace_id), parsed with orjson.
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return
-    loads = _orjson.loads  # type: ignore[union-attr]
-    for line in raw.splitlines():
+_BOM = b"\xef\xbb\xbf"
+
+
+def parse_sidecar(raw: bytes, events: bool = True) -> tuple[list[dict[str, Any]], int]:
+    """``(records, damaged lines)`` of a sidecar's bytes.
+
+    The rules of :func:`mmsp_notebook._sidecar.read_sidecar`: a leading UTF-8 BOM is ignored, blank
+    lines are skipped, a line repeated verbatim counts once, objects with a ``trace_id`` are
+    records. Any other line is damaged — except a last line without its newline that starts like
+    a record, which a writer is still appending (not counted).
+    """
+    if raw.startswith(_BOM):
+        raw = raw[3:]
+    loads = _orjson.loads if _orjson is not None else json.loads
+    lines = raw.splitlines()
+    open_tail = bool(lines) and not raw.endswith((b"\n", b"\r"))
+    last = len(lines) - 1
+    out: list[dict[str, Any]] = []
+    seen: set[bytes] = set()
+    damaged = 0
+    for no, line in enumerate(lines):
         line = line.strip()
-        if not line:
+        if not line or line in seen:
             continue
+        seen.add(line)
         record = None
         if not events:
             cut = _without_events(line)
@@ -270,10 +330,29 @@ def _fast_sidecar(path: str, events: bool) -> Iterator[dict[str, Any]]:
             except ValueError:
                 try:  # invalid UTF-8 is replaced by read_sidecar; NaN / huge ints need the stdlib
                     record = json.loads(line.decode("utf-8", errors="replace"))
-                except ValueError:
+                except (ValueError, RecursionError):
+                    if not (open_tail and no == last and line.startswith(b"{")):
+                        damaged += 1
                     continue
+            except RecursionError:
+                damaged += 1
+                continue
         if isinstance(record, dict) and "trace_id" in record:
-            yield record
+            out.append(record)
+        else:
+            damaged += 1
+    return out, damaged
+
+
+def read_sidecar_file(path: str, events: bool = True) -> tuple[list[dict[str, Any]], int]:
+    """``(records, damaged lines)`` of a timing sidecar file (see :func:`parse_sidecar`); an
+    unreadable file has no records and no damaged lines."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return [], 0
+    return parse_sidecar(raw, events)
 
 
 def read_sidecar_records(path: str, events: bool = True) -> list[dict[str, Any]]:
@@ -283,9 +362,29 @@ def read_sidecar_records(path: str, events: bool = True) -> list[dict[str, Any]]
     and non-object lines skipped). ``events=False`` may leave out the ``events`` list of records
     (it is skipped unparsed when it closes the line), for callers that do not need it.
     """
-    if _orjson is None:  # pragma: no cover - exercised only without orjson
-        return list(read_sidecar(path))
-    return list(_fast_sidecar(path, events))
+    return read_sidecar_file(path, events)[0]
+
+
+def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of the latest run of a trace id, in file order.
+
+    A sidecar is appended to while its trace file is overwritten, so a notebook run again into
+    the same cache leaves several runs in one sidecar. A run starts again at a record whose
+    ``turn`` is not above the highest turn already completed (``message_index`` not null) in
+    the current run; records before the last such restart belong to earlier runs.
+    """
+    start, top = 0, -1
+    for i, r in enumerate(records):
+        t = r.get("turn")
+        if t.__class__ is not int or not INT_LO < t < INT_HI:
+            t = as_int(t)
+            if t is None:
+                continue
+        if t <= top:
+            start, top = i, -1
+        if t > top and r.get("message_index") is not None:
+            top = t
+    return records[start:] if start else records
 
 
 def config_trace_id(source: Source, config: dict[str, Any]) -> str:

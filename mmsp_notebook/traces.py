@@ -165,10 +165,12 @@ import pandas as pd
 
 from mmsp_notebook import _traces_build as _b
 from mmsp_notebook._traces_io import (
+    NotAFile,
     Skip,
     collect_sources,
     config_trace_id,
-    read_sidecar_records,
+    latest_run,
+    read_sidecar_file,
     read_trace,
 )
 
@@ -256,15 +258,22 @@ def _finish(df: pd.DataFrame, n_files: int, skipped: list[dict[str, str]], otel:
     df.attrs["n_files"] = n_files
     df.attrs["n_skipped"] = len(skipped)
     if skipped:
-        kinds = Counter(s["reason"].split(":")[0] for s in skipped)
+        n_damaged = sum(1 for s in skipped if s["reason"].startswith(_DAMAGED))
+        n_skip = len(skipped) - n_damaged
+        kinds = Counter(s["reason"].split(":")[0] for s in skipped if not s["reason"].startswith(_DAMAGED))
         detail = "; ".join(f"{n} {k}" for k, n in kinds.most_common())
+        parts = [f"skipped {n_skip} of {n_files + n_skip} trace files ({detail})"] if n_skip else []
+        if n_damaged:
+            parts.append(f"{n_damaged} damaged timing sidecars (their readable lines were used)")
         warnings.warn(
-            f"mmsp_notebook.traces: skipped {len(skipped)} of {n_files + len(skipped)} trace files "
-            f"({detail}); see df.attrs['skipped'] for paths and reasons",
+            f"mmsp_notebook.traces: {'; '.join(parts)}; see df.attrs['skipped'] for paths and reasons",
             TraceLoadWarning,
             stacklevel=3,
         )
     return df
+
+
+_DAMAGED = "damaged sidecar"
 
 
 def _drive(
@@ -287,12 +296,23 @@ def _drive(
             if src.path is not None and need_trace:
                 try:
                     data = read_trace(src.path)
+                except NotAFile:
+                    if bar is not None:
+                        bar.update(1)
+                    continue
                 except Skip as exc:
                     skipped.append({"path": src.path, "reason": str(exc)})
                     if bar is not None:
                         bar.update(1)
                     continue
-            records = read_sidecar_records(src.sidecar, events) if src.sidecar is not None else None
+            records = None
+            if src.sidecar is not None:
+                records, damaged = read_sidecar_file(src.sidecar, events)
+                if damaged:
+                    skipped.append(
+                        {"path": src.sidecar, "reason": f"{_DAMAGED}: {damaged} unreadable lines ({len(records)} records read)"}
+                    )
+                records = latest_run(records)
             tid = src.trace_id
             if src.standalone:
                 if data is not None:
@@ -469,18 +489,31 @@ def summary(turns: pd.DataFrame, by: str | Sequence[str] | None = "model") -> pd
         row["truncation_rate"] = truncated / n_complete if n_complete else float("nan")
         rows.append(row)
         index.append(key)
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=_SUMMARY_COLUMNS)
     if keys:
         if len(keys) == 1:
             out.index = pd.Index(index, name=keys[0])
-        else:
+        elif index:
             out.index = pd.MultiIndex.from_tuples(index, names=keys)
+        else:
+            out.index = pd.MultiIndex.from_arrays([[] for _ in keys], names=keys)
     else:
         out.index = pd.Index(index)
-    if len(out):
-        out["count"] = out["count"].astype("int64")
-        out["cost_missing"] = out["cost_missing"].astype("int64")
+    out = out.astype({c: "float64" for c in _SUMMARY_COLUMNS})
+    out["count"] = out["count"].astype("int64")
+    out["cost_missing"] = out["cost_missing"].astype("int64")
     return out
+
+
+_SUMMARY_COLUMNS = [
+    "count",
+    *(f"{col}_p{q}" for col in ("latency", "ttft", "tokens_per_s") for q in (50, 90, 99)),
+    "cost_total",
+    "cost_mean",
+    "cost_missing",
+    "error_rate",
+    "truncation_rate",
+]
 
 
 # --------------------------------------------------------------------------- export
@@ -504,6 +537,15 @@ def to_arrow(df: pd.DataFrame) -> "pa.Table":
     import pyarrow as pa
 
     schema = pa.Schema.from_pandas(df, preserve_index=False)
+    for name, dtype in df.dtypes.items():
+        # every category column is a dictionary of strings, also when it holds no value at all
+        # (client_type without sidecars, finish_reason of sidecar-only turns), so that files
+        # written from any corpus share one schema
+        if isinstance(dtype, pd.CategoricalDtype) and (
+            len(dtype.categories) == 0 or pd.api.types.is_string_dtype(dtype.categories.dtype)
+        ):
+            i = schema.get_field_index(str(name))
+            schema = schema.set(i, pa.field(str(name), pa.dictionary(pa.int32(), pa.string())))
     for name, (shape, inner) in _ARROW_OBJECT_TYPES.items():
         if name in df.columns:
             t = pa.string() if inner == "string" else pa.float64()

@@ -905,3 +905,232 @@ def test_dotted_trace_id_pairs_with_its_sidecar(tmp_path: Path) -> None:
     df = no_warnings_load(traces.load_turns, tmp_path)
     assert len(df) == 1 and df["source"].astype(str).tolist() == ["trace+sidecar"]
     assert df["trace_id"].tolist() == ["runs/v1"] and df["ttft"].tolist() == [0.02]
+
+
+# --------------------------------------------------------------------------- hostile values
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))  # json.dumps escapes lone surrogates and keeps huge ints
+    return path
+
+
+def test_integers_beyond_int64_become_na(tmp_path: Path) -> None:
+    h = [user("q", T0), answer("a", T0 + 100, usage={"cached_tokens": 1, "prompt_tokens": 10**20, "thoughts_tokens": -(2**63), "response_tokens": 5})]
+    write_json(tmp_path / "big.json", {"history": h, "config": {"model": "demo", "max_tokens": 10**20, "temperature": 10**400}})
+    write_json(tmp_path / "huge_time.json", {"history": [user("q", 10**400), answer("b", 10**400)], "config": {"model": "demo"}})
+    fail = sidecar_record("big", 1, None, "error", started_at=T0 + 200, total_ms=10.0, usage={"prompt_tokens": 10**20, "response_tokens": 3},
+                          events=[[1.0, "text.delta", 10**20], [2.0, "stop", 0]])
+    append_sidecar(fail, base=tmp_path)
+    append_sidecar(sidecar_record("big", 10**20, 10**20, "error", started_at=T0 + 300), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["trace_id"].tolist() == ["big", "big", "huge_time"]
+    row = df.iloc[0]
+    assert row["cached_tokens"] == 1 and row["response_tokens"] == 5
+    assert pd.isna(row["prompt_tokens"]) and pd.isna(row["thoughts_tokens"]) and pd.isna(row["max_tokens"])
+    assert row["input_tokens"] == 1 and np.isnan(row["temperature"])
+    assert pd.isna(df["prompt_tokens"][1]) and df["response_tokens"][1] == 3
+    assert df["started"].isna().tolist() == [False, False, True] and np.isnan(df["latency"][2])
+    events = no_warnings_load(traces.load_events, tmp_path)
+    assert events["size"].isna().tolist() == [True, False] and events["t"].tolist() == [0.001, 0.002]
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert len(items) == 4 and items["created_at"].isna().sum() == 2
+
+
+def test_lone_surrogates_and_undecodable_file_names(tmp_path: Path) -> None:
+    h = [user("q \ud83d", T0), answer("a\udcff", T0 + 100)]
+    write_json(tmp_path / "s.json", {"history": h, "config": {"model": "demo\ud800"}})
+    append_sidecar(sidecar_record("s", 1, None, "error", started_at=T0 + 200, total_ms=5.0), base=tmp_path)
+    side = tmp_path / "s.timing.jsonl"
+    side.write_text(side.read_text().replace("503 upstream", "\\udcff").replace('"openai-chat"', '"x\\ud83d"'))
+    raw_name = bytes(tmp_path) + b"/caf\xe9.json"
+    with open(raw_name, "wb") as fh:  # a file name that is not UTF-8
+        fh.write(json.dumps({"history": [user("q", T0 + 5), answer("b", T0 + 9)], "config": {"model": "demo"}}).encode())
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert sorted(df["trace_id"]) == ["caf\ufffd", "s", "s"]
+    assert "demo\ufffd" in set(df["model"].astype(str))
+    assert df.loc[df["status"] == "error", "error_message"].tolist() == ["\ufffd"]
+    assert "x\ufffd" in df["client_type"].astype(str).tolist()
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert "a\ufffd" in items["text"].tolist() and "q \ufffd" in items["text"].tolist()
+    traces.to_parquet(df, tmp_path / "t.parquet")
+    traces.to_parquet(items, tmp_path / "i.parquet")
+    assert len(no_warnings_load(traces.load_events, tmp_path)) == 0
+
+
+def test_impossible_timestamps_give_na_without_numpy_warnings(tmp_path: Path) -> None:
+    save(tmp_path, "a", [user("q", T0), answer("x", 10**20), user("q", T0), answer("y", 1e300), user("q", -1000), answer("z", T0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = traces.load_turns(tmp_path)
+        items = traces.load_items(tmp_path)
+    assert df["ended"].isna().tolist() == [True, True, False]
+    assert df["started"].isna().tolist() == [False, False, True]
+    assert df["latency"].isna().all()
+    assert items["created_at"].isna().sum() == 3
+
+
+def test_negative_and_inconsistent_durations_are_na(tmp_path: Path) -> None:
+    save(tmp_path, "t", [user("q", T0), answer("a", T0 + 1000), user("q", T0 + 2000), answer("b", T0 + 5000), user("q", T0 + 6000), answer("c", T0 + 5500)])
+    append_sidecar(sidecar_record("t", 0, 1, started_at=T0 + 1, ttft_ms=-50.0, total_ms=-200.0), base=tmp_path)
+    append_sidecar(sidecar_record("t", 1, 3, started_at=-1000, ttft_ms=900.0, total_ms=800.0), base=tmp_path)
+    append_sidecar(sidecar_record("t", 3, None, "error", started_at=0, ttft_ms=-1.0, total_ms=-5.0, events=[[-3.0, "stop", 0]]), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["turn"].tolist() == [0, 1, 2, 3]
+    assert df["ttft"].isna().all()
+    assert df["latency"].tolist()[:2] == [pytest.approx(0.999), 0.8]  # a negative total falls back to the trace's times
+    assert np.isnan(df["latency"][2]) and np.isnan(df["latency"][3])  # answered "before" the question; nothing valid
+    assert df["started"][1] == pd.Timestamp(T0 + 2000, unit="ms", tz="UTC")  # started_at -1000 is no time
+    assert df["started"].isna().tolist() == [False, False, False, True]
+    assert (df["started"].dropna() > pd.Timestamp("2000-01-01", tz="UTC")).all()
+    events = no_warnings_load(traces.load_events, tmp_path)
+    assert events["t"].isna().all() and events["started"].isna().all()
+
+
+def test_repeated_sidecar_lines_count_once(tmp_path: Path) -> None:
+    save(tmp_path, "t", [user("q", T0), answer("a", T0 + 1000)])
+    ok = sidecar_record("t", 0, 1, started_at=T0 + 1, ttft_ms=10.0, total_ms=900.0, events=[[10.0, "text.delta", 1], [900.0, "stop", 0]])
+    fail = sidecar_record("t", 0, None, "error", started_at=T0 + 0.5, total_ms=3.0, events=[[3.0, "stop", 0]])
+    for rec in (fail, fail, ok, ok):
+        append_sidecar(rec, base=tmp_path)
+    append_sidecar(fail | {"trace_id": "f"}, base=tmp_path)
+    append_sidecar(fail | {"trace_id": "f"}, base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["trace_id"].tolist() == ["f", "t", "t"]
+    assert df["status"].astype(str).tolist() == ["error", "error", "complete"]
+    assert traces.summary(df, by="trace_id")["error_rate"].tolist() == [1.0, 0.5]
+    events = no_warnings_load(traces.load_events, tmp_path)
+    assert events.groupby("trace_id").size().to_dict() == {"f": 1, "t": 3}
+
+
+def test_rerun_into_the_same_cache_keeps_the_latest_run(tmp_path: Path) -> None:
+    def ev(ms: float) -> list[list[Any]]:
+        return [[ms / 2, "text.delta", 1], [ms, "stop", 0]]
+
+    # first run: turn 0, a failed then a successful turn 1
+    run1 = [
+        sidecar_record("nb/chat", 0, 1, started_at=T0, total_ms=100.0, events=ev(100.0)),
+        sidecar_record("nb/chat", 1, None, "error", started_at=T0 + 1000, total_ms=10.0, events=ev(10.0)),
+        sidecar_record("nb/chat", 1, 3, started_at=T0 + 2000, total_ms=100.0, events=ev(100.0)),
+    ]
+    # second run overwrites the trace file: turn 0 fails once, then succeeds; that is all
+    run2 = [
+        sidecar_record("nb/chat", 0, None, "error", started_at=T0 + 60_000, total_ms=20.0, events=ev(20.0)),
+        sidecar_record("nb/chat", 0, 1, started_at=T0 + 61_000, total_ms=200.0, events=ev(200.0)),
+    ]
+    for rec in run1 + run2:
+        append_sidecar(rec, base=tmp_path)
+    save(tmp_path, "nb/chat", [user("q", T0 + 60_999), answer("a", T0 + 61_200)])
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["status"].astype(str).tolist() == ["error", "complete"]
+    assert df["latency"].tolist() == [0.02, 0.2]
+    assert traces.summary(df)["error_rate"].tolist() == [0.5]
+    events = no_warnings_load(traces.load_events, tmp_path)
+    assert len(events) == 4 and (events["started"] >= pd.Timestamp(T0 + 60_000, unit="ms", tz="UTC")).all()
+    # a run that is still going on: one run, nothing dropped
+    for rec in run1:
+        append_sidecar(rec | {"trace_id": "nb/other"}, base=tmp_path)
+    assert len(traces.load_events(tmp_path / "nb" / "other.timing.jsonl")) == 6
+
+
+def test_damaged_sidecars_are_reported_and_their_good_lines_used(tmp_path: Path) -> None:
+    for k, tid in enumerate(("bom", "middle", "array", "noise", "tail")):
+        save(tmp_path, tid, [user("q", T0), answer(tid, T0 + 1000 + k), user("q", T0 + 2000), answer(tid, T0 + 3000 + k)])
+    line0 = json.dumps(sidecar_record("bom", 0, 1, started_at=T0 + 1, ttft_ms=5.0, total_ms=999.0))
+    (tmp_path / "bom.timing.jsonl").write_bytes(b"\xef\xbb\xbf" + line0.encode() + b"\n")
+    rec = lambda tid, k: json.dumps(sidecar_record(tid, k, 2 * k + 1, started_at=T0 + 2000 * k + 1, ttft_ms=5.0, total_ms=999.0))  # noqa: E731
+    (tmp_path / "middle.timing.jsonl").write_text(rec("middle", 0) + "\n" + '{"trace_id": "middle", "tu\n' + rec("middle", 1) + "\n")
+    (tmp_path / "array.timing.jsonl").write_text(rec("array", 0) + "\n[1, 2]\n" + rec("array", 1) + "\n")
+    (tmp_path / "noise.timing.jsonl").write_bytes(bytes((i * 97 + 13) % 256 for i in range(3000)))
+    (tmp_path / "tail.timing.jsonl").write_text(rec("tail", 0) + "\n" + rec("tail", 1)[:30])  # being written: normal
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = traces.load_turns(tmp_path)
+    ours = [w for w in caught if issubclass(w.category, traces.TraceLoadWarning)]
+    assert len(ours) == 1 and "3 damaged timing sidecars" in str(ours[0].message)
+    assert "skipped" not in str(ours[0].message).split(";")[0].split(":")[1]  # no trace file was skipped
+    reported = {Path(s["path"]).name: s["reason"] for s in df.attrs["skipped"]}
+    assert set(reported) == {"middle.timing.jsonl", "array.timing.jsonl", "noise.timing.jsonl"}
+    assert all(r.startswith("damaged sidecar") for r in reported.values())
+    assert df.attrs["n_files"] == 5
+    timed = df.groupby("trace_id")["ttft"].count().to_dict()
+    assert timed == {"array": 2, "bom": 1, "middle": 2, "noise": 0, "tail": 1}
+
+
+def test_summary_of_an_empty_frame_has_the_usual_columns(tmp_path: Path) -> None:
+    save(tmp_path, "t", [user("q", T0), answer("a", T0 + 1000)])
+    full = traces.summary(traces.load_turns(tmp_path))
+    for by in ("model", None, ["model", "status"]):
+        empty = traces.summary(traces.load_turns(tmp_path, models="nope"), by=by)
+        assert list(empty.columns) == list(full.columns) and len(empty) == (1 if by is None else 0)
+        assert empty.dtypes.to_dict() == full.dtypes.to_dict()
+
+
+def test_parquet_category_columns_are_always_strings(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    save(tmp_path / "a", "t", [user("q", T0), answer("a", T0 + 1000)])  # no sidecar: client_type all NA
+    append_sidecar(sidecar_record("f", 0, None, "error", started_at=T0), base=tmp_path / "b")  # sidecar only: no finish_reason
+    schemas = []
+    for sub in ("a", "b"):
+        df = no_warnings_load(traces.load_turns, tmp_path / sub)
+        out = traces.to_parquet(df, tmp_path / f"{sub}.parquet")
+        schemas.append(pq.read_schema(out).remove_metadata())
+        back = pd.read_parquet(out)
+        for col in ("client_type", "finish_reason", "model", "status"):
+            assert isinstance(back[col].dtype, pd.CategoricalDtype), (sub, col)
+    for col in ("client_type", "finish_reason", "model", "status", "source"):
+        assert schemas[0].field(col).type == schemas[1].field(col).type, col
+        assert str(schemas[0].field(col).type.value_type) == "string", col
+
+
+def test_directory_links_are_not_followed_into_loops(tmp_path: Path) -> None:
+    import os
+
+    save(tmp_path, "a/one", [user("q", T0), answer("a", T0 + 1000)])
+    append_sidecar(sidecar_record("a/one", 1, None, "error", started_at=T0 + 2000), base=tmp_path)
+    (tmp_path / "a" / "loop").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "gone.json").symlink_to(tmp_path / "nowhere.json")
+    reads: list[str] = []
+    real_open = open
+
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file).endswith((".json", ".jsonl")):
+            reads.append(os.path.realpath(file))
+        return real_open(file, *args, **kwargs)
+
+    import builtins
+
+    builtins.open = counting_open
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            df = traces.load_turns(tmp_path)
+    finally:
+        builtins.open = real_open
+    assert df["trace_id"].tolist() == ["a/one", "a/one"] and df.attrs["duplicates"] == 0
+    assert df.attrs["n_files"] == 1
+    assert [s["reason"].split(":")[0] for s in df.attrs["skipped"]] == ["broken symbolic link"]
+    assert sorted(reads) == sorted({*reads}), "a file was read more than once"
+
+
+def test_filters_apply_after_de_duplication(tmp_path: Path) -> None:
+    # the same turn in two files; the copy with a sidecar (started 5 s after the user's message) wins
+    h = [user("q", T0), answer("a", T0 + 9000)]
+    save(tmp_path, "a/1", h)
+    save(tmp_path, "b/1", h)
+    append_sidecar(sidecar_record("b/1", 0, 1, started_at=T0 + 5000, total_ms=4000.0), base=tmp_path)
+    cut = pd.Timestamp(T0 + 1000, unit="ms", tz="UTC")
+    assert no_warnings_load(traces.load_turns, tmp_path)["trace_id"].tolist() == ["b/1"]
+    assert len(traces.load_turns(tmp_path, until=cut)) == 0
+    since = traces.load_turns(tmp_path, since=cut)
+    assert since["trace_id"].tolist() == ["b/1"] and since.attrs["duplicates"] == 1
+
+
+def test_directories_matched_by_the_pattern_are_ignored(tmp_path: Path) -> None:
+    save(tmp_path, "agent/one", [user("q", T0), answer("a", T0 + 1000)])
+    (tmp_path / "odd.json").mkdir()
+    df = no_warnings_load(traces.load_turns, tmp_path, pattern="**/*")
+    assert df["trace_id"].tolist() == ["agent/one"] and df.attrs["skipped"] == []
+    assert no_warnings_load(traces.load_turns, tmp_path).attrs["skipped"] == []
