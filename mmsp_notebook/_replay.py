@@ -41,8 +41,9 @@ Timing
     ``speed=10`` plays ten times faster, ``speed=math.inf`` (or no sidecar) at once. No single wait
     is longer than :data:`MAX_WAIT` (30 s, after ``speed``): a longer recorded pause is shortened
     to it, and a stopped replay ends at once. The replayed turn measures its own timings, so its
-    footer shows the replay's ttft and total (at speed 1 close to the original's). :func:`strip_timings` is the normalization under which a replay's
-    static rendering equals the original's.
+    footer shows the replay's ttft and total (at speed 1 close to the original's).
+    :func:`strip_timings` is the normalization under which a replay's static rendering equals the
+    original's.
 """
 
 from __future__ import annotations
@@ -304,12 +305,14 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
             message_index = None
         if message_index is None:
             raise ValueError(f"turn {_row_field(trace, 'turn')} of {trace_id} did not complete "
-                             f"({_row_field(trace, 'status')}): its content was never recorded, so it cannot be replayed")
+                             f"({_row_field(trace, 'status')}): its content was never recorded, so it cannot be "
+                             "replayed")
         asked = trace_id
         candidates = _trace_candidates(base, trace_id)
     else:
         if isinstance(trace, bytes) or not isinstance(trace, (str, PurePath)):
-            raise TypeError(f"trace must be a trace id, a path or a row of traces.load_turns, not {type(trace).__name__}")
+            raise TypeError("trace must be a trace id, a path or a row of traces.load_turns, "
+                            f"not {type(trace).__name__}")
         candidate = Path(trace)
         if candidate.suffix == ".json" and candidate.is_file():
             candidates = [candidate]
@@ -483,7 +486,7 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
     rows = _usable_timing(timing) if timing else None
     plan = _timed_plan(items, rows, created_at) if rows else None
     if plan is not None:
-        stop_ms = next((row[0] for row in rows if row[1] == "stop"), plan[-1][0] if plan else None)  # type: ignore[union-attr]
+        stop_ms = next((row[0] for row in rows if row[1] == "stop"), plan[-1][0] if plan else None)
         plan.append((stop_ms, stop))
         if _plays_cleanly(plan):
             return plan
