@@ -27,7 +27,8 @@ Paths
     with a dot in its last part (``runs/v1.5``) lives in ``runs/v1.json`` while its sidecar keeps
     the full id; the two are paired. A file given on its own has its stem as trace id, or the
     config's ``trace_id`` when the path ends with it. A path that does not exist raises
-    ``FileNotFoundError``.
+    ``FileNotFoundError``. Directories matched by ``pattern`` are ignored; with ``**``, a file
+    reached through directory links (a link loop included) is read once, under its shortest path.
 
 Robustness
     A corrupt, truncated (being written), empty, binary or foreign JSON file (``[1, 2]``,
@@ -35,8 +36,15 @@ Robustness
     and named in ``df.attrs["skipped"]`` (a list of ``{"path", "reason"}``), and ONE
     :class:`TraceLoadWarning` summarizes the skips. A file that fails to parse is read once more
     before it is skipped, since the Tracer rewrites traces in place and a reader can catch one
-    half-written; a file deleted mid-load is skipped as vanished. When a trace file is skipped its
-    sidecar is skipped with it (its failed turns alone would distort error rates). Unknown content
+    half-written; a file deleted mid-load is skipped as vanished, a broken link as such. When a
+    trace file is skipped its sidecar is skipped with it (its failed turns alone would distort
+    error rates). A sidecar with damaged lines (not JSON, not a record) is listed in
+    ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
+    without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
+    ignored. Values that cannot be what they claim never stop a load: integers beyond int64 are
+    NA, timestamps outside 1970..9999 are NaT, negative durations (and a ``ttft`` longer than the
+    whole response) are NaN, lone surrogates in strings and undecodable bytes in file names become
+    U+FFFD. Unknown content
     item types load as they are (their ``type`` as stored, unknown fields in ``extra``). Item
     types of traces written before mmsp 0.5 (``text``, ``tool_call``, ...) are kept as stored in
     the items frame and counted like their ``.done`` forms in the turns frame. Nothing is ever
@@ -50,8 +58,15 @@ Repeated histories
     messages with the same ``created_at``, finish reason, usage and content counts are one turn,
     kept from the file whose sidecar times it, else from the first file (in trace id order); in
     the items frame a message (role, ``created_at``, usage and item shapes) is kept from the
-    first file. ``df.attrs["duplicates"]`` counts what was left out; ``dedupe=False`` keeps every
-    copy.
+    first file. ``df.attrs["duplicates"]`` counts what was left out (before any filter: copies
+    are resolved first, then ``since`` / ``until`` / ``models`` apply to the copy kept);
+    ``dedupe=False`` keeps every copy.
+
+Re-runs
+    A sidecar is appended to while the Tracer overwrites its trace file, so running a notebook
+    again into the same cache leaves several runs in one sidecar. Only the latest run is used: a
+    run starts again at a record whose ``turn`` is not above a turn already completed in the
+    current run (``message_index`` set). A line repeated verbatim in a sidecar counts once.
 
 Filters
     ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts; naive means UTC) keep turns with
@@ -81,7 +96,8 @@ started            datetime64[us, UTC]  sidecar ``started_at`` (request sent), e
                                     of the user message just before the assistant message
 ended              datetime64[us, UTC]  ``created_at`` of the assistant message (the stop event);
                                     ``started + total`` for failed turns
-latency            float64 (s)      sidecar ``total_ms``, else ``ended - started``
+latency            float64 (s)      sidecar ``total_ms``, else ``ended - started`` (NaN when
+                                    either is NaT or the difference is negative)
 ttft               float64 (s)      time to first content delta (sidecar); NaN without one
 tokens_per_s       float64          ``output_tokens / (latency - ttft)``: decode speed, sidecar only
 finish_reason      category         ``stop``, ``length``, ``tool_call``, ``unknown`` or NA
@@ -147,7 +163,8 @@ OpenTelemetry
     conventions' duration metrics, in seconds. :func:`summary` accepts renamed frames too.
 
 Export
-    :func:`to_arrow` converts a frame to a ``pyarrow.Table`` (categories as dictionaries, tuples
+    :func:`to_arrow` converts a frame to a ``pyarrow.Table`` (categories as ``dictionary<int32,
+    string>`` even when all missing, so files of different corpora share a schema; tuples
     as lists, ``df.attrs`` in the schema metadata where ``pandas.read_parquet`` restores it);
     :func:`to_parquet` writes one, from a frame or from a trace path loaded first.
 """
