@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from mmsp_notebook._sidecar import SIDECAR_SUFFIX
 from mmsp_notebook._traces_build import INT_HI, INT_LO, as_int
@@ -92,25 +92,16 @@ def _is_companion(name: str) -> bool:
     return name.endswith(_COMPANION_SUFFIXES)
 
 
-def _has_dir_link(root: str) -> bool:
-    """Whether a symbolic link to a directory lies anywhere under ``root`` (links not followed)."""
-    stack = [root]
-    while stack:
-        try:
-            it = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                try:
-                    if e.is_symlink():
-                        if e.is_dir():
-                            return True
-                    elif e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                except OSError:
-                    continue
-    return False
+def _through_link(paths: Iterable[str], root: str) -> bool:
+    """Whether any of ``paths`` (found under ``root``) goes through a link to a directory."""
+    dirs = {os.path.dirname(p) for p in paths}
+    below: set[str] = set()
+    n = len(root)
+    for d in dirs:
+        while len(d) > n and d not in below:
+            below.add(d)
+            d = os.path.dirname(d)
+    return any(os.path.islink(d) for d in below)
 
 
 def _one_path_per_file(paths: Iterable[str]) -> list[str]:
@@ -156,7 +147,7 @@ def collect_sources(
             found = sorted(glob.glob(os.path.join(esc, pattern), recursive=True))
             side = set(glob.glob(os.path.join(esc, _sidecar_pattern(pattern)), recursive=True))
             side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
-            if "**" in pattern and _has_dir_link(root):
+            if "**" in pattern and _through_link([*found, *side], root):
                 found = _one_path_per_file(found)
                 side = set(_one_path_per_file(side))
             used: set[str] = set()
@@ -298,7 +289,8 @@ def parse_sidecar(raw: bytes, events: bool = True) -> tuple[list[dict[str, Any]]
     """``(records, damaged lines)`` of a sidecar's bytes.
 
     The rules of :func:`mmsp_notebook._sidecar.read_sidecar`: a leading UTF-8 BOM is ignored, blank
-    lines are skipped, a line repeated verbatim counts once, objects with a ``trace_id`` are
+    lines are skipped, a line repeated verbatim counts once (with ``events=False``, lines that
+    differ only in their unparsed ``events`` count once too), objects with a ``trace_id`` are
     records. Any other line is damaged — except a last line without its newline that starts like
     a record, which a writer is still appending (not counted).
     """
@@ -313,17 +305,21 @@ def parse_sidecar(raw: bytes, events: bool = True) -> tuple[list[dict[str, Any]]
     damaged = 0
     for no, line in enumerate(lines):
         line = line.strip()
-        if not line or line in seen:
+        if not line:
             continue
-        seen.add(line)
         record = None
+        key = line
         if not events:
             cut = _without_events(line)
             if cut is not None:
+                key = cut  # shorter to hash; a repeated line has the same cut
                 try:
                     record = loads(cut)
                 except ValueError:
                     record = None
+        if key in seen:
+            continue
+        seen.add(key)
         if record is None:
             try:
                 record = loads(line)

@@ -1112,6 +1112,7 @@ def test_directory_links_are_not_followed_into_loops(tmp_path: Path) -> None:
     assert df["trace_id"].tolist() == ["a/one", "a/one"] and df.attrs["duplicates"] == 0
     assert df.attrs["n_files"] == 1
     assert [s["reason"].split(":")[0] for s in df.attrs["skipped"]] == ["broken symbolic link"]
+    assert [str(w.message).count("broken symbolic link") for w in caught] == [1]
     assert sorted(reads) == sorted({*reads}), "a file was read more than once"
 
 
