@@ -31,8 +31,8 @@ and to re-stream a recorded turn with its original pacing (``mmsp_notebook.repla
 A line is written with one ``write`` call in append mode, so concurrent writers of one trace id do
 not interleave within a line; a reader skips a last line that is partial. The file is only ever
 appended to while the Tracer overwrites ``<trace_id>.json``: a notebook run again into the same cache
-leaves the records of every run, and :mod:`mmsp_notebook.traces` keeps those of the latest one (a run
-starts again when ``turn`` goes back to a turn already completed).
+leaves the records of every run. :mod:`mmsp_notebook.traces` keeps those of the latest one: a record
+for a turn already completed drops the earlier records of that turn and of later turns.
 """
 
 from __future__ import annotations

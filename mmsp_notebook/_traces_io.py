@@ -361,26 +361,41 @@ def read_sidecar_records(path: str, events: bool = True) -> list[dict[str, Any]]
     return read_sidecar_file(path, events)[0]
 
 
-def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records of the latest run of a trace id, in file order.
+def _turn(r: dict[str, Any]) -> int | None:
+    t = r.get("turn")
+    if t.__class__ is not int or not INT_LO < t < INT_HI:
+        t = as_int(t)
+    return t
 
-    A sidecar is appended to while its trace file is overwritten, so a notebook run again into
-    the same cache leaves several runs in one sidecar. A run starts again at a record whose
-    ``turn`` is not above the highest turn already completed (``message_index`` not null) in
-    the current run; records before the last such restart belong to earlier runs.
+
+def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records that belong to the conversation the trace file holds now, in file order.
+
+    A sidecar is appended to while its trace file is overwritten. A record for a turn already
+    completed (``message_index`` not null) earlier in the sidecar means the conversation went
+    back to that turn: the notebook was run again into the same cache (back to turn 0), or a
+    turn was answered again. The earlier records of that turn and of later turns are dropped;
+    those of earlier turns stay.
     """
-    start, top = 0, -1
+    top = -1  # highest completed turn among the records kept
+    kept: list[dict[str, Any]] | None = None  # None: every record so far
+    lo, hi = INT_LO, INT_HI
     for i, r in enumerate(records):
         t = r.get("turn")
-        if t.__class__ is not int or not INT_LO < t < INT_HI:
+        if t.__class__ is not int or not lo < t < hi:  # _turn(r), inlined
             t = as_int(t)
-            if t is None:
-                continue
+        if t is None:
+            if kept is not None:
+                kept.append(r)
+            continue
         if t <= top:
-            start, top = i, -1
+            kept = [x for x in (records[:i] if kept is None else kept) if not ((tx := _turn(x)) is not None and tx >= t)]
+            top = max((tx for x in kept if (tx := _turn(x)) is not None and x.get("message_index") is not None), default=-1)
+        if kept is not None:
+            kept.append(r)
         if t > top and r.get("message_index") is not None:
             top = t
-    return records[start:] if start else records
+    return records if kept is None else kept
 
 
 def config_trace_id(source: Source, config: dict[str, Any]) -> str:

@@ -64,9 +64,11 @@ Repeated histories
 
 Re-runs
     A sidecar is appended to while the Tracer overwrites its trace file, so running a notebook
-    again into the same cache leaves several runs in one sidecar. Only the latest run is used: a
-    run starts again at a record whose ``turn`` is not above a turn already completed in the
-    current run (``message_index`` set). A line repeated verbatim in a sidecar counts once.
+    again into the same cache leaves several runs in one sidecar. A record for a turn already
+    completed earlier in the sidecar (``message_index`` set) means the conversation went back to
+    that turn (a re-run goes back to turn 0): the earlier records of that turn and of later turns
+    are dropped, so only the run the trace file holds is counted. A line repeated verbatim in a
+    sidecar counts once.
 
 Filters
     ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts; naive means UTC) keep turns with

@@ -1032,6 +1032,13 @@ def test_rerun_into_the_same_cache_keeps_the_latest_run(tmp_path: Path) -> None:
     for rec in run1:
         append_sidecar(rec | {"trace_id": "nb/other"}, base=tmp_path)
     assert len(traces.load_events(tmp_path / "nb" / "other.timing.jsonl")) == 6
+    # turn 1 answered again (the history went back one turn): turn 0 keeps its timing
+    for rec in run1 + [sidecar_record("nb/again", 1, 3, started_at=T0 + 9000, total_ms=300.0, events=ev(300.0))]:
+        append_sidecar(rec | {"trace_id": "nb/again"}, base=tmp_path)
+    save(tmp_path, "nb/again", [user("q", T0 - 1), answer("a", T0 + 100), user("q", T0 + 8999), answer("b", T0 + 9300)])
+    again = no_warnings_load(traces.load_turns, tmp_path / "nb" / "again.json")
+    assert again["source"].astype(str).tolist() == ["trace+sidecar", "trace+sidecar"]
+    assert again["latency"].tolist() == [0.1, 0.3] and again["status"].astype(str).tolist() == ["complete"] * 2
 
 
 def test_damaged_sidecars_are_reported_and_their_good_lines_used(tmp_path: Path) -> None:
