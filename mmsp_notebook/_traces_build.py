@@ -589,16 +589,16 @@ class TurnBuilder(_Window):
             if usage.__class__ is dict:
                 u0 = usage.get("cached_tokens")
                 if u0.__class__ is not int or not lo < u0 < hi:
-                    u0 = int_or_na(u0)
+                    u0 = INT_NA if (u0 := as_int(u0)) is None else u0
                 u1 = usage.get("prompt_tokens")
                 if u1.__class__ is not int or not lo < u1 < hi:
-                    u1 = int_or_na(u1)
+                    u1 = INT_NA if (u1 := as_int(u1)) is None else u1
                 u2 = usage.get("thoughts_tokens")
                 if u2.__class__ is not int or not lo < u2 < hi:
-                    u2 = int_or_na(u2)
+                    u2 = INT_NA if (u2 := as_int(u2)) is None else u2
                 u3 = usage.get("response_tokens")
                 if u3.__class__ is not int or not lo < u3 < hi:
-                    u3 = int_or_na(u3)
+                    u3 = INT_NA if (u3 := as_int(u3)) is None else u3
             else:
                 u0 = u1 = u2 = u3 = INT_NA
             a_ca(u0)
