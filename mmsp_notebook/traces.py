@@ -44,12 +44,11 @@ Robustness
     ignored. Values that cannot be what they claim never stop a load: integers beyond int64 are
     NA, timestamps outside 1970..9999 are NaT, negative durations (and a ``ttft`` longer than the
     whole response) are NaN, lone surrogates in strings and undecodable bytes in file names become
-    U+FFFD. Unknown content
-    item types load as they are (their ``type`` as stored, unknown fields in ``extra``). Item
-    types of traces written before mmsp 0.5 (``text``, ``tool_call``, ...) are kept as stored in
-    the items frame and counted like their ``.done`` forms in the turns frame. Nothing is ever
-    written next to the traces. ``df.attrs`` also holds ``n_files`` (sources loaded) and
-    ``n_skipped``.
+    U+FFFD. Unknown content item types load as they are (their ``type`` as stored, unknown fields
+    in ``extra``). Item types of traces written before mmsp 0.5 (``text``, ``tool_call``, ...)
+    are kept as stored in the items frame and counted like their ``.done`` forms in the turns
+    frame. Nothing is ever written next to the traces. ``df.attrs`` also holds ``n_files``
+    (sources loaded) and ``n_skipped`` (entries of ``skipped``, damaged sidecars included).
 
 Repeated histories
     mmsp programs often give every call its own trace id (``agent1/00001``, ``agent1/00002``...):
