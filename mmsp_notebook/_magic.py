@@ -67,7 +67,15 @@ class MMSPMagics(Magics):
         config key=value | usage | error``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
         prompt that starts with ``-``).
         """
+        if cell is not None:
+            line = self._expand(line)  # the options line, as IPython would ({url}, $model)
         args = _parse(self.mmsp, line)
+        if cell is None:
+            # a one-line prompt: its options are expanded as IPython would, its prompt by interpolate()
+            # (which also sends an image value as an image)
+            for key, value in vars(args).items():
+                if isinstance(value, str) and key != "rest":
+                    setattr(args, key, self._expand(value))
         sess = session()
         sess.notebook = _notebook_name(self.shell)
         if cell is None:
@@ -86,6 +94,16 @@ class MMSPMagics(Magics):
                 raise UsageError(f"%%mmsp: unexpected argument {' '.join(args.rest)!r} (the prompt goes in the cell)")
             prompt = cell
         return self._turn(args, prompt)
+
+    def _expand(self, text: str) -> str:
+        """``{expr}`` and ``$name`` from the notebook's namespace, as IPython expands a magic's line
+        (left as written where it cannot be expanded)."""
+        from IPython.utils.text import DollarFormatter
+
+        try:
+            return DollarFormatter().vformat(text, args=[], kwargs=dict(self.shell.user_ns))
+        except Exception:
+            return text
 
     # ------------------------------------------------------------------ one turn
     def _turn(self, args: Any, prompt: str) -> Any:

@@ -200,7 +200,7 @@ def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
 
 def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monkeypatch):
     nb = notebook(
-        SETUP + "from PIL import Image\nim = Image.new('CMYK', (8, 8), (0, 255, 255, 0))\n",
+        SETUP + "from PIL import Image\nim = Image.new('CMYK', (8, 8), (0, 255, 255, 0))\nmodel_name = 'demo'\n",
         '%%mmsp --system "Be brief" --chat "my chat" -o q\nhi',
         "%%mmsp -o 1abc\nhi",
         "%mmsp config max_steps=3 thinking=ultra",
@@ -212,6 +212,9 @@ def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monk
         "print(q.config.get('system_prompt'), '|', q.chat, '|', q.status)",
         "q",
         "%mmsp what's a notebook?",
+        "room = 'lab'\n%mmsp --chat {room} -o line_turn hello from {room}",
+        "%%mmsp --chat {room}-2 -m $model_name -o cell_turn\nhi",
+        "print(line_turn.chat, line_turn.prompt['content_items'][0]['text'], '|', cell_turn.chat, cell_turn.model)",
     )
     run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
     c = nb.cells
@@ -225,3 +228,5 @@ def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monk
     # the turn shown again in a later cell is the whole turn, not the summary line of its own cell
     assert "mmsp-root" in html_of(c[10])
     assert not [o for o in c[11].outputs if o.output_type == "error"]  # an apostrophe in a line prompt
+    # options expand {expr} and $name as IPython does for any magic's line
+    assert text_of(c[14]).strip() == "lab hello from lab | lab-2 demo"
