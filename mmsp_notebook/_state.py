@@ -220,60 +220,19 @@ class TurnState:
         Raises:
             ProtocolError: The event breaks the grammar; the state is then ``"error"``.
         """
-        current = self._open
-        # the common case first: one more fragment of the open group, checked field by field as below
-        # (a burst of plain fragments is cheaper through feed_many, which the engine uses)
-        if current is not None and type(event) is dict:
-            items = event.get("content_items")
-            if (
-                event.get("event_type") == "delta"
-                and type(items) is list
-                and len(items) == 1
-                and event.get("usage_metadata") is None
-                and event.get("finish_reason") is None
-            ):
-                item = items[0]
-                if (
-                    type(item) is dict
-                    and item.get("type") == current.delta_type
-                    and "fidelity" not in item
-                    and not item.get("name")
-                    and not item.get("tool_call_id")
-                    and type(item.get(current.field)) is current.chunk_type
-                ):
-                    chunk = item[current.field]
-                    current.chunks.append(chunk)
-                    current.size += len(chunk)
-                    created = event.get("created_at")
-                    if (
-                        len(item) == 2
-                        and len(event) == 6
-                        and type(created) is int
-                        and created != _NO_STAMP
-                        and event.get("role") == "assistant"
-                        and self._STANDARD_KEYS.issuperset(event)
-                    ):
-                        # a plain fragment: kept as its chunk, which the item holds anyway
-                        self._add_run(current, 1)
-                        self._ev_created.append(created)
-                    else:
-                        self._record(event, item)
-                    self.event_times.append(self._clock() if at is None else at)
-                    if created is not None:
-                        self.created_at = created
-                    self.version += 1
-                    return current
-        return self._feed(event, at)
+        return self.feed_many([event], [self._clock() if at is None else at])
 
-    def feed_many(self, events: list[dict[str, Any]], stamps: list[float]) -> None:
-        """Consume events that arrived at ``stamps`` (monotonic), as :meth:`feed` would one by one.
+    def feed_many(self, events: list[dict[str, Any]], stamps: list[float]) -> ItemState | None:
+        """Consume events that arrived at ``stamps`` (monotonic); returns the item the last one touched.
 
-        A run of plain fragments of the open group, which is most of any stream, is taken in one
-        tight loop under the same checks as ``feed``'s first case; anything else goes to ``feed``.
+        A run of plain fragments of the open group (a standard delta event whose item has only its
+        type and its chunk), which is most of any stream, is taken in one tight loop; any other
+        event gets every check of the grammar one by one.
 
         Raises:
             ProtocolError: An event breaks the grammar; those before it were consumed (``n_events``).
         """
+        touched = None
         n, total = 0, len(events)
         while n < total:
             current = self._open
@@ -316,9 +275,11 @@ class TurnState:
                     self.event_times.extend(stamps[start:n])
                     self.created_at = events[n - 1]["created_at"]
                     self.version += n - start
+                    touched = current
                     continue
-            self.feed(events[n], stamps[n])
+            touched = self._feed(events[n], stamps[n])
             n += 1
+        return touched
 
     def _add_run(self, item: ItemState, count: int) -> None:
         """Record that the last ``count`` chunks of ``item`` came as the next ``count`` plain fragments."""
