@@ -206,14 +206,10 @@ def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView
             else:
                 future.cancel()
                 break
-    if interrupted or not future.done():
+    returned = future.done() and not future.cancelled() and future.exception() is None
+    if (interrupted or not future.done()) and not returned:
         # stopped by the user, or the worker did not end in time: the turn is cancelled all the same
         # (unless it had already ended another way), also when its last step had completed
-        if interrupted and future.done() and not future.cancelled() and future.exception() is None:
-            with turn.lock:
-                for step in turn.steps:
-                    step.cancel()
-        else:
-            turn.mark_cancelled("interrupted (kernel interrupt)")
+        turn.mark_cancelled("interrupted (kernel interrupt)")
     live.finish(turn)
     return turn

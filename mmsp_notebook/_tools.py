@@ -161,15 +161,12 @@ class ToolSet:
                     value = await value
             run.value = value
             run.output = _output_text(value)
-        except Exception as exc:  # the model sees the error and may recover
-            run.error = f"{type(exc).__name__}: {exc}"
-            run.output = f"error: {run.error}"
         except asyncio.CancelledError:  # the turn was stopped while the tool ran
             run.error = "cancelled: the turn was stopped while the tool ran"
             run.output = f"error: {run.error}"
             run.ended = time.monotonic()
             raise
-        except BaseException as exc:  # noqa: BLE001 - sys.exit() or an argparse error inside a tool
+        except BaseException as exc:  # noqa: BLE001 - the model sees the error (sys.exit() in a tool too)
             run.error = f"{type(exc).__name__}: {exc}"
             run.output = f"error: {run.error}"
         run.ended = time.monotonic()
