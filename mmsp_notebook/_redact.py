@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["redact", "redact_exception", "register_secret_env"]
+__all__ = ["redact", "redact_exception", "exception_chain", "register_secret_env"]
 
 _EXTRA_ENVS: set[str] = set()
 # shapes of common provider keys, masked even when the key is not in this process's environment
@@ -55,15 +55,21 @@ def redact_exception(exc: BaseException | None) -> BaseException | None:
     An upstream error may quote the request (a 401 that echoes the key it got): the exception a turn
     keeps, shows, and re-raises under ``--strict`` then says ``[redacted]`` where the key was.
     """
-    first, seen = exc, set()
-    while exc is not None and id(exc) not in seen and len(seen) < 8:
-        seen.add(id(exc))
+    for link in exception_chain(exc):
         try:
-            exc.args = tuple(_redacted(arg) for arg in exc.args)
-            for name, value in list(vars(exc).items()):
+            link.args = tuple(_redacted(arg) for arg in link.args)
+            for name, value in list(vars(link).items()):
                 if isinstance(value, (str, dict, list, tuple)):
-                    setattr(exc, name, _redacted(value))
+                    setattr(link, name, _redacted(value))
         except Exception:  # an exception type that refuses new attributes keeps them; str() is redacted where shown
             pass
+    return exc
+
+
+def exception_chain(exc: BaseException | None, limit: int = 8) -> list[BaseException]:
+    """``exc`` and what it wraps (its cause, else its context), outermost first, without a cycle."""
+    chain: list[BaseException] = []
+    while exc is not None and len(chain) < limit and all(exc is not seen for seen in chain):
+        chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    return first
+    return chain

@@ -17,7 +17,7 @@ import wave
 from typing import Any
 
 from ._pricing import cost_of, format_cost
-from ._redact import redact, redact_exception
+from ._redact import exception_chain, redact, redact_exception
 from ._state import ItemState, Status, TurnState
 
 __all__ = ["Turn", "pcm_to_wav", "error_hint"]
@@ -124,10 +124,7 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
         return "The stream broke the UniEvent grammar: a bug in the client or the server, not in your prompt."
     if name in ("CancelledError", "KeyboardInterrupt"):
         return ""
-    chain, seen = [], exc
-    while seen is not None and len(chain) < 6:  # what a provider SDK's error wraps says how it failed
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
+    chain = exception_chain(exc)  # what a provider SDK's error wraps says how it failed
     names = {type(e).__name__ for e in chain}
     said = " ".join(str(e).lower() for e in chain)
     if names & {"RemoteProtocolError", "ReadError", "ReadTimeout"} or "closed" in said or "incomplete chunked" in said:
@@ -135,6 +132,13 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     if name in ("ConnectError", "APIConnectionError", "ConnectTimeout"):
         return "Could not connect: check the network, --base-url if you set one, and that the server is reachable."
     return "Run %mmsp error for the full detail."
+
+
+def _running_cell() -> int | None:
+    """The execution count of the cell IPython runs now (``None`` outside IPython)."""
+    from IPython import get_ipython
+
+    return getattr(get_ipython(), "execution_count", None)
 
 
 class Turn:
@@ -172,21 +176,10 @@ class Turn:
 
     def mark_drawn(self) -> None:
         """The live view drew this turn in the running cell: as that cell's value it is just its summary."""
-        try:
-            from IPython import get_ipython
-
-            shell = get_ipython()
-        except ImportError:  # pragma: no cover - IPython is a dependency
-            shell = None
-        self._drawn_in_cell = getattr(shell, "execution_count", None) if shell is not None else None
+        self._drawn_in_cell = _running_cell()
 
     def _drawn_here(self) -> bool:
-        if self._drawn_in_cell is None:
-            return False
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        return shell is not None and shell.execution_count == self._drawn_in_cell
+        return self._drawn_in_cell is not None and _running_cell() == self._drawn_in_cell
 
     # ----------------------------------------------------------------- engine side
     def new_step(self) -> TurnState:
