@@ -30,6 +30,21 @@ def broken_tool(city: str) -> str:
     raise RuntimeError(f"weather service down for {city}")
 
 
+def interrupt_main_once(ready, after=0.0):
+    """Interrupt the main thread (as the kernel's ■ does) once ``ready()``, then ``after`` seconds."""
+    import threading
+    import _thread
+
+    def interrupt():
+        deadline = time.monotonic() + 10
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(after)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+
+
 def quiet_ask(prompt, **kw):
     out = io.StringIO()
     turn = m.ask(prompt, stream=out, **kw)
@@ -163,18 +178,8 @@ def test_abort_of_a_stalled_stream_cancels_within_a_second(fresh_session):
 
 
 def test_keyboard_interrupt_in_drive_aborts_and_keeps_partial(fresh_session):
-    import threading
-    import _thread
-
     run, future = launch("hello", model="demo+tps=20")
-
-    def interrupt_once_streaming():
-        deadline = time.monotonic() + 10
-        while not run.turn.thinking and time.monotonic() < deadline:
-            time.sleep(0.01)
-        _thread.interrupt_main()
-
-    threading.Thread(target=interrupt_once_streaming, daemon=True).start()
+    interrupt_main_once(lambda: run.turn.thinking)
     out = io.StringIO()
     started = time.monotonic()
     turn = drive(run, future, TextLive(out))
@@ -315,24 +320,13 @@ def test_a_stream_that_breaks_the_grammar_ends_in_a_protocol_error(fresh_session
 
 
 def test_keyboard_interrupt_while_a_slow_tool_runs_cancels_the_turn_at_once(fresh_session):
-    import threading
-    import _thread
-
     def slow_lookup(city: str) -> str:
         """Look something up, slowly."""
         time.sleep(4)
         return f"found {city}"
 
     run, future = launch("Use slow_lookup for Paris", tools=[slow_lookup])
-
-    def interrupt_once_the_tool_runs():
-        deadline = time.monotonic() + 10
-        while not any(i.tool_run for i in run.turn.items) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.2)
-        _thread.interrupt_main()
-
-    threading.Thread(target=interrupt_once_the_tool_runs, daemon=True).start()
+    interrupt_main_once(lambda: any(i.tool_run for i in run.turn.items), after=0.2)
     out = io.StringIO()
     started = time.monotonic()
     turn = drive(run, future, TextLive(out))

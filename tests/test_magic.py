@@ -29,6 +29,13 @@ def run_notebook(nb, tmp_path, monkeypatch, allow_errors=False):
     return nb
 
 
+def assert_usage_error(cell) -> None:
+    """The cell ended in a one-line UsageError, no traceback."""
+    text = text_of(cell)
+    assert "UsageError" in text, text
+    assert all(len(o.traceback) <= 1 for o in cell.outputs if o.output_type == "error")
+
+
 SETUP = '''%load_ext mmsp_notebook
 def get_weather(city: str) -> str:
     """The weather of a city."""
@@ -139,10 +146,7 @@ def test_bad_options_give_a_one_line_usage_error_and_strict_raises(tmp_path, mon
     run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
     c = nb.cells
     for i in (1, 2, 3, 4):
-        errors = [o for o in c[i].outputs if o.output_type == "error"]
-        text = text_of(c[i])
-        assert "UsageError" in text, text
-        assert all(len(e.traceback) <= 1 for e in errors)  # one line, no traceback
+        assert_usage_error(c[i])
     assert "enormous" in text_of(c[1]) and "no_such_function" in text_of(c[3])
     assert "TurnError" in text_of(c[5])
     assert "TurnError" in text_of(c[7]) and "incomplete" in text_of(c[7])
@@ -219,7 +223,7 @@ def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monk
     run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
     c = nb.cells
     for i in (2, 3, 7, 8):
-        assert "UsageError" in text_of(c[i]), (i, text_of(c[i]))
+        assert_usage_error(c[i])
     assert "1abc" in text_of(c[2]) and "nothing was changed" in text_of(c[3])
     assert text_of(c[4]).split() == ["8", "None"]  # the valid half of a refused config did not apply
     assert text_of(c[6]).strip() == "['text.done', 'image_url.done'] complete"  # {im} in a line magic
