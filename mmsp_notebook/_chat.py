@@ -16,10 +16,11 @@ from . import _worker
 from ._api import finish_turn, launch, usage_frame, user_message
 from ._engine import TurnRun
 from ._errors import MMSPNotebookError, OptionError
+from ._live import UPDATES_PER_SECOND
 from ._redact import redact
 from ._session import THINKING_LEVELS, session
+from ._state import GROWING_FIELD
 from ._turn import Turn, error_hint
-from ._live import UPDATES_PER_SECOND
 from ._view import OpsTracker, view_model
 from ._widget import STATIC
 
@@ -331,8 +332,7 @@ def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             state = turn.new_step()
             for item in items:
                 kind = item["type"].rsplit(".", 1)[0]
-                field = {"text": "text", "thinking": "thinking", "tool_call": "arguments", "inline_data": "data",
-                         "inline_thinking": "data", "embedding": "embedding"}.get(kind)
+                field = GROWING_FIELD.get(kind)
                 if field is None:
                     continue
                 delta = dict(item, type=f"{kind}.delta")

@@ -61,13 +61,10 @@ from typing import Any
 
 from ._engine import TurnRun
 from ._sidecar import SIDECAR_SUFFIX, cache_dir, read_sidecar, sidecar_path
-from ._state import ToolRun
+from ._state import GROWING_FIELD, ToolRun
 from ._turn import Turn
 
 __all__ = ["replay", "replay_plan", "load_recorded", "strip_timings"]
-
-_GROWING = {"text": "text", "thinking": "thinking", "tool_call": "arguments", "inline_data": "data",
-            "inline_thinking": "data", "embedding": "embedding"}
 
 
 def strip_timings(text: str) -> str:
@@ -179,12 +176,12 @@ def _message(path: Path, history: list[dict[str, Any]], index: int, replayed: bo
 def _item_problem(item: dict[str, Any]) -> str | None:
     """What makes a ``.done`` item of a replayed message unplayable, or None."""
     kind, _, phase = item["type"].rpartition(".")
-    if phase != "done" or kind not in _GROWING:
+    if phase != "done" or kind not in GROWING_FIELD:
         return None
     fidelity = item.get("fidelity")
     if fidelity is not None and not isinstance(fidelity, dict):
         return f"has a fidelity that is a {type(fidelity).__name__}, not an object"
-    value = item.get(_GROWING[kind])
+    value = item.get(GROWING_FIELD[kind])
     if kind == "tool_call":
         if not isinstance(value, dict):
             return f"has arguments that are a {type(value).__name__}, not an object"
@@ -197,7 +194,7 @@ def _item_problem(item: dict[str, Any]) -> str | None:
     expected = {"text": str, "thinking": str, "inline_data": (bytes, bytearray), "inline_thinking": (bytes, bytearray),
                 "embedding": list}[kind]
     if not isinstance(value, expected):
-        return f"has a {_GROWING[kind]} that is a {type(value).__name__}"
+        return f"has a {GROWING_FIELD[kind]} that is a {type(value).__name__}"
     if kind == "embedding" and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
         return "has an embedding that is not a list of numbers"
     return None
@@ -392,7 +389,7 @@ def _content(item: dict[str, Any], kind: str, total: int | None) -> Any:
         options = [json.dumps(args, ensure_ascii=False), json.dumps(args, ensure_ascii=False, separators=(",", ":")),
                    json.dumps(args)]
         return next((o for o in options if total is not None and len(o) == total), options[0])
-    value = item.get(_GROWING[kind])
+    value = item.get(GROWING_FIELD[kind])
     if kind in ("inline_data", "inline_thinking"):
         return value if isinstance(value, (bytes, bytearray)) else b""
     if kind == "embedding":
@@ -401,7 +398,7 @@ def _content(item: dict[str, Any], kind: str, total: int | None) -> Any:
 
 
 def _delta(kind: str, item: dict[str, Any], piece: Any, first: bool) -> dict[str, Any]:
-    delta: dict[str, Any] = {"type": f"{kind}.delta", _GROWING[kind]: piece}
+    delta: dict[str, Any] = {"type": f"{kind}.delta", GROWING_FIELD[kind]: piece}
     if kind == "tool_call" and first:
         delta["name"] = item.get("name", "")
         delta["tool_call_id"] = item.get("tool_call_id", "")
@@ -477,7 +474,7 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
     created_at = message.get("created_at")
     items = [i for i in message.get("content_items") or []
              if isinstance(i, dict) and str(i.get("type", "")).endswith(".done")
-             and str(i.get("type")).rpartition(".")[0] in _GROWING]
+             and str(i.get("type")).rpartition(".")[0] in GROWING_FIELD]
     usage = message.get("usage_metadata")
     reason = message.get("finish_reason")
     stop = {"role": "assistant", "event_type": "stop", "content_items": [],
