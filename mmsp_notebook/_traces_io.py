@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from mmsp_notebook._sidecar import SIDECAR_SUFFIX
+from mmsp_notebook._sidecar import SIDECAR_SUFFIX, parse_sidecar, read_sidecar_file
 from mmsp_notebook._traces_build import INT_HI, INT_LO, as_int
 
 try:  # orjson is several times faster on trace files; the stdlib parser is the fallback
@@ -265,99 +265,11 @@ def read_trace(path: str) -> dict[str, Any]:
         return _parse_trace(again)
 
 
-_EVENTS_KEY = b',"events":'
-
-
-def _without_events(line: bytes) -> bytes | None:
-    """The line with a trailing ``"events"`` array cut off, or None when that is not provably safe.
-
-    The project's writer puts ``events`` last. The cut is taken only when nothing after it looks
-    like a key (no ``":``: event entries are ``[ms, "type", size]``) and the line ends the array
-    and the object; otherwise the whole line is parsed.
-    """
-    i = line.rfind(_EVENTS_KEY)
-    if i < 0 or not line.endswith(b"]}"):
-        return None
-    if line.find(b'":', i + len(_EVENTS_KEY)) >= 0:
-        return None
-    return line[:i] + b"}"
-
-
-_BOM = b"\xef\xbb\xbf"
-
-
-def parse_sidecar(raw: bytes, events: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """``(records, damaged lines)`` of a sidecar's bytes.
-
-    The rules of :func:`mmsp_notebook._sidecar.read_sidecar`: a leading UTF-8 BOM is ignored, blank
-    lines are skipped, a line repeated verbatim counts once (with ``events=False``, lines that
-    differ only in their unparsed ``events`` count once too), objects with a ``trace_id`` are
-    records. Any other line is damaged — except a last line without its newline that starts like
-    a record, which a writer is still appending (not counted).
-    """
-    if raw.startswith(_BOM):
-        raw = raw[3:]
-    loads = _orjson.loads if _orjson is not None else json.loads
-    lines = raw.splitlines()
-    open_tail = bool(lines) and not raw.endswith((b"\n", b"\r"))
-    last = len(lines) - 1
-    out: list[dict[str, Any]] = []
-    seen: set[bytes] = set()
-    damaged = 0
-    for no, line in enumerate(lines):
-        line = line.strip()
-        if not line:
-            continue
-        record = None
-        key = line
-        if not events:
-            cut = _without_events(line)
-            if cut is not None:
-                key = cut  # shorter to hash; a repeated line has the same cut
-                try:
-                    record = loads(cut)
-                except ValueError:
-                    record = None
-        if key in seen:
-            continue
-        seen.add(key)
-        if record is None:
-            try:
-                record = loads(line)
-            except ValueError:
-                try:  # invalid UTF-8 is replaced by read_sidecar; NaN / huge ints need the stdlib
-                    record = json.loads(line.decode("utf-8", errors="replace"))
-                except (ValueError, RecursionError):
-                    if not (open_tail and no == last and line.startswith(b"{")):
-                        damaged += 1
-                    continue
-            except RecursionError:
-                damaged += 1
-                continue
-        if isinstance(record, dict) and "trace_id" in record:
-            out.append(record)
-        else:
-            damaged += 1
-    return out, damaged
-
-
-def read_sidecar_file(path: str, events: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """``(records, damaged lines)`` of a timing sidecar file (see :func:`parse_sidecar`); an
-    unreadable file has no records and no damaged lines."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return [], 0
-    return parse_sidecar(raw, events)
-
-
 def read_sidecar_records(path: str, events: bool = True) -> list[dict[str, Any]]:
-    """The records of a timing sidecar, as :func:`mmsp_notebook._sidecar.read_sidecar` reads them.
+    """The records of a timing sidecar (see :func:`mmsp_notebook._sidecar.parse_sidecar`).
 
-    With orjson installed the lines are parsed by orjson under the same rules (blank, partial
-    and non-object lines skipped). ``events=False`` may leave out the ``events`` list of records
-    (it is skipped unparsed when it closes the line), for callers that do not need it.
+    ``events=False`` may leave out the ``events`` list of records (it is skipped unparsed when it
+    closes the line), for callers that do not need it.
     """
     return read_sidecar_file(path, events)[0]
 
