@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from jupyter_client.session import json_packer as pack  # noqa: E402  (what the kernel sends: UTF-8 JSON)
 
-import mmsp_notebook._live as live_mod  # noqa: E402
+import mmsp_notebook.views.live as live_mod  # noqa: E402
 from mmsp_notebook import _session  # noqa: E402
-from mmsp_notebook._api import launch  # noqa: E402
-from mmsp_notebook._live import WidgetLive, drive  # noqa: E402
-from mmsp_notebook._worker import run_sync  # noqa: E402
+from mmsp_notebook.engine.launch import launch  # noqa: E402
+from mmsp_notebook.views.live import WidgetLive, drive  # noqa: E402
+from mmsp_notebook.engine.worker import run_sync  # noqa: E402
 
 
 class CountingPublisher:

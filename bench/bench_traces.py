@@ -46,7 +46,7 @@ import pandas as pd  # noqa: E402
 
 import gen_corpus  # noqa: E402
 from mmsp_notebook import traces  # noqa: E402
-from mmsp_notebook._sidecar import SIDECAR_SUFFIX  # noqa: E402
+from mmsp_notebook.core.store import SIDECAR_SUFFIX  # noqa: E402
 
 try:
     import orjson

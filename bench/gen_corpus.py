@@ -7,7 +7,7 @@ assistant turns with realistic content: user prompts of a few hundred to ~1,500 
 answers of a few hundred to a few thousand characters, thinking with a signature in about half
 the turns, tool calls (followed by a tool result) in about a quarter, a small base64 PNG in about
 2%, and ``length`` truncation in about 3%. Half of the conversations get a timing sidecar
-(``.timing.jsonl``, the format of :mod:`mmsp_notebook._sidecar`) with per-event timings, and in
+(``.timing.jsonl``, the format of :mod:`mmsp_notebook.core.store`) with per-event timings, and in
 those about 2% of attempts fail (an extra ``error`` record with ``message_index`` null).
 
 Usage::

@@ -8,14 +8,22 @@ engine) imports without IPython, widgets or pandas.
 
 from typing import Any
 
-from ._api import aask, ask, usage_frame
-from ._errors import DemoServerError, MMSPNotebookError, OptionError, ProtocolError, TurnError
-from ._state import ItemState, ToolRun, TurnState
-from ._turn import Turn
+from ._errors import (
+    BusyError,
+    DemoServerError,
+    MMSPNotebookError,
+    OptionError,
+    ProtocolError,
+    TraceError,
+    TurnError,
+)
+from .core.state import ItemState, ToolRun, TurnState
+from .core.turn import Turn
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BusyError",
     "Chat",
     "DemoServerError",
     "ItemState",
@@ -23,6 +31,7 @@ __all__ = [
     "OptionError",
     "ProtocolError",
     "ToolRun",
+    "TraceError",
     "Turn",
     "TurnError",
     "TurnState",
@@ -35,7 +44,15 @@ __all__ = [
     "usage_frame",
 ]
 
-_LAZY = {"Chat": "._chat", "TurnView": "._widget", "replay": "._replay"}
+# the front doors load what they need (IPython, anywidget, pandas) only when asked for
+_LAZY = {
+    "Chat": ".front.chat",
+    "TurnView": ".views.widget",
+    "replay": ".front.replay",
+    "ask": ".front.ask",
+    "aask": ".front.ask",
+    "usage_frame": ".front.frames",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -47,14 +64,18 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'mmsp_notebook' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext mmsp_notebook``: register ``%%mmsp`` and ``%mmsp``."""
-    from ._magic import load_ipython_extension as load
+    from .front.magic import load_ipython_extension as load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from ._magic import unload_ipython_extension as unload
+    from .front.magic import unload_ipython_extension as unload
 
     unload(ipython)

@@ -6,7 +6,9 @@ Hierarchy (every class is exported from ``mmsp_notebook``)::
     ├── ProtocolError            a stream broke the UniEvent grammar (index + reason)
     ├── OptionError              a bad magic option, config key or argument
     ├── DemoServerError          the demo model server cannot start or was misused
-    └── TurnError                a turn did not complete and strict mode asked to raise
+    ├── TurnError                a turn did not complete and strict mode asked to raise
+    ├── BusyError                a conversation already has a turn streaming
+    └── TraceError               a trace or its timing cannot be found or used (replay)
 
 Errors of the ``mmsp`` library itself (``UpstreamError``, ``IncompleteStreamError``,
 ``ToolCallArgumentParseError``, ...) are never wrapped: a turn records them as they are, and
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "DemoServerError", "TurnError"]
+__all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "DemoServerError", "TurnError", "BusyError",
+           "TraceError"]
 
 
 class MMSPNotebookError(Exception):
@@ -55,3 +58,11 @@ class TurnError(MMSPNotebookError, RuntimeError):
     def __init__(self, message: str, turn: Any = None) -> None:
         self.turn = turn
         super().__init__(message)
+
+
+class BusyError(MMSPNotebookError, RuntimeError):
+    """A conversation (a chat) already has a turn streaming: stop it or wait for it first."""
+
+
+class TraceError(MMSPNotebookError, ValueError):
+    """A trace cannot be found, read or used: a missing file, a damaged record, a turn it does not hold."""

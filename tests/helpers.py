@@ -48,8 +48,7 @@ def apply_ops(vm: dict, ops: list) -> dict:
 @pytest.fixture
 def fresh_session(tmp_path, monkeypatch):
     """A new kernel session on an instant demo server, tracing into a temporary MMSP_CACHE_DIR."""
-    from mmsp_notebook import _session
-
+    from mmsp_notebook.engine import session as _session
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
     sess = _session.Session()
     sess.settings.demo_instant = True

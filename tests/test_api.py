@@ -10,9 +10,10 @@ import time
 import pytest
 
 import mmsp_notebook as m
-from mmsp_notebook._api import interpolate, launch, user_message
-from mmsp_notebook._live import TextLive, drive
-from mmsp_notebook._sidecar import read_sidecar
+from mmsp_notebook.engine.launch import interpolate, launch, user_message
+from mmsp_notebook.views.live import TextLive, drive
+from mmsp_notebook.views.model import status_text
+from mmsp_notebook.core.store import read_sidecar
 
 
 def get_weather(city: str, unit: str = "celsius") -> str:
@@ -99,7 +100,7 @@ def test_a_tool_that_raises_is_shown_and_sent_back(fresh_session):
 def test_max_steps_stops_the_loop(fresh_session):
     turn, _ = quiet_ask("What's the weather in Paris?", tools=[get_weather], max_steps=1)
     assert len(turn.steps) == 1 and turn.max_steps_reached
-    assert "max-steps" in turn.status_text
+    assert "max-steps" in status_text(turn)
     # every call is answered in the conversation (providers refuse a call without its result) ...
     history = fresh_session.conversation(None).history()
     [call] = [i for i in history[1]["content_items"] if i["type"] == "tool_call.done"]
@@ -219,7 +220,7 @@ def test_missing_key_for_a_real_provider_says_which_variable(fresh_session, monk
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     turn, printed = quiet_ask("hi", model="gpt-5.6-sol", client_type="openai-chat", base_url="http://127.0.0.1:9/v1")
     assert turn.status == "error" and "OPENAI_API_KEY" in printed
-    assert turn.status_text == "failed before any output"
+    assert status_text(turn) == "failed before any output"
     # set, but mmsp keeps a provider's key from a custom endpoint: the hint says how to send it
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefXYZ")
     turn, printed = quiet_ask("hi", model="gpt-5.6-sol", client_type="openai-chat", base_url="http://127.0.0.1:9/v1",
@@ -356,7 +357,7 @@ def test_a_key_quoted_back_by_the_provider_is_redacted_everywhere_even_under_str
 
 @pytest.mark.parametrize("client_type", ["openai-chat", "openai-responses", "ant-messages", "mmsp"])
 def test_a_connection_cut_mid_stream_says_so_on_every_protocol(fresh_session, client_type):
-    from mmsp_notebook._turn import error_hint
+    from mmsp_notebook.views.hints import error_hint
 
     turn, printed = quiet_ask("hello there", model="demo+cut-text", client_type=client_type)
     assert turn.status == "incomplete" and turn.text
@@ -367,7 +368,6 @@ def test_a_connection_cut_mid_stream_says_so_on_every_protocol(fresh_session, cl
 
 def test_unknown_client_types_and_unusable_settings_are_refused_before_anything_runs(fresh_session):
     from mmsp_notebook import OptionError
-
     with pytest.raises(OptionError, match="unknown client type 'bogus'; mmsp has .*openai-chat"):
         launch("hi", client_type="bogus")
     with pytest.raises(OptionError, match="client type"):

@@ -335,7 +335,7 @@ def test_lab_xss_payloads_stay_text(page, server):
         "lab_xss.ipynb",
         SETUP,
         "%%mmsp -m demo+xss+tps=80 --tools get_weather\nWhat's the weather in Paris?",
-        "import mmsp_notebook\nfrom mmsp_notebook._tools import ToolSet\n"
+        "import mmsp_notebook\nfrom mmsp_notebook.engine.tools import ToolSet\n"
         f"t = mmsp_notebook.ask(\"What's the weather in Paris?\", model='demo+xss+tps=80', "
         f"tools=ToolSet({{{XSS_NAME!r}: get_weather}}))",
     )
@@ -686,10 +686,10 @@ def test_bundles_render_in_a_plain_page_with_only_the_anywidget_api(browser, bun
 SIDE_BY_SIDE = '''import io
 import mmsp_notebook
 from IPython.display import HTML, display
-from mmsp_notebook._html import render_html
-from mmsp_notebook._tools import ToolSet
-from mmsp_notebook._view import view_model
-from mmsp_notebook._widget import TurnView
+from mmsp_notebook.views.html import render_html
+from mmsp_notebook.engine.tools import ToolSet
+from mmsp_notebook.views.model import view_model
+from mmsp_notebook.views.widget import TurnView
 turn = mmsp_notebook.ask({prompt!r}, model="demo", tools=ToolSet({{"get_weather": get_weather}}), stream=io.StringIO())
 vm = view_model(turn)
 display(TurnView(source=turn, turn=vm))

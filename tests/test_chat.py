@@ -10,7 +10,7 @@ import pytest
 from helpers import apply_ops
 
 from mmsp_notebook import Chat, MMSPNotebookError
-from mmsp_notebook._view import view_model
+from mmsp_notebook.views.model import view_model
 
 
 def get_weather(city: str) -> str:
@@ -183,7 +183,6 @@ def test_kernel_stays_usable_while_a_chat_streams(kernel):
 
 def test_a_bad_history_is_refused_whole_and_changes_nothing(fresh_session):
     from mmsp_notebook import OptionError
-
     chat = Chat()
     chat.send("remember the word kiwi")
     before, transcript = chat.history, list(chat.transcript)
@@ -226,7 +225,7 @@ def test_a_tool_that_exits_is_an_error_the_model_sees_and_other_chats_go_on(fres
 
     slow = Chat(model="demo+tps=200")
     future = slow.asend("say something long")
-    runner = asyncio.run_coroutine_threadsafe(future, __import__("mmsp_notebook._worker", fromlist=["loop"]).loop())
+    runner = asyncio.run_coroutine_threadsafe(future, __import__("mmsp_notebook.engine.worker", fromlist=["loop"]).loop())
     chat = Chat(tools=[quitter])
     turn = chat.send("Use quitter for Paris")
     [call] = turn.tool_calls

@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 import pytest
 
 import mmsp_notebook as m
-from mmsp_notebook._html import render_html, render_markdown, render_text
-from mmsp_notebook._tools import ToolSet
+from mmsp_notebook.views.html import render_html, render_markdown, render_text
+from mmsp_notebook.engine.tools import ToolSet
 
 PAYLOADS = [
     "<script>alert(1)</script>",
@@ -243,7 +243,7 @@ def test_static_html_is_the_widgets_dom():
 
 def test_static_html_is_the_live_views_last_frame(fresh_session):
     """A real turn, events table included: the live view fed with its ops ends as the static HTML starts."""
-    from mmsp_notebook._view import OpsTracker, view_model
+    from mmsp_notebook.views.model import OpsTracker, view_model
 
     cases, turns = [], []
     for prompt, kwargs in (("weather in Paris please", {"tools": ToolSet({"get_weather": lambda city: f"sunny in {city}"})}),
@@ -260,8 +260,8 @@ def test_static_html_is_the_live_views_last_frame(fresh_session):
 def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session):
     from pathlib import Path
 
-    from mmsp_notebook._html import CSS
-    from mmsp_notebook._view import view_model
+    from mmsp_notebook.views.html import CSS
+    from mmsp_notebook.views.model import view_model
 
     tools = ToolSet({"get_weather": lambda city: f"sunny in {city}"})
     turn = m.ask("weather in Paris please", tools=tools, stream=io.StringIO())
@@ -286,7 +286,7 @@ def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session
     assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached 0 · prompt ' in html
     assert '<span class="mmsp-sep"> · </span><span class="mmsp-stat" title="model calls in this turn">2 steps</span>' in html
     # the events table on its own, and the one-line footer of the terminal view and text/plain
-    from mmsp_notebook._html import footer_line, render_events
+    from mmsp_notebook.views.html import footer_line, render_events
 
     events = render_events(turn, limit=3)
     assert '<div class="mmsp-root mmsp-static"><details class="mmsp-events" open>' in events and "<td>0</td>" in events

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import time
 
-from mmsp_notebook._api import launch
-from mmsp_notebook._live import LiveView, TextLive, drive
+from mmsp_notebook.engine.launch import launch
+from mmsp_notebook.views.live import LiveView, TextLive, drive
 
 
 class Recorder(LiveView):

@@ -182,8 +182,7 @@ def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
     from IPython.testing.globalipapp import start_ipython
 
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
-    from mmsp_notebook import _session
-
+    from mmsp_notebook.engine import session as _session
     sess = _session.Session()
     sess.settings.demo_instant = True
     monkeypatch.setattr(_session, "_session", sess)
@@ -208,7 +207,7 @@ def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monk
         '%%mmsp --system "Be brief" --chat "my chat" -o q\nhi',
         "%%mmsp -o 1abc\nhi",
         "%mmsp config max_steps=3 thinking=ultra",
-        "from mmsp_notebook._session import session\nprint(session().settings.max_steps, session().settings.thinking)",
+        "from mmsp_notebook.engine.session import session\nprint(session().settings.max_steps, session().settings.thinking)",
         "r = %mmsp describe {im}",
         "print([i['type'] for i in r.prompt['content_items']], r.status)",
         "%mmsp histroy",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import mmsp
 import pytest
 
-from mmsp_notebook._pricing import cost_of, format_cost, price_for
-from mmsp_notebook._turn import Turn
+from mmsp_notebook.core.pricing import cost_of, format_cost, price_for
+from mmsp_notebook.core.turn import Turn
 
 
 def priced_model():

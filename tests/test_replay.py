@@ -11,9 +11,9 @@ import pytest
 
 import mmsp_notebook as mn
 from mmsp_notebook import ask, traces
-from mmsp_notebook._html import render_html
-from mmsp_notebook._replay import load_recorded, replay_plan, strip_timings
-from mmsp_notebook._sidecar import sidecar_path
+from mmsp_notebook.views.html import render_html
+from mmsp_notebook.front.replay import load_recorded, replay_plan, strip_timings
+from mmsp_notebook.core.store import sidecar_path
 
 
 
@@ -266,8 +266,7 @@ def test_replay_plan_never_times_unusable_events():
 
 
 def test_no_single_wait_is_longer_than_max_wait(quick, monkeypatch):
-    from mmsp_notebook import _replay
-
+    from mmsp_notebook.front import replay as _replay
     side = sidecar_path(quick.trace_id)
     record = json.loads(side.read_text(encoding="utf-8").splitlines()[-1])
     events = record["events"][:-1] + [[20 * 60 * 1000.0, "stop", 0]]  # a 20-minute pause before the stop
@@ -359,10 +358,10 @@ def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tm
 
 
 def test_a_stopped_replay_ends_during_a_long_pause(fresh_session):
-    from mmsp_notebook import _worker
-    from mmsp_notebook._engine import TurnRun
-    from mmsp_notebook._replay import _play
-    from mmsp_notebook._turn import Turn
+    from mmsp_notebook.engine import worker as _worker
+    from mmsp_notebook.core.run import TurnRun
+    from mmsp_notebook.front.replay import _play
+    from mmsp_notebook.core.turn import Turn
 
     message = {"role": "assistant", "content_items": [{"type": "text.done", "text": "Hello world"}],
                "usage_metadata": {}, "finish_reason": "stop", "created_at": 1}

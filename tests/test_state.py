@@ -12,7 +12,7 @@ from mmsp import IncompleteStreamError, UpstreamError
 from mmsp.base_client import LLMClient
 
 from mmsp_notebook import ProtocolError
-from mmsp_notebook._state import TurnState
+from mmsp_notebook.core.state import TurnState
 
 
 def delta(item):

@@ -25,8 +25,8 @@ from mmsp.integration.tracer import Tracer
 from mmsp.registry import list_supported_models
 
 from mmsp_notebook import traces
-from mmsp_notebook._sidecar import append_sidecar, read_sidecar
-from mmsp_notebook._traces_io import read_sidecar_records
+from mmsp_notebook.core.store import append_sidecar, read_sidecar
+from mmsp_notebook.traces._io import read_sidecar_records
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1767225600000  # 2026-01-01T00:00:00Z in Unix ms

@@ -7,8 +7,8 @@ import json
 import pytest
 from helpers import apply_ops
 
-from mmsp_notebook._api import launch
-from mmsp_notebook._view import OpsTracker, view_model
+from mmsp_notebook.engine.launch import launch
+from mmsp_notebook.views.model import OpsTracker, view_model
 
 
 def get_weather(city: str) -> str:
@@ -76,7 +76,7 @@ def test_footer_and_error_fields(fresh_session):
 
 
 def test_a_huge_tool_result_is_shown_cut_and_kept_whole(fresh_session):
-    from mmsp_notebook._view import TOOL_OUTPUT_LIMIT
+    from mmsp_notebook.views.model import TOOL_OUTPUT_LIMIT
 
     def dump(city: str) -> str:
         """Everything about a city."""
@@ -94,7 +94,7 @@ def test_a_huge_tool_result_is_shown_cut_and_kept_whole(fresh_session):
 
 def test_a_tool_without_a_usable_name_is_refused_clearly():
     from mmsp_notebook._errors import OptionError
-    from mmsp_notebook._tools import ToolSet
+    from mmsp_notebook.engine.tools import ToolSet
 
     with pytest.raises(OptionError, match="tools=\\{'name': func\\}"):
         ToolSet([lambda city: city])

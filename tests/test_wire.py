@@ -15,7 +15,7 @@ import pytest
 from nbclient import NotebookClient
 
 from mmsp_notebook import ask
-from mmsp_notebook._wire import Frame, pair_events, render_wire_html, split_timed_frames, stop_proxies
+from mmsp_notebook.wire.capture import Frame, pair_events, render_wire_html, split_timed_frames, stop_proxies
 from mmsp_notebook.demo import DemoServer, WireProxy
 from mmsp_notebook.demo._replay import split_frames
 
@@ -133,7 +133,6 @@ def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(capl
 
 def test_proxy_is_loopback_only_and_reports_an_unreachable_upstream():
     from mmsp_notebook import DemoServerError
-
     with pytest.raises(DemoServerError):
         WireProxy("http://127.0.0.1:9/v1", host="0.0.0.0")
     with pytest.raises(DemoServerError):
@@ -275,7 +274,6 @@ def test_chat_wire_and_the_proxy_command_line(fresh_session, capsys, tmp_path):
     import sys
 
     from mmsp_notebook import Chat
-
     chat = Chat(wire=True, name="wired", max_tokens=6)
     turn = chat.send("hello")
     assert turn.status == "complete" and turn.wire.exchanges[0].rule == "mmsp 1:1"
@@ -309,7 +307,7 @@ def test_chat_wire_and_the_proxy_command_line(fresh_session, capsys, tmp_path):
 def test_a_key_quoted_back_in_a_response_is_redacted_in_the_wire_view_and_its_saved_file(
         fresh_session, monkeypatch, key_echoing_server, tmp_path):
     import mmsp_notebook as m
-    from mmsp_notebook._wire import render_wire_html, render_wire_text
+    from mmsp_notebook.wire.capture import render_wire_html, render_wire_text
 
     monkeypatch.setenv("MY_SECRET_VAR", "canary-key-9876543")
     for model in ("custom-model", "stream-refusal"):  # refused with HTTP 401, and inside an HTTP 200 stream

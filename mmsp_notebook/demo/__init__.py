@@ -110,7 +110,7 @@ from __future__ import annotations
 from ._scenario import DEMO_MODELS, FAULTS, XSS_PAYLOADS, ModelSpec, parse_model
 from ._media import PCM_MIME_TYPE
 from ._server import DemoServer, Transcript
-from ._proxy import WireProxy, WireTranscript
+from ..wire.proxy import WireProxy, WireTranscript
 
 __all__ = [
     "DEMO_MODELS",

@@ -44,7 +44,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
     """``--proxy``: forward to the upstream, print one line per request, save the streams if asked."""
     from pathlib import Path
 
-    from ._proxy import WireProxy
+    from ..wire.proxy import WireProxy
 
     if args.host not in ("127.0.0.1", "::1", "localhost"):
         print("error: the wire proxy listens on loopback addresses only", file=sys.stderr, flush=True)

@@ -181,8 +181,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
-from mmsp_notebook import _traces_build as _b
-from mmsp_notebook._traces_io import (
+from . import _build as _b
+from ._io import (
     NotAFile,
     Skip,
     collect_sources,

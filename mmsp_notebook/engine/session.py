@@ -15,8 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ._errors import OptionError
-from ._redact import register_secret_env
+from .._errors import OptionError
+from ..core.redact import register_secret_env
 
 __all__ = ["Settings", "Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env",
            "THINKING_LEVELS"]
@@ -184,7 +184,7 @@ class Session:
         """The demo model server this kernel started on first use (loopback, a free port)."""
         with self._demo_lock:
             if self._demo is None:
-                from .demo import DemoServer
+                from ..demo import DemoServer
 
                 server = DemoServer(instant=self.settings.demo_instant)
                 server.start()

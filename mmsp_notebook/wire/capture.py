@@ -31,7 +31,7 @@ Pairing rule
       paired with a neighbouring frame. Frames that produced no event (heartbeats, ``event:
       ping``, ``[DONE]``, bookkeeping events of the vendor protocols) show with no UniEvent.
 
-Keys never reach a record: see :mod:`mmsp_notebook.demo._proxy`.
+Keys never reach a record: see :mod:`mmsp_notebook.wire.proxy`.
 """
 
 from __future__ import annotations
@@ -48,11 +48,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._redact import redact
-from ._view import event_row
+from ..core.redact import redact
+from ..views.model import event_row
 
 __all__ = ["Wire", "Exchange", "Frame", "split_timed_frames", "pair_events", "render_wire_html",
-           "render_wire_text", "wire_client", "capture_wire", "show_wire", "session_proxy", "stop_proxies"]
+           "render_wire_text", "wire_client", "capture_wire", "session_proxy", "stop_proxies"]
 
 LINE_LIMIT = 400  # characters of one raw line shown before it is cut with a note
 
@@ -115,7 +115,7 @@ def split_timed_frames(data: bytes, sizes: list[int], times: list[float]) -> lis
         sizes: The size of each chunk, in order.
         times: When each chunk arrived (``time.monotonic()``).
     """
-    from .demo._replay import split_frames  # the demo's replay serves frames cut the same way
+    from ..demo._replay import split_frames  # the demo's replay serves frames cut the same way
 
     ends: list[int] = []
     total = 0
@@ -433,7 +433,7 @@ def _stop_all(proxies: dict[str, Any]) -> None:
 
 def session_proxy(sess: Any, upstream: str) -> Any:
     """The session's running :class:`~mmsp_notebook.demo.WireProxy` in front of ``upstream`` (started on first use)."""
-    from .demo._proxy import WireProxy
+    from .proxy import WireProxy
 
     with _lock:
         proxies = _proxies.get(sess)
@@ -482,8 +482,8 @@ async def wire_client(sess: Any, conv: Any, turn: Any, model: str, client_type: 
     from mmsp.credentials import CLIENT_CREDENTIALS, routed_client_type
     from mmsp.utils import resolve_credentials
 
-    from ._errors import OptionError
-    from ._session import api_key_from_env, is_demo_model
+    from .._errors import OptionError
+    from ..engine.session import api_key_from_env, is_demo_model
 
     if is_demo_model(model) and not base_url:
         kind = client_type or "mmsp"
@@ -547,25 +547,3 @@ def build_wire(turn: Any, records: list[Any]) -> Wire:
                 exchange.pairs, exchange.rule = pair_events(frames, events, times, record.protocol)
             exchanges.append(exchange)
     return Wire(exchanges)
-
-
-def show_wire(turn: Any, html_output: bool, stream: Any = None) -> None:
-    """Show ``turn.wire`` below the live view: an HTML table in Jupyter, text otherwise."""
-    deadline = time.monotonic() + 3.0
-    while getattr(turn, "wire", None) is None and getattr(turn, "_wire_source", None) is not None:
-        if time.monotonic() > deadline:  # the capture runs on the worker loop right after the turn
-            break
-        time.sleep(0.01)
-    wire = getattr(turn, "wire", None)
-    if wire is None:
-        return
-    if html_output:
-        from IPython.display import display
-
-        display({"text/html": render_wire_html(wire), "text/plain": render_wire_text(wire)}, raw=True)
-    else:
-        import sys
-
-        out = stream or sys.stdout
-        out.write(render_wire_text(wire) + "\n")
-        out.flush()

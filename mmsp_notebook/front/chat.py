@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
-import math
-import threading
-import time
 from typing import Any, Callable, Sequence
 
 import anywidget
 import traitlets
 
-from . import _worker
-from ._api import finish_turn, launch, usage_frame, user_message
-from ._engine import TurnRun
-from ._errors import MMSPNotebookError, OptionError
-from ._live import UPDATES_PER_SECOND
-from ._redact import redact
-from ._session import THINKING_LEVELS, session
-from ._state import GROWING_FIELD
-from ._turn import Turn, error_hint
-from ._view import OpsTracker, view_model
-from ._widget import STATIC
+from ..engine import worker as _worker
+from ..engine.launch import launch, user_message
+from ..core.run import TurnRun
+from .._errors import BusyError, OptionError
+from ..views.live import LiveView, adrive
+from .finish import finish_turn
+from .frames import usage_frame
+from ..core.redact import redact
+from ..engine.session import THINKING_LEVELS, session
+from ..core.state import GROWING_FIELD
+from ..core.turn import Turn
+from ..views.hints import error_hint
+from ..views.model import OpsTracker, view_model
+from ..views.widget import STATIC
 
 __all__ = ["Chat"]
 
@@ -96,6 +97,8 @@ class Chat(anywidget.AnyWidget):
         self._trace = trace
         self._name = name or _next_name()
         self._run: TurnRun | None = None
+        self._shown: concurrent.futures.Future[Turn] | None = None  # the turn in flight, once in the transcript
+        self._follow_task: asyncio.Task[Turn] | None = None
         self._live_index: int | None = None
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._last_prompt: tuple[str, list[str]] | None = None
@@ -120,8 +123,8 @@ class Chat(anywidget.AnyWidget):
     @history.setter
     def history(self, messages: list[dict[str, Any]]) -> None:
         """Replace the conversation with UniMessages: checked whole first, so a bad value changes nothing."""
-        if self.busy:
-            raise MMSPNotebookError("a turn is streaming: stop it before replacing the history")
+        if self._streaming:
+            raise BusyError("a turn is streaming: stop it before replacing the history")
         messages = _checked_history(messages)
         try:
             transcript = _transcript_of(messages)
@@ -143,33 +146,37 @@ class Chat(anywidget.AnyWidget):
         """Call ``callback(event)`` with every UniEvent of every later turn (on the worker thread)."""
         self._listeners.append(callback)
 
-    def send(self, text: str, images: Sequence[Any] = ()) -> Turn:
-        """Send a message and wait for the turn (KeyboardInterrupt stops it); returns the turn."""
-        future = _worker.submit(self._start(text, list(images)))
-        run = future.result()
+    def send(self, text: str, images: Sequence[Any] = (), *, strict: bool | None = None) -> Turn:
+        """Send a message and wait for the turn (KeyboardInterrupt stops it); returns the turn.
+
+        ``strict`` defaults to the kernel's setting, as for ``%%mmsp`` and ``ask``.
+        """
+        shown = _worker.submit(self._start(text, list(images))).result()
         try:
-            while not run.shown.wait(0.05):
-                pass
+            turn = shown.result()
         except KeyboardInterrupt:
             self.stop()
-            run.shown.wait(3)
+            turn = shown.result(timeout=5)
         if self._options.get("wire"):
-            from ._live import in_kernel
-            from ._wire import show_wire
+            from ..views.live import in_kernel
+            from ..views.wire import show_wire
 
-            show_wire(run.turn, in_kernel())
-        return finish_turn(run.turn)
+            show_wire(turn, in_kernel())
+        return finish_turn(turn, strict)
 
-    async def asend(self, text: str, images: Sequence[Any] = ()) -> Turn:
-        """Send a message from async code; returns the turn when it ends."""
-        run = await asyncio.wrap_future(_worker.submit(self._start(text, list(images))))
+    async def asend(self, text: str, images: Sequence[Any] = (), *, strict: bool | None = None) -> Turn:
+        """Send a message from async code; returns the turn when it ends (cancelling the await stops it)."""
+        shown = await asyncio.wrap_future(_worker.submit(self._start(text, list(images))))
         try:
-            while not run.shown.is_set():
-                await asyncio.sleep(0.02)
+            turn = await asyncio.wrap_future(shown)
         except asyncio.CancelledError:
             self.stop()
             raise
-        return finish_turn(run.turn)
+        return finish_turn(turn, strict)
+
+    @property
+    def _streaming(self) -> bool:
+        return self._shown is not None and not self._shown.done()
 
     def stop(self) -> None:
         """Stop the streaming turn: the upstream request is aborted, the partial turn kept, nothing recorded."""
@@ -190,23 +197,25 @@ class Chat(anywidget.AnyWidget):
         anywidget.AnyWidget.send(self, content)
 
     async def _new_chat(self) -> None:
-        while self._run is not None and not self._run.shown.is_set():
-            await asyncio.sleep(0.02)
+        if self._shown is not None:
+            await asyncio.wrap_future(self._shown)
         self.conversation.reset()
         self.transcript = []
         self.error = ""
 
-    async def _start(self, text: str, images: list[Any]) -> TurnRun:
-        """On the worker loop: add the user message, launch the turn, pump its ops to the front end."""
-        if self._run is not None and not self._run.shown.is_set():
-            raise MMSPNotebookError("a turn is already streaming in this chat: stop it or wait for it")
+    async def _start(self, text: str, images: list[Any]) -> "concurrent.futures.Future[Turn]":
+        """On the worker loop: add the user message, launch the turn and follow it with the pacer.
+
+        Returns a future that resolves to the turn once its finished view is in the transcript.
+        """
+        if self._streaming:
+            raise BusyError("a turn is already streaming in this chat: stop it or wait for it")
         message = user_message(text, images)
         srcs = [item["image_url"] for item in message["content_items"] if item["type"] == "image_url.done"]
         self._last_prompt = (text, srcs)
         self.error = ""
         self.transcript = [*self.transcript, {"role": "user", "text": text, "images": srcs}]
         index = len(self.transcript)
-        wake = asyncio.Event()
         run, future = launch(
             message,
             model=self.model,
@@ -217,46 +226,18 @@ class Chat(anywidget.AnyWidget):
             listeners=list(self._listeners),
             **self._options,
         )
-        run.listeners.append(lambda _e: wake.set())
-        run.shown = threading.Event()  # set once the finished turn is in the transcript
-        self._run = run
-        self._live_index = index
+        shown: concurrent.futures.Future[Turn] = concurrent.futures.Future()
+        self._run, self._shown, self._live_index = run, shown, index
         self.busy = True
-        asyncio.ensure_future(self._pump(run, index, wake))
-        return run
+        self._follow_task = asyncio.ensure_future(self._follow(run, future, index, shown))
+        return shown
 
-    async def _pump(self, run: TurnRun, index: int, wake: asyncio.Event) -> None:
-        tracker = OpsTracker()
-        interval = 1 / UPDATES_PER_SECOND
-        last = -math.inf
-        turn = run.turn
+    async def _follow(self, run: TurnRun, future: "concurrent.futures.Future[Turn]", index: int,
+                      shown: "concurrent.futures.Future[Turn]") -> Turn:
         try:
-            while not run.finished.is_set():
-                try:
-                    await asyncio.wait_for(wake.wait(), timeout=0.05)
-                except asyncio.TimeoutError:
-                    pass
-                wake.clear()
-                wait_left = last + interval - time.monotonic()
-                if wait_left > 0:
-                    await asyncio.sleep(wait_left)
-                ops = tracker.ops(turn)
-                if ops:
-                    self._send_msg({"type": "ops", "turn": index, "ops": ops})
-                    last = time.monotonic()
-            ops = tracker.ops(turn)
-            if ops:
-                self._send_msg({"type": "ops", "turn": index, "ops": ops})
+            return await adrive(run, future, _ChatLive(self, index))
         finally:
-            vm = view_model(turn)
-            self.transcript = [*self.transcript[:index], {"role": "assistant", "turn": vm}]
-            if turn.status in ("error", "incomplete"):
-                exc = turn.error
-                said = (turn.error_message or "").rstrip().rstrip(".")
-                self.error = f"{type(exc).__name__}: {said}. {error_hint(exc, turn.api_key_env, turn.client_type)}".strip()
-            self._live_index = None
-            self.busy = False
-            run.shown.set()
+            shown.set_result(run.turn)
 
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         # comm messages may arrive on any thread: hand the work to the worker loop
@@ -268,7 +249,7 @@ class Chat(anywidget.AnyWidget):
         try:
             if kind == "hello":
                 live = None
-                if self._run is not None and self._live_index is not None and not self._run.finished.is_set():
+                if self._run is not None and self._live_index is not None and self._streaming:
                     live = view_model(self._run.turn)
                 self._send_msg({"type": "chat_snapshot", "chat": {"transcript": self.transcript, "live": live}})
             elif kind == "send":
@@ -286,7 +267,7 @@ class Chat(anywidget.AnyWidget):
             self.error = redact(f"{type(exc).__name__}: {exc}")
 
     async def _retry(self) -> None:
-        if self._last_prompt is None or self.busy:
+        if self._last_prompt is None or self._streaming:
             return
         text, srcs = self._last_prompt
         entries = list(self.transcript)
@@ -297,6 +278,35 @@ class Chat(anywidget.AnyWidget):
             entries.pop()
         self.transcript = entries
         await self._start(text, srcs)
+
+
+class _ChatLive(LiveView):
+    """The chat's view of its turn in flight: ops to the front end, then the transcript entry."""
+
+    def __init__(self, chat: Chat, index: int) -> None:
+        self.chat = chat
+        self.index = index
+        self.tracker = OpsTracker()
+
+    def update(self, turn: Turn) -> None:
+        ops = self.tracker.ops(turn)
+        if ops:
+            self.chat._send_msg({"type": "ops", "turn": self.index, "ops": ops})
+
+    def finish(self, turn: Turn) -> None:
+        chat = self.chat
+        try:
+            self.update(turn)
+        finally:
+            vm = view_model(turn)
+            chat.transcript = [*chat.transcript[: self.index], {"role": "assistant", "turn": vm}]
+            if turn.status in ("error", "incomplete"):
+                exc = turn.error
+                said = (turn.error_message or "").rstrip().rstrip(".")
+                hint = error_hint(exc, turn.api_key_env, turn.client_type)
+                chat.error = f"{type(exc).__name__}: {said}. {hint}".strip()
+            chat._live_index = None
+            chat.busy = False
 
 
 def _checked_history(messages: Any) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from ._errors import ProtocolError
+from .._errors import ProtocolError
 
 __all__ = ["TurnState", "ItemState", "ToolRun", "Status", "classify_exception"]
 

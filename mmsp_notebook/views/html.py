@@ -20,15 +20,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ._pricing import format_cost
-from ._view import view_model
+from ..core.pricing import format_cost
+from .model import view_model
 
 __all__ = ["render_markdown", "render_html", "render_text", "render_events", "footer_line", "CSS"]
 
 
 def _read_widget_css() -> str:
     try:
-        return (Path(__file__).resolve().parent / "static" / "widget.css").read_text(encoding="utf-8").strip()
+        return (Path(__file__).resolve().parent.parent / "static" / "widget.css").read_text(encoding="utf-8").strip()
     except OSError:  # pragma: no cover - the bundle is part of the package
         return ""
 
@@ -528,7 +528,7 @@ def render_text(turn: Any, vm: dict[str, Any] | None = None, limit: int | None =
 
 def _events_details(turn: Any, limit: int = 500) -> str:
     """The events table as render.js draws it (``details.mmsp-events``), at most ``limit`` rows."""
-    from ._view import event_row
+    from .model import event_row
 
     rows = []
     n = 0

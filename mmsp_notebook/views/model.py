@@ -12,14 +12,33 @@ import json
 import math
 from typing import Any
 
-from ._pricing import format_cost
-from ._redact import redact
-from ._state import ItemState
-from ._turn import Turn, error_hint, media_kind, media_src
+from ..core.pricing import format_cost
+from ..core.redact import redact
+from ..core.state import ItemState
+from ..core.turn import Turn, media_kind
+from .hints import error_hint
+from .media import media_src
 
-__all__ = ["view_model", "item_header", "item_done_fields", "turn_fields", "OpsTracker", "event_row"]
+__all__ = ["status_text", "view_model", "item_header", "item_done_fields", "turn_fields", "OpsTracker", "event_row"]
 
 _TEXT_KINDS = ("text", "thinking", "tool_call")
+
+STATUS_TEXT = {
+    "incomplete": "ended without a stop event — the answer may be cut off",
+    "cancelled": "cancelled — partial output kept",
+    "error": "failed — partial output kept",
+    "streaming": "streaming…",
+    "complete": "",
+}
+
+
+def status_text(turn: Turn) -> str:
+    """The line a view shows under a turn that did not simply complete."""
+    if turn.status == "complete" and turn.max_steps_reached:
+        return "stopped after --max-steps with tool calls still pending"
+    if turn.status in ("error", "cancelled") and not turn.items:
+        return "failed before any output" if turn.status == "error" else "cancelled before any output"
+    return STATUS_TEXT.get(turn.status, "")
 
 
 def _kind(item: ItemState) -> str:
@@ -136,7 +155,7 @@ def turn_fields(turn: Turn) -> dict[str, Any]:
             "message": turn.error_message,
             "hint": error_hint(exc, turn.api_key_env, turn.client_type),
         }
-    return {"status": turn.status, "footer": footer(turn), "error": error, "status_text": turn.status_text}
+    return {"status": turn.status, "footer": footer(turn), "error": error, "status_text": status_text(turn)}
 
 
 def view_model(turn: Turn) -> dict[str, Any]:

@@ -8,18 +8,19 @@ always once more at the end. A KeyboardInterrupt aborts the upstream request thr
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import sys
 import threading
 import time
 from typing import Any, TextIO
 
-from ._engine import TurnRun
-from ._html import footer_line, render_html, render_text
-from ._turn import Turn
-from ._view import OpsTracker, view_model
+from ..core.run import TurnRun
+from .html import footer_line, render_html, render_text
+from ..core.turn import Turn
+from .model import OpsTracker, view_model
 
-__all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "in_kernel"]
+__all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "adrive", "in_kernel"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # repaints a second at most (40 ms apart, so at most 25 in any second): with a turn's first message
@@ -59,7 +60,7 @@ def _turn_view(turn: Turn) -> Any:
     from growing with every cell.
     """
     global _shared_view
-    from ._widget import TurnView
+    from .widget import TurnView
 
     if _shared_view is None or getattr(_shared_view, "comm", None) is None:
         _shared_view = TurnView(source=turn)
@@ -212,4 +213,47 @@ def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView
         # (unless it had already ended another way), also when its last step had completed
         turn.mark_cancelled("interrupted (kernel interrupt)")
     live.finish(turn)
+    return turn
+
+
+async def adrive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView,
+                 rate: float = UPDATES_PER_SECOND) -> Turn:
+    """:func:`drive` for an event loop: the same pacing, awaited instead of blocking a thread.
+
+    The chat paces its turns here, on the worker loop, so a turn started from the front end streams
+    while the kernel runs other cells. Cancelling the await aborts the turn; the view always gets
+    its final repaint.
+    """
+    turn = run.turn
+    interval = 1.0 / rate
+    loop = asyncio.get_running_loop()
+    wake = asyncio.Event()
+
+    def poke() -> None:
+        loop.call_soon_threadsafe(wake.set)
+
+    ended = asyncio.wrap_future(future)
+    ended.add_done_callback(lambda _: wake.set())
+    run.add_waker(poke)
+    live.start(turn)
+    try:
+        while not ended.done():
+            # idle until something changes (the first delta is drawn at once) ...
+            await wake.wait()
+            wake.clear()
+            run.changed.clear()
+            if ended.done():
+                break
+            live.update(turn)
+            # ... then rest for a tick, unless the turn ends
+            await asyncio.wait({ended}, timeout=interval)
+    except asyncio.CancelledError:
+        run.abort("cancelled")
+        await asyncio.wait({ended}, timeout=2.0)
+        raise
+    finally:
+        run.remove_waker(poke)
+        if ended.done() and not ended.cancelled():
+            ended.exception()  # retrieved: the turn records its own errors
+        live.finish(turn)
     return turn

@@ -59,10 +59,10 @@ from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
-from ._engine import TurnRun
-from ._sidecar import SIDECAR_SUFFIX, cache_dir, read_sidecar, sidecar_path
-from ._state import GROWING_FIELD, ToolRun
-from ._turn import Turn
+from ..core.run import TurnRun
+from ..core.store import SIDECAR_SUFFIX, cache_dir, read_sidecar, sidecar_path
+from ..core.state import GROWING_FIELD, ToolRun
+from ..core.turn import Turn
 
 __all__ = ["replay", "replay_plan", "load_recorded", "strip_timings"]
 
@@ -446,7 +446,7 @@ def _usable_timing(timing: Any) -> list[tuple[float, str, int]] | None:
 
 def _plays_cleanly(plan: list[tuple[float | None, dict[str, Any]]]) -> bool:
     """Whether ``plan`` streams through the grammar checks of a turn to a complete state."""
-    from ._state import TurnState
+    from ..core.state import TurnState
 
     state = TurnState(clock=lambda: 0.0, wall=lambda: 0.0)
     try:
@@ -627,7 +627,7 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
             trace, or ``speed`` not positive.
         TypeError: ``speed`` or ``turn`` not a number, ``trace`` of another type.
     """
-    from . import _worker
+    from ..engine import worker as _worker
 
     speed = _speed(speed)
     if isinstance(turn, bool) or not isinstance(turn, int):
@@ -651,10 +651,8 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
     future = _worker.submit(_play(run, plan, speed, recorded["tool_results"]))
     if not display:
         return future.result()
-    from ._live import TextLive, WidgetLive, drive, in_kernel
+    from .finish import present
 
-    live = WidgetLive() if in_kernel() else TextLive()
-    result = drive(run, future, live)
-    if isinstance(live, WidgetLive):
-        result.mark_drawn()
-    return result
+    # a replay is a turn like any other: shown, drawn in its cell, recorded as the last turn; never
+    # strict (a replayed failure is what the user asked to see)
+    return present(run, future, strict=False)

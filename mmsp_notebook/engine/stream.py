@@ -11,32 +11,13 @@ import asyncio
 import threading
 from typing import Any, Callable
 
-from mmsp.abort_signal import AbortSignal
-
-from ._redact import redact, redact_exception
-from ._sidecar import append_sidecar
-from ._tools import ToolSet
-from ._turn import Turn
+from ..core.redact import redact, redact_exception
+from ..core.store import append_sidecar
+from .tools import ToolSet
+from ..core.run import TurnRun
+from ..core.turn import Turn
 
 __all__ = ["TurnRun", "run_turn"]
-
-
-class TurnRun:
-    """A turn in flight: the turn, its abort signal, and an event set on every change."""
-
-    def __init__(self, turn: Turn) -> None:
-        self.turn = turn
-        self.signal = AbortSignal()
-        self.changed = threading.Event()
-        self.finished = threading.Event()
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []
-
-    def notify(self) -> None:
-        if not self.changed.is_set():
-            self.changed.set()
-
-    def abort(self, reason: str = "cancelled by the user") -> None:
-        self.signal.abort(reason)
 
 
 def _assistant_count(history: list[dict[str, Any]]) -> int:
@@ -282,7 +263,7 @@ def _report_listener_error(run: TurnRun, listener: Any, exc: Exception) -> None:
     """Say once per turn and listener that an event listener raised; it keeps getting the events."""
     import logging
 
-    reported = run.__dict__.setdefault("_listener_errors", set())
+    reported = run.listener_errors
     if id(listener) in reported:
         return
     reported.add(id(listener))

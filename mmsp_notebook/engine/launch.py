@@ -1,8 +1,10 @@
-"""Starting turns from Python: ``ask`` (streams where it runs), ``aask`` (async), and the shared launcher."""
+"""Starting a turn: the prompt made a UniMessage, the options checked, the turn submitted to the worker loop.
+
+Every front door (the magic, ``ask``/``aask``, the chat) starts its turns with :func:`launch`.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import inspect
 import math
@@ -11,14 +13,15 @@ from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from mmsp.credentials import routed_client_type
 
-from . import _worker
-from ._engine import TurnRun, run_turn
-from ._errors import OptionError, TurnError
-from ._session import THINKING_LEVELS, Session, check_client_type, config_for, image_item, is_demo_model, session
-from ._tools import ToolSet
-from ._turn import Turn
+from . import worker as _worker
+from ..core.run import TurnRun
+from .stream import run_turn
+from .._errors import OptionError
+from .session import THINKING_LEVELS, Session, check_client_type, config_for, image_item, is_demo_model, session
+from .tools import ToolSet
+from ..core.turn import Turn
 
-__all__ = ["ask", "aask", "launch", "interpolate", "user_message", "finish_turn", "usage_frame"]
+__all__ = ["launch", "interpolate", "user_message", "check_trace_id"]
 
 
 def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -139,7 +142,7 @@ def launch(
     """Start a turn on the worker loop; returns the run (to watch or abort) and its future.
 
     ``wire=True`` sends the turn through the session's recording wire proxy and sets ``turn.wire``
-    (the raw SSE frames next to their UniEvents, see :mod:`mmsp_notebook._wire`) when it ends.
+    (the raw SSE frames next to their UniEvents, see :mod:`mmsp_notebook.wire.capture`) when it ends.
     """
     sess = sess or session()
     settings = sess.settings
@@ -186,7 +189,7 @@ def launch(
     async def go() -> Turn:
         try:
             if wire:
-                from ._wire import wire_client
+                from ..wire.capture import wire_client
 
                 client = await wire_client(sess, conv, turn, model, client_type, base_url, api_key_env)
             else:
@@ -200,7 +203,7 @@ def launch(
         done = await run_turn(run, client, message, config, toolset, steps, trace=bool(trace_id),
                               save_trace_here=routed == "mmsp")
         if wire:
-            from ._wire import capture_wire
+            from ..wire.capture import capture_wire
 
             await capture_wire(done)
         return done
@@ -225,93 +228,3 @@ def check_trace_id(trace_id: str) -> None:
     if "." in parts[-1]:
         raise OptionError(f"trace id {trace_id!r}: no dot in its last part (mmsp's tracer would save "
                           f"it as {parts[-1].split('.')[0]}.json); try {trace_id.replace('.', '_')!r}")
-
-
-def finish_turn(turn: Turn, strict: bool = False, sess: Session | None = None) -> Turn:
-    """Record how a turn ended; in strict mode raise :class:`TurnError` unless it completed."""
-    sess = sess or session()
-    sess.last_turn = turn
-    if turn.error is not None and turn.status not in ("complete", "cancelled"):
-        sess.last_error = turn.error  # a cancel is not an error: %mmsp error keeps showing the last real one
-    if strict and turn.status != "complete":
-        message = f"turn {turn.status}"
-        if turn.error_message and turn.status != "cancelled":
-            message += f": {type(turn.error).__name__}: {turn.error_message}"
-        raise TurnError(message, turn) from turn.error
-    return turn
-
-
-def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None, events: bool = False,
-        **options: Any) -> Turn:
-    """Run one turn and show it as it streams: live in Jupyter, as text in a terminal or script.
-
-    Options are those of ``%%mmsp`` (``model``, ``client_type``, ``base_url``, ``api_key_env``,
-    ``system``, ``thinking``, ``max_tokens``, ``temperature``, ``tools``, ``max_steps``, ``chat``,
-    ``new``, ``trace``, ``images``, ``wire``). Returns the :class:`Turn`, also when it failed.
-    ``wire=True`` also shows the raw SSE frames next to the UniEvents they became (``turn.wire``).
-    """
-    from ._live import TextLive, WidgetLive, drive, in_kernel
-
-    sess = session()
-    run, future = launch(prompt, **options)
-    live = WidgetLive(events=events) if in_kernel() and stream is None else TextLive(stream)
-    turn = drive(run, future, live)
-    if options.get("wire"):
-        from ._wire import show_wire
-
-        show_wire(turn, isinstance(live, WidgetLive), stream)
-    if isinstance(live, WidgetLive):
-        turn.mark_drawn()
-    return finish_turn(turn, sess.settings.strict if strict is None else strict)
-
-
-async def aask(prompt: str, *, strict: bool | None = None, **options: Any) -> Turn:
-    """Run one turn from async code (it runs on the worker loop); cancelling the await aborts it."""
-    sess = session()
-    run, future = launch(prompt, **options)
-    try:
-        turn = await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        run.abort("cancelled")
-        raise
-    return finish_turn(turn, sess.settings.strict if strict is None else strict)
-
-
-def usage_frame(turns: Sequence[Turn]) -> Any:
-    """A DataFrame of turns: tokens per bucket, cost, latency (pandas imported here only)."""
-    import pandas as pd
-
-    rows = []
-    for turn in turns:
-        usage = turn.usage or {}
-        t = turn.timings
-        rows.append(
-            {
-                "turn": turn.id,
-                "chat": turn.chat,
-                "model": turn.model,
-                "client_type": turn.client_type,
-                "status": turn.status,
-                "finish_reason": turn.finish_reason,
-                "steps": len(turn.steps),
-                "cached_tokens": usage.get("cached_tokens"),
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "thoughts_tokens": usage.get("thoughts_tokens"),
-                "response_tokens": usage.get("response_tokens"),
-                "ttft_s": t["ttft"],
-                "total_s": t["total"],
-                "tokens_per_s": t["tokens_per_second"],
-                "cost": turn.cost,
-                "trace_id": turn.trace_id,
-            }
-        )
-    df = pd.DataFrame(rows, columns=["turn", "chat", "model", "client_type", "status", "finish_reason", "steps",
-                                     "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "ttft_s",
-                                     "total_s", "tokens_per_s", "cost", "trace_id"])
-    for col in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"):
-        df[col] = df[col].astype("Int64")
-    for col in ("ttft_s", "total_s", "tokens_per_s", "cost"):
-        df[col] = df[col].astype("Float64")
-    for col in ("model", "client_type", "status", "finish_reason"):
-        df[col] = df[col].astype("category")
-    return df

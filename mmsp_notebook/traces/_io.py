@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from mmsp_notebook._sidecar import SIDECAR_SUFFIX, parse_sidecar, read_sidecar_file
-from mmsp_notebook._traces_build import INT_HI, INT_LO, as_int
+from ..core.store import SIDECAR_SUFFIX, parse_sidecar, read_sidecar_file
+from ._build import INT_HI, INT_LO, as_int
 
 try:  # orjson is several times faster on trace files; the stdlib parser is the fallback
     import orjson as _orjson

@@ -56,8 +56,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
-from ._replay import detect_protocol
-from ._server import DemoServer, Transcript, _AbruptClose, _scrub, _until_disconnect
+from ..demo._replay import detect_protocol
+from ..demo._server import DemoServer, Transcript, _AbruptClose, _scrub, _until_disconnect
 
 __all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query"]
 

@@ -8,51 +8,18 @@ magic, ``ask``/``aask`` and ``Chat.send`` return; it renders its static view in 
 
 from __future__ import annotations
 
-import base64
-import io
 import itertools
-import os
 import threading
-import wave
 from typing import Any
 
-from ._pricing import cost_of, format_cost
-from ._redact import exception_chain, redact, redact_exception
-from ._state import ItemState, Status, TurnState
+from .pricing import cost_of, format_cost
+from .redact import redact, redact_exception
+from .state import ItemState, Status, TurnState
 
-__all__ = ["Turn", "pcm_to_wav", "error_hint"]
+__all__ = ["Turn", "media_kind"]
 
 _ids = itertools.count(1)
 
-STATUS_TEXT = {
-    "incomplete": "ended without a stop event — the answer may be cut off",
-    "cancelled": "cancelled — partial output kept",
-    "error": "failed — partial output kept",
-    "streaming": "streaming…",
-    "complete": "",
-}
-
-
-def pcm_to_wav(data: bytes, mime_type: str) -> bytes:
-    """Wrap raw little-endian 16-bit PCM (``audio/L16;rate=24000``, ``audio/pcm``…) as a WAV file."""
-    rate, channels = 24000, 1
-    for part in mime_type.split(";")[1:]:
-        key, _, value = part.strip().partition("=")
-        if key == "rate" and value.isdigit():
-            rate = int(value)
-        elif key == "channels" and value.isdigit():
-            channels = int(value)
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(channels)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(data[: len(data) - len(data) % (2 * channels)])
-    return buf.getvalue()
-
-
-_PLAYABLE_AUDIO = {"audio/wav", "audio/x-wav", "audio/mpeg", "audio/mp3", "audio/ogg", "audio/webm", "audio/flac",
-                   "audio/aac", "audio/mp4"}
 _IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 
@@ -64,81 +31,6 @@ def media_kind(item: ItemState) -> str:
     if mime.startswith("audio/"):
         return "audio"
     return "data"
-
-
-def media_src(item: ItemState) -> tuple[str, float | None]:
-    """A ``data:`` URL for an image or audio item (raw PCM wrapped as WAV), and audio seconds."""
-    data = item.content()
-    mime = (item.mime_type or "").split(";")[0].strip().lower()
-    seconds = None
-    if media_kind(item) == "audio":
-        if mime not in _PLAYABLE_AUDIO:
-            data = pcm_to_wav(data, item.mime_type)
-            mime = "audio/wav"
-        if mime in ("audio/wav", "audio/x-wav"):
-            try:
-                with wave.open(io.BytesIO(data)) as w:
-                    seconds = w.getnframes() / float(w.getframerate() or 1)
-            except (wave.Error, EOFError):
-                seconds = None
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}", seconds
-
-
-def _key_env(client_type: str | None) -> str | None:
-    """The variable mmsp reads a client type's key from."""
-    from mmsp.credentials import CLIENT_CREDENTIALS
-
-    credentials = CLIENT_CREDENTIALS.get(client_type or "")
-    return credentials.api_key_env if credentials else None
-
-
-def error_hint(exc: BaseException | None, api_key_env: str | None = None, client_type: str | None = None) -> str:
-    """One sentence on what to do about an error."""
-    if exc is None:
-        return ""
-    name = type(exc).__name__
-    status = getattr(exc, "status", None) or getattr(exc, "status_code", None)
-    text = str(exc).lower()
-    set_key = "in the environment (or name another variable with --api-key-env NAME), then run the cell again."
-    if name == "ApiKeyRequiredError":
-        env = getattr(exc, "api_key_env", None) or api_key_env or "the provider's API key variable"
-        if getattr(exc, "base_url", None) and os.environ.get(env):
-            # mmsp keeps a provider's key from being sent to another endpoint unless told to
-            return (f"{env} is set, but mmsp does not send it to a custom --base-url: "
-                    f"add --api-key-env {env} (or the variable holding that server's key).")
-        return f"Set {env} {set_key}"
-    if status == 401 or name == "AuthenticationError":
-        env = api_key_env or _key_env(client_type) or "the API key variable"
-        return f"The server refused the key: check {env}."
-    if status is None and ("api_key" in text or "api key" in text or "authentication method" in text):
-        # a provider SDK that found no key raises before sending anything
-        env = api_key_env or _key_env(client_type) or "the provider's API key variable"
-        return f"No API key: set {env} {set_key}"
-    if status == 429 or name == "RateLimitError":
-        return "Rate limited: wait a moment and run the cell again."
-    if name == "IncompleteStreamError":
-        return "The stream was cut short before its stop event; the request is worth retrying."
-    if name == "ToolCallArgumentParseError":
-        return "The model produced tool arguments that are not a JSON object; retry or rephrase."
-    if name == "ProtocolError":
-        return "The stream broke the UniEvent grammar: a bug in the client or the server, not in your prompt."
-    if name in ("CancelledError", "KeyboardInterrupt"):
-        return ""
-    chain = exception_chain(exc)  # what a provider SDK's error wraps says how it failed
-    names = {type(e).__name__ for e in chain}
-    said = " ".join(str(e).lower() for e in chain)
-    if names & {"RemoteProtocolError", "ReadError", "ReadTimeout"} or "closed" in said or "incomplete chunked" in said:
-        return "The connection dropped before the stream ended; the request is worth retrying."
-    if name in ("ConnectError", "APIConnectionError", "ConnectTimeout"):
-        return "Could not connect: check the network, --base-url if you set one, and that the server is reachable."
-    return "Run %mmsp error for the full detail."
-
-
-def _running_cell() -> int | None:
-    """The execution count of the cell IPython runs now (``None`` outside IPython)."""
-    from IPython import get_ipython
-
-    return getattr(get_ipython(), "execution_count", None)
 
 
 class Turn:
@@ -172,14 +64,12 @@ class Turn:
         self.max_steps_reached = False
         self._status: Status | None = None  # set when a turn ends without a step (e.g. refused config)
         self._error: BaseException | None = None
-        self._drawn_in_cell: int | None = None  # the execution count of the cell whose live view drew it
-
-    def mark_drawn(self) -> None:
-        """The live view drew this turn in the running cell: as that cell's value it is just its summary."""
-        self._drawn_in_cell = _running_cell()
-
-    def _drawn_here(self) -> bool:
-        return self._drawn_in_cell is not None and _running_cell() == self._drawn_in_cell
+        # set by the front doors: the execution count of the cell whose live view drew this turn
+        self.drawn_in_cell: int | None = None
+        # set by the wire inspector: the raw SSE frames of the turn next to their UniEvents
+        self.wire: Any = None
+        # set by replay: which trace, turn and sidecar this turn was played from
+        self.replayed_from: dict[str, Any] | None = None
 
     # ----------------------------------------------------------------- engine side
     def new_step(self) -> TurnState:
@@ -202,7 +92,7 @@ class Turn:
     def fail_before_stream(self, exc: BaseException) -> None:
         with self.lock:
             self._error = redact_exception(exc)
-            from ._state import classify_exception
+            from .state import classify_exception
 
             self._status = classify_exception(exc, 0)
 
@@ -346,14 +236,6 @@ class Turn:
             "steps": [s.timings() for s in steps],
         }
 
-    @property
-    def status_text(self) -> str:
-        if self.status == "complete" and self.max_steps_reached:
-            return "stopped after --max-steps with tool calls still pending"
-        if self.status in ("error", "cancelled") and not self.items:
-            return "failed before any output" if self.status == "error" else "cancelled before any output"
-        return STATUS_TEXT.get(self.status, "")
-
     def summary(self) -> str:
         """One line: model, status, tokens, time, cost."""
         usage = self.usage or {}
@@ -372,10 +254,16 @@ class Turn:
     def __repr__(self) -> str:
         return self.summary()
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        if self._drawn_here():
-            # the live view already drew this turn in this cell; the cell's value is then just its summary
-            return {"text/plain": self.summary()}
-        from ._html import render_html, render_text
+    def save_wire(self, path: Any, step: int = -1) -> Any:
+        """Write the raw response bytes of a step captured with ``--wire`` (``DemoServer(replay=path)`` plays them)."""
+        if self.wire is None:
+            from .._errors import OptionError
 
-        return {"text/plain": render_text(self), "text/html": render_html(self)}
+            raise OptionError("this turn has no wire capture: run it with --wire (ask(..., wire=True))")
+        return self.wire.save(path, step)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        # the one edge from core up to the views, taken only when Jupyter shows a turn
+        from ..views.static import turn_bundle
+
+        return turn_bundle(self)

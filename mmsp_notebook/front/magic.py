@@ -15,10 +15,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ._api import finish_turn, interpolate, launch, usage_frame, user_message
-from ._errors import OptionError
-from ._redact import redact
-from ._session import THINKING_LEVELS, session
+from ..engine.launch import interpolate, launch, user_message
+from .finish import present
+from .frames import history_frame, models_frame, usage_frame
+from .._errors import OptionError
+from ..core.redact import redact
+from ..engine.session import THINKING_LEVELS, session
 
 __all__ = ["MMSPMagics", "load_ipython_extension"]
 
@@ -107,8 +109,6 @@ class MMSPMagics(Magics):
 
     # ------------------------------------------------------------------ one turn
     def _turn(self, args: Any, prompt: str) -> Any:
-        from ._live import TextLive, WidgetLive, drive, in_kernel
-
         sess = session()
         if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)):
             raise UsageError(f"%%mmsp: -o/--out takes a variable name, not {args.out!r}")
@@ -145,19 +145,15 @@ class MMSPMagics(Magics):
             )
         except OptionError as exc:
             raise UsageError(f"%%mmsp: {exc}") from None
-        events = args.events or sess.settings.events
-        live = WidgetLive(events=events) if in_kernel() else TextLive()
-        turn = drive(run, future, live)
-        if args.wire:
-            from ._wire import show_wire
+        out = args.out
 
-            show_wire(turn, isinstance(live, WidgetLive))
-        if args.out:
-            self.shell.user_ns[args.out] = turn
-        finish_turn(turn, strict=args.strict or sess.settings.strict)
+        def keep(turn: Any) -> None:
+            if out:
+                self.shell.user_ns[out] = turn
+
         # the cell's value: the live view already shows the turn, so its repr here is the summary line
-        turn.mark_drawn()
-        return turn
+        return present(run, future, events=True if args.events else None, strict=True if args.strict else None,
+                       wire=args.wire, keep=keep, sess=sess)
 
     # ------------------------------------------------------------------ subcommands
     def _subcommand(self, args: Any, name: str, rest: list[str]) -> Any:
@@ -221,53 +217,6 @@ def _parse(magic: Any, line: str) -> Any:
         raise
     except Exception as exc:  # argparse's own complaints
         raise UsageError(f"%mmsp: {exc}") from None
-
-
-def models_frame() -> Any:
-    """The demo models and mmsp's registry, with prices per million tokens."""
-    import mmsp
-    import pandas as pd
-
-    rows = [
-        {"model": "demo", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text, image",
-         "output": "thinking, text, tool calls, image, audio"},
-        {"model": "demo-embed", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text",
-         "output": "embedding"},
-    ]
-    for entry in mmsp.list_supported_models():
-        pricing = entry.get("pricing") or {}
-        rows.append({
-            "model": entry["model"], "client": entry["client"], "base_url": entry["base_url"],
-            "input": ", ".join(entry.get("input_modalities", [])).lower(),
-            "output": ", ".join(entry.get("output_modalities", [])).lower(),
-            "prompt_per_M": pricing.get("prompt_tokens"), "cached_per_M": pricing.get("cached_tokens"),
-            "output_per_M": pricing.get("response_tokens"), "currency": pricing.get("currency"),
-        })
-    return pd.DataFrame(rows)
-
-
-def history_frame(history: list[dict[str, Any]]) -> Any:
-    import pandas as pd
-
-    rows = []
-    for i, message in enumerate(history):
-        for item in message.get("content_items", []):
-            kind = item.get("type", "?")
-            if "text" in item:
-                preview = item["text"]
-            elif "thinking" in item:
-                preview = item["thinking"]
-            elif kind == "tool_call.done":
-                preview = f"{item.get('name')}({item.get('arguments')})"
-            elif "data" in item:
-                preview = f"{item.get('mime_type')} {len(item['data'])} bytes"
-            elif "image_url" in item:
-                preview = "image"
-            else:
-                preview = ""
-            rows.append({"message": i, "role": message.get("role"), "type": kind,
-                         "preview": preview if len(preview) < 200 else preview[:197] + "…"})
-    return pd.DataFrame(rows, columns=["message", "role", "type", "preview"])
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -9,7 +9,7 @@ import anywidget
 
 __all__ = ["TurnView", "STATIC"]
 
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).resolve().parent.parent / "static"
 
 
 class TurnView(anywidget.AnyWidget):
@@ -30,13 +30,13 @@ class TurnView(anywidget.AnyWidget):
 
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "hello" and self._source is not None:
-            from ._view import view_model
+            from .model import view_model
 
             self.send({"type": "snapshot", "turn": view_model(self._source)})
 
     def reset(self, source: Any) -> None:
         """Show another turn: views still on the page start over from its (empty) snapshot."""
-        from ._view import view_model
+        from .model import view_model
 
         self._source = source
         self.send({"type": "snapshot", "turn": view_model(source)})

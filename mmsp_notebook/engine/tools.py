@@ -12,8 +12,8 @@ import types
 import typing
 from typing import Any, Callable, Mapping
 
-from ._errors import OptionError
-from ._state import ItemState, ToolRun
+from .._errors import OptionError
+from ..core.state import ItemState, ToolRun
 
 __all__ = ["ToolSet", "schema_of"]
 

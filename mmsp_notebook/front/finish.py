@@ -1,0 +1,80 @@
+"""The one way a front door shows a turn in flight and finishes it.
+
+``%%mmsp``, ``ask``, ``Chat.send`` and ``replay`` all end here, so the view chosen, the events
+table, the wire view, strict mode and "drawn in this cell" mean the same whichever door a turn came
+through:
+
+* the view: the live widget in a Jupyter kernel, text on ``stream`` (stdout by default) elsewhere;
+* ``events=None`` and ``strict=None`` take the kernel's settings (``%mmsp config``);
+* a turn drawn live in the running cell shows only its summary as that cell's value;
+* the session records the last turn and the last real error; strict mode raises
+  :class:`~mmsp_notebook.TurnError` unless the turn completed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any, Callable, TextIO
+
+from .._errors import TurnError
+from ..core.run import TurnRun
+from ..core.turn import Turn
+from ..engine.session import Session, session
+from ..views.live import LiveView, TextLive, WidgetLive, drive, in_kernel
+from ..views.static import running_cell
+
+__all__ = ["live_view", "present", "finish_turn"]
+
+
+def live_view(stream: TextIO | None = None, events: bool = False) -> LiveView:
+    """The live view for where this runs: the widget in a Jupyter kernel, else text on ``stream``."""
+    if stream is None and in_kernel():
+        return WidgetLive(events=events)
+    return TextLive(stream)
+
+
+def present(
+    run: TurnRun,
+    future: "concurrent.futures.Future[Turn]",
+    *,
+    stream: TextIO | None = None,
+    events: bool | None = None,
+    strict: bool | None = None,
+    wire: bool = False,
+    keep: Callable[[Turn], Any] | None = None,
+    sess: Session | None = None,
+) -> Turn:
+    """Show the turn live until it ends (KeyboardInterrupt stops it), then finish it.
+
+    ``keep`` is called with the turn before strict mode may raise (``-o VAR`` keeps a failed turn).
+    """
+    sess = sess or session()
+    live = live_view(stream, sess.settings.events if events is None else events)
+    turn = drive(run, future, live)
+    if wire:
+        from ..views.wire import show_wire
+
+        show_wire(turn, isinstance(live, WidgetLive), stream)
+    if stream is None:  # the live view drew it in the running cell (None outside IPython)
+        turn.drawn_in_cell = running_cell()
+    if keep is not None:
+        keep(turn)
+    return finish_turn(turn, strict, sess)
+
+
+def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = None) -> Turn:
+    """Record how a turn ended; in strict mode raise :class:`TurnError` unless it completed.
+
+    ``strict=None`` takes the kernel's setting.
+    """
+    sess = sess or session()
+    strict = sess.settings.strict if strict is None else strict
+    sess.last_turn = turn
+    if turn.error is not None and turn.status not in ("complete", "cancelled"):
+        sess.last_error = turn.error  # a cancel is not an error: %mmsp error keeps showing the last real one
+    if strict and turn.status != "complete":
+        message = f"turn {turn.status}"
+        if turn.error_message and turn.status != "cancelled":
+            message += f": {type(turn.error).__name__}: {turn.error_message}"
+        raise TurnError(message, turn) from turn.error
+    return turn

@@ -1,0 +1,96 @@
+"""DataFrames of what a kernel did: turns and their usage, the models on offer, a conversation's history."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..core.turn import Turn
+
+__all__ = ["usage_frame", "models_frame", "history_frame"]
+
+
+def usage_frame(turns: Sequence[Turn]) -> Any:
+    """A DataFrame of turns: tokens per bucket, cost, latency (pandas imported here only)."""
+    import pandas as pd
+
+    rows = []
+    for turn in turns:
+        usage = turn.usage or {}
+        t = turn.timings
+        rows.append(
+            {
+                "turn": turn.id,
+                "chat": turn.chat,
+                "model": turn.model,
+                "client_type": turn.client_type,
+                "status": turn.status,
+                "finish_reason": turn.finish_reason,
+                "steps": len(turn.steps),
+                "cached_tokens": usage.get("cached_tokens"),
+                "prompt_tokens": usage.get("prompt_tokens"),
+                "thoughts_tokens": usage.get("thoughts_tokens"),
+                "response_tokens": usage.get("response_tokens"),
+                "ttft_s": t["ttft"],
+                "total_s": t["total"],
+                "tokens_per_s": t["tokens_per_second"],
+                "cost": turn.cost,
+                "trace_id": turn.trace_id,
+            }
+        )
+    df = pd.DataFrame(rows, columns=["turn", "chat", "model", "client_type", "status", "finish_reason", "steps",
+                                     "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "ttft_s",
+                                     "total_s", "tokens_per_s", "cost", "trace_id"])
+    for col in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"):
+        df[col] = df[col].astype("Int64")
+    for col in ("ttft_s", "total_s", "tokens_per_s", "cost"):
+        df[col] = df[col].astype("Float64")
+    for col in ("model", "client_type", "status", "finish_reason"):
+        df[col] = df[col].astype("category")
+    return df
+
+
+def models_frame() -> Any:
+    """The demo models and mmsp's registry, with prices per million tokens."""
+    import mmsp
+    import pandas as pd
+
+    rows = [
+        {"model": "demo", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text, image",
+         "output": "thinking, text, tool calls, image, audio"},
+        {"model": "demo-embed", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text",
+         "output": "embedding"},
+    ]
+    for entry in mmsp.list_supported_models():
+        pricing = entry.get("pricing") or {}
+        rows.append({
+            "model": entry["model"], "client": entry["client"], "base_url": entry["base_url"],
+            "input": ", ".join(entry.get("input_modalities", [])).lower(),
+            "output": ", ".join(entry.get("output_modalities", [])).lower(),
+            "prompt_per_M": pricing.get("prompt_tokens"), "cached_per_M": pricing.get("cached_tokens"),
+            "output_per_M": pricing.get("response_tokens"), "currency": pricing.get("currency"),
+        })
+    return pd.DataFrame(rows)
+
+
+def history_frame(history: list[dict[str, Any]]) -> Any:
+    import pandas as pd
+
+    rows = []
+    for i, message in enumerate(history):
+        for item in message.get("content_items", []):
+            kind = item.get("type", "?")
+            if "text" in item:
+                preview = item["text"]
+            elif "thinking" in item:
+                preview = item["thinking"]
+            elif kind == "tool_call.done":
+                preview = f"{item.get('name')}({item.get('arguments')})"
+            elif "data" in item:
+                preview = f"{item.get('mime_type')} {len(item['data'])} bytes"
+            elif "image_url" in item:
+                preview = "image"
+            else:
+                preview = ""
+            rows.append({"message": i, "role": message.get("role"), "type": kind,
+                         "preview": preview if len(preview) < 200 else preview[:197] + "…"})
+    return pd.DataFrame(rows, columns=["message", "role", "type", "preview"])
