@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
-import math
 import re
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
@@ -17,7 +16,8 @@ from . import worker as _worker
 from ..core.run import TurnRun
 from .stream import run_turn
 from .._errors import OptionError
-from .session import THINKING_LEVELS, Session, check_client_type, config_for, image_item, is_demo_model, session
+from .options import TurnOptions
+from .session import Session, image_item, is_demo_model, session
 from .tools import ToolSet
 from ..core.turn import Turn
 
@@ -146,36 +146,20 @@ def launch(
     """
     sess = sess or session()
     settings = sess.settings
-    if thinking is not None and thinking not in THINKING_LEVELS:
-        raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {thinking!r}")
-    if max_tokens is not None and int(max_tokens) < 1:
-        raise OptionError("max_tokens must be at least 1")
-    if temperature is not None:
-        try:
-            temperature = float(temperature)
-        except (TypeError, ValueError):
-            raise OptionError(f"temperature takes a number, not {temperature!r}") from None
-        if not math.isfinite(temperature) or temperature < 0:
-            raise OptionError(f"temperature must be a finite number of at least 0, not {temperature!r}")
+    opts = TurnOptions(model=model, client_type=client_type, base_url=base_url, api_key_env=api_key_env,
+                       system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
+                       max_steps=max_steps).over(settings)
     if isinstance(trace, str) and trace:
         check_trace_id(trace)
-    model = model or settings.model
-    client_type = client_type or settings.client_type
-    if client_type:
-        check_client_type(client_type)
-    base_url = base_url or settings.base_url
-    api_key_env = api_key_env or settings.api_key_env
-    steps = int(max_steps if max_steps is not None else settings.max_steps)
-    if steps < 1:
-        raise OptionError("max_steps must be at least 1")
+    model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env
+    steps = opts.max_steps or 1
     toolset = tools if isinstance(tools, ToolSet) else ToolSet(list(tools or []))
     conv = sess.conversation(chat)
     if new:
         conv.reset()
     traced = settings.trace if trace is None else bool(trace)
     trace_id = trace if isinstance(trace, str) and trace else (sess.trace_id(conv) if traced else None)
-    config = config_for(settings, system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
-                        tools=toolset, trace_id=trace_id)
+    config = opts.config(tools=toolset, trace_id=trace_id)
     message = prompt if isinstance(prompt, dict) else user_message(prompt, images)
     # the client type the turn really goes through: named, the demo server's wire, or the model's family
     routed = client_type or ("mmsp" if is_demo_model(model) and not base_url else routed_client_type(model))

@@ -17,11 +17,10 @@ from typing import Any, Callable
 
 from .._errors import OptionError
 from ..core.redact import register_secret_env
+from .options import Settings
 
-__all__ = ["Settings", "Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env",
-           "THINKING_LEVELS"]
+__all__ = ["Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env"]
 
-THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 DEMO_BASES = ("demo", "demo-embed")
 
 
@@ -38,67 +37,6 @@ def api_key_from_env(name: str | None) -> str | None:
 
 def is_demo_model(model: str) -> bool:
     return model.split("+", 1)[0] in DEMO_BASES
-
-
-@dataclasses.dataclass
-class Settings:
-    """Defaults for this kernel (``%mmsp config key=value``)."""
-
-    model: str = dataclasses.field(default_factory=lambda: os.getenv("MMSP_NOTEBOOK_MODEL") or "demo")
-    client_type: str | None = None
-    base_url: str | None = None
-    api_key_env: str | None = None
-    system: str | None = None
-    thinking: str | None = None
-    max_tokens: int | None = None
-    temperature: float | None = None
-    max_steps: int = 8
-    trace: bool = True
-    strict: bool = False
-    events: bool = False
-    demo_instant: bool = dataclasses.field(default_factory=lambda: os.getenv("MMSP_NOTEBOOK_DEMO_INSTANT", "") == "1")
-
-    def set(self, key: str, value: str) -> None:
-        key = key.replace("-", "_")
-        fields = {f.name: f for f in dataclasses.fields(self)}
-        if key not in fields:
-            raise OptionError(f"unknown setting {key!r}; settings: {', '.join(sorted(fields))}")
-        current = getattr(self, key)
-        parsed: Any = value
-        if value.lower() in ("none", "null", ""):
-            parsed = None
-        elif isinstance(current, bool) or key in ("trace", "strict", "events", "demo_instant"):
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                raise OptionError(f"{key} takes true or false, not {value!r}")
-            parsed = value.lower() in ("true", "1", "yes", "on")
-        elif key in ("max_tokens", "max_steps"):
-            try:
-                parsed = int(value)
-            except ValueError:
-                raise OptionError(f"{key} takes a whole number, not {value!r}") from None
-            if parsed < 1:
-                raise OptionError(f"{key} must be at least 1")
-        elif key == "temperature":
-            try:
-                parsed = float(value)
-            except ValueError:
-                raise OptionError(f"temperature takes a number, not {value!r}") from None
-        elif key == "thinking" and value not in THINKING_LEVELS:
-            raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {value!r}")
-        elif key == "client_type":
-            check_client_type(value)
-        if parsed is None and key in ("model", "max_steps", "trace", "strict", "events", "demo_instant"):
-            raise OptionError(f"{key} cannot be empty")
-        setattr(self, key, parsed)
-
-
-def check_client_type(client_type: str) -> None:
-    """Refuse a client type mmsp does not know, naming those it does."""
-    from mmsp.credentials import COMPATIBLE_CLIENT_TYPES, OFFICIAL_CLIENT_TYPES
-
-    known = (*OFFICIAL_CLIENT_TYPES, *COMPATIBLE_CLIENT_TYPES)
-    if client_type not in known:
-        raise OptionError(f"unknown client type {client_type!r}; mmsp has {', '.join(known)}")
 
 
 def image_item(value: Any) -> dict[str, Any] | None:
@@ -249,29 +187,6 @@ def session() -> Session:
         if _session is None:
             _session = Session()
         return _session
-
-
-def config_for(settings: Settings, *, system: str | None, thinking: str | None, max_tokens: int | None,
-               temperature: float | None, tools: Any, trace_id: str | None) -> dict[str, Any]:
-    """The UniConfig of a turn from its options over the kernel's defaults."""
-    config: dict[str, Any] = {}
-    system = system if system is not None else settings.system
-    thinking = thinking if thinking is not None else settings.thinking
-    max_tokens = max_tokens if max_tokens is not None else settings.max_tokens
-    temperature = temperature if temperature is not None else settings.temperature
-    if system:
-        config["system_prompt"] = system
-    if thinking:
-        config["thinking_level"] = thinking
-    if max_tokens is not None:
-        config["max_tokens"] = int(max_tokens)
-    if temperature is not None:
-        config["temperature"] = float(temperature)
-    if tools:
-        config["tools"] = tools.schemas
-    if trace_id:
-        config["trace_id"] = trace_id
-    return config
 
 
 Callback = Callable[[dict[str, Any]], None]

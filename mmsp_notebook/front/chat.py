@@ -18,7 +18,8 @@ from ..views.live import LiveView, adrive
 from .finish import finish_turn
 from .frames import usage_frame
 from ..core.redact import redact
-from ..engine.session import THINKING_LEVELS, session
+from ..engine.options import THINKING_LEVELS, TurnOptions
+from ..engine.session import session
 from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
 from ..views.hints import error_hint
@@ -81,8 +82,10 @@ class Chat(anywidget.AnyWidget):
         wire: bool = False,
         **kwargs: Any,
     ) -> None:
-        if thinking is not None and thinking not in THINKING_LEVELS:
-            raise OptionError(f"thinking takes one of {', '.join(THINKING_LEVELS)}, not {thinking!r}")
+        # checked as every option is (a bad value is refused here, not at the first message)
+        TurnOptions(model=model if isinstance(model, str) and model.strip() else None, client_type=client_type,
+                    base_url=base_url, api_key_env=api_key_env, system=system, thinking=thinking,
+                    max_tokens=max_tokens, temperature=temperature, max_steps=max_steps)
         if not isinstance(model, str) or not model.strip():
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
         choices = list(models) if models else ["demo", "demo-embed"]

@@ -20,7 +20,8 @@ from .finish import present
 from .frames import history_frame, models_frame, usage_frame
 from .._errors import OptionError
 from ..core.redact import redact
-from ..engine.session import THINKING_LEVELS, session
+from ..engine.options import THINKING_LEVELS
+from ..engine.session import session
 
 __all__ = ["MMSPMagics", "load_ipython_extension"]
 
@@ -43,11 +44,11 @@ class MMSPMagics(Magics):
     @argument("--api-key-env", default=None, metavar="NAME",
               help="name of the environment variable holding the API key (never the key itself)")
     @argument("--system", default=None, help="system prompt")
-    @argument("--thinking", default=None, choices=THINKING_LEVELS, help="thinking level")
-    @argument("--max-tokens", type=int, default=None, help="cap on output tokens")
-    @argument("--temperature", type=float, default=None, help="sampling temperature")
+    @argument("--thinking", default=None, help=f"thinking level: {', '.join(THINKING_LEVELS)}")
+    @argument("--max-tokens", default=None, help="cap on output tokens")
+    @argument("--temperature", default=None, help="sampling temperature (a number, at least 0)")
     @argument("--tools", default=None, metavar="F,G", help="Python functions of this namespace offered as tools")
-    @argument("--max-steps", type=int, default=None, help="most model responses in one turn's tool loop (default 8)")
+    @argument("--max-steps", default=None, help="most model responses in one turn's tool loop (default 8)")
     @argument("--chat", default=None, metavar="NAME", help="named conversation (default: one per notebook)")
     @argument("--new", action="store_true", help="start the conversation fresh")
     @argument("--trace", default=None, metavar="ID", help="trace id (default: notebook/chat/turn)")

@@ -1,0 +1,216 @@
+"""Model options, parsed and checked once.
+
+Every way of giving an option goes through :func:`check_option`: the magic's arguments
+(``--temperature 0.2``), ``%mmsp config temperature=0.2``, ``ask(..., temperature=0.2)`` and
+``Chat(temperature=0.2)``. A value may be text (a magic line, a config pair) or a Python value; the
+result is the parsed value or an :class:`~mmsp_notebook.OptionError` that names the option and what it
+takes, so the same mistake gets the same answer through every door.
+
+:class:`TurnOptions` is what one turn asks for (``None`` = not given); :class:`Settings` holds the
+kernel's defaults for the same options plus the kernel-wide switches. A turn's options are its own
+over the kernel's defaults (:meth:`TurnOptions.over`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from typing import Any, Callable
+
+from .._errors import OptionError
+
+__all__ = ["THINKING_LEVELS", "TurnOptions", "Settings", "check_option", "check_client_type"]
+
+THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
+_NONE_WORDS = ("none", "null", "")
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def check_client_type(client_type: str) -> None:
+    """Refuse a client type mmsp does not know, naming those it does."""
+    from mmsp.credentials import COMPATIBLE_CLIENT_TYPES, OFFICIAL_CLIENT_TYPES
+
+    known = (*OFFICIAL_CLIENT_TYPES, *COMPATIBLE_CLIENT_TYPES)
+    if client_type not in known:
+        raise OptionError(f"unknown client type {client_type!r}; mmsp has {', '.join(known)}")
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise OptionError(f"{name} takes text, not {type(value).__name__}")
+    return value
+
+
+def _model(name: str, value: Any) -> str:
+    value = _text(name, value).strip()
+    if not value:
+        raise OptionError(f"{name} takes a model id (e.g. 'demo', or one of %mmsp models)")
+    return value
+
+
+def _client_type(name: str, value: Any) -> str:
+    value = _text(name, value).strip()
+    check_client_type(value)
+    return value
+
+
+def _env_name(name: str, value: Any) -> str:
+    value = _text(name, value).strip()
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        # the value is not echoed: it may be the key itself, given by mistake
+        raise OptionError(f"{name} takes the name of an environment variable holding the key (letters, digits "
+                          "and _), never the key itself")
+    return value
+
+
+def _thinking(name: str, value: Any) -> str:
+    if value not in THINKING_LEVELS:
+        raise OptionError(f"{name} takes one of {', '.join(THINKING_LEVELS)}, not {value!r}")
+    return str(value)
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise OptionError(f"{name} takes a whole number, not {value!r}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise OptionError(f"{name} takes a whole number, not {value!r}") from None
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise OptionError(f"{name} takes a whole number, not {value!r}")
+    if value < 1:
+        raise OptionError(f"{name} must be at least 1, not {value}")
+    return value
+
+
+def _temperature(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise OptionError(f"{name} takes a number, not {value!r}")
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise OptionError(f"{name} takes a number, not {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise OptionError(f"{name} must be a finite number of at least 0, not {value!r}")
+    return number
+
+
+def _switch(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise OptionError(f"{name} takes true or false, not {value!r}")
+
+
+# option -> (parser, may be None)
+_CHECKS: dict[str, tuple[Callable[[str, Any], Any], bool]] = {
+    "model": (_model, False),
+    "client_type": (_client_type, True),
+    "base_url": (_text, True),
+    "api_key_env": (_env_name, True),
+    "system": (_text, True),
+    "thinking": (_thinking, True),
+    "max_tokens": (_count, True),
+    "temperature": (_temperature, True),
+    "max_steps": (_count, False),
+    "trace": (_switch, False),
+    "strict": (_switch, False),
+    "events": (_switch, False),
+    "demo_instant": (_switch, False),
+}
+
+
+def check_option(name: str, value: Any, *, text: bool = False) -> Any:
+    """``value`` of option ``name`` parsed and checked; ``None`` stays ``None`` where the option may be unset.
+
+    With ``text=True`` (a config pair) the words ``none``/``null`` and an empty value mean unset.
+    """
+    key = name.replace("-", "_")
+    if key not in _CHECKS:
+        raise OptionError(f"unknown option {name!r}; options: {', '.join(sorted(_CHECKS))}")
+    parse, optional = _CHECKS[key]
+    if value is None or (text and isinstance(value, str) and value.strip().lower() in _NONE_WORDS):
+        if not optional:
+            raise OptionError(f"{key} cannot be empty")
+        return None
+    return parse(key, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class TurnOptions:
+    """The model options of one turn, each checked; ``None`` where not given."""
+
+    model: str | None = None
+    client_type: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    system: str | None = None
+    thinking: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                object.__setattr__(self, f.name, check_option(f.name, value))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def over(self, defaults: Settings) -> TurnOptions:
+        """These options, each one not given taken from the kernel's defaults."""
+        return dataclasses.replace(self, **{name: getattr(defaults, name) for name in self.names()
+                                             if getattr(self, name) is None})
+
+    def config(self, *, tools: Any = None, trace_id: str | None = None) -> dict[str, Any]:
+        """The UniConfig of a turn with these options."""
+        config: dict[str, Any] = {}
+        if self.system:
+            config["system_prompt"] = self.system
+        if self.thinking:
+            config["thinking_level"] = self.thinking
+        if self.max_tokens is not None:
+            config["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            config["temperature"] = self.temperature
+        if tools:
+            config["tools"] = tools.schemas
+        if trace_id:
+            config["trace_id"] = trace_id
+        return config
+
+
+@dataclasses.dataclass
+class Settings:
+    """Defaults for this kernel (``%mmsp config key=value``): every model option plus the kernel-wide switches."""
+
+    model: str = dataclasses.field(default_factory=lambda: os.getenv("MMSP_NOTEBOOK_MODEL") or "demo")
+    client_type: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    system: str | None = None
+    thinking: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    max_steps: int = 8
+    trace: bool = True
+    strict: bool = False
+    events: bool = False
+    demo_instant: bool = dataclasses.field(default_factory=lambda: os.getenv("MMSP_NOTEBOOK_DEMO_INSTANT", "") == "1")
+
+    def set(self, key: str, value: Any) -> None:
+        """Set one default from text (``%mmsp config``) or a Python value, checked as the option is everywhere."""
+        name = key.replace("-", "_")
+        fields = {f.name for f in dataclasses.fields(self)}
+        if name not in fields:
+            raise OptionError(f"unknown setting {key!r}; settings: {', '.join(sorted(fields))}")
+        setattr(self, name, check_option(name, value, text=True))

@@ -1,0 +1,98 @@
+"""One options check for every door: the magic's arguments, %mmsp config, ask()/launch() and Chat."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.testing.globalipapp import start_ipython
+
+from mmsp_notebook import OptionError
+from mmsp_notebook.engine.launch import launch
+from mmsp_notebook.engine.options import Settings, TurnOptions, check_option
+
+BAD = [
+    ("temperature", "-3", "temperature must be a finite number of at least 0"),
+    ("temperature", "nan", "temperature must be a finite number of at least 0"),
+    ("temperature", "inf", "temperature must be a finite number of at least 0"),
+    ("temperature", "hot", "temperature takes a number"),
+    ("max_tokens", "0", "max_tokens must be at least 1"),
+    ("max_tokens", "lots", "max_tokens takes a whole number"),
+    ("max_steps", "-1", "max_steps must be at least 1"),
+    ("thinking", "enormous", "thinking takes one of none, low"),
+    ("client_type", "bogus", "unknown client type 'bogus'"),
+    ("api_key_env", "sk-live-0123456789", "name of an environment variable"),
+]
+
+
+@pytest.fixture()
+def shell(fresh_session):
+    start_ipython()
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "mmsp_notebook")
+    return ip
+
+
+@pytest.mark.parametrize("name,value,said", BAD)
+def test_a_bad_value_gets_the_same_answer_through_every_door(shell, fresh_session, name, value, said):
+    # %mmsp config
+    with pytest.raises(UsageError, match=said):
+        shell.run_line_magic("mmsp", f"config {name}={value}")
+    assert getattr(fresh_session.settings, name) == getattr(Settings(), name)  # nothing was changed
+    # the magic's option
+    with pytest.raises(UsageError, match=said):
+        shell.run_cell_magic("mmsp", f"--{name.replace('_', '-')} {value}", "hi")
+    # ask() / launch() with the text or the Python value
+    with pytest.raises(OptionError, match=said):
+        launch("hi", **{name: value})
+    python_value: object = value
+    try:
+        python_value = float(value) if name == "temperature" else int(value) if name.startswith("max") else value
+    except ValueError:
+        pass
+    with pytest.raises(OptionError, match=said):
+        launch("hi", **{name: python_value})
+    # the chat, refused when it is made, not at its first message
+    from mmsp_notebook import Chat
+
+    with pytest.raises(OptionError, match=said):
+        Chat(**{name: python_value})
+    assert fresh_session.turns == []  # no door started a turn
+
+
+def test_the_key_given_by_mistake_for_its_variable_is_not_echoed():
+    with pytest.raises(OptionError) as caught:
+        check_option("api_key_env", "sk-live-0123456789")
+    assert "sk-" not in str(caught.value)
+
+
+def test_values_are_parsed_once_and_typed():
+    opts = TurnOptions(temperature="0.25", max_tokens="12", thinking="low", max_steps=3.0)
+    assert (opts.temperature, opts.max_tokens, opts.thinking, opts.max_steps) == (0.25, 12, "low", 3)
+    assert isinstance(opts.max_tokens, int) and isinstance(opts.max_steps, int)
+    settings = Settings()
+    settings.set("temperature", "0.5")
+    settings.set("max-tokens", "7")
+    settings.set("system", "none")
+    settings.set("trace", "off")
+    assert (settings.temperature, settings.max_tokens, settings.system, settings.trace) == (0.5, 7, None, False)
+    with pytest.raises(OptionError, match="model cannot be empty"):
+        settings.set("model", "")
+    with pytest.raises(OptionError, match="unknown setting 'colour'"):
+        settings.set("colour", "blue")
+    with pytest.raises(OptionError, match="true or false"):
+        settings.set("strict", "maybe")
+
+
+def test_a_turn_takes_what_it_was_not_given_from_the_kernel(fresh_session):
+    fresh_session.settings.set("temperature", "0.7")
+    fresh_session.settings.set("max_tokens", "9")
+    opts = TurnOptions(max_tokens=3).over(fresh_session.settings)
+    assert opts.temperature == 0.7 and opts.max_tokens == 3 and opts.model == fresh_session.settings.model
+    assert opts.config(trace_id="a/b") == {"temperature": 0.7, "max_tokens": 3, "trace_id": "a/b"}
+    run, future = launch("hi", max_tokens=4, trace=False)
+    turn = future.result(30)
+    assert turn.config["max_tokens"] == 4 and math.isclose(turn.config["temperature"], 0.7)
+    assert turn.status == "complete"
