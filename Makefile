@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 OUT := out
 
-.PHONY: demo test lab js install install-test chromium bench clean
+.PHONY: demo test check lint lab js install install-test chromium bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +32,18 @@ chromium:
 demo: install
 	$(PY) -m mmsp_notebook.run notebooks/quickstart.ipynb --out $(OUT)
 
-test: install-test js chromium
+# lint and types: ruff (pyflakes, bugbear, import order, pyupgrade) and mypy on core/, engine/, traces/
+lint: install-test
+	$(VENV)/bin/ruff check mmsp_notebook tests bench
+	$(VENV)/bin/mypy
+
+test: install-test js chromium lint
 	cd js && npm test
 	$(PY) -m pytest -ra
+
+# the fast local loop: lint, types, the layer rules and the tests that need no browser (a few minutes)
+check: lint
+	$(PY) -m pytest -q -x -m "not browser" -p no:cacheprovider
 
 lab: install-test js
 	$(VENV)/bin/jupyter lab notebooks
