@@ -17,7 +17,8 @@ import dataclasses
 import math
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .._errors import OptionError
 

@@ -14,7 +14,8 @@ through:
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from .._errors import TurnError
 from ..core.run import TurnRun
@@ -35,7 +36,7 @@ def live_view(stream: TextIO | None = None, events: bool = False) -> LiveView:
 
 def present(
     run: TurnRun,
-    future: "concurrent.futures.Future[Turn]",
+    future: concurrent.futures.Future[Turn],
     *,
     stream: TextIO | None = None,
     events: bool | None = None,

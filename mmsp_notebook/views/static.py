@@ -3,8 +3,6 @@ view already drew it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..core.turn import Turn
 
 __all__ = ["running_cell", "turn_bundle"]
