@@ -13,22 +13,8 @@ import mmsp_notebook as m
 from mmsp_notebook.engine.launch import interpolate, launch, user_message
 from mmsp_notebook.views.live import TextLive, drive
 from mmsp_notebook.views.model import status_text
+from tools import broken_tool, get_weather
 from mmsp_notebook.core.store import read_sidecar
-
-
-def get_weather(city: str, unit: str = "celsius") -> str:
-    """The current weather of a city.
-
-    Args:
-        city: The city's name.
-        unit: celsius or fahrenheit.
-    """
-    return f"18 degrees {unit} and sunny in {city}"
-
-
-def broken_tool(city: str) -> str:
-    """Look up the weather, badly."""
-    raise RuntimeError(f"weather service down for {city}")
 
 
 def interrupt_main_once(ready, after=0.0):

@@ -37,22 +37,14 @@ from browser_utils import (
     save_screenshot,
 )
 from helpers import chromium_path, require
+from tools import WEATHER_SOURCE, weather_in
 STATIC = Path(__file__).resolve().parent.parent / "mmsp_notebook" / "static"
 SRC = Path(__file__).resolve().parent.parent / "js" / "src"
 
-SETUP = '''%load_ext mmsp_notebook
-def get_weather(city: str) -> str:
-    """The weather of a city."""
-    return f"19 degrees and clear in {city}"
-'''
+SETUP = "%load_ext mmsp_notebook\n" + WEATHER_SOURCE
 TOOL_CELL = "%%mmsp -m demo+tps=60 --tools get_weather\nWhat's the weather in Paris?"
 IMAGE_CELL = "%%mmsp -m demo+tps=60\ndraw a lighthouse"
-WEATHER_CHAT = '''from mmsp_notebook import Chat
-def get_weather(city: str) -> str:
-    """The weather of a city."""
-    return f"19 degrees and clear in {city}"
-chat = Chat(tools=[get_weather])
-chat'''
+WEATHER_CHAT = "from mmsp_notebook import Chat\n" + WEATHER_SOURCE + "chat = Chat(tools=[get_weather])\nchat"
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -303,8 +295,8 @@ def test_lab_magic_streams_thinking_text_tool_and_image(page, server):
     assert "live:image" in seen and "live:footer" in seen, sorted(seen)
     # at the end: the static rendering, every part in its own area
     tool_turn, image_turn = static_in(cells(page).nth(1)), static_in(cells(page).nth(2))
-    assert_static_turn(tool_turn, tool="get_weather", tool_result="19 degrees and clear in Paris")
-    assert "19 degrees and clear in Paris" in tool_turn.locator(".mmsp-item.mmsp-text").last.inner_text()
+    assert_static_turn(tool_turn, tool="get_weather", tool_result=weather_in("Paris"))
+    assert weather_in("Paris") in tool_turn.locator(".mmsp-item.mmsp-text").last.inner_text()
     assert "2 steps" in tool_turn.locator(".mmsp-footer").inner_text()
     assert_static_turn(image_turn, image=True)
     # no live view left behind
@@ -407,8 +399,8 @@ def test_lab_chat_answers_stops_and_survives_a_reload(page, server):
     chat.locator(".mmsp-msg-user .mmsp-user-text", has_text="What's the weather in Rome?").wait_for()
     answer = last_assistant(chat)
     wait_status(answer, "complete")
-    assert_full_turn(answer, tool="get_weather", tool_result="19 degrees and clear in Rome")
-    assert "19 degrees and clear in Rome" in answer.locator(".mmsp-item.mmsp-text").last.inner_text()
+    assert_full_turn(answer, tool="get_weather", tool_result=weather_in("Rome"))
+    assert weather_in("Rome") in answer.locator(".mmsp-item.mmsp-text").last.inner_text()
     assert chat.locator("button.mmsp-send").text_content() == "Send"
     assert chat.locator("textarea.mmsp-input").input_value() == ""
     save_screenshot(page, "lab_chat.png")
@@ -440,7 +432,7 @@ def test_lab_chat_answers_stops_and_survives_a_reload(page, server):
     chat.locator(".mmsp-msg-user .mmsp-user-text", has_text="What's the weather in Rome?").wait_for(timeout=30_000)
     restored = last_assistant(chat)
     wait_status(restored, "complete")
-    assert_full_turn(restored, tool="get_weather", tool_result="19 degrees and clear in Rome")
+    assert_full_turn(restored, tool="get_weather", tool_result=weather_in("Rome"))
     slow.locator(".mmsp-msg-user .mmsp-user-text", has_text="Tell me about lighthouses").wait_for()
     restored_slow = last_assistant(slow)
     wait_status(restored_slow, "cancelled")
@@ -572,13 +564,13 @@ def test_notebook7_renders_the_magic_and_a_chat(page, server):
     seen = page.evaluate("window.__seen")
     for what in ("indicator", "thinking", "text", "tool:get_weather", "tool_result"):
         assert what in seen, f"{what!r} never showed in the live view while it streamed: {sorted(seen)}"
-    assert_static_turn(static, tool="get_weather", tool_result="19 degrees and clear in Paris")
+    assert_static_turn(static, tool="get_weather", tool_result=weather_in("Paris"))
     chat = nb_cells.nth(2).locator(".mmsp-chat").first
     chat.locator("textarea.mmsp-input").wait_for()
     send_chat(chat, "What's the weather in Oslo?")
     answer = last_assistant(chat)
     wait_status(answer, "complete")
-    assert_full_turn(answer, tool="get_weather", tool_result="19 degrees and clear in Oslo")
+    assert_full_turn(answer, tool="get_weather", tool_result=weather_in("Oslo"))
     assert not page.errors, page.errors
     save_screenshot(page, "notebook7.png")
 

@@ -10,6 +10,7 @@ import nbformat
 import pytest
 from helpers import html_of, text_of
 from nbclient import NotebookClient
+from tools import WEATHER_SOURCE, weather_in
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
 
@@ -36,11 +37,7 @@ def assert_usage_error(cell) -> None:
     assert all(len(o.traceback) <= 1 for o in cell.outputs if o.output_type == "error")
 
 
-SETUP = '''%load_ext mmsp_notebook
-def get_weather(city: str) -> str:
-    """The weather of a city."""
-    return f"19 degrees and clear in {city}"
-'''
+SETUP = "%load_ext mmsp_notebook\n" + WEATHER_SOURCE
 
 
 def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
@@ -80,7 +77,7 @@ def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
     tool_html = html_of(cells[2])
     assert re.search(r'<span class="mmsp-tool-label">tool call</span> <code class="mmsp-tool-name"[^>]*>get_weather</code>',
                      tool_html)
-    assert '<pre class="mmsp-tool-output">19 degrees and clear in Lisbon</pre>' in tool_html and ">2 steps</span>" in tool_html
+    assert f'<pre class="mmsp-tool-output">{weather_in("Lisbon")}</pre>' in tool_html and ">2 steps</span>" in tool_html
     assert '<img class="mmsp-img" src="data:image/png;base64,' in html_of(cells[3])
     assert '<audio class="mmsp-audio-player" controls src="data:audio/wav;base64,' in html_of(cells[4])
     assert "embedding · 64 dims" in html_of(cells[5])
@@ -91,7 +88,7 @@ def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
     assert "thinking.delta" in events_html and "<td>stop</td>" in events_html
     json_text = text_of(cells[8])
     assert "{'k': 1}" in json_text and '{"x": 1}' in json_text and '{"a": {"b": [1, 2]}}' in json_text
-    assert "complete stop 19 degrees and clear in Lisbon 2" in text_of(cells[9])
+    assert f"complete stop {weather_in('Lisbon')} 2" in text_of(cells[9])
     usage_html = html_of(cells[10])
     assert "prompt_tokens" in usage_html and usage_html.count("<tr>") == 7
     assert "tool_result.done" in html_of(cells[11])
