@@ -19,6 +19,7 @@ from ._errors import (
 )
 from .core.state import ItemState, ToolRun, TurnState
 from .core.turn import Turn
+from .engine.session import provide_local_server
 
 __version__ = "0.1.0"
 
@@ -53,6 +54,16 @@ _LAZY = {
     "aask": ".front.ask",
     "usage_frame": ".front.frames",
 }
+
+
+def _start_demo_server(instant: bool) -> Any:
+    # the demo models' server; the engine does not import the demo package, so it is handed this
+    from .demo import DemoServer
+
+    return DemoServer(instant=instant).start()
+
+
+provide_local_server(_start_demo_server)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,8 +1,9 @@
 """Execute notebooks headless and export them: ``python -m mmsp_notebook.run NOTEBOOK... [--out DIR]``.
 
-Each notebook runs top to bottom in a real kernel (nbclient), offline on the demo model; the
-executed notebook and an HTML export are written to ``--out`` and their paths printed. The exit
-status is non-zero when a cell fails.
+Each notebook runs top to bottom in a real kernel (nbclient), offline on the demo model, with a line
+per cell as it completes; the executed notebook and an HTML export are written to ``--out`` and their
+paths printed. Traces are named after the notebook (``quickstart/default/turn_001`` for
+``quickstart.ipynb``), as in JupyterLab. The exit status is non-zero when a cell fails.
 """
 
 from __future__ import annotations
@@ -12,13 +13,22 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, TextIO
 
 __all__ = ["execute", "main"]
 
 
+def _first_line(source: str, width: int = 60) -> str:
+    line = next((ln.strip() for ln in source.splitlines() if ln.strip()), "")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def execute(path: str | os.PathLike[str], out_dir: str | os.PathLike[str] = "out", timeout: int = 300,
-            kernel_name: str = "python3") -> tuple[Path, Path, object]:
-    """Run one notebook; returns the executed notebook's path, its HTML export's path, and the notebook."""
+            kernel_name: str = "python3", progress: TextIO | None = None) -> tuple[Path, Path, object]:
+    """Run one notebook; returns the executed notebook's path, its HTML export's path, and the notebook.
+
+    ``progress`` gets a line per code cell as it completes (cell number, seconds, its first line).
+    """
     import nbformat
     from nbclient import NotebookClient
     from nbconvert import HTMLExporter
@@ -29,8 +39,27 @@ def execute(path: str | os.PathLike[str], out_dir: str | os.PathLike[str] = "out
     nb = nbformat.read(src, as_version=4)
     # traces of the run go next to its outputs, unless the caller chose a cache directory
     os.environ.setdefault("MMSP_CACHE_DIR", str((out / "cache").absolute()))
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
-                            resources={"metadata": {"path": str(src.parent.absolute())}})
+    # the kernel names its traces after the notebook, as a notebook server tells it (JPY_SESSION_NAME)
+    os.environ["JPY_SESSION_NAME"] = str(src.absolute())
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    started: dict[int, float] = {}
+
+    def on_start(cell: Any, cell_index: int) -> None:
+        started[cell_index] = time.monotonic()
+
+    def on_executed(cell: Any, cell_index: int, execute_reply: Any = None) -> None:
+        if progress is None or cell.cell_type != "code":
+            return
+        n = cells.index(cell) + 1 if cell in cells else cell_index + 1
+        took = time.monotonic() - started.get(cell_index, time.monotonic())
+        width = len(str(len(cells)))
+        progress.write(f"  [{n:>{width}}/{len(cells)}] {took:5.1f} s  {_first_line(cell.source)}\n")
+        progress.flush()
+
+    # the kernel's log at ERROR: its warning about loopback TCP without encryption is noise here
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                            resources={"metadata": {"path": str(src.parent.absolute())}},
+                            on_cell_start=on_start, on_cell_executed=on_executed)
     client.execute()
     executed = out / src.name
     nbformat.write(nb, executed)
@@ -49,8 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for name in args.notebooks:
         started = time.monotonic()
+        print(f"running {name}", flush=True)
         try:
-            executed, html, _ = execute(name, args.out, args.timeout)
+            executed, html, _ = execute(name, args.out, args.timeout, progress=sys.stdout)
         except Exception as exc:  # a failing cell: say which notebook and why, go on with the rest
             print(f"FAILED {name}: {type(exc).__name__}: {str(exc)[-2000:]}", file=sys.stderr)
             status = 1

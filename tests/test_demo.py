@@ -25,8 +25,8 @@ from mmsp.abort_signal import AbortSignal
 
 from mmsp_notebook._errors import DemoServerError
 from mmsp_notebook.demo import DEMO_MODELS, PCM_MIME_TYPE, XSS_PAYLOADS, DemoServer, parse_model
-from mmsp_notebook.demo._replay import detect_protocol, split_frames
 from mmsp_notebook.demo._scenario import tokenize
+from mmsp_notebook.wire.sse import detect_protocol, split_frames
 
 CLIENTS = ["mmsp", "openai-chat", "openai-responses", "ant-messages"]
 
@@ -73,7 +73,7 @@ async def collect(
     try:
         async for event in client.streaming_response(messages, dict(config or {})):
             events.append(event)
-    except Exception as exc:  # noqa: BLE001 - the test inspects it
+    except Exception as exc:
         return events, exc
     finally:
         await aclose(client)
@@ -519,7 +519,7 @@ def test_stall_is_aborted_within_a_second(demo_server: DemoServer, client_type: 
         signal.abort("user pressed stop")
         try:
             await asyncio.wait_for(task, 5)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             return events, time.monotonic() - aborted, exc
         finally:
             await aclose(client)
@@ -638,8 +638,10 @@ def test_replay_file_errors(tmp_path: Path) -> None:
         DemoServer(replay=unknown)
     with pytest.raises(DemoServerError, match="cannot read"):
         DemoServer(replay=tmp_path / "missing.sse")
-    named = DemoServer(replay=unknown, replay_protocol="chat")
-    assert named._replay is not None and named._replay.protocol == "chat"
+    with DemoServer(replay=unknown, replay_protocol="chat", instant=True) as named:  # served as Chat, as named
+        with httpx.Client(base_url=named.base_url) as http:
+            assert http.post("/chat/completions", json={"model": "x", "messages": []}).content == b"data: hello\n\n"
+            assert http.post("/stream", json={"model": "demo", "messages": [user("hi")]}).content != b"data: hello\n\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -695,7 +697,7 @@ def test_stop_closes_a_stalled_stream_promptly() -> None:
                 async with http.stream("POST", f"{server.base_url}/stream", json={"model": "demo+stall", "messages": [user("x")]}) as response:
                     async for chunk in response.aiter_raw():
                         received.append(chunk)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 outcome["error"] = exc
             else:
                 outcome["error"] = None

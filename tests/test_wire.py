@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -14,11 +15,13 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from mmsp_notebook import ask
-from mmsp_notebook.wire.capture import Frame, pair_events, render_wire_html, split_timed_frames, stop_proxies
+from mmsp_notebook import DemoServerError, ask
 from mmsp_notebook.demo import DemoServer, WireProxy
-from mmsp_notebook.demo._replay import split_frames
-
+from mmsp_notebook.engine.launch import launch
+from mmsp_notebook.engine.session import Session
+from mmsp_notebook.views.wire import render_wire_html, render_wire_text
+from mmsp_notebook.wire.pairing import pair_events
+from mmsp_notebook.wire.sse import Frame, split_frames, split_timed_frames
 
 CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
 PROTOCOLS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")
@@ -132,8 +135,7 @@ def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(capl
 
 
 def test_proxy_is_loopback_only_and_reports_an_unreachable_upstream():
-    from mmsp_notebook import DemoServerError
-    with pytest.raises(DemoServerError):
+    with pytest.raises(DemoServerError, match="loopback"):
         WireProxy("http://127.0.0.1:9/v1", host="0.0.0.0")
     with pytest.raises(DemoServerError):
         WireProxy("ftp://example.com")
@@ -150,6 +152,37 @@ def test_proxy_passes_a_cut_on_to_the_client(demo_server):
         assert type(info.value).__name__ == "APIConnectionError"
         proxy.settle()
         assert proxy.transcripts[-1].outcome == "cut"
+
+
+def test_stopping_the_proxy_ends_a_stalled_stream_at_once(demo_server):
+    proxy = WireProxy(demo_server.base_url).start()
+    first = threading.Event()
+    ended: dict[str, BaseException | None] = {}
+
+    def stalled() -> None:
+        try:
+            with httpx.stream("POST", proxy.base_url + "/stream", timeout=httpx.Timeout(10, read=None),
+                              json={"model": "demo+stall", "messages": USER}) as response:
+                for _ in response.iter_raw():
+                    first.set()
+        except Exception as exc:
+            ended["error"] = exc
+        else:
+            ended["error"] = None
+
+    reader = threading.Thread(target=stalled, daemon=True)
+    reader.start()
+    assert first.wait(5), "the stalled stream sent its first fragment through the proxy"
+    started = time.monotonic()
+    proxy.stop()
+    assert time.monotonic() - started < 2.0 and not proxy.running
+    reader.join(2)
+    assert not reader.is_alive() and "error" in ended
+    assert proxy.transcripts[-1].outcome == "stopped"
+    with pytest.raises(DemoServerError, match="not running"):
+        _ = proxy.base_url
+    with proxy:  # it starts again, on a new port if need be
+        assert httpx.get(proxy.base_url + "/models").status_code == 200
 
 
 # ------------------------------------------------------------------------------------------ frames and pairing
@@ -199,7 +232,8 @@ def test_keys_sent_through_the_wire_reach_no_file_output_log_or_record(fresh_ses
         assert "raw SSE frame" in html and "text.delta" in html
         assert CANARY not in html + out.getvalue() + repr(turn.wire) + turn._repr_mimebundle_()["text/html"]
         turns.append(turn)
-    proxies = {proxy for turn in turns for proxy in [turn._wire_source[0]]}
+    proxies = fresh_session.wire_proxies.running()
+    assert {proxy.upstream for proxy in proxies} == {srv.base_url, srv.root_url}  # one per upstream
     for proxy in proxies:
         assert CANARY not in repr([{k: v for k, v in vars(r).items() if k != "_body"} for r in proxy.transcripts])
         assert all(CANARY.encode() not in r.response for r in proxy.transcripts)
@@ -209,7 +243,9 @@ def test_keys_sent_through_the_wire_reach_no_file_output_log_or_record(fresh_ses
     assert list((tmp_path / "cache").rglob("*.json"))  # the turns were traced there
     out, err = capfd.readouterr()
     assert CANARY not in out + err + caplog.text
-    stop_proxies(fresh_session)
+    fresh_session.close()
+    assert not fresh_session.wire_proxies.running() and not any(proxy.running for proxy in proxies)
+    assert not srv.running
 
 
 def test_saved_wire_replays_through_the_demo_server_to_the_same_events(fresh_session, tmp_path):
@@ -234,7 +270,50 @@ def test_saved_wire_replays_through_the_demo_server_to_the_same_events(fresh_ses
         with DemoServer(replay=path, instant=True) as replayer:
             replayed = asyncio.run(_collect(replayer.client("anything", client_type), {}))
         assert _plain(replayed) == _plain(turn.events), client_type
-    stop_proxies(fresh_session)
+
+
+def test_the_wire_is_captured_before_the_turn_future_resolves(fresh_session):
+    run, future = launch("What's the weather in Paris?", wire=True, sess=fresh_session, max_tokens=8, chat="f")
+    turn = future.result(timeout=30)  # no view drove it: nothing but the launch coroutine captured it
+    assert turn.status == "complete" and turn.wire is not None
+    wire = turn.wire
+    assert [row["event"] for row in wire.events] == turn.events  # every UniEvent, once, in order
+    assert [row["n"] for row in wire.events] == list(range(len(turn.events)))
+    assert all(row["ms"] is not None and row["ms"] >= 0 for row in wire.events)
+    assert repr(wire) == f"<Wire: 1 request, {len(wire)} frames, {len(turn.events)} UniEvents, paired by mmsp 1:1>"
+    # the conversation's next turn goes through the same tap, and captures only its own request
+    second = launch("And in Rome?", wire=True, sess=fresh_session, max_tokens=8, chat="f")[1].result(timeout=30)
+    assert len(second.wire.exchanges) == 1 and second.wire.exchanges[0].record.id != wire.exchanges[0].record.id
+    assert len(fresh_session.wire_proxies.running()) == 1
+
+
+def test_a_session_serves_demo_models_from_the_server_it_was_given(tmp_path, monkeypatch):
+    from mmsp_notebook.engine import session as session_module
+
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    started: list[DemoServer] = []
+
+    def own_server(instant: bool) -> DemoServer:
+        started.append(DemoServer(instant=instant, heartbeat=0.05).start())
+        return started[-1]
+
+    sess = Session(local_server=own_server)
+    sess.settings.demo_instant = True
+    try:
+        turn = launch("hello", sess=sess, max_tokens=5)[1].result(timeout=30)
+        wired = launch("hello", sess=sess, max_tokens=5, wire=True, chat="w")[1].result(timeout=30)
+        assert turn.status == wired.status == "complete" and len(started) == 1
+        assert len(started[0].transcripts) == 2  # both went to it, the second through the proxy
+        assert sess.wire_proxies.running()[0].upstream == started[0].base_url
+    finally:
+        sess.close()
+    assert not started[0].running and not sess.wire_proxies.running()
+
+    monkeypatch.setattr(session_module, "_local_server", None)  # nothing provided at all
+    bare = Session()
+    refused = launch("hello", sess=bare)[1].result(timeout=30)
+    assert refused.status == "error" and isinstance(refused.error, DemoServerError)
+    assert "--base-url" in str(refused.error)
 
 
 # ------------------------------------------------------------------------------------------ %%mmsp --wire
@@ -246,6 +325,9 @@ def test_magic_wire_shows_raw_sse_next_to_unievents_in_a_real_kernel(tmp_path, m
         "%%mmsp --wire -o a --max-tokens 8\nhello there",
         "%%mmsp --wire --client-type openai-chat -o b --chat c --max-tokens 8\nhello there",
         "print(len(a.wire), a.wire.exchanges[0].rule, b.wire.exchanges[0].rule, a.save_wire('a.sse').stat().st_size > 0)",
+        "a.wire",
+        "from mmsp_notebook.engine.session import session\nproxies = session().wire_proxies.running()\n"
+        "%unload_ext mmsp_notebook\nprint(len(proxies), [p.running for p in proxies])",
     )]
     monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
@@ -265,6 +347,10 @@ def test_magic_wire_shows_raw_sse_next_to_unievents_in_a_real_kernel(tmp_path, m
     assert "data: [DONE]" in chat_html
     printed = "".join(o.get("text", "") for o in nb.cells[3].outputs)
     assert "mmsp 1:1 fragment + arrival time True" in printed
+    value = nb.cells[4].outputs[0]["data"]  # a wire as a cell's value: the same table
+    assert "raw SSE frame" in value["text/html"] and "/v1/stream" in value["text/html"]
+    assert value["text/plain"].startswith("-- step 1: POST /v1/stream HTTP 200 mmsp")
+    assert "".join(o.get("text", "") for o in nb.cells[5].outputs).strip() == "1 [False]"  # %unload_ext stops it
     assert (tmp_path / "a.sse").read_bytes().startswith(b"data: {")
 
 
@@ -278,7 +364,7 @@ def test_chat_wire_and_the_proxy_command_line(fresh_session, capsys, tmp_path):
     turn = chat.send("hello")
     assert turn.status == "complete" and turn.wire.exchanges[0].rule == "mmsp 1:1"
     assert "POST /v1/stream HTTP 200" in capsys.readouterr().out  # shown below the cell (text outside Jupyter)
-    stop_proxies(fresh_session)
+    fresh_session.close()
 
     srv = fresh_session.demo_server()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -307,20 +393,19 @@ def test_chat_wire_and_the_proxy_command_line(fresh_session, capsys, tmp_path):
 def test_a_key_quoted_back_in_a_response_is_redacted_in_the_wire_view_and_its_saved_file(
         fresh_session, monkeypatch, key_echoing_server, tmp_path):
     import mmsp_notebook as m
-    from mmsp_notebook.wire.capture import render_wire_html, render_wire_text
 
     monkeypatch.setenv("MY_SECRET_VAR", "canary-key-9876543")
     for model in ("custom-model", "stream-refusal"):  # refused with HTTP 401, and inside an HTTP 200 stream
         turn = m.ask("hello", model=model, client_type="openai-chat", base_url=key_echoing_server,
                      api_key_env="MY_SECRET_VAR", wire=True, stream=io.StringIO())
         assert turn.status == "error" and turn.wire.exchanges
-        shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), repr(turn.wire)]
+        shown = [render_wire_html(turn.wire), render_wire_text(turn.wire)]
         if model == "custom-model":
             with pytest.raises(ValueError, match="HTTP 401"):
                 turn.wire.save(tmp_path / "refused.sse")
         else:
             shown.append(turn.wire.save(tmp_path / "refused.sse").read_bytes().decode())
         assert all("Incorrect API key" in text for text in shown)
-        assert all("canary-key-9876543" not in text for text in shown)
+        assert all("canary-key-9876543" not in text for text in [*shown, repr(turn.wire)])
         assert "[redacted]" in shown[0]  # (the text view cuts long lines before it)
         assert model == "custom-model" or "[redacted]" in shown[-1]  # the saved stream

@@ -107,10 +107,10 @@ replayable file. No header (Authorization, x-api-key) is ever stored.
 
 from __future__ import annotations
 
-from ._scenario import DEMO_MODELS, FAULTS, XSS_PAYLOADS, ModelSpec, parse_model
+from ..wire.proxy import WireProxy, WireTranscript  # the recording proxy, offered here next to the server
 from ._media import PCM_MIME_TYPE
+from ._scenario import DEMO_MODELS, FAULTS, XSS_PAYLOADS, ModelSpec, parse_model
 from ._server import DemoServer, Transcript
-from ..wire.proxy import WireProxy, WireTranscript
 
 __all__ = [
     "DEMO_MODELS",

@@ -9,7 +9,8 @@ import threading
 from collections.abc import Sequence
 
 from .._errors import DemoServerError
-from ._replay import PROTOCOLS
+from ..wire.proxy import WireProxy
+from ..wire.sse import PROTOCOLS
 from ._server import DemoServer
 
 __all__ = ["main"]
@@ -44,11 +45,6 @@ def _run_proxy(args: argparse.Namespace) -> int:
     """``--proxy``: forward to the upstream, print one line per request, save the streams if asked."""
     from pathlib import Path
 
-    from ..wire.proxy import WireProxy
-
-    if args.host not in ("127.0.0.1", "::1", "localhost"):
-        print("error: the wire proxy listens on loopback addresses only", file=sys.stderr, flush=True)
-        return 2
     try:
         proxy = WireProxy(args.proxy, args.host, args.port).start()
     except DemoServerError as exc:
@@ -69,7 +65,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
                 if record.id in reported or record.outcome == "streaming":
                     continue
                 reported.add(record.id)
-                line = (f"{record.id} {record.method} {record.endpoint} -> {record.status} {record.protocol} "  # type: ignore[attr-defined]
+                line = (f"{record.id} {record.method} {record.endpoint} -> {record.status} {record.protocol} "
                         f"{len(record.response)} bytes {record.outcome}")
                 if save_dir is not None and record.status == 200 and record.protocol != "embeddings":
                     line += f" saved {proxy.save_transcript(record.id, save_dir / f'{record.id}.sse')}"

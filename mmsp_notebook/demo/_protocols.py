@@ -60,11 +60,11 @@ def _json(value: Any) -> str:
 
 
 def _data(value: Any) -> bytes:
-    return f"data: {_json(value)}\n\n".encode("utf-8")
+    return f"data: {_json(value)}\n\n".encode()
 
 
 def _event(name: str, value: Any) -> bytes:
-    return f"event: {name}\ndata: {_json(value)}\n\n".encode("utf-8")
+    return f"event: {name}\ndata: {_json(value)}\n\n".encode()
 
 
 DONE = b"data: [DONE]\n\n"
@@ -396,7 +396,7 @@ class ResponsesEncoder(Encoder):
         frames = [self._emit("response.output_item.added", {"output_index": index, "item": self._item(index, block, False)})]
         item_id = self._item_id(index, block)
         if block.kind == "thinking":
-            part = {"type": "summary_text", "text": ""}
+            part: dict[str, Any] = {"type": "summary_text", "text": ""}
             frames.append(
                 self._emit(
                     "response.reasoning_summary_part.added",
@@ -525,7 +525,7 @@ class MessagesEncoder(Encoder):
         return body
 
     def open(self) -> list[bytes]:
-        message = {
+        message: dict[str, Any] = {
             "id": f"msg_{self.plan.seed[:24]}",
             "type": "message",
             "role": "assistant",
@@ -538,6 +538,7 @@ class MessagesEncoder(Encoder):
         return [_event("message_start", {"type": "message_start", "message": message})]
 
     def begin(self, index: int, block: Block) -> list[bytes]:
+        content: dict[str, Any]
         if block.kind == "thinking":
             content = {"type": "thinking", "thinking": "", "signature": ""}
         elif block.kind == "text":

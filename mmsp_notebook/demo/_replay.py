@@ -1,56 +1,20 @@
 """Replaying a captured SSE transcript verbatim.
 
 A transcript is the raw bytes a server sent for one streamed response (what
-``DemoServer.save_transcript`` writes, or what ``curl -N`` prints). Its protocol is recognised
-from its content, or named.
+``DemoServer.save_transcript`` and ``turn.save_wire`` write, or what ``curl -N`` prints). Its
+protocol is recognised from its content, or named; it is cut into frames as the wire inspector
+cuts a capture (:mod:`mmsp_notebook.wire.sse`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._errors import DemoServerError
+from ..wire.sse import PROTOCOLS, detect_protocol, split_frames
 
-__all__ = ["PROTOCOLS", "Replay", "detect_protocol", "load_replay", "split_frames"]
-
-PROTOCOLS = ("mmsp", "chat", "responses", "messages")
-
-_FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
-
-
-def detect_protocol(data: bytes) -> str | None:
-    """The protocol a transcript speaks, recognised from its content, or None.
-
-    ``event: message_start`` is Messages, ``event: response.`` is Responses,
-    ``chat.completion.chunk`` is Chat Completions and ``"event_type"`` is MMSP's wire.
-    """
-    if b"event: message_start" in data or b"event:message_start" in data:
-        return "messages"
-    if b"event: response." in data or b"event:response." in data:
-        return "responses"
-    if b"chat.completion.chunk" in data:
-        return "chat"
-    if b'"event_type"' in data:
-        return "mmsp"
-    return None
-
-
-def split_frames(data: bytes) -> list[bytes]:
-    """Cut a transcript into its SSE frames, each with the blank line that ends it.
-
-    ``b"".join(split_frames(data)) == data`` always holds; trailing bytes without a blank line
-    form a last frame of their own.
-    """
-    frames = []
-    start = 0
-    for match in _FRAME_END.finditer(data):
-        frames.append(data[start : match.end()])
-        start = match.end()
-    if start < len(data):
-        frames.append(data[start:])
-    return frames
+__all__ = ["PROTOCOLS", "Replay", "load_replay"]
 
 
 @dataclass(frozen=True)

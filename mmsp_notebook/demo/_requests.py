@@ -106,7 +106,7 @@ def read_mmsp(body: Any) -> DemoRequest:
     for index, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("content_items"), list):
             raise BadRequest(f"messages[{index}] must be an object with a content_items list.")
-        role = message.get("role") if message.get("role") in ("user", "assistant") else "user"
+        role = message["role"] if message.get("role") in ("user", "assistant") else "user"
         turn = Turn(role)
         for item in message["content_items"]:
             if not isinstance(item, dict):

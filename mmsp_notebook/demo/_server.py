@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
-import logging
-import socket
-import threading
 import time
 import uuid
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,116 +18,30 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
-from . import _requests
+from .._loopback import AbruptClose, LoopbackServer, Transcript, TranscriptLog, scrub, until_disconnect
+from ._answer import build_plan
 from ._protocols import ENCODERS, Encoder, StreamEnds, embeddings_body, http_error
 from ._replay import Replay, load_replay
-from ._scenario import DEMO_MODELS, ModelSpec, Plan, Usage, build_plan, parse_model, request_seed
+from ._requests import (
+    BadRequest,
+    DemoRequest,
+    read_chat,
+    read_embeddings,
+    read_messages,
+    read_mmsp,
+    read_responses,
+    seed_payload,
+)
+from ._scenario import DEMO_MODELS, ModelSpec, Plan, Usage, parse_model, request_seed
 
 __all__ = ["DemoServer", "Transcript"]
 
-_READERS: dict[str, Callable[[Any], _requests.DemoRequest]] = {
-    "mmsp": _requests.read_mmsp,
-    "chat": _requests.read_chat,
-    "responses": _requests.read_responses,
-    "messages": _requests.read_messages,
+_READERS: dict[str, Callable[[Any], DemoRequest]] = {
+    "mmsp": read_mmsp,
+    "chat": read_chat,
+    "responses": read_responses,
+    "messages": read_messages,
 }
-_SENSITIVE = {"authorization", "api_key", "apikey", "api-key", "x-api-key", "x_api_key", "key", "token", "secret"}
-_STARTUP_TIMEOUT = 10.0
-_STOP_TIMEOUT = 2.0
-
-
-class _AbruptClose(Exception):
-    """Raised out of a response to have uvicorn close the connection mid-body."""
-
-
-class _QuietCuts(logging.Filter):
-    """Drops uvicorn's traceback for a connection the demo closed on purpose."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not _caused_by_cut(record.exc_info[1] if record.exc_info else None)
-
-
-def _caused_by_cut(exc: BaseException | None, depth: int = 0) -> bool:
-    if exc is None or depth > 10:
-        return False
-    if isinstance(exc, _AbruptClose):
-        return True
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_caused_by_cut(inner, depth + 1) for inner in exc.exceptions)
-    return _caused_by_cut(exc.__cause__ or exc.__context__, depth + 1)
-
-
-_quiet = _QuietCuts()
-
-
-def _install_log_filter() -> None:
-    logger = logging.getLogger("uvicorn.error")
-    if _quiet not in logger.filters:
-        logger.addFilter(_quiet)
-
-
-@dataclass
-class Transcript:
-    """What the server sent for one request.
-
-    Attributes:
-        id: The request id, also sent as the ``x-demo-request-id`` response header.
-        endpoint: The path requested, e.g. ``/v1/chat/completions``.
-        protocol: ``mmsp``, ``chat``, ``responses``, ``messages`` or ``embeddings``.
-        model: The model name requested.
-        request: The request body (parsed JSON); no header, key or Authorization is kept.
-        status: The HTTP status.
-        response: The raw response body bytes, as sent.
-        chunk_times_ms: For each chunk sent, milliseconds since the request arrived.
-        outcome: ``complete``, ``refused``, ``cut`` (closed mid-stream on purpose),
-            ``client_gone`` or ``stopped`` (the server shut down), or ``streaming``.
-        chunks: The sizes of the chunks sent, in order.
-    """
-
-    id: str
-    endpoint: str
-    protocol: str
-    model: str
-    request: Any
-    status: int = 200
-    chunk_times_ms: list[float] = field(default_factory=list, repr=False)
-    outcome: str = "streaming"
-    chunks: list[int] = field(default_factory=list, repr=False)
-    started: float = field(default_factory=time.monotonic, repr=False)
-    _body: bytearray = field(default_factory=bytearray, repr=False)
-
-    @property
-    def response(self) -> bytes:
-        """The raw response body bytes sent so far."""
-        return bytes(self._body)
-
-    def add(self, chunk: bytes) -> None:
-        """Record one chunk as sent now."""
-        self._body += chunk
-        self.chunks.append(len(chunk))
-        self.chunk_times_ms.append(round((time.monotonic() - self.started) * 1000, 3))
-
-    def summary(self) -> dict[str, Any]:
-        """The record without its bytes, for ``GET /v1/_demo/transcripts``."""
-        return {
-            "id": self.id,
-            "endpoint": self.endpoint,
-            "protocol": self.protocol,
-            "model": self.model,
-            "status": self.status,
-            "outcome": self.outcome,
-            "bytes": len(self._body),
-            "chunks": len(self.chunks),
-        }
-
-
-def _scrub(value: Any) -> Any:
-    """A copy of a request body without any field that looks like a credential."""
-    if isinstance(value, dict):
-        return {key: _scrub(item) for key, item in value.items() if str(key).lower() not in _SENSITIVE}
-    if isinstance(value, list):
-        return [_scrub(item) for item in value]
-    return value
 
 
 @dataclass
@@ -154,12 +62,12 @@ class _Pacer:
 
     async def _sleep(self, seconds: float) -> None:
         if self._shutdown.is_set():
-            raise _AbruptClose("server stopping")
+            raise AbruptClose("server stopping")
         try:
             await asyncio.wait_for(self._shutdown.wait(), timeout=seconds)
         except TimeoutError:
             return
-        raise _AbruptClose("server stopping")
+        raise AbruptClose("server stopping")
 
     async def wait(self, seconds: float) -> AsyncIterator[bytes]:
         """Wait `seconds`, yielding a heartbeat after each full heartbeat interval of it."""
@@ -178,33 +86,7 @@ class _Pacer:
     async def stall(self) -> None:
         """Wait until the server stops (the client going away cancels the wait)."""
         await self._shutdown.wait()
-        raise _AbruptClose("server stopping")
-
-
-async def _until_disconnect(
-    pump: Coroutine[Any, Any, None], receive: Receive, stop: asyncio.Event | None = None
-) -> asyncio.Task[None]:
-    """Run a response's ``pump`` until it ends, the client disconnects or ``stop`` is set; what is
-    still running then is cancelled. Returns the pump's task, for the caller to read the outcome."""
-
-    async def listen() -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-
-    pump_task = asyncio.create_task(pump)
-    tasks = {pump_task, asyncio.create_task(listen())}
-    if stop is not None:
-        tasks.add(asyncio.create_task(stop.wait()))
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    return pump_task
+        raise AbruptClose("server stopping")
 
 
 class _SSEResponse:
@@ -230,13 +112,13 @@ class _SSEResponse:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         try:
-            pump_task = await _until_disconnect(pump(), receive)
+            pump_task = await until_disconnect(pump(), receive)
         finally:
             await self._frames.aclose()  # type: ignore[attr-defined]
         error = pump_task.exception() if pump_task.done() and not pump_task.cancelled() else None
         if error is None and pump_task.done() and not pump_task.cancelled():
             self._record.outcome = "complete"
-        elif isinstance(error, _AbruptClose):
+        elif isinstance(error, AbruptClose):
             self._record.outcome = "stopped" if "stopping" in str(error) else "cut"
         elif error is None:
             self._record.outcome = "client_gone"
@@ -247,11 +129,14 @@ class _SSEResponse:
 
 
 class _App:
-    """The routes, over the server's settings, transcripts and shutdown event."""
+    """The routes, over the server's settings, replay, records and shutdown event."""
 
-    def __init__(self, server: DemoServer) -> None:
-        self.server = server
-        self.shutdown: asyncio.Event | None = None
+    def __init__(self, settings: _Settings, replay: Replay | None, log: TranscriptLog[Transcript],
+                 loopback: LoopbackServer) -> None:
+        self.settings = settings
+        self.replay = replay
+        self.log = log
+        self.loopback = loopback
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -262,16 +147,14 @@ class _App:
         if record is not None:
             record.status = status
             record.outcome = "refused" if status >= 400 else "complete"
-            record.add(response.body)
+            record.add(bytes(response.body))
         return response
 
     def _refuse(self, protocol: str, status: int, kind: str, message: str, record: Transcript | None = None, **headers: str) -> JSONResponse:
         return self._json(http_error(protocol, kind, message), status, record, **headers)
 
     def _shutdown_event(self) -> asyncio.Event:
-        if self.shutdown is None:
-            self.shutdown = asyncio.Event()
-        return self.shutdown
+        return self.loopback.shutdown
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -293,11 +176,11 @@ class _App:
 
     async def transcripts(self, request: Request) -> Response:
         """``GET /v1/_demo/transcripts``: every record kept, without bytes."""
-        return JSONResponse([record.summary() for record in self.server.transcripts])
+        return JSONResponse([record.summary() for record in self.log.all()])
 
     async def transcript(self, request: Request) -> Response:
         """``GET /v1/_demo/transcripts/{id}``: the raw bytes sent for one request."""
-        record = self.server._find(request.path_params["request_id"])
+        record = self.log.find(request.path_params["request_id"])
         if record is None:
             return self._json(http_error("mmsp", "not_found", "No transcript with that id."), 404)
         return Response(record.response, media_type="text/plain; charset=utf-8")
@@ -314,13 +197,13 @@ class _App:
         record = Transcript(
             id=uuid.uuid4().hex[:16], endpoint=request.url.path, protocol=protocol, model="", request=None
         )
-        self.server._add(record)
+        self.log.add(record)
         raw = await request.body()
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
             return self._refuse(protocol, 400, "invalid_request", "Request body is not valid JSON.", record)
-        record.request = _scrub(body)
+        record.request = scrub(body)
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             record.model = body["model"]
         return record, body
@@ -332,13 +215,13 @@ class _App:
         if isinstance(begun, JSONResponse):
             return begun
         record, body = begun
-        settings = self.server._settings
-        replay = self.server._replay
+        settings = self.settings
+        replay = self.replay
         if replay is not None and replay.protocol == protocol:
             return self._sse(_replay_frames(replay, settings, self._shutdown_event()), record)
         try:
             demo_request = _READERS[protocol](body)
-        except _requests.BadRequest as exc:
+        except BadRequest as exc:
             return self._refuse(protocol, 400, "invalid_request", str(exc), record)
         try:
             spec = parse_model(demo_request.model)
@@ -364,7 +247,7 @@ class _App:
                 **{"retry-after": str(spec.retry_after), "x-should-retry": "false"},
             )
         encoder_class = ENCODERS[protocol]
-        seed = request_seed(_requests.seed_payload(demo_request, spec.base, spec.xss))
+        seed = request_seed(seed_payload(demo_request, spec.base, spec.xss))
         plan = build_plan(demo_request, spec, media=encoder_class.media, seed=seed)
         encoder = encoder_class(plan, spec.name, record.id)
         return self._sse(_drive(encoder, plan, spec, settings, self._shutdown_event()), record)
@@ -376,9 +259,9 @@ class _App:
             return begun
         record, body = begun
         try:
-            demo_request = _requests.read_embeddings(body)
+            demo_request = read_embeddings(body)
             spec = parse_model(demo_request.model)
-        except _requests.BadRequest as exc:
+        except BadRequest as exc:
             return self._refuse("embeddings", 400, "invalid_request", str(exc), record)
         except DemoServerError as exc:
             return self._refuse("embeddings", 404, "not_found", str(exc), record)
@@ -391,7 +274,7 @@ class _App:
                 "embeddings", 429, "rate_limit", "Rate limit reached (injected fault +429).", record,
                 **{"retry-after": str(spec.retry_after), "x-should-retry": "false"},
             )
-        seed = request_seed(_requests.seed_payload(demo_request, spec.base, False))
+        seed = request_seed(seed_payload(demo_request, spec.base, False))
         plan = build_plan(demo_request, spec, media=False, seed=seed)
         return self._json(embeddings_body(plan, spec.name, body.get("encoding_format")), 200, record)
 
@@ -489,7 +372,7 @@ async def _drive(
                 count += 1
                 if count == plan.fault_at:
                     if spec.fault in ("cut-text", "cut-args"):
-                        raise _AbruptClose(f"injected fault +{spec.fault}")
+                        raise AbruptClose(f"injected fault +{spec.fault}")
                     if spec.fault == "error":
                         for frame in encoder.error("model_not_found", f"Model not found: {spec.name} (injected fault +error)"):
                             yield frame
@@ -511,15 +394,6 @@ async def _drive(
         yield frame
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class DemoServer:
     """An offline model server speaking MMSP's wire and the Chat Completions, Responses and Messages protocols.
 
@@ -530,7 +404,8 @@ class DemoServer:
             chat = srv.client("demo", "openai-chat")
 
     The server runs uvicorn on an event loop of its own in a daemon thread, on a socket it binds
-    itself (port 0 picks a free port). It binds loopback addresses only unless ``allow_remote``.
+    itself (port 0 picks a free port): a :class:`~mmsp_notebook._loopback.LoopbackServer`, as the
+    wire proxy is. It binds loopback addresses only unless ``allow_remote``.
 
     Args:
         host: The address to bind: ``127.0.0.1`` (default), ``::1``, ``localhost``, or any other
@@ -563,52 +438,30 @@ class DemoServer:
         allow_remote: bool = False,
         max_transcripts: int = 200,
     ) -> None:
-        if not _is_loopback(host) and not allow_remote:
-            raise DemoServerError(
-                f"refusing to bind {host}: the demo server listens on loopback addresses only "
-                "(127.0.0.1, ::1, localhost) unless allow_remote=True (--allow-remote)"
-            )
+        self._server = LoopbackServer("demo server", host, port, allow_remote=allow_remote)
         if tokens_per_second <= 0:
             raise DemoServerError("tokens_per_second must be positive")
         if first_token_delay < 0:
             raise DemoServerError("first_token_delay must not be negative")
         if heartbeat <= 0:
             raise DemoServerError("heartbeat must be positive")
-        if not 0 <= port <= 65535:
-            raise DemoServerError(f"invalid port {port}")
         self.host = host
-        self._requested_port = port
-        self._settings = _Settings(instant, float(tokens_per_second), float(first_token_delay), float(heartbeat))
-        self._replay: Replay | None = load_replay(replay, replay_protocol) if replay is not None else None
-        self._transcripts: deque[Transcript] = deque(maxlen=max_transcripts)
-        self._lock = threading.Lock()
-        self._app = _App(self)
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._port: int | None = None
-        self._startup_error: BaseException | None = None
+        settings = _Settings(instant, float(tokens_per_second), float(first_token_delay), float(heartbeat))
+        self._log: TranscriptLog[Transcript] = TranscriptLog(max_transcripts)
+        loaded = load_replay(replay, replay_protocol) if replay is not None else None
+        self._app = _App(settings, loaded, self._log, self._server)
 
     # -- addresses -----------------------------------------------------------------------------
 
     @property
     def port(self) -> int:
         """The port the server listens on (the real one when started with port 0)."""
-        if self._port is None:
-            raise DemoServerError("the demo server is not running; call start() first")
-        return self._port
+        return self._server.port
 
     @property
     def root_url(self) -> str:
         """``http://HOST:PORT``, the base URL Anthropic's SDK takes (it appends ``/v1/messages``)."""
-        host = self.host
-        if host == "localhost":
-            host = "127.0.0.1"
-        elif host in ("0.0.0.0", ""):
-            host = "127.0.0.1"
-        elif host == "::":
-            host = "::1"
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        return self._server.root_url
 
     @property
     def base_url(self) -> str:
@@ -618,7 +471,7 @@ class DemoServer:
     @property
     def running(self) -> bool:
         """Whether the server is serving."""
-        return self._thread is not None and self._thread.is_alive() and self._port is not None
+        return self._server.running
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -626,85 +479,14 @@ class DemoServer:
         """Bind the socket and start serving in a daemon thread; returns once the server accepts.
 
         Raises:
-            DemoServerError: The address cannot be bound or the server did not start.
+            DemoServerError: Already running, the address cannot be bound or the server did not start.
         """
-        if self._thread is not None:
-            raise DemoServerError("the demo server is already running")
-        bind_host = "127.0.0.1" if self.host == "localhost" else self.host
-        family = socket.AF_INET6 if ":" in bind_host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((bind_host, self._requested_port))
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError as exc:
-            sock.close()
-            raise DemoServerError(f"cannot listen on {self.host}:{self._requested_port}: {exc}") from exc
-        self._port = sock.getsockname()[1]
-        _install_log_filter()
-        config = uvicorn.Config(
-            self._app.build(),
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-            timeout_keep_alive=5,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._run, args=(sock,), name="mmsp-demo-server", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + _STARTUP_TIMEOUT
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                error = self._startup_error
-                self._thread = None
-                self._port = None
-                sock.close()
-                raise DemoServerError(f"the demo server did not start: {error or 'timed out'}")
-            time.sleep(0.01)
+        self._server.start(self._app.build())
         return self
-
-    def _run(self, sock: socket.socket) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        try:
-            self._app.shutdown = asyncio.Event()
-            assert self._server is not None
-            loop.run_until_complete(self._server.serve(sockets=[sock]))
-        except BaseException as exc:  # reported by start()
-            self._startup_error = exc
-        finally:
-            try:
-                pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            finally:
-                loop.close()
-                sock.close()
 
     def stop(self) -> None:
         """Stop serving: open streams are closed at once (a stalled one too), then the loop ends."""
-        thread, server, loop = self._thread, self._server, self._loop
-        if thread is None or server is None:
-            return
-        if loop is not None and not loop.is_closed() and self._app.shutdown is not None:
-            try:
-                loop.call_soon_threadsafe(self._app.shutdown.set)
-            except RuntimeError:
-                pass
-        server.should_exit = True
-        thread.join(_STOP_TIMEOUT / 2)
-        if thread.is_alive():
-            server.force_exit = True
-            thread.join(_STOP_TIMEOUT / 2)
-        self._thread = None
-        self._server = None
-        self._loop = None
-        self._port = None
+        self._server.stop()
 
     def __enter__(self) -> DemoServer:
         return self.start()
@@ -713,7 +495,7 @@ class DemoServer:
         self.stop()
 
     def __repr__(self) -> str:
-        state = self.base_url if self._port is not None else "stopped"
+        state = self.base_url if self.running else "stopped"
         return f"DemoServer({state})"
 
     # -- clients -------------------------------------------------------------------------------
@@ -739,19 +521,10 @@ class DemoServer:
 
     # -- transcripts ---------------------------------------------------------------------------
 
-    def _add(self, record: Transcript) -> None:
-        with self._lock:
-            self._transcripts.append(record)
-
-    def _find(self, request_id: str) -> Transcript | None:
-        with self._lock:
-            return next((record for record in self._transcripts if record.id == request_id), None)
-
     @property
     def transcripts(self) -> list[Transcript]:
         """The records of the requests served, oldest first (at most ``max_transcripts``)."""
-        with self._lock:
-            return list(self._transcripts)
+        return self._log.all()
 
     def transcript(self, request_id: str) -> Transcript:
         """The record of one request, by the id of its ``x-demo-request-id`` header.
@@ -759,10 +532,7 @@ class DemoServer:
         Raises:
             DemoServerError: No record has that id.
         """
-        record = self._find(request_id)
-        if record is None:
-            raise DemoServerError(f"no transcript with id {request_id!r}")
-        return record
+        return self._log.get(request_id)
 
     def save_transcript(self, request_id: str, path: str | Path) -> Path:
         """Write the raw bytes streamed for one request to a file ``--replay`` can serve.
@@ -773,9 +543,4 @@ class DemoServer:
         Raises:
             DemoServerError: No record has that id, or the response was not a stream.
         """
-        record = self.transcript(request_id)
-        if record.protocol == "embeddings" or record.status != 200:
-            raise DemoServerError(f"transcript {request_id} is not an SSE stream (status {record.status})")
-        target = Path(path)
-        target.write_bytes(record.response)
-        return target
+        return self._log.save(request_id, path)

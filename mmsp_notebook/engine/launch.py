@@ -173,9 +173,10 @@ def launch(
     async def go() -> Turn:
         try:
             if wire:
-                from ..wire.capture import wire_client
+                from .wiretap import wire_client
 
-                client = await wire_client(sess, conv, turn, model, client_type, base_url, api_key_env)
+                tap = await wire_client(sess, conv, model, client_type, base_url, api_key_env)
+                client = tap.client
             else:
                 client = await sess.ensure_client(conv, model, client_type, base_url, api_key_env)
         except Exception as exc:  # a refused configuration: no step ever started
@@ -186,10 +187,10 @@ def launch(
         # mmsp's wire client leaves tracing to its server: the trace of such a turn is saved here
         done = await run_turn(run, client, message, config, toolset, steps, trace=bool(trace_id),
                               save_trace_here=routed == "mmsp")
-        if wire:
-            from ..wire.capture import capture_wire
+        if wire:  # captured before the future resolves: a front door showing the wire finds it
+            from .wiretap import capture_wire
 
-            await capture_wire(done)
+            await capture_wire(done, tap)
         return done
 
     return run, _worker.submit(go())

@@ -1,4 +1,4 @@
-"""Per-kernel state: settings, named conversations (each an mmsp client with its history), the demo server.
+"""Per-kernel state: settings, named conversations (each an mmsp client with its history), loopback servers.
 
 Nothing here imports IPython. The magic, ``ask``/``aask`` and the chat widget all go through
 :class:`Session` so a conversation, its trace ids and its usage table are the same whichever way a
@@ -13,13 +13,15 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
-from .._errors import OptionError
+from .._errors import DemoServerError, OptionError
 from ..core.redact import register_secret_env
 from .options import Settings
+from ..wire.proxies import WireProxies
 
-__all__ = ["Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env"]
+__all__ = ["Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env", "LocalServer",
+           "provide_local_server"]
 
 DEMO_BASES = ("demo", "demo-embed")
 
@@ -37,6 +39,33 @@ def api_key_from_env(name: str | None) -> str | None:
 
 def is_demo_model(model: str) -> bool:
     return model.split("+", 1)[0] in DEMO_BASES
+
+
+class LocalServer(Protocol):
+    """What a session needs of the local server of the demo models (``mmsp_notebook.demo.DemoServer``)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    def client(self, model: str, client_type: str = "mmsp") -> Any: ...
+
+    def stop(self) -> None: ...
+
+
+#: Starts the local model server: ``factory(instant)`` returns it running.
+LocalServerFactory = Callable[[bool], LocalServer]
+_local_server: LocalServerFactory | None = None
+
+
+def provide_local_server(factory: LocalServerFactory) -> None:
+    """Name what starts the server of the demo models in sessions that were given none.
+
+    The engine does not import the demo package (a layer rule): the package's ``__init__``
+    provides :class:`~mmsp_notebook.demo.DemoServer` here, so every way into the package finds the
+    demo models served; a session can be handed another server instead (``Session(local_server=...)``).
+    """
+    global _local_server
+    _local_server = factory
 
 
 def image_item(value: Any) -> dict[str, Any] | None:
@@ -105,35 +134,55 @@ class Conversation:
 
 
 class Session:
-    """Everything a kernel keeps between cells."""
+    """Everything a kernel keeps between cells.
 
-    def __init__(self) -> None:
+    Args:
+        local_server: Starts the server of the demo models (``local_server(instant)`` returns it
+            running); by default what :func:`provide_local_server` named.
+    """
+
+    def __init__(self, local_server: LocalServerFactory | None = None) -> None:
         self.settings = Settings()
         self.conversations: dict[str, Conversation] = {}
         self.turns: list[Any] = []  # every turn of this kernel, for %mmsp usage
         self.last_error: BaseException | None = None
         self.last_turn: Any = None
         self.notebook = "notebook"
-        self._demo = None
+        self.wire_proxies = WireProxies()  # the recording proxies of --wire turns, one per upstream
+        self._local_server = local_server
+        self._demo: LocalServer | None = None
         self._demo_lock = threading.Lock()
 
-    # ---------------------------------------------------------------- demo server
-    def demo_server(self) -> Any:
-        """The demo model server this kernel started on first use (loopback, a free port)."""
+    # ---------------------------------------------------------------- loopback servers
+    def demo_server(self) -> LocalServer:
+        """The local model server of the demo models, started on first use (loopback, a free port).
+
+        Raises:
+            DemoServerError: No local model server is provided, or it cannot start.
+        """
         with self._demo_lock:
             if self._demo is None:
-                from ..demo import DemoServer
-
-                server = DemoServer(instant=self.settings.demo_instant)
-                server.start()
-                self._demo = server
+                start = self._local_server or _local_server
+                if start is None:
+                    raise DemoServerError("no local model server serves the demo models here: give a --base-url, "
+                                          "or start one with mmsp_notebook.demo.DemoServer")
+                self._demo = start(self.settings.demo_instant)
             return self._demo
 
-    def stop_demo(self) -> None:
+    def close(self) -> None:
+        """Stop the loopback servers this session started: its wire proxies, then the demo model server.
+
+        The session stays usable: a later turn starts what it needs again.
+        """
+        self.wire_proxies.close()
         with self._demo_lock:
             if self._demo is not None:
                 self._demo.stop()
                 self._demo = None
+
+    def stop_demo(self) -> None:
+        """Stop the demo model server and the wire proxies (the same as :meth:`close`)."""
+        self.close()
 
     # ---------------------------------------------------------------- conversations
     def conversation(self, name: str | None) -> Conversation:

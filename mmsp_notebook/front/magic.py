@@ -225,4 +225,4 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    session().stop_demo()
+    session().close()  # the demo model server and the wire proxies

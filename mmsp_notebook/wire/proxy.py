@@ -23,9 +23,10 @@ Keys
     URL holding a key never reaches a message. It listens on loopback addresses only.
 
 Server stack
-    The proxy is the demo server's stack (Starlette on uvicorn, its own event loop in a daemon
-    thread, loopback-only bind) with a catch-all route; the upstream call is made with httpx and
-    no redirect following. Its records are the demo server's :class:`~mmsp_notebook.demo.Transcript`
+    The proxy is a :class:`~mmsp_notebook._loopback.LoopbackServer` (Starlette on uvicorn, its own
+    event loop in a daemon thread, loopback-only bind), as the demo server is, with a catch-all
+    route; the upstream call is made with httpx and no redirect following. Its records are
+    :class:`~mmsp_notebook._loopback.Transcript` records, the demo server's kind
     (:class:`WireTranscript` adds the arrival clock), so ``transcripts``, ``transcript(id)`` and
     ``save_transcript(id, path)`` work as on the demo server.
 
@@ -37,7 +38,6 @@ Taps
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -56,8 +56,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
-from ..demo._replay import detect_protocol
-from ..demo._server import DemoServer, Transcript, _AbruptClose, _scrub, _until_disconnect
+from .._loopback import AbruptClose, LoopbackServer, Transcript, TranscriptLog, scrub, until_disconnect
+from .sse import detect_protocol
 
 __all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query"]
 
@@ -86,7 +86,7 @@ _PROTOCOL_BY_PATH = (
 
 @dataclass
 class WireTranscript(Transcript):
-    """A request forwarded by the proxy: the demo server's record plus what only a proxy knows.
+    """A request forwarded by the proxy: the record a loopback server keeps, plus what only a proxy knows.
 
     Attributes:
         tap: The tap the request came through (``""`` without one).
@@ -216,9 +216,9 @@ class _Forward:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-        shutdown = self.app.shutdown
+        shutdown = proxy._server.shutdown
         try:
-            pump_task = await _until_disconnect(pump(), receive, shutdown)
+            pump_task = await until_disconnect(pump(), receive, shutdown)
         finally:
             await upstream.aclose()
         if pump_task.done() and not pump_task.cancelled() and pump_task.exception() is None:
@@ -226,9 +226,9 @@ class _Forward:
         elif pump_task.done() and not pump_task.cancelled():
             # the upstream closed mid-body: close the client's connection the same way
             record.outcome = "cut"
-            raise _AbruptClose("the upstream closed the connection mid-body") from None
+            raise AbruptClose("the upstream closed the connection mid-body") from None
         else:
-            record.outcome = "stopped" if shutdown is not None and shutdown.is_set() else "client_gone"
+            record.outcome = "stopped" if shutdown.is_set() else "client_gone"
         if record.protocol in ("other", "chat", "responses", "messages", "mmsp") and record.status == 200:
             detected = detect_protocol(record.response)
             if detected is not None:
@@ -240,7 +240,6 @@ class _ProxyApp:
 
     def __init__(self, proxy: WireProxy) -> None:
         self.proxy = proxy
-        self.shutdown: asyncio.Event | None = None
         self._http: httpx.AsyncClient | None = None
 
     def http(self) -> httpx.AsyncClient:
@@ -268,7 +267,7 @@ class _ProxyApp:
         parsed: Any = None
         if body:
             try:
-                parsed = _scrub(json.loads(body))
+                parsed = scrub(json.loads(body))
             except ValueError:
                 parsed = {"bytes": len(body)}  # not JSON: only its size is kept
         record = WireTranscript(
@@ -276,7 +275,7 @@ class _ProxyApp:
             model=parsed.get("model", "") if isinstance(parsed, dict) and isinstance(parsed.get("model"), str) else "",
             request=parsed, tap=tap, method=request.method,
         )
-        self.proxy._add(record)
+        self.proxy._log.add(record)
         return _Forward(self, request, body, record, raw_path)
 
     def build(self) -> Starlette:
@@ -284,12 +283,11 @@ class _ProxyApp:
         return Starlette(routes=[Route("/{path:path}", self.forward, methods=methods)])
 
 
-class WireProxy(DemoServer):
+class WireProxy:
     """A recording proxy on loopback in front of ``upstream`` (see the module docstring).
 
-    It reuses :class:`~mmsp_notebook.demo.DemoServer`'s server life cycle (``start``/``stop``, the
-    context manager, ``port``, ``root_url``, ``transcripts``, ``save_transcript``) with a route of
-    its own; it serves no demo model.
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`. It serves no model: every
+    request goes to the upstream.
 
     Args:
         upstream: The endpoint's base URL, as a client would be given it
@@ -300,15 +298,15 @@ class WireProxy(DemoServer):
         max_transcripts: How many request records are kept (oldest dropped first).
 
     Attributes:
-        base_url: The URL to hand a client instead of ``upstream``: the proxy's root plus
-            ``upstream``'s path.
+        upstream: The upstream base URL, normalised (no trailing slash).
+        upstream_display: The upstream's scheme, host and port only (what messages show).
 
     Raises:
         DemoServerError: ``upstream`` is not an http(s) URL, or ``host`` is not a loopback address.
     """
 
     def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, *, max_transcripts: int = 200) -> None:
-        super().__init__(host, port, allow_remote=False, max_transcripts=max_transcripts)
+        self._server = LoopbackServer("wire proxy", host, port)
         parts = urlsplit(str(upstream))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise DemoServerError(f"the upstream must be an http(s) URL, not {upstream!r}")
@@ -318,12 +316,34 @@ class WireProxy(DemoServer):
         self._upstream_origin = f"{parts.scheme}://{parts.netloc}"
         self._upstream_path = parts.path.rstrip("/")
         self.upstream_display = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-        self._app = _ProxyApp(self)  # type: ignore[assignment]
+        self._log: TranscriptLog[WireTranscript] = TranscriptLog(max_transcripts)
+        self._app = _ProxyApp(self)
+
+    # -- addresses -----------------------------------------------------------------------------
 
     @property
-    def base_url(self) -> str:  # type: ignore[override]
-        """The proxy's root plus the upstream's path: the base URL to hand a client."""
+    def host(self) -> str:
+        return self._server.host
+
+    @property
+    def port(self) -> int:
+        """The port the proxy listens on (the real one when started with port 0)."""
+        return self._server.port
+
+    @property
+    def root_url(self) -> str:
+        """``http://HOST:PORT``, the proxy's root."""
+        return self._server.root_url
+
+    @property
+    def base_url(self) -> str:
+        """The proxy's root plus the upstream's path: the base URL to hand a client instead of ``upstream``."""
         return f"{self.root_url}{self._upstream_path}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the proxy is serving."""
+        return self._server.running
 
     def tap_url(self, tap: str, root: bool = False) -> str:
         """The base URL of a tap: requests through it are tagged ``tap`` in :attr:`transcripts`.
@@ -336,24 +356,35 @@ class WireProxy(DemoServer):
             raise DemoServerError(f"invalid tap name {tap!r}")
         return f"{self.root_url}/_tap/{tap}" + ("" if root else self._upstream_path)
 
-    def records(self, tap: str | None = None) -> list[WireTranscript]:
-        """The records kept, oldest first; only those of one tap when ``tap`` is given."""
-        return [r for r in self.transcripts if tap is None or getattr(r, "tap", "") == tap]  # type: ignore[misc]
+    # -- life cycle ----------------------------------------------------------------------------
 
-    def settle(self, timeout: float = 2.0) -> bool:
-        """Wait until no record is still streaming (a client may finish before the proxy's last write).
+    def start(self) -> WireProxy:
+        """Start serving on loopback in a daemon thread; returns once the proxy accepts.
 
-        Returns:
-            Whether every record had ended within ``timeout`` seconds.
+        Raises:
+            DemoServerError: Already running, or the address cannot be bound.
         """
-        deadline = time.monotonic() + timeout
-        while any(r.outcome == "streaming" for r in self.transcripts):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-        return True
+        install_log_filter()
+        self._server.start(self._app.build(), on_exit=self._app.close)
+        return self
 
-    def client(self, model: str = "demo", client_type: str = "mmsp", api_key: str | None = None) -> Any:  # type: ignore[override]
+    def stop(self) -> None:
+        """Stop serving: open streams end at once, then the upstream connections are closed."""
+        self._server.stop()
+
+    def __enter__(self) -> WireProxy:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = self.root_url if self.running else "stopped"
+        return f"WireProxy({state} -> {self.upstream_display})"
+
+    # -- clients -------------------------------------------------------------------------------
+
+    def client(self, model: str = "demo", client_type: str = "mmsp", api_key: str | None = None) -> Any:
         """An ``mmsp.AutoLLMClient`` whose requests go through this proxy.
 
         ``ant-messages`` / ``anthropic-official`` clients are given the proxy's root URL plus the
@@ -366,26 +397,42 @@ class WireProxy(DemoServer):
             base_url = base_url[: -len("/v1")]
         return AutoLLMClient(model=model, api_key=api_key, base_url=base_url, client_type=client_type)
 
-    def start(self) -> WireProxy:
-        """Start serving on loopback in a daemon thread (see :meth:`DemoServer.start`)."""
-        install_log_filter()
-        super().start()
-        return self
+    # -- records -------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Close the upstream connections, then stop serving."""
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            try:
-                asyncio.run_coroutine_threadsafe(self._app.close(), loop).result(1.0)  # type: ignore[attr-defined]
-            except Exception:
-                pass
-        super().stop()
+    @property
+    def transcripts(self) -> list[WireTranscript]:
+        """The records of the requests forwarded, oldest first (at most ``max_transcripts``)."""
+        return self._log.all()
+
+    def transcript(self, request_id: str) -> WireTranscript:
+        """The record of one request, by its id.
+
+        Raises:
+            DemoServerError: No record has that id.
+        """
+        return self._log.get(request_id)
+
+    def records(self, tap: str | None = None) -> list[WireTranscript]:
+        """The records kept, oldest first; only those of one tap when ``tap`` is given."""
+        return [r for r in self._log.all() if tap is None or r.tap == tap]
+
+    def settle(self, timeout: float = 2.0) -> bool:
+        """Wait until no record is still streaming (a client may finish before the proxy's last write).
+
+        Returns:
+            Whether every record had ended within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while any(r.outcome == "streaming" for r in self._log.all()):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     def save_transcript(self, request_id: str, path: str | Path) -> Path:
-        """Write the raw response bytes of one streamed request to a file ``DemoServer(replay=...)`` serves."""
-        return super().save_transcript(request_id, path)
+        """Write the raw response bytes of one streamed request to a file ``DemoServer(replay=...)`` serves.
 
-    def __repr__(self) -> str:
-        state = self.root_url if self._port is not None else "stopped"
-        return f"WireProxy({state} -> {self.upstream_display})"
+        Raises:
+            DemoServerError: No record has that id, or the response was not a stream.
+        """
+        return self._log.save(request_id, path)

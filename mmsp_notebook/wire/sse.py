@@ -1,0 +1,127 @@
+"""Server-sent events as bytes: cutting a response into frames, and telling which protocol it speaks.
+
+A frame is an event block and the blank line that ends it (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``);
+comments (``: keep-alive``) and heartbeats are frames too. The demo server's replay serves frames
+cut by :func:`split_frames`; the wire inspector cuts a captured response the same way and times
+each frame by the chunk that completed it (:func:`split_timed_frames`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PROTOCOLS", "Frame", "detect_protocol", "parse_frame", "split_frames", "split_timed_frames"]
+
+#: The streaming protocols a captured response can be recognised as.
+PROTOCOLS = ("mmsp", "chat", "responses", "messages")
+
+_FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_LINE_END = re.compile(r"\r\n|\n|\r")
+
+
+def detect_protocol(data: bytes) -> str | None:
+    """The protocol a stream speaks, recognised from its content, or None.
+
+    ``event: message_start`` is Messages, ``event: response.`` is Responses,
+    ``chat.completion.chunk`` is Chat Completions and ``"event_type"`` is MMSP's wire.
+    """
+    if b"event: message_start" in data or b"event:message_start" in data:
+        return "messages"
+    if b"event: response." in data or b"event:response." in data:
+        return "responses"
+    if b"chat.completion.chunk" in data:
+        return "chat"
+    if b'"event_type"' in data:
+        return "mmsp"
+    return None
+
+
+def split_frames(data: bytes) -> list[bytes]:
+    """Cut a stream into its SSE frames, each with the blank line that ends it.
+
+    ``b"".join(split_frames(data)) == data`` always holds; trailing bytes without a blank line
+    form a last frame of their own.
+    """
+    frames = []
+    start = 0
+    for match in _FRAME_END.finditer(data):
+        frames.append(data[start : match.end()])
+        start = match.end()
+    if start < len(data):
+        frames.append(data[start:])
+    return frames
+
+
+@dataclass
+class Frame:
+    """One SSE frame as it arrived: its bytes (blank line included) and when its end arrived.
+
+    Attributes:
+        index: Its position in the response.
+        t: ``time.monotonic()`` when the chunk that completed it arrived.
+        raw: Its bytes.
+        kind: ``data`` (a data payload), ``done`` (``[DONE]``), ``comment`` (only ``:`` lines) or ``other``.
+        event: Its ``event:`` field.
+        data: Its ``data:`` lines, joined.
+    """
+
+    index: int
+    t: float
+    raw: bytes
+    kind: str
+    event: str | None = None
+    data: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.raw.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        """The data payload parsed as JSON, or None."""
+        if self.data is None:
+            return None
+        try:
+            return json.loads(self.data)
+        except ValueError:
+            return None
+
+
+def parse_frame(index: int, t: float, raw: bytes) -> Frame:
+    """Read one frame's fields."""
+    text = raw.decode("utf-8", errors="replace")
+    lines = [line for line in _LINE_END.split(text) if line != ""]
+    data = [line[5:].removeprefix(" ") for line in lines if line.startswith("data:")]
+    event = next((line[6:].strip() for line in lines if line.startswith("event:")), None)
+    if data:
+        joined = "\n".join(data)
+        return Frame(index, t, raw, "done" if joined.strip() == "[DONE]" else "data", event, joined)
+    if lines and all(line.startswith(":") for line in lines):
+        return Frame(index, t, raw, "comment", event)
+    return Frame(index, t, raw, "other", event)
+
+
+def split_timed_frames(data: bytes, sizes: list[int], times: list[float]) -> list[Frame]:
+    """Cut a response into SSE frames, each timed by the chunk that completed it.
+
+    Args:
+        data: The response bytes (``b"".join`` of the chunks).
+        sizes: The size of each chunk, in order.
+        times: When each chunk arrived (``time.monotonic()``).
+    """
+    ends: list[int] = []
+    total = 0
+    for size in sizes:
+        total += size
+        ends.append(total)
+    frames: list[Frame] = []
+    end = 0
+    chunk = 0
+    for raw in split_frames(data):
+        end += len(raw)
+        while chunk < len(ends) - 1 and ends[chunk] < end:
+            chunk += 1
+        frames.append(parse_frame(len(frames), times[chunk] if times else 0.0, raw))
+    return frames
