@@ -13,8 +13,10 @@ from ._errors import (
     DemoServerError,
     MMSPNotebookError,
     OptionError,
+    OptionTypeError,
     ProtocolError,
     TraceError,
+    TraceNotFoundError,
     TurnError,
 )
 from .core.state import ItemState, ToolRun, TurnState
@@ -30,9 +32,11 @@ __all__ = [
     "ItemState",
     "MMSPNotebookError",
     "OptionError",
+    "OptionTypeError",
     "ProtocolError",
     "ToolRun",
     "TraceError",
+    "TraceNotFoundError",
     "Turn",
     "TurnError",
     "TurnState",

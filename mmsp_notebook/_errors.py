@@ -4,11 +4,14 @@ Hierarchy (every class is exported from ``mmsp_notebook``)::
 
     MMSPNotebookError            base of everything this package raises itself
     ├── ProtocolError            a stream broke the UniEvent grammar (index + reason)
-    ├── OptionError              a bad magic option, config key or argument
+    ├── OptionError              a bad magic option, config key or argument (also a ValueError)
+    │   └── OptionTypeError      an argument of the wrong type (also a TypeError)
     ├── DemoServerError          the demo model server cannot start or was misused
     ├── TurnError                a turn did not complete and strict mode asked to raise
     ├── BusyError                a conversation already has a turn streaming
-    └── TraceError               a trace or its timing cannot be found or used (replay)
+    └── TraceError               a trace or its timing cannot be found, read or used (also a
+        │                        ValueError); ``path`` and ``reason`` name the file and what is wrong
+        └── TraceNotFoundError   no such trace file (also a FileNotFoundError)
 
 Errors of the ``mmsp`` library itself (``UpstreamError``, ``IncompleteStreamError``,
 ``ToolCallArgumentParseError``, ...) are never wrapped: a turn records them as they are, and
@@ -19,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "DemoServerError", "TurnError", "BusyError",
-           "TraceError"]
+__all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "OptionTypeError", "DemoServerError", "TurnError",
+           "BusyError", "TraceError", "TraceNotFoundError"]
 
 
 class MMSPNotebookError(Exception):
@@ -45,6 +48,10 @@ class OptionError(MMSPNotebookError, ValueError):
     """A malformed option, configuration value or argument (a one-line message, no traceback)."""
 
 
+class OptionTypeError(OptionError, TypeError):
+    """An argument of the wrong type: catchable as :class:`OptionError` and as ``TypeError``."""
+
+
 class DemoServerError(MMSPNotebookError, RuntimeError):
     """The demo model server could not start, or was asked for something it refuses."""
 
@@ -65,4 +72,17 @@ class BusyError(MMSPNotebookError, RuntimeError):
 
 
 class TraceError(MMSPNotebookError, ValueError):
-    """A trace cannot be found, read or used: a missing file, a damaged record, a turn it does not hold."""
+    """A trace cannot be found, read or used: a missing file, a damaged record, a turn it does not hold.
+
+    ``path`` is the file concerned (or None) and ``reason`` what is wrong with it, without the path
+    (the message when no shorter reason was given).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, reason: str | None = None) -> None:
+        self.path = path
+        self.reason = reason if reason is not None else message
+        super().__init__(message)
+
+
+class TraceNotFoundError(TraceError, FileNotFoundError):
+    """No trace file where one was looked for: catchable as :class:`TraceError` and as ``FileNotFoundError``."""

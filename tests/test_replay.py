@@ -10,9 +10,10 @@ import time
 import pytest
 
 import mmsp_notebook as mn
-from mmsp_notebook import ask, traces
+from mmsp_notebook import MMSPNotebookError, OptionError, OptionTypeError, TraceError, TraceNotFoundError, ask, traces
 from mmsp_notebook.views.html import render_html
-from mmsp_notebook.front.replay import load_recorded, replay_plan, strip_timings
+from mmsp_notebook.front.replay import replay_plan, strip_timings
+from mmsp_notebook.traces.recorded import load_recorded
 from mmsp_notebook.core.store import sidecar_path
 
 
@@ -89,11 +90,12 @@ def test_replay_takes_a_path_or_a_load_turns_row_and_shows_text(recorded, tmp_pa
     shown = mn.replay(row, speed=20, root=tmp_path / "cache")  # display=True outside Jupyter: text on stdout
     _same_state(shown, recorded)
     assert recorded.text[:40] in capsys.readouterr().out
-    with pytest.raises(ValueError):
+    with pytest.raises(TraceError, match="there is no turn 5"):
         mn.replay(recorded.trace_id, turn=5, display=False)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(TraceNotFoundError, match="no trace file") as missing:
         mn.replay("no/such/trace", display=False)
-    with pytest.raises(ValueError):
+    assert isinstance(missing.value, FileNotFoundError) and missing.value.path.endswith("no/such/trace.json")
+    with pytest.raises(OptionError):
         mn.replay(recorded.trace_id, speed=0, display=False)
 
 
@@ -211,7 +213,7 @@ def test_replay_finds_a_dotted_trace_id_where_mmsps_tracer_put_it(quick, tmp_pat
     assert mn.replay(cache / "runs" / "v1.json", speed=math.inf, display=False).replayed_from["timed"] is True
     # once trace id runs/v1 is saved, the Tracer's file holds it: runs/v1.5 is no longer there
     Tracer(cache_dir=cache).save_history(model, data["history"], "runs/v1", dict(config, trace_id="runs/v1"))
-    with pytest.raises(FileNotFoundError, match="runs/v1.5"):
+    with pytest.raises(TraceNotFoundError, match="runs/v1.5"):
         mn.replay("runs/v1.5", display=False)
     assert mn.replay("runs/v1", speed=math.inf, display=False).text == quick.text
 
@@ -299,13 +301,13 @@ def test_replay_reads_a_bom_trace_and_names_what_is_wrong_with_a_damaged_one(qui
         "history_str.json": (b'{"history": "abc"}', "'history' is a str"),
         "no_history.json": (b'{"foo": 1}', "no 'history'"),
         "history_ints.json": (b'{"history": [1]}', r"history\[0\] is a int"),
-        "truncated.json": (raw[: len(raw) // 2], "not valid UTF-8 JSON"),
-        "binary.json": (b"\xff\xfe\x00{", "not valid UTF-8 JSON"),
+        "truncated.json": (raw[: len(raw) // 2], "not valid JSON"),
+        "binary.json": (b"\xff\xfe\x00{", "not valid JSON"),
         "items_str.json": (with_items("abc"), "content_items are a str"),
         "item_untyped.json": (with_items([{"text": "hi"}]), "content item 0 is not an object with a 'type'"),
         "bad_base64.json": (with_items([{"type": "inline_data.done", "mime_type": "image/png", "data": "abcde"}]),
                             "is damaged"),
-        "empty.json": (b" \n", "the file is empty"),
+        "empty.json": (b" \n", "empty file"),
         "text_int.json": (with_items([{"type": "text.done", "text": 5}]),
                           r"item 0 \(text.done\) has a text that is a int"),
         "call_unnamed.json": (with_items([{"type": "tool_call.done", "tool_call_id": "c1", "arguments": {}}]),
@@ -320,9 +322,10 @@ def test_replay_reads_a_bom_trace_and_names_what_is_wrong_with_a_damaged_one(qui
     for name, (content, reason) in damaged.items():
         bad = tmp_path / name
         bad.write_bytes(content)
-        with pytest.raises(ValueError, match=reason) as info:
+        with pytest.raises(TraceError, match=reason) as info:
             mn.replay(bad, speed=math.inf, display=False)
-        assert name in str(info.value)
+        assert name in str(info.value) and info.value.path == str(bad) and name not in info.value.reason
+        assert isinstance(info.value, ValueError)  # what replay raised before its errors had a class
 
 
 def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tmp_path):
@@ -331,29 +334,30 @@ def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tm
         row = traces.load_turns(cache, otel=otel).iloc[-1]
         for given in (row, row.to_dict()):
             _same_state(mn.replay(given, speed=math.inf, display=False, root=cache), quick)
-    with pytest.raises(TypeError, match="one of its rows"):
+    with pytest.raises(OptionTypeError, match="one of its rows"):
         mn.replay(traces.load_turns(cache), display=False)
-    with pytest.raises(ValueError, match="no trace id"):
+    with pytest.raises(OptionError, match="no trace id"):
         mn.replay({"message_index": 1}, display=False)
 
     failed = ask("hello", model="demo+error", stream=io.StringIO())
     assert failed.status == "error" and failed.trace_id and sidecar_path(failed.trace_id).is_file()
-    with pytest.raises(ValueError, match="did not complete .*never recorded"):
+    with pytest.raises(TraceError, match="did not complete .*never recorded"):
         mn.replay(failed.trace_id, display=False)
     failed_row = traces.load_turns(cache).set_index("trace_id").loc[failed.trace_id]
-    with pytest.raises(ValueError, match="did not complete"):
+    with pytest.raises(TraceError, match="did not complete"):
         mn.replay(failed_row.to_dict() | {"trace_id": failed.trace_id}, display=False)
 
     for speed in ("2", None, b"2", [2]):
-        with pytest.raises(TypeError, match="speed must be a number"):
+        with pytest.raises(OptionTypeError, match="speed must be a number"):
             mn.replay(quick.trace_id, speed=speed, display=False)
     for speed in (-1, 0, math.nan, -math.inf):
-        with pytest.raises(ValueError, match="speed must be a positive number"):
+        with pytest.raises(OptionError, match="speed must be a positive number"):
             mn.replay(quick.trace_id, speed=speed, display=False)
-    with pytest.raises(TypeError, match="turn must be an integer"):
+    with pytest.raises(OptionTypeError, match="turn must be an integer"):
         mn.replay(quick.trace_id, turn="0", display=False)
-    with pytest.raises(TypeError, match="trace must be"):
+    with pytest.raises(OptionTypeError, match="trace must be") as info:
         mn.replay(5, display=False)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, MMSPNotebookError)
     assert mn.replay(quick.trace_id, speed=4.0, turn=0, display=False).text == quick.text
 
 
@@ -375,3 +379,15 @@ def test_a_stopped_replay_ends_during_a_long_pause(fresh_session):
     turn = future.result(timeout=5)
     assert time.monotonic() - started < 2
     assert turn.status == "cancelled" and turn.text == "Hello"
+
+
+def test_locating_a_recorded_message_needs_no_front_door_views_or_pandas(quick):
+    import subprocess
+    import sys
+
+    code = ("import sys; from mmsp_notebook.traces.recorded import load_recorded; "
+            f"r = load_recorded({quick.trace_id!r}); "
+            "print(r['record'] is not None, sorted(m for m in sys.modules if m.startswith(('pandas', "
+            "'mmsp_notebook.front', 'mmsp_notebook.views', 'IPython'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "[]"]

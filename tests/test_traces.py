@@ -26,7 +26,6 @@ from mmsp.registry import list_supported_models
 
 from mmsp_notebook import traces
 from mmsp_notebook.core.store import append_sidecar, read_sidecar
-from mmsp_notebook.traces._io import read_sidecar_records
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1767225600000  # 2026-01-01T00:00:00Z in Unix ms
@@ -315,7 +314,7 @@ def test_damaged_files_are_skipped_with_one_warning(tmp_path: Path) -> None:
     assert "top level is a JSON list" in skipped["list.json"]
     assert "no 'history' key" in skipped["foreign.json"]
     assert "'history' is a dict" in skipped["history_dict.json"]
-    assert "history[0] is not a message" in skipped["history_items.json"]
+    assert "history[0] is a int, not a message object" in skipped["history_items.json"]
     # the same for items and events; nothing was written
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -459,9 +458,10 @@ def test_sidecar_reader_matches_read_sidecar(tmp_path: Path) -> None:
     ]
     path.write_text("\n".join(lines))
     reference = [json.loads(lines[i]) for i in (0, 4, 5)]  # objects with a trace_id; not the half-written last
-    assert list(read_sidecar(path)) == reference
-    assert read_sidecar_records(str(path)) == reference
-    without = read_sidecar_records(str(path), events=False)
+    records = read_sidecar(path)
+    assert list(records) == reference and records.damaged == 2  # "[1, 2]" and the object without a trace_id
+    assert read_sidecar(str(path)) == reference
+    without = read_sidecar(str(path), events=False)
     assert [{k: v for k, v in r.items() if k != "events"} for r in without] == [
         {k: v for k, v in r.items() if k != "events"} for r in reference
     ]
@@ -774,7 +774,9 @@ def test_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkey
         save(tmp_path, f"t{k}", [user("q", T0), answer("a", T0 + 10)])
     traces.load_turns(tmp_path)
     assert "loading turns" not in capsys.readouterr().err
-    monkeypatch.setattr(traces, "PROGRESS_THRESHOLD", 2)
+    from mmsp_notebook.traces import _load
+
+    monkeypatch.setattr(_load, "PROGRESS_THRESHOLD", 2)
     traces.load_turns(tmp_path)
     assert "loading turns" in capsys.readouterr().err
     traces.load_turns(tmp_path, progress=False)

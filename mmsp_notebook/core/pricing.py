@@ -1,57 +1,159 @@
-"""Cost of a turn from the list prices of ``mmsp.list_supported_models``."""
+"""List prices and the cost of a response's usage: one price table for ``Turn.cost`` and the trace loaders.
+
+Prices are USD per million tokens per usage bucket, the shape of ``pricing`` in
+``mmsp.list_supported_models()``: ``{"prompt_tokens": 1.25, "response_tokens": 10.0,
+"cached_tokens": 0.125, "thoughts_tokens": 10.0}``. User prices (``prices=``, in ``Turn.cost_at``
+and ``traces.load_turns``) take the same shape, by model id: ``{"my-model": {"prompt_tokens": 0.5,
+"response_tokens": 1.5}}``.
+
+Lookup
+    A user price for the model id first; then mmsp's registry entry for ``(model, client type)``
+    when the client type is known; then the model's first registry entry (a model served by several
+    platforms is priced at its vendor's own endpoint, which the registry lists first).
+
+Fallback rule (the one rule of every cost here)
+    A price needs ``prompt_tokens`` and ``response_tokens``. Cached tokens without a cache price
+    cost the prompt price (the platform publishes no discount); thoughts tokens without a thoughts
+    price cost the response price (providers bill reasoning as output).
+
+Cost
+    ``cached * p_cached + prompt * p_prompt + thoughts * p_thoughts + response * p_response``
+    with a missing bucket counted as 0; ``None`` when the model has no price or the usage has no
+    bucket at all — never 0 for "unknown".
+"""
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any, Mapping
 
-__all__ = ["price_for", "cost_of", "format_cost"]
+from .._errors import OptionError
 
+__all__ = ["BUCKETS", "Prices", "PerToken", "PriceTable", "LIST_PRICES", "per_token", "price_for", "cost_of",
+           "format_cost"]
+
+#: mmsp's usage buckets, in the order of every per-token price tuple here.
 BUCKETS = ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens")
+
+#: User prices: model id -> USD per million tokens per bucket (the registry's ``pricing`` shape).
+Prices = Mapping[str, Mapping[str, Any]]
+#: ``(cached, prompt, thoughts, response)`` USD per token, the fallback rule applied.
+PerToken = tuple[float, float, float, float]
+
+
+def per_token(pricing: Mapping[str, Any]) -> PerToken:
+    """USD per token of a registry-shaped price (per million tokens), the fallback rule applied.
+
+    Raises:
+        OptionError: no ``prompt_tokens`` / ``response_tokens``, or a price that is not a finite
+            number of at least 0.
+    """
+    if not isinstance(pricing, Mapping):
+        raise OptionError(f"a price is a mapping of usage buckets to USD per million tokens, not {pricing!r}")
+
+    def number(bucket: str, fallback: float | None = None) -> float:
+        value = pricing.get(bucket)
+        if value is None:
+            if fallback is None:
+                raise OptionError(f"a price needs prompt_tokens and response_tokens (USD per million tokens), "
+                                  f"got {dict(pricing)!r}")
+            return fallback
+        try:
+            out = float(value)
+        except (TypeError, ValueError):
+            out = math.nan
+        if isinstance(value, bool) or not (math.isfinite(out) and out >= 0):
+            raise OptionError(f"the price of {bucket} must be a number of at least 0 (USD per million tokens), "
+                              f"not {value!r}")
+        return out
+
+    prompt = number("prompt_tokens")
+    response = number("response_tokens")
+    return (number("cached_tokens", prompt) / 1e6, prompt / 1e6, number("thoughts_tokens", response) / 1e6,
+            response / 1e6)
 
 
 @lru_cache(maxsize=1)
-def _price_table() -> dict[tuple[str, str | None], dict[str, Any]]:
+def _registry() -> tuple[dict[tuple[str, str], PerToken], dict[str, PerToken]]:
+    """Per-token list prices from mmsp's registry: ``(by (model, client type), by model)``."""
     import mmsp
 
-    table: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for entry in mmsp.list_supported_models():
+    by_pair: dict[tuple[str, str], PerToken] = {}
+    by_model: dict[str, PerToken] = {}
+    for entry in mmsp.list_supported_models("USD"):
         pricing = entry.get("pricing")
         if not pricing:
             continue
-        table.setdefault((entry["model"], entry.get("client")), dict(pricing))
-        table.setdefault((entry["model"], None), dict(pricing))
-    return table
-
-
-def price_for(model: str, client_type: str | None = None) -> dict[str, Any] | None:
-    """The per-million-token prices of a model (for that client type when listed), or ``None``."""
-    table = _price_table()
-    return table.get((model, client_type)) or table.get((model, None))
-
-
-def cost_of(usage: Mapping[str, Any] | None, model: str, client_type: str | None = None) -> float | None:
-    """The cost of one response's usage, or ``None`` when the price or the usage is unknown.
-
-    Cached tokens without a published cache price are charged at the prompt price.
-    """
-    if not usage:
-        return None
-    pricing = price_for(model, client_type)
-    if pricing is None:
-        return None
-    total = 0.0
-    for bucket in BUCKETS:
-        tokens = usage.get(bucket)
-        if not tokens:
+        try:
+            prices = per_token(pricing)
+        except OptionError:  # an entry without a usable price is a model without a price
             continue
-        price = pricing.get(bucket)
-        if price is None and bucket == "cached_tokens":
-            price = pricing.get("prompt_tokens")
-        if price is None:
+        by_pair.setdefault((entry["model"], entry["client"]), prices)
+        by_model.setdefault(entry["model"], prices)
+    return by_pair, by_model
+
+
+class PriceTable:
+    """mmsp's list prices, with user ``prices`` (by model id) taking precedence.
+
+    ``PriceTable()`` is the list prices (:data:`LIST_PRICES`). A bad user price raises
+    :class:`~mmsp_notebook.OptionError` when the table is made.
+    """
+
+    __slots__ = ("_user",)
+
+    def __init__(self, prices: Prices | None = None) -> None:
+        if prices is not None and not isinstance(prices, Mapping):
+            raise OptionError(f"prices map model ids to prices ({{'my-model': {{'prompt_tokens': 0.5, "
+                              f"'response_tokens': 1.5}}}}), not {type(prices).__name__}")
+        self._user = {str(model): per_token(p) for model, p in (prices or {}).items()}
+
+    def lookup(self, model: str | None, client_type: str | None = None) -> PerToken | None:
+        """``(cached, prompt, thoughts, response)`` USD per token of a model, or ``None`` when unknown."""
+        if not model:
             return None
-        total += tokens * float(price) / 1_000_000
-    return total
+        found = self._user.get(model)
+        if found is not None:
+            return found
+        by_pair, by_model = _registry()
+        if client_type is not None:
+            found = by_pair.get((model, client_type))
+        return found if found is not None else by_model.get(model)
+
+    def cost(self, usage: Mapping[str, Any] | None, model: str | None, client_type: str | None = None) -> float | None:
+        """The cost in USD of one response's usage (see "Cost" above), or ``None`` when unknown."""
+        if not usage:
+            return None
+        prices = self.lookup(model, client_type)
+        if prices is None:
+            return None
+        total = 0.0
+        present = False
+        for bucket, price in zip(BUCKETS, prices):
+            tokens = usage.get(bucket)
+            if tokens is None or isinstance(tokens, bool) or not isinstance(tokens, (int, float)):
+                continue
+            present = True
+            total += tokens * price  # the loaders' order and arithmetic: equal numbers, not just close
+        return total if present else None
+
+
+#: The list prices of mmsp's registry.
+LIST_PRICES = PriceTable()
+
+
+def price_for(model: str, client_type: str | None = None, prices: Prices | None = None) -> dict[str, float] | None:
+    """The prices of a model, USD per million tokens per bucket (the fallback rule applied), or ``None``."""
+    table = PriceTable(prices) if prices else LIST_PRICES
+    found = table.lookup(model, client_type)
+    return None if found is None else {bucket: p * 1e6 for bucket, p in zip(BUCKETS, found)}
+
+
+def cost_of(usage: Mapping[str, Any] | None, model: str, client_type: str | None = None,
+            prices: Prices | None = None) -> float | None:
+    """The cost in USD of one response's usage, or ``None`` when the price or the usage is unknown."""
+    return (PriceTable(prices) if prices else LIST_PRICES).cost(usage, model, client_type)
 
 
 def format_cost(cost: float | None, currency: str = "USD") -> str:

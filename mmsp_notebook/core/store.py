@@ -1,72 +1,335 @@
-"""The timing sidecar: when every event of a turn arrived, next to mmsp's own trace.
+"""The trace store: where mmsp's Tracer keeps a trace, how trace files are read, and the timing sidecar.
 
-mmsp's Tracer writes ``<MMSP_CACHE_DIR>/<trace_id>.json`` (and ``.txt``) with the whole history of a
-conversation, rewritten after every successful turn; it records no timing and no failed turn.
-Next to it this module appends one JSON line per turn to ``<MMSP_CACHE_DIR>/<trace_id>.timing.jsonl``
-(failed, cut-off and cancelled turns included). Format, version 1 — one object per line::
+Everything that knows a trace's file name or format is here, used by the engine (writing the
+sidecar, checking a trace id), :mod:`mmsp_notebook.traces` (the loaders, ``load_recorded``) and
+``replay``. No pandas, no IPython.
 
-    {
-      "v": 1,
-      "trace_id": "quickstart/default/turn_0003",
-      "turn": 3,                 # 0-based index of this assistant turn among the trace's turns
-                                 # (number of assistant messages in the history before it)
-      "message_index": 7,        # index of the assistant message in the trace's history, or null
-                                 # when the turn recorded nothing (error, incomplete, cancelled)
-      "model": "demo", "client_type": "mmsp",
-      "status": "complete",      # complete | incomplete | error | cancelled
-      "error": null,             # or {"type": "UpstreamError", "message": "..."}
-      "started_at": 1764441600123.4,   # wall clock, Unix ms, when the request was sent
-      "ttft_ms": 412.5,          # request sent -> first content delta (null if none)
-      "total_ms": 2210.0,        # request sent -> stop (or end of the stream)
-      "usage": {...} | null, "finish_reason": "stop" | null,
-      "events": [[412.5, "thinking.delta", 7], ..., [2210.0, "stop", 0]]
-    }
+Where a trace lives
+    mmsp's Tracer writes ``(<MMSP_CACHE_DIR> / trace_id).with_suffix(".json")`` (and ``.txt``)
+    with the whole history of a conversation, rewritten after every successful turn: a dotted last
+    part is replaced, so ``runs/v1.5`` lives in ``runs/v1.json`` (:func:`tracer_path`, the one copy
+    of that rule). It records no timing and no failed turn.
 
-Each entry of ``events`` is ``[ms since the request was sent, item type or "stop", size]`` where
-size is the length of the item's growing field (characters of text / thinking / raw arguments,
-bytes of inline data, dimensions of an embedding; 0 for ``.done`` items' own size is the full
-size). That is enough to recompute time to first token, per-item durations and tokens per second,
-and to re-stream a recorded turn with its original pacing (``mmsp_notebook.replay``).
+Reading a trace file (:func:`read_trace`, the one read policy)
+    Only regular files are read (a FIFO or a device is refused without blocking on it). The JSON
+    is parsed with orjson when installed, else (and when orjson refuses: NaN, integers beyond 64
+    bits, a UTF-8 BOM) with the standard library. It must be an object with a ``history`` list of
+    message objects (``config`` is made ``{}`` when it is not an object). The Tracer rewrites a
+    trace in place (truncate, then write), so a reader can catch one empty or half written: a file
+    that does not parse and was modified less than :data:`REWRITE_WINDOW` seconds ago is read
+    once more after :data:`RETRY_DELAY` seconds; an older one is damaged at once (a corpus of old
+    damaged files costs no waiting). Every failure is a :class:`~mmsp_notebook.TraceError` whose
+    ``reason`` says what is wrong (:class:`~mmsp_notebook.TraceNotFoundError` for a missing file).
 
-A line is written with one ``write`` call in append mode, so concurrent writers of one trace id do
-not interleave within a line; a reader skips a last line that is partial. The file is only ever
-appended to while the Tracer overwrites ``<trace_id>.json``: a notebook run again into the same cache
-leaves the records of every run. :mod:`mmsp_notebook.traces` keeps those of the latest one: a record
-for a turn already completed drops the earlier records of that turn and of later turns.
+The timing sidecar
+    Next to the trace this project appends one JSON line per turn to
+    ``<MMSP_CACHE_DIR>/<trace_id>.timing.jsonl`` (:func:`sidecar_path`: the full trace id, dots
+    included), failed, cut-off and cancelled turns included: a :class:`SidecarRecord`, format
+    version 1 (``"v": 1``)::
+
+        {
+          "v": 1,
+          "trace_id": "quickstart/default/turn_0003",
+          "turn": 3,                 # 0-based index of this assistant turn among the trace's turns
+                                     # (number of assistant messages in the history before it)
+          "message_index": 7,        # index of the assistant message in the trace's history, or null
+                                     # when the turn recorded nothing (error, incomplete, cancelled)
+          "model": "demo", "client_type": "mmsp",
+          "status": "complete",      # complete | incomplete | error | cancelled
+          "error": null,             # or {"type": "UpstreamError", "message": "..."}
+          "started_at": 1764441600123.4,   # wall clock, Unix ms, when the request was sent
+          "ttft_ms": 412.5,          # request sent -> first content delta (null if none)
+          "total_ms": 2210.0,        # request sent -> stop (or end of the stream)
+          "usage": {...} | null, "finish_reason": "stop" | null,
+          "events": [[412.5, "thinking.delta", 7], ..., [2210.0, "stop", 0]]
+        }
+
+    Each entry of ``events`` is ``[ms since the request was sent, item type or "stop", size]``
+    where size is the length of the item's growing field (characters of text / thinking / raw
+    arguments, bytes of inline data, dimensions of an embedding; a ``.done`` item's size is the
+    full size, the stop's 0). That is enough to recompute time to first token, per-item durations
+    and tokens per second, and to re-stream a recorded turn with its original pacing
+    (``mmsp_notebook.replay``). ``events`` is always the last key (a reader that does not need it
+    skips it unparsed).
+
+    A line is written with one ``write`` call in append mode, so concurrent writers of one trace
+    id do not interleave within a line; a reader skips a last line that is partial. The file is
+    only ever appended to while the Tracer overwrites the trace: a notebook run again into the same
+    cache leaves the records of every run (:mod:`mmsp_notebook.traces` keeps the latest run's).
+
+    Reading (:func:`read_sidecar`, one parser: :func:`parse_sidecar`): every line that is a JSON
+    object with a ``trace_id`` is a record, whatever its version — lines written before versions
+    were stamped (no ``"v"``) are version 1, and a later version is read for the fields this one
+    knows. A record read back is what the file holds: in a damaged or foreign file any field may be
+    missing or of another type, so readers check each value they use.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
+import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, TypedDict
 
-try:  # orjson is several times faster on a long sidecar; the stdlib parser is the fallback
+from .._errors import TraceError, TraceNotFoundError
+
+try:  # orjson is several times faster on traces and long sidecars; the stdlib parser is the fallback
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised only without orjson
-    _orjson = None
+    _orjson = None  # type: ignore[assignment]
 
-__all__ = ["SIDECAR_SUFFIX", "sidecar_path", "append_sidecar", "read_sidecar", "read_sidecar_file", "parse_sidecar",
-           "cache_dir"]
+__all__ = [
+    "SIDECAR_SUFFIX",
+    "FORMAT_VERSION",
+    "REWRITE_WINDOW",
+    "RETRY_DELAY",
+    "cache_dir",
+    "tracer_path",
+    "sidecar_path",
+    "read_trace",
+    "save_trace",
+    "parse_json",
+    "JSON_PARSER",
+    "SidecarError",
+    "SidecarRecord",
+    "Sidecar",
+    "sidecar_record",
+    "to_ms",
+    "append_sidecar",
+    "read_sidecar",
+    "parse_sidecar",
+]
 
 SIDECAR_SUFFIX = ".timing.jsonl"
 FORMAT_VERSION = 1
+#: A trace file that does not parse and was modified less than this many seconds ago may be in the
+#: middle of a rewrite by the Tracer: it is read once more.
+REWRITE_WINDOW = 2.0
+#: Seconds to wait before reading such a file again.
+RETRY_DELAY = 0.05
+
+JSON_PARSER = "orjson" if _orjson is not None else "json"
+_PathLike = str | os.PathLike[str]
 
 
+# ----------------------------------------------------------------------------------------- where
 def cache_dir() -> Path:
     """The directory mmsp's Tracer writes to: ``MMSP_CACHE_DIR``, else ``./cache``."""
     return Path(os.getenv("MMSP_CACHE_DIR", "cache")).absolute()
 
 
-def sidecar_path(trace_id: str, base: str | os.PathLike[str] | None = None) -> Path:
-    """The sidecar file of a trace id (the Tracer's ``<trace_id>.json`` with another suffix)."""
-    root = Path(base) if base is not None else cache_dir()
-    return root / f"{trace_id}{SIDECAR_SUFFIX}"
+def _root(base: _PathLike | None) -> Path:
+    return Path(base) if base is not None else cache_dir()
 
 
-def append_sidecar(record: dict[str, Any], base: str | os.PathLike[str] | None = None) -> Path:
-    """Append one turn's record to the sidecar of ``record["trace_id"]``; returns the path."""
+def tracer_path(trace_id: str, base: _PathLike | None = None) -> Path | None:
+    """Where mmsp's Tracer writes the trace of ``trace_id``: ``(base / trace_id).with_suffix(".json")``.
+
+    A dotted last part is replaced (``runs/v1.5`` -> ``runs/v1.json``, so two trace ids can share a
+    file). ``base`` defaults to :func:`cache_dir`. ``None`` for an id whose last part is empty.
+    """
+    try:
+        return (_root(base) / trace_id).with_suffix(".json")
+    except ValueError:  # an empty last part ("runs/", "")
+        return None
+
+
+def sidecar_path(trace_id: str, base: _PathLike | None = None) -> Path:
+    """The timing sidecar of a trace id: ``base / (trace_id + ".timing.jsonl")``, the full id kept."""
+    return _root(base) / f"{trace_id}{SIDECAR_SUFFIX}"
+
+
+# ------------------------------------------------------------------------------------ reading files
+def _read_regular(path: _PathLike) -> tuple[bytes, float]:
+    """``(bytes, mtime)`` of a regular file; TraceError (TraceNotFoundError) naming what is wrong.
+
+    Opened non-blocking, so that a FIFO is refused instead of waiting for a writer.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb", opener=_open_nonblocking) as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise TraceError(f"{name}: not a regular file", path=name, reason="not a regular file")
+            return fh.read(), st.st_mtime
+    except FileNotFoundError:
+        if os.path.islink(name):
+            reason = f"broken symbolic link: to {os.readlink(name)}"
+        else:
+            reason = "vanished (deleted or renamed)"
+        raise TraceNotFoundError(f"{name}: {reason}", path=name, reason=reason) from None
+    except IsADirectoryError:
+        raise TraceError(f"{name}: {IS_A_DIRECTORY}", path=name, reason=IS_A_DIRECTORY) from None
+    except OSError as exc:
+        reason = f"unreadable: {exc.__class__.__name__}: {exc.strerror or exc}"
+        raise TraceError(f"{name}: {reason}", path=name, reason=reason) from None
+
+
+#: The ``reason`` of a TraceError for a directory where a trace file was expected.
+IS_A_DIRECTORY = "a directory, not a file"
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _open_nonblocking(name: str, flags: int) -> int:
+    return os.open(name, flags | _NONBLOCK)
+
+
+def parse_json(raw: bytes) -> Any:
+    """Parse JSON bytes with orjson when installed, else (or when orjson refuses) the stdlib.
+
+    orjson rejects ``NaN``, integers beyond 64 bits and a UTF-8 BOM, all of which Python's
+    ``json`` (and so mmsp's Tracer, or an editor) can write; those go through the stdlib parser.
+    """
+    if _orjson is not None:
+        try:
+            return _orjson.loads(raw)
+        except ValueError:
+            pass
+    return json.loads(raw)
+
+
+def _trace_object(raw: bytes) -> dict[str, Any] | str:
+    """The checked JSON object of a trace's bytes, or the reason it is not one."""
+    if not raw.strip():
+        return "empty file"
+    try:
+        data = parse_json(raw)
+    except (ValueError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        return f"not valid JSON (truncated, partially written or corrupt): {msg[:120]}"
+    if not isinstance(data, dict):
+        return f"not an mmsp trace: top level is a JSON {_json_kind(data)}, not an object"
+    history = data.get("history")
+    if history is None:
+        return "not an mmsp trace: no 'history' key"
+    if not isinstance(history, list):
+        return f"not an mmsp trace: 'history' is a {type(history).__name__}, not a list"
+    for i, message in enumerate(history):
+        if not isinstance(message, dict):
+            return f"not an mmsp trace: history[{i}] is a {type(message).__name__}, not a message object"
+    if not isinstance(data.get("config"), dict):
+        data["config"] = {}
+    return data
+
+
+def _json_kind(value: Any) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "null")
+
+
+def read_trace(path: _PathLike) -> dict[str, Any]:
+    """The checked JSON object of one trace file (see "Reading a trace file" above).
+
+    Returns ``{"history": [...], "config": {...}, ...}`` as stored (bytes still base64 text).
+
+    Raises:
+        TraceNotFoundError: no such file (``reason`` says vanished, or a broken link).
+        TraceError: not a regular file, unreadable, empty, not JSON or not an mmsp trace; its
+            ``reason`` says which, without the path (``str()`` has the path first).
+    """
+    raw, mtime = _read_regular(path)
+    result = _trace_object(raw)
+    if isinstance(result, str) and time.time() - mtime < REWRITE_WINDOW:  # maybe being rewritten
+        time.sleep(RETRY_DELAY)
+        raw, _ = _read_regular(path)
+        result = _trace_object(raw)
+    if isinstance(result, str):
+        name = os.fspath(path)
+        raise TraceError(f"{name}: {result}", path=name, reason=result)
+    return result
+
+
+def save_trace(model: str, history: list[dict[str, Any]], trace_id: str, config: dict[str, Any],
+               base: _PathLike | None = None) -> Path | None:
+    """Save a conversation as mmsp's Tracer does (it writes the file, at :func:`tracer_path`).
+
+    For clients that leave tracing to their server (mmsp's wire client): the trace is then saved
+    from here, in the same format as any mmsp program's. Returns the trace file.
+    """
+    from mmsp.integration.tracer import Tracer
+
+    Tracer(cache_dir=Path(base) if base is not None else None).save_history(model, history, trace_id, config)
+    return tracer_path(trace_id, base)
+
+
+# ------------------------------------------------------------------------------------- the sidecar
+class SidecarError(TypedDict):
+    """Why a turn failed: the exception's class name and its (redacted) message."""
+
+    type: str
+    message: str
+
+
+class SidecarRecord(TypedDict):
+    """One turn's line of a timing sidecar, format :data:`FORMAT_VERSION` (see the module docstring).
+
+    Build one with :func:`sidecar_record`, which puts the keys in the written order.
+    """
+
+    v: int
+    trace_id: str
+    turn: int
+    message_index: int | None
+    model: str
+    client_type: str | None
+    status: str
+    error: SidecarError | None
+    started_at: float | None
+    ttft_ms: float | None
+    total_ms: float | None
+    usage: dict[str, Any] | None
+    finish_reason: str | None
+    events: list[list[Any]]
+
+
+def sidecar_record(
+    *,
+    trace_id: str,
+    turn: int,
+    message_index: int | None,
+    model: str,
+    client_type: str | None,
+    status: str,
+    error: SidecarError | None,
+    started_at: float | None,
+    ttft_ms: float | None,
+    total_ms: float | None,
+    usage: dict[str, Any] | None,
+    finish_reason: str | None,
+    events: list[list[Any]],
+) -> SidecarRecord:
+    """A :class:`SidecarRecord` of the current format, ``events`` last (times in ms, see :func:`to_ms`)."""
+    return {
+        "v": FORMAT_VERSION,
+        "trace_id": trace_id,
+        "turn": turn,
+        "message_index": message_index,
+        "model": model,
+        "client_type": client_type,
+        "status": status,
+        "error": error,
+        "started_at": started_at,
+        "ttft_ms": ttft_ms,
+        "total_ms": total_ms,
+        "usage": usage,
+        "finish_reason": finish_reason,
+        "events": events,
+    }
+
+
+def to_ms(seconds: float | None) -> float | None:
+    """Seconds as the sidecar's milliseconds, rounded to the microsecond (None stays None)."""
+    return None if seconds is None else round(seconds * 1000.0, 3)
+
+
+def append_sidecar(record: SidecarRecord, base: _PathLike | None = None) -> Path:
+    """Append one turn's record to the sidecar of ``record["trace_id"]`` under ``base``; returns the path.
+
+    One ``write`` of one line in append mode. A record without ``"v"`` is stamped with the current
+    version.
+    """
     path = sidecar_path(record["trace_id"], base)
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -75,20 +338,24 @@ def append_sidecar(record: dict[str, Any], base: str | os.PathLike[str] | None =
     return path
 
 
-def read_sidecar(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """The records of a sidecar file (see :func:`parse_sidecar`); an unreadable file has none."""
-    yield from read_sidecar_file(path)[0]
+class Sidecar(list[SidecarRecord]):
+    """The records of a sidecar, in file order; ``damaged`` counts the lines that are not records."""
+
+    def __init__(self, records: Iterable[SidecarRecord] = (), damaged: int = 0) -> None:
+        super().__init__(records)
+        self.damaged = damaged
 
 
 _EVENTS_KEY = b',"events":'
+_BOM = b"\xef\xbb\xbf"
 
 
 def _without_events(line: bytes) -> bytes | None:
     """The line with a trailing ``"events"`` array cut off, or None when that is not provably safe.
 
-    The project's writer puts ``events`` last. The cut is taken only when nothing after it looks
-    like a key (no ``":``: event entries are ``[ms, "type", size]``) and the line ends the array
-    and the object; otherwise the whole line is parsed.
+    The writer puts ``events`` last. The cut is taken only when nothing after it looks like a key
+    (no ``":``: event entries are ``[ms, "type", size]``) and the line ends the array and the
+    object; otherwise the whole line is parsed.
     """
     i = line.rfind(_EVENTS_KEY)
     if i < 0 or not line.endswith(b"]}"):
@@ -98,17 +365,15 @@ def _without_events(line: bytes) -> bytes | None:
     return line[:i] + b"}"
 
 
-_BOM = b"\xef\xbb\xbf"
-
-
-def parse_sidecar(raw: bytes, events: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """``(records, damaged lines)`` of a sidecar's bytes.
+def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
+    """The records of a sidecar's bytes (and how many lines are damaged).
 
     A leading UTF-8 BOM is ignored, blank lines are skipped, a line repeated verbatim counts once
-    (with ``events=False``, lines that differ only in their unparsed ``events`` count once too),
-    objects with a ``trace_id`` are records. Any other line is damaged — except a last line without
-    its newline that starts like a record, which a writer is still appending (not counted). With
-    orjson installed it parses the lines; the stdlib takes what orjson refuses (NaN, huge integers).
+    (with ``events=False``, lines that differ only in their unparsed ``events`` count once too, and
+    records may lack ``events``), objects with a ``trace_id`` are records. Any other line is
+    damaged — except a last line without its newline that starts like a record, which a writer is
+    still appending (not counted). With orjson installed it parses the lines; the stdlib takes what
+    orjson refuses (NaN, huge integers).
     """
     if raw.startswith(_BOM):
         raw = raw[3:]
@@ -116,7 +381,7 @@ def parse_sidecar(raw: bytes, events: bool = True) -> tuple[list[dict[str, Any]]
     lines = raw.splitlines()
     open_tail = bool(lines) and not raw.endswith((b"\n", b"\r"))
     last = len(lines) - 1
-    out: list[dict[str, Any]] = []
+    out: list[SidecarRecord] = []
     seen: set[bytes] = set()
     damaged = 0
     for no, line in enumerate(lines):
@@ -150,18 +415,20 @@ def parse_sidecar(raw: bytes, events: bool = True) -> tuple[list[dict[str, Any]]
                 damaged += 1
                 continue
         if isinstance(record, dict) and "trace_id" in record:
-            out.append(record)
+            out.append(record)  # type: ignore[arg-type]  # a record as the file holds it
         else:
             damaged += 1
-    return out, damaged
+    return Sidecar(out, damaged)
 
 
-def read_sidecar_file(path: str | os.PathLike[str], events: bool = True) -> tuple[list[dict[str, Any]], int]:
-    """``(records, damaged lines)`` of a timing sidecar file (see :func:`parse_sidecar`); an
-    unreadable file has no records and no damaged lines."""
+def read_sidecar(path: _PathLike, events: bool = True) -> Sidecar:
+    """The records of a timing sidecar file (see :func:`parse_sidecar`); ``.damaged`` counts bad lines.
+
+    A file that cannot be read (missing, not a regular file, unreadable) has no records and no
+    damaged lines: timing is a bonus, its absence is never an error.
+    """
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError:
-        return [], 0
+        raw, _ = _read_regular(path)
+    except TraceError:
+        return Sidecar()
     return parse_sidecar(raw, events)

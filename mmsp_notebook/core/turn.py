@@ -12,7 +12,7 @@ import itertools
 import threading
 from typing import Any
 
-from .pricing import cost_of, format_cost
+from .pricing import LIST_PRICES, Prices, PriceTable, format_cost
 from .redact import redact, redact_exception
 from .state import ItemState, Status, TurnState
 
@@ -209,11 +209,21 @@ class Turn:
 
     @property
     def cost(self) -> float | None:
-        """Cost from mmsp's list prices; ``None`` when the price of the model is unknown."""
-        costs = [cost_of(step.usage, self.model, self.client_type) for step in self.steps if step.usage]
+        """Cost in USD at mmsp's list prices; ``None`` when the price of the model is unknown."""
+        return self.cost_at(None)
+
+    def cost_at(self, prices: Prices | None) -> float | None:
+        """Cost in USD with ``prices`` (by model id, USD per million tokens per usage bucket, the shape
+        ``traces.load_turns(prices=...)`` takes) before mmsp's list prices; ``None`` when unknown.
+
+        The sum of the steps' costs, each priced as :mod:`mmsp_notebook.core.pricing` says (the
+        same numbers as the ``cost`` column of ``traces.load_turns``).
+        """
+        table = PriceTable(prices) if prices else LIST_PRICES
+        costs = [table.cost(step.usage, self.model, self.client_type) for step in self.steps if step.usage]
         if not costs or any(c is None for c in costs):
             return None
-        return sum(costs)
+        return sum(c for c in costs if c is not None)
 
     @property
     def timings(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from mmsp.credentials import routed_client_type
 
 from . import worker as _worker
 from ..core.run import TurnRun
+from ..core.store import tracer_path
 from .stream import run_turn
 from .._errors import OptionError
 from .options import TurnOptions
@@ -202,14 +203,17 @@ _TRACE_PART = re.compile(r"[A-Za-z0-9_\-~]+(\.[A-Za-z0-9_\-~]+)*")
 def check_trace_id(trace_id: str) -> None:
     """Refuse a trace id mmsp's tracer cannot keep apart: it becomes a path under ``MMSP_CACHE_DIR``.
 
-    Parts separated by ``/``, each of letters, digits, ``_``, ``-``, ``~`` and inner dots; no dot in
-    the last part (the tracer replaces what follows a dot with ``.json``: ``exp.1`` and ``exp.2``
-    would both be saved as ``exp.json``).
+    Parts separated by ``/``, each of letters, digits, ``_``, ``-``, ``~`` and inner dots; and the
+    trace file must be named after the whole id (:func:`~mmsp_notebook.core.store.tracer_path`
+    replaces what follows a dot in the last part with ``.json``: ``exp.1`` and ``exp.2`` would
+    both be saved as ``exp.json``).
     """
     parts = trace_id.split("/")
     if not all(_TRACE_PART.fullmatch(part) for part in parts) or any(part.strip(".") != part for part in parts):
         raise OptionError(f"trace id {trace_id!r}: use parts of letters, digits, _ - ~ separated by / "
                           "(no empty part, no leading slash, no ..)")
-    if "." in parts[-1]:
+    saved = tracer_path(trace_id, "")
+    if saved is None or saved.as_posix() != f"{trace_id}.json":
+        where = saved.name if saved is not None else "another file"
         raise OptionError(f"trace id {trace_id!r}: no dot in its last part (mmsp's tracer would save "
-                          f"it as {parts[-1].split('.')[0]}.json); try {trace_id.replace('.', '_')!r}")
+                          f"it as {where}); try {trace_id.replace('.', '_')!r}")

@@ -12,7 +12,7 @@ import threading
 from typing import Any, Callable
 
 from ..core.redact import redact, redact_exception
-from ..core.store import append_sidecar
+from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
 from .tools import ToolSet
 from ..core.run import TurnRun
 from ..core.turn import Turn
@@ -274,30 +274,28 @@ def _report_listener_error(run: TurnRun, listener: Any, exc: Exception) -> None:
 
 
 def _save_trace(history: list[dict[str, Any]], turn: Turn, config: dict[str, Any]) -> None:
-    from mmsp.integration.tracer import Tracer
-
-    Tracer().save_history(turn.model, history, config["trace_id"], config)
+    save_trace(turn.model, history, config["trace_id"], config)
 
 
 def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, message_index: int) -> None:
-    error = None
+    error: SidecarError | None = None
     if state.error is not None and state.status != "complete":
         error = {"type": type(state.error).__name__, "message": redact(str(state.error) or type(state.error).__name__)}
-    record = {
-        "trace_id": trace_id,
-        "turn": turn_index,
-        "message_index": message_index if state.status == "complete" else None,
-        "model": turn.model,
-        "client_type": turn.client_type,
-        "status": state.status,
-        "error": error,
-        "started_at": None if state.started_at is None else round(state.started_at * 1000.0, 3),
-        "ttft_ms": None if state.ttft is None else round(state.ttft * 1000.0, 3),
-        "total_ms": None if state.total is None else round(state.total * 1000.0, 3),
-        "usage": state.usage,
-        "finish_reason": state.finish_reason,
-        "events": state.sidecar_events(),
-    }
+    record = sidecar_record(
+        trace_id=trace_id,
+        turn=turn_index,
+        message_index=message_index if state.status == "complete" else None,
+        model=turn.model,
+        client_type=turn.client_type,
+        status=state.status,
+        error=error,
+        started_at=to_ms(state.started_at),
+        ttft_ms=to_ms(state.ttft),
+        total_ms=to_ms(state.total),
+        usage=state.usage,
+        finish_reason=state.finish_reason,
+        events=state.sidecar_events(),
+    )
     try:
         append_sidecar(record)
     except OSError:

@@ -44,25 +44,28 @@ Timing
     footer shows the replay's ttft and total (at speed 1 close to the original's).
     :func:`strip_timings` is the normalization under which a replay's static rendering equals the
     original's.
+
+Finding and reading the recorded message is :func:`mmsp_notebook.traces.recorded.load_recorded`'s
+(through the trace store); this module builds the event plan and plays it.
 """
+
 
 from __future__ import annotations
 
 import asyncio
-import glob
 import json
 import math
 import operator
 import re
 import time
-from collections.abc import Mapping
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
+from .._errors import OptionError, OptionTypeError
 from ..core.run import TurnRun
-from ..core.store import SIDECAR_SUFFIX, cache_dir, read_sidecar, sidecar_path
 from ..core.state import GROWING_FIELD, ToolRun
 from ..core.turn import Turn
+from ..traces.recorded import load_recorded
 
 __all__ = ["replay", "replay_plan", "load_recorded", "strip_timings"]
 
@@ -81,305 +84,6 @@ def strip_timings(text: str) -> str:
     # HTML footer's whole stat
     text = re.sub(r'(?:<span class="mmsp-sep">[^<]*</span>)?<span class="mmsp-stat"[^>]*># tok/s</span>', "", text)
     return re.sub(r"\s*\|\s*# tok/s", "", text)
-
-
-# ---------------------------------------------------------------------------------------------- loading
-def _decode(message: dict[str, Any]) -> dict[str, Any]:
-    from mmsp.wire import decode_wire
-
-    return decode_wire(message)
-
-
-def _tracer_path(base: Path, trace_id: str) -> Path | None:
-    """Where mmsp's Tracer writes the trace of ``trace_id``: ``(base / trace_id).with_suffix(".json")``,
-    so a dotted last part is replaced (``runs/v1.5`` -> ``runs/v1.json``)."""
-    try:
-        return (base / trace_id).with_suffix(".json")
-    except ValueError:  # an empty last part
-        return None
-
-
-def _trace_candidates(base: Path, name: str) -> list[Path]:
-    trace_id = name.removesuffix(".json")
-    found = [base / name] if name.endswith(".json") else []
-    found += [p for p in (_tracer_path(base, trace_id), base / f"{trace_id}.json") if p is not None]
-    return list(dict.fromkeys(found))
-
-
-def _row_field(row: Any, *keys: str) -> Any:
-    """The first of ``keys`` a row has a value for (None, NaN and pandas NA count as missing)."""
-    for key in keys:
-        try:
-            value = row.get(key)
-            if value is None or value != value:
-                continue
-        except Exception:  # noqa: BLE001 - pd.NA refuses bool(); a mapping may refuse a key
-            continue
-        return value
-    return None
-
-
-def _read_trace(path: Path) -> dict[str, Any]:
-    """The JSON object of a trace file (a UTF-8 BOM is accepted); ValueError naming what is wrong."""
-    data: Any = None
-    for attempt in (1, 2):  # mmsp's Tracer rewrites a trace in place: a reader can catch it half-written
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no trace file {path}") from None
-        if not raw.strip() and attempt == 2:
-            raise ValueError(f"{path} is not an mmsp trace: the file is empty")
-        try:
-            data = json.loads(raw.decode("utf-8-sig"))
-            break
-        except (ValueError, RecursionError) as exc:
-            if attempt == 2:
-                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise ValueError(f"{path} is not an mmsp trace: not valid UTF-8 JSON ({first[:120]})") from None
-            time.sleep(0.05)
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} is not an mmsp trace: its top level is a JSON {type(data).__name__}, not an object")
-    history = data.get("history")
-    if not isinstance(history, list):
-        what = "no 'history'" if history is None else f"its 'history' is a {type(history).__name__}, not a list"
-        raise ValueError(f"{path} is not an mmsp trace: {what}")
-    for i, message in enumerate(history):
-        if not isinstance(message, dict):
-            raise ValueError(f"{path} is not an mmsp trace: history[{i}] is a {type(message).__name__}, "
-                             "not a message object")
-    return data
-
-
-def _message(path: Path, history: list[dict[str, Any]], index: int, replayed: bool = False) -> dict[str, Any]:
-    """History message ``index`` decoded (inline data as bytes); ValueError when it is damaged (for
-    the ``replayed`` message, also when one of its items could not stream)."""
-    message = history[index]
-    items = message.get("content_items")
-    if items is not None and not isinstance(items, list):
-        raise ValueError(f"message {index} of {path} is damaged: its content_items are a {type(items).__name__}, "
-                         "not a list")
-    for n, item in enumerate(items or []):
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            raise ValueError(f"message {index} of {path} is damaged: content item {n} is not an object with a 'type'")
-    try:
-        decoded = _decode(message)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ValueError(f"message {index} of {path} is damaged: {type(exc).__name__}: {exc}") from None
-    if replayed:
-        for n, item in enumerate(decoded["content_items"]):
-            problem = _item_problem(item)
-            if problem:
-                raise ValueError(f"message {index} of {path} is damaged: content item {n} ({item['type']}) {problem}")
-    return decoded
-
-
-def _item_problem(item: dict[str, Any]) -> str | None:
-    """What makes a ``.done`` item of a replayed message unplayable, or None."""
-    kind, _, phase = item["type"].rpartition(".")
-    if phase != "done" or kind not in GROWING_FIELD:
-        return None
-    fidelity = item.get("fidelity")
-    if fidelity is not None and not isinstance(fidelity, dict):
-        return f"has a fidelity that is a {type(fidelity).__name__}, not an object"
-    value = item.get(GROWING_FIELD[kind])
-    if kind == "tool_call":
-        if not isinstance(value, dict):
-            return f"has arguments that are a {type(value).__name__}, not an object"
-        for key in ("name", "tool_call_id"):
-            if not isinstance(item.get(key), str) or not item[key]:
-                return f"has no {key}"
-        return None
-    if value is None:
-        return None
-    expected = {"text": str, "thinking": str, "inline_data": (bytes, bytearray), "inline_thinking": (bytes, bytearray),
-                "embedding": list}[kind]
-    if not isinstance(value, expected):
-        return f"has a {GROWING_FIELD[kind]} that is a {type(value).__name__}"
-    if kind == "embedding" and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return "has an embedding that is not a list of numbers"
-    return None
-
-
-def _sidecar_candidates(path: Path, trace_ids: list[str]) -> tuple[list[Path], list[Path]]:
-    """The sidecars that may time the trace file ``path``: ``(named, others)``.
-
-    ``named`` are ``<trace id>.timing.jsonl`` next to it for the trace ids known (the one asked for,
-    the file's own name); ``others`` the sidecars next to it whose trace id mmsp's Tracer would store
-    in this file (``v1.5.timing.jsonl`` for ``v1.json``), trusted only when their records name the trace.
-    """
-    named = [path.parent / f"{Path(t).name}{SIDECAR_SUFFIX}" for t in trace_ids if Path(t).name]
-    named.append(path.with_name(path.name[: -len(".json")] + SIDECAR_SUFFIX) if path.name.endswith(".json")
-                 else path.with_name(path.name + SIDECAR_SUFFIX))
-    others = []
-    try:
-        pattern = glob.escape(path.stem) + ".*" + SIDECAR_SUFFIX
-        for candidate in sorted(path.parent.glob(pattern)):
-            tid = candidate.name[: -len(SIDECAR_SUFFIX)]
-            if _tracer_path(path.parent, tid) == path:
-                others.append(candidate)
-    except (OSError, ValueError):
-        pass
-    named = [p for p in dict.fromkeys(named) if p.is_file()]
-    return named, [p for p in others if p not in named]
-
-
-def _pick_record(records: list[dict[str, Any]], message_index: int, turn_no: int,
-                 trace_id: str | None) -> dict[str, Any] | None:
-    chosen = None
-    for record in records:
-        if record.get("status") != "complete":
-            continue
-        if trace_id is not None and record.get("trace_id") != trace_id:
-            continue
-        index = record.get("message_index")
-        if (type(index) is int and index == message_index) or (index is None and record.get("turn") == turn_no):
-            chosen = record
-    return chosen
-
-
-def _failed_turn(records: list[dict[str, Any]], turn: int, trace_id: str) -> str | None:
-    """Why turn ``turn`` of ``trace_id`` cannot be replayed, when its sidecar ``records`` say it failed
-    (for a negative ``turn``: when no turn completed, counting among the failed ones)."""
-    failed = [r for r in records if r.get("status") != "complete"]
-    if not failed:
-        return None
-    none_completed = len(failed) == len(records)
-    if turn < 0:
-        if not none_completed:
-            return None
-        record = failed[turn] if -len(failed) <= turn else failed[0]
-    else:
-        record = next((r for r in failed if type(r.get("turn")) is int and r.get("turn") == turn), None)
-        if record is None:
-            return None
-    error = record.get("error") if isinstance(record.get("error"), dict) else {}
-    why = str(record.get("status"))
-    if error:
-        why += f": {error.get('type')}: {str(error.get('message'))[:200]}"
-    every = "; no turn of it completed" if none_completed else ""
-    return (f"turn {record.get('turn')} of {trace_id} did not complete ({why}{every}): its content was never "
-            "recorded, so it cannot be replayed")
-
-
-def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) -> dict[str, Any]:
-    """The recorded assistant message of a trace and what surrounds it.
-
-    Args:
-        trace: A trace id (relative to ``root``, default ``MMSP_CACHE_DIR``), a path to a trace
-            ``.json`` file, or a row of ``traces.load_turns`` (a pandas Series or a dict, with
-            this module's or the ``otel=True`` column names: its trace id and ``message_index``).
-            A trace id is found where mmsp's Tracer writes it, ``Path(trace_id).with_suffix(".json")``
-            (``runs/v1.5`` in ``runs/v1.json``).
-        turn: Which assistant message (0-based among the trace's assistant messages; negative
-            counts from the end). Ignored for a row.
-        root: The directory trace ids are relative to.
-
-    Returns:
-        ``{"trace_id", "path", "message", "message_index", "turn", "prompt", "tool_results",
-        "config", "record", "sidecar"}`` where ``record`` is the sidecar record (``None`` without
-        one) and ``sidecar`` its file.
-
-    Raises:
-        FileNotFoundError: No trace file. ValueError: No such turn, a failed turn (never recorded),
-        or a file that is not an mmsp trace (the message names the file and what is wrong).
-    """
-    base = Path(root) if root is not None else cache_dir()
-    message_index = None
-    asked: str | None = None  # the trace id asked for
-    if hasattr(trace, "columns") and hasattr(trace, "iloc"):
-        raise TypeError("a whole DataFrame was given: pass one of its rows (turns.iloc[n])")
-    if isinstance(trace, Mapping) or (hasattr(trace, "get") and hasattr(trace, "keys")
-                                      and not isinstance(trace, (str, bytes, Path))):  # a row (Series or dict)
-        value = _row_field(trace, "trace_id", "gen_ai.conversation.id")
-        if value is None:
-            raise ValueError("the row has no trace id (a 'trace_id' or 'gen_ai.conversation.id' field): "
-                             "pass a row of traces.load_turns")
-        trace_id = str(value)
-        value = _row_field(trace, "message_index")
-        try:
-            message_index = None if value is None else int(value)
-        except (TypeError, ValueError, OverflowError):
-            message_index = None
-        if message_index is None:
-            raise ValueError(f"turn {_row_field(trace, 'turn')} of {trace_id} did not complete "
-                             f"({_row_field(trace, 'status')}): its content was never recorded, so it cannot be "
-                             "replayed")
-        asked = trace_id
-        candidates = _trace_candidates(base, trace_id)
-    else:
-        if isinstance(trace, bytes) or not isinstance(trace, (str, PurePath)):
-            raise TypeError("trace must be a trace id, a path or a row of traces.load_turns, "
-                            f"not {type(trace).__name__}")
-        candidate = Path(trace)
-        if candidate.suffix == ".json" and candidate.is_file():
-            candidates = [candidate]
-            trace_id = None
-        else:
-            trace_id = asked = str(trace).removesuffix(".json")
-            candidates = _trace_candidates(base, str(trace))
-    path = next((p for p in candidates if p.is_file()), None)
-    if path is None:
-        tried = candidates[0] if candidates else base / f"{trace_id}.json"
-        records = list(read_sidecar(sidecar_path(asked, base))) if asked else []
-        if records and all(r.get("status") != "complete" for r in records):  # every turn failed
-            raise ValueError(_failed_turn(records, turn, asked) or
-                             f"no turn of {asked} completed ({len(records)} failed): nothing was recorded, so "
-                             "nothing can be replayed")
-        raise FileNotFoundError(f"no trace file {tried}")
-    data = _read_trace(path)
-    history: list[dict[str, Any]] = data["history"]
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
-    config_id = config.get("trace_id") if isinstance(config.get("trace_id"), str) and config.get("trace_id") else None
-    if asked is not None and config_id is not None and Path(asked).suffix and Path(config_id).name != Path(asked).name \
-            and _tracer_path(path.parent, Path(config_id).name) == path == _tracer_path(path.parent, Path(asked).name):
-        raise FileNotFoundError(f"no trace file for {asked}: {path}, where mmsp's Tracer keeps it, now holds trace "
-                                f"{config_id} (the Tracer stores both ids in the same file)")
-    if trace_id is None:
-        trace_id = config_id or path.stem
-    assistant = [i for i, m in enumerate(history) if m.get("role") == "assistant"]
-    named, others = _sidecar_candidates(path, [t for t in (asked, config_id) if t])
-    records_of = {p: [r for r in read_sidecar(p) if isinstance(r, dict)] for p in named + others}
-    if message_index is None:
-        if not assistant:
-            raise ValueError(f"{path} holds no assistant message")
-        try:
-            message_index = assistant[turn]
-        except IndexError:
-            for source in named:
-                failed = _failed_turn(records_of[source], turn, trace_id) if turn >= 0 else None
-                if failed is not None:
-                    raise ValueError(failed) from None
-            raise ValueError(f"{path} holds {len(assistant)} assistant messages; there is no turn {turn}") from None
-    if not (0 <= message_index < len(history)) or history[message_index].get("role") != "assistant":
-        raise ValueError(f"message {message_index} of {path} is not an assistant message")
-    turn_no = assistant.index(message_index)
-    message = _message(path, history, message_index, replayed=True)
-    prompt_index = next((i for i in range(message_index - 1, -1, -1) if history[i].get("role") == "user"), None)
-    prompt = _message(path, history, prompt_index) if prompt_index is not None else None
-    following = history[message_index + 1] if message_index + 1 < len(history) else None
-    results = {}
-    if following and following.get("role") == "user" and isinstance(following.get("content_items"), list):
-        for item in following["content_items"]:
-            if isinstance(item, dict) and item.get("type") == "tool_result.done":
-                text = item.get("text", "")
-                results[item.get("tool_call_id")] = text if isinstance(text, str) else json.dumps(text, default=str)
-    # the sidecar: a record of this message whose trace id is the file's own, from any sidecar next
-    # to the file; else one from a sidecar named after the trace (whatever trace id it records)
-    record = sidecar = None
-    for source in named + others:
-        record = _pick_record(records_of[source], message_index, turn_no, config_id) if config_id else None
-        if record is not None:
-            sidecar = source
-            break
-    else:
-        for source in named + (others if config_id is None else []):
-            record = _pick_record(records_of[source], message_index, turn_no, None)
-            if record is not None:
-                sidecar = source
-                break
-    return {"trace_id": trace_id, "path": path, "message": message, "message_index": message_index,
-            "turn": turn_no, "prompt": prompt, "tool_results": results, "config": config, "record": record,
-            "sidecar": sidecar}
 
 
 # ---------------------------------------------------------------------------------------------- rebuilding
@@ -578,17 +282,17 @@ async def _play(run: TurnRun, plan: list[tuple[float | None, dict[str, Any]]], s
 
 
 def _speed(speed: Any) -> float:
-    """``speed`` as a float; TypeError for what is not a number, ValueError for one not positive."""
+    """``speed`` as a float; OptionTypeError for what is not a number, OptionError for one not positive."""
     if isinstance(speed, (str, bytes, bool)) or speed is None:
-        raise TypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
-                        f"not {type(speed).__name__} {speed!r}")
+        raise OptionTypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
+                              f"not {type(speed).__name__} {speed!r}")
     try:
         value = float(speed)
     except (TypeError, ValueError):
-        raise TypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
-                        f"not {type(speed).__name__}") from None
+        raise OptionTypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
+                              f"not {type(speed).__name__}") from None
     if not value > 0:  # NaN too
-        raise ValueError(f"speed must be a positive number (math.inf: at once), not {speed!r}")
+        raise OptionError(f"speed must be a positive number (math.inf: at once), not {speed!r}")
     return value
 
 
@@ -622,10 +326,12 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
         which sidecar).
 
     Raises:
-        FileNotFoundError: The trace file does not exist.
-        ValueError: No such turn, a turn that failed (never recorded), a file that is not an mmsp
-            trace, or ``speed`` not positive.
-        TypeError: ``speed`` or ``turn`` not a number, ``trace`` of another type.
+        TraceNotFoundError: The trace file does not exist (a ``FileNotFoundError`` too).
+        TraceError: No such turn, a turn that failed (never recorded), a file that is not an mmsp
+            trace or a damaged message (a ``ValueError`` too).
+        OptionError: ``speed`` not positive, a row without a trace id (a ``ValueError`` too).
+        OptionTypeError: ``speed`` or ``turn`` not a number, ``trace`` of another type (a
+            ``TypeError`` too).
     """
     from ..engine import worker as _worker
 
@@ -634,13 +340,14 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
         try:
             turn = operator.index(turn)
         except TypeError:
-            raise TypeError(f"turn must be an integer (0-based; -1 the last), not {type(turn).__name__}") from None
+            raise OptionTypeError(f"turn must be an integer (0-based; -1 the last), not {type(turn).__name__}") from None
     recorded = load_recorded(trace, turn, root)
     record = recorded["record"]
     plan = replay_plan(recorded["message"], record.get("events") if record else None)
     config = dict(recorded["config"])
-    model = next((m for m in ((record or {}).get("model"), config.get("model")) if isinstance(m, str) and m), "")
-    client_type = (record or {}).get("client_type")
+    model = next((m for m in (record.get("model") if record else None, config.get("model"))
+                  if isinstance(m, str) and m), "")
+    client_type = record.get("client_type") if record else None
     replayed = Turn(recorded["prompt"], model=model, client_type=client_type if isinstance(client_type, str) else None,
                     trace_id=recorded["trace_id"], config=config)
     replayed.replayed_from = {"trace_id": recorded["trace_id"], "path": str(recorded["path"]),

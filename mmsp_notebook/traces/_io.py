@@ -1,39 +1,22 @@
-"""File discovery, tolerant reading and JSON parsing for :mod:`mmsp_notebook.traces`.
+"""Finding the traces under a path, and choosing the records of a sidecar's latest run.
 
-Nothing here writes anywhere: files are opened read-only, once each (twice when the first read
-did not parse, to ride out a Tracer rewriting the file at that moment).
+Reading and parsing files is the trace store's (:mod:`mmsp_notebook.core.store`: ``read_trace``,
+``read_sidecar``); nothing here opens a file or writes anywhere.
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..core.store import SIDECAR_SUFFIX, parse_sidecar, read_sidecar_file
-from ._build import INT_HI, INT_LO, as_int
+from .._errors import TraceNotFoundError
+from ..core.store import SIDECAR_SUFFIX, tracer_path
+from ._columns import INT_HI, INT_LO, as_int
 
-try:  # orjson is several times faster on trace files; the stdlib parser is the fallback
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - exercised only without orjson
-    _orjson = None
-
-__all__ = [
-    "Source",
-    "collect_sources",
-    "read_trace",
-    "read_sidecar_records",
-    "read_sidecar_file",
-    "parse_sidecar",
-    "latest_run",
-    "parse_json",
-    "JSON_PARSER",
-]
-
-JSON_PARSER = "orjson" if _orjson is not None else "json"
+__all__ = ["Source", "collect_sources", "latest_run", "config_trace_id"]
 
 #: Files the Tracer (and this project) write next to a trace that are not traces themselves.
 _COMPANION_SUFFIXES = (SIDECAR_SUFFIX, ".txt")
@@ -50,20 +33,6 @@ class Source:
     standalone: bool = False
 
 
-def parse_json(raw: bytes) -> Any:
-    """Parse JSON bytes with orjson when installed, else (or when orjson refuses) the stdlib.
-
-    orjson rejects ``NaN`` and integers beyond 64 bits, both of which Python's ``json.dump``
-    (and so mmsp's Tracer) can write; those files go through the stdlib parser.
-    """
-    if _orjson is not None:
-        try:
-            return _orjson.loads(raw)
-        except ValueError:
-            pass
-    return json.loads(raw)
-
-
 def _rel_id(path: str, root: str) -> str:
     rel = os.path.relpath(path, root)
     if os.sep != "/":  # pragma: no cover - Windows
@@ -71,15 +40,6 @@ def _rel_id(path: str, root: str) -> str:
     if rel.endswith(SIDECAR_SUFFIX):
         return rel[: -len(SIDECAR_SUFFIX)]
     return rel[:-5] if rel.endswith(".json") else rel
-
-
-def _tracer_json_path(stem: str) -> str | None:
-    """Where mmsp's Tracer writes the trace of a trace id whose sidecar stem is ``stem``, when that
-    differs from ``stem + ".json"`` (``with_suffix`` replaces a dotted last part)."""
-    p = Path(stem)
-    if not p.suffix:
-        return None
-    return str(p.with_suffix(".json"))
 
 
 def _sidecar_pattern(pattern: str) -> str:
@@ -136,7 +96,7 @@ def collect_sources(
     own is a trace whatever its name; a ``.timing.jsonl`` given on its own stands for its trace.
 
     Raises:
-        FileNotFoundError: a given path does not exist.
+        TraceNotFoundError: a given path does not exist (a ``FileNotFoundError`` too).
     """
     out: list[Source] = []
     seen: set[str] = set()
@@ -171,8 +131,8 @@ def collect_sources(
                     continue
                 # mmsp's Tracer names the file Path(trace_id).with_suffix(".json"): a trace id
                 # with a dot in its last part ("run_1.5") lands in "run_1.json"
-                dotted = _tracer_json_path(stem)
-                twin_src = by_path.get(dotted) if dotted is not None else None
+                dotted = tracer_path(_rel_id(s, root), root)
+                twin_src = by_path.get(str(dotted)) if dotted is not None else None
                 if twin_src is not None and twin_src.sidecar is None:
                     twin_src.sidecar = s
                     continue
@@ -200,78 +160,9 @@ def collect_sources(
                 base = base[:-5]
             out.append(Source(base, path, sc, standalone=True))
         else:
-            raise FileNotFoundError(f"no such trace file or directory: {raw}")
+            raise TraceNotFoundError(f"no such trace file or directory: {raw}", path=raw,
+                                     reason="no such trace file or directory")
     return out
-
-
-class Skip(Exception):
-    """A file that cannot be loaded; ``str(exc)`` is the reason recorded in ``attrs["skipped"]``."""
-
-
-class NotAFile(Skip):
-    """A directory matched by the pattern: ignored, not reported."""
-
-
-def _read_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise Skip(f"broken symbolic link: to {os.readlink(path)}") from None
-        raise Skip("vanished while loading (deleted or renamed)") from None
-    except IsADirectoryError:
-        raise NotAFile("a directory") from None
-    except OSError as exc:
-        raise Skip(f"unreadable: {exc.__class__.__name__}: {exc}") from None
-
-
-def _parse_trace(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
-        raise Skip("empty file")
-    try:
-        data = parse_json(raw)
-    except (ValueError, RecursionError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        raise Skip(f"not valid JSON (truncated, partially written or corrupt): {msg[:120]}") from None
-    if not isinstance(data, dict):
-        raise Skip(f"not an mmsp trace: top level is a JSON {type(data).__name__}, not an object")
-    history = data.get("history")
-    if history is None:
-        raise Skip("not an mmsp trace: no 'history' key")
-    if not isinstance(history, list):
-        raise Skip(f"not an mmsp trace: 'history' is a {type(history).__name__}, not a list")
-    for i, msg in enumerate(history):
-        if not isinstance(msg, dict):
-            raise Skip(f"not an mmsp trace: history[{i}] is not a message object")
-    if not isinstance(data.get("config"), dict):
-        data["config"] = {}
-    return data
-
-
-def read_trace(path: str) -> dict[str, Any]:
-    """Read and validate one trace file; raises :class:`Skip` with a reason when it is not one.
-
-    A file that does not parse is read a second time before giving up: mmsp's Tracer rewrites a
-    trace in place (truncate, then write), so a reader can catch it half-written.
-    """
-    raw = _read_bytes(path)
-    try:
-        return _parse_trace(raw)
-    except Skip:
-        again = _read_bytes(path)
-        if again == raw:
-            raise
-        return _parse_trace(again)
-
-
-def read_sidecar_records(path: str, events: bool = True) -> list[dict[str, Any]]:
-    """The records of a timing sidecar (see :func:`mmsp_notebook._sidecar.parse_sidecar`).
-
-    ``events=False`` may leave out the ``events`` list of records (it is skipped unparsed when it
-    closes the line), for callers that do not need it.
-    """
-    return read_sidecar_file(path, events)[0]
 
 
 def _turn(r: dict[str, Any]) -> int | None:

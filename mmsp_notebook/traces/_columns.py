@@ -1,0 +1,252 @@
+"""Coercions and column kinds of :mod:`mmsp_notebook.traces`' frames.
+
+A trace is untrusted JSON: every value is coerced to what its column can hold, or to missing.
+Columns are built in plain Python containers (``array.array`` for numbers, lists for strings) and
+converted once at the end. Integers use ``INT_NA`` (the smallest int64) as the missing-value
+sentinel while building; it turns into a nullable ``Int64`` mask when the frame is made, so a
+missing usage bucket stays ``<NA>`` and never becomes 0. Floats use NaN. Category columns are
+built as codes (``-1`` = missing). Strings with lone surrogates become U+FFFD so every frame can
+be written as UTF-8 (Arrow, Parquet).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from array import array
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+INT_NA = -(2**63)
+#: integers strictly between these fit an int64 column (INT_NA itself is the missing-value sentinel)
+INT_LO, INT_HI = INT_NA, 2**63
+#: timestamps are Unix ms strictly between these (1970-01-01 excluded, year 10000 excluded)
+MS_LO, MS_HI = 0, 253_402_300_800_000
+NAN = math.nan
+#: durations are ms in ``0 <= ms < DUR_HI`` (a finite float bound, so huge integers compare safely)
+DUR_HI = 1e300
+_NAN, _DUR_HI = NAN, DUR_HI
+
+
+# --------------------------------------------------------------------------- coercions
+
+
+def as_int(v: Any) -> int | None:
+    """An integer count from JSON, or None (bools, strings, non-integral floats and integers
+    beyond int64 are not counts)."""
+    c = v.__class__
+    if c is int:
+        return v if INT_LO < v < INT_HI else None
+    if c is float and v == v and v not in (math.inf, -math.inf) and v.is_integer():
+        return int(v) if INT_LO < v < INT_HI else None
+    return None
+
+
+def int_or_na(v: Any) -> int:
+    """:func:`as_int` with ``INT_NA`` for None (the value an int64 column is built from)."""
+    v = as_int(v)
+    return INT_NA if v is None else v
+
+
+def as_num(v: Any) -> float | None:
+    """A finite number from JSON, or None."""
+    c = v.__class__
+    if c is int or c is float:
+        try:
+            f = float(v)
+        except OverflowError:  # an integer beyond float range
+            return None
+        return f if f == f and f not in (math.inf, -math.inf) else None
+    return None
+
+
+def as_ms(v: Any) -> float | int | None:
+    """A plausible Unix-ms timestamp (after 1970-01-01, before year 10000), or None."""
+    c = v.__class__
+    if (c is int or c is float) and MS_LO < v < MS_HI:  # NaN compares False
+        return v
+    return None
+
+
+def as_dur(v: Any) -> float | None:
+    """A duration in ms (finite, not negative), or None."""
+    v = as_num(v)
+    return v if v is not None and v >= 0 else None
+
+
+def sidecar_timing(rec: dict[str, Any]) -> tuple[float, float]:
+    """``(latency, ttft)`` in seconds (NaN when unknown) of a sidecar record: a negative duration
+    is NA, and so is a time to first token longer than the whole response."""
+    total = rec.get("total_ms")
+    c = total.__class__
+    lat = total / 1000.0 if (c is float or c is int) and 0 <= total < _DUR_HI else _NAN  # NaN compares False
+    ttft = rec.get("ttft_ms")
+    c = ttft.__class__
+    first = ttft / 1000.0 if (c is float or c is int) and 0 <= ttft < _DUR_HI else _NAN
+    return lat, (_NAN if first > lat else first)
+
+
+def as_str(v: Any) -> str | None:
+    """A non-empty string, or None."""
+    return v if v.__class__ is str and v else None
+
+
+def b64_size(s: str) -> int:
+    """Decoded byte length of base64 text, computed from its length (the payload is never decoded)."""
+    n = len(s)
+    if n == 0:
+        return 0
+    pad = 2 if s.endswith("==") else (1 if s.endswith("=") else 0)
+    return n * 3 // 4 - pad
+
+
+def payload_size(data: Any) -> int | None:
+    """Byte size of an inline payload as stored by the Tracer (base64 text), or of raw bytes."""
+    if data.__class__ is str:
+        return b64_size(data)
+    if isinstance(data, (bytes, bytearray)):
+        return len(data)
+    return None
+
+
+def data_url_info(url: str) -> tuple[str | None, int | None]:
+    # "data:image/png;base64,AAAA" -> ("image/png", decoded size)
+    head, sep, body = url.partition(",")
+    if not sep:
+        return None, None
+    meta = head[5:]
+    mime = meta.split(";", 1)[0] or None
+    return mime, (b64_size(body) if meta.endswith(";base64") else len(body))
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
+try:  # compact JSON for tool arguments and fidelity; orjson when installed
+    import orjson as _orjson
+
+    def dumps(v: Any) -> str:
+        """Compact JSON text of a parsed value (orjson, falling back to the stdlib)."""
+        try:
+            return _orjson.dumps(v).decode()
+        except (TypeError, ValueError):
+            return _dumps(v)
+
+except ImportError:  # pragma: no cover
+    dumps = _dumps
+
+
+# --------------------------------------------------------------------------- column kinds
+
+
+class Cat:
+    """A categorical column built as codes."""
+
+    __slots__ = ("codes", "index", "cats")
+
+    def __init__(self) -> None:
+        self.codes = array("i")
+        self.index: dict[Any, int] = {}
+        self.cats: list[Any] = []
+
+    def code(self, v: Any) -> int:
+        if v is None:
+            return -1
+        c = self.index.get(v)
+        if c is None:
+            c = self.index[v] = len(self.cats)
+            self.cats.append(v)
+        return c
+
+    def append(self, v: Any) -> None:
+        self.codes.append(self.code(v))
+
+    def build(self) -> pd.Categorical:
+        codes = np.frombuffer(self.codes, dtype=np.int32) if len(self.codes) else np.empty(0, np.int32)
+        cats = self.cats
+        if not _encodable(cats):
+            fixed = [utf8_safe(c) if c.__class__ is str else c for c in cats]
+            uniq = list(dict.fromkeys(fixed))
+            if len(uniq) < len(fixed):  # two categories became one
+                where = {c: i for i, c in enumerate(uniq)}
+                remap = np.array([where[c] for c in fixed] + [-1], dtype=np.int32)
+                codes = remap[codes]
+            cats = uniq
+        return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
+
+
+def int_col(a: array) -> pd.arrays.IntegerArray:
+    """A nullable Int64 array from an ``array('q')`` holding ``INT_NA`` for missing values."""
+    v = np.array(a, dtype=np.int64)
+    mask = v == INT_NA
+    v[mask] = 0
+    return pd.arrays.IntegerArray(v, mask)
+
+
+def float_col(a: array) -> np.ndarray:
+    """A float64 array (NaN = missing)."""
+    return np.array(a, dtype=np.float64)
+
+
+def time_col(a: array) -> pd.DatetimeIndex:
+    """Tz-aware UTC timestamps (microsecond resolution) from Unix milliseconds (NaN and values
+    outside ``MS_LO < ms < MS_HI`` = NaT)."""
+    ms = np.array(a, dtype=np.float64)
+    us = np.full(ms.shape, np.iinfo(np.int64).min, dtype=np.int64)
+    ok = (ms > MS_LO) & (ms < MS_HI)
+    us[ok] = np.round(ms[ok] * 1000.0).astype(np.int64)
+    return pd.DatetimeIndex(us.view("M8[us]")).tz_localize("UTC")
+
+
+def obj_col(values: list[Any]) -> np.ndarray:
+    """An object array holding the values as they are (tuples and lists are not unpacked)."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        out[i] = v
+    return out
+
+
+def obj_series(values: np.ndarray) -> pd.Series:
+    """An object-dtype column (pandas would otherwise infer its string dtype from the values)."""
+    return pd.Series(values, dtype=object, copy=False)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_safe(s: str) -> str:
+    """``s`` with lone surrogates (JSON ``"\\ud83d"``, undecodable file name bytes) replaced by
+    U+FFFD, so that it can be stored as UTF-8 (Arrow strings, Parquet)."""
+    return _SURROGATE.sub("\ufffd", s)
+
+
+def _encodable(values: Any) -> bool:
+    try:
+        "".join(v for v in values if v.__class__ is str).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def str_col(values: Any) -> Any:
+    """A string column in pandas' default string dtype (missing = NA); lone surrogates become
+    U+FFFD (see :func:`utf8_safe`)."""
+    if pd.__version__ < "3":
+        values = [utf8_safe(v) if v.__class__ is str else v for v in values] if not _encodable(values) else values
+        return pd.array(values, dtype=object)
+    try:
+        return pd.array(values, dtype="str")
+    except UnicodeEncodeError:
+        return pd.array([utf8_safe(v) if v.__class__ is str else v for v in values], dtype="str")
+
+
+def cat_col(values: list[str | None]) -> pd.Categorical:
+    """A categorical column of strings (None = missing); lone surrogates become U+FFFD."""
+    try:
+        return pd.Categorical(values)
+    except UnicodeEncodeError:
+        return pd.Categorical([utf8_safe(v) if v.__class__ is str else v for v in values])

@@ -1,0 +1,128 @@
+"""Plots of a turns frame (matplotlib, the ``plot`` extra): latency and usage over time."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+import pandas as pd
+
+from ._common import FROM_OTEL, plain
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+__all__ = ["plot_latency", "plot_usage_over_time"]
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - matplotlib is installed in the test env
+        raise ImportError(
+            "mmsp_notebook.traces plots need matplotlib: pip install 'mmsp_notebook[plot]' "
+            "(or pip install matplotlib)"
+        ) from exc
+    return plt
+
+
+def plot_latency(
+    turns: pd.DataFrame,
+    by: str = "model",
+    metrics: Sequence[str] = ("latency", "ttft"),
+) -> "Figure":
+    """Box plots of latency and time to first token (seconds) per group.
+
+    One panel per metric that has data (``ttft`` needs sidecars). Requires matplotlib (the
+    ``plot`` extra). Returns the figure.
+    """
+    plt = _pyplot()
+    df = plain(turns)
+    by = FROM_OTEL.get(by, by)
+    panels = [m for m in metrics if m in df and df[m].notna().any()]
+    if not panels:
+        panels = [metrics[0]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False)
+    groups = [(str(k), g) for k, g in df.groupby(by, observed=True, sort=True)]
+    for ax, metric in zip(axes[0], panels):
+        data = [g[metric].dropna().to_numpy() if metric in g else [] for _, g in groups]
+        keep = [(name, d) for (name, _), d in zip(groups, data) if len(d)]
+        if keep:
+            import inspect
+
+            horizontal = (
+                {"orientation": "horizontal"}
+                if "orientation" in inspect.signature(ax.boxplot).parameters
+                else {"vert": False}
+            )
+            ax.boxplot([d for _, d in keep], showfliers=True, **horizontal)
+            ax.set_yticks(range(1, len(keep) + 1), [name for name, _ in keep])
+        ax.set_xlabel(f"{metric} (s)")
+        ax.set_title({"latency": "Latency", "ttft": "Time to first token"}.get(metric, metric))
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _auto_freq(span: pd.Timedelta) -> str:
+    for freq, width in (
+        ("1s", "1s"),
+        ("10s", "10s"),
+        ("1min", "1min"),
+        ("10min", "10min"),
+        ("1h", "1h"),
+        ("6h", "6h"),
+        ("1D", "1D"),
+    ):
+        if span / pd.Timedelta(width) <= 60:
+            return freq
+    return "7D"
+
+
+def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str | None = None) -> "Figure":
+    """Tokens (input and output) and cost over time, binned by ``started`` (else ``ended``).
+
+    Top panel: input and output tokens per bin. Bottom panel: cost per bin (bars) and cumulative
+    cost (line), in USD. ``freq`` is a pandas frequency (``"1min"``, ``"1h"``...), chosen from the
+    time span when None. ``by`` (e.g. ``"model"``) splits the output tokens line per group.
+    Requires matplotlib (the ``plot`` extra). Returns the figure.
+    """
+    plt = _pyplot()
+    df = plain(turns)
+    t = df["started"].where(df["started"].notna(), df["ended"])
+    df = df.assign(_t=t).dropna(subset=["_t"]).sort_values("_t")
+    fig, (ax_tok, ax_cost) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+    if len(df):
+        freq = freq or _auto_freq(df["_t"].iloc[-1] - df["_t"].iloc[0])
+        g = df.set_index("_t")
+        tok = pd.DataFrame(
+            {
+                "input": g["input_tokens"].astype("float64").resample(freq).sum(),
+                "output": g["output_tokens"].astype("float64").resample(freq).sum(),
+            }
+        )
+        if by is None:
+            ax_tok.plot(tok.index, tok["input"], label="input tokens", drawstyle="steps-post")
+            ax_tok.plot(tok.index, tok["output"], label="output tokens", drawstyle="steps-post")
+        else:
+            by = FROM_OTEL.get(by, by)
+            ax_tok.plot(tok.index, tok["input"], label="input tokens (all)", drawstyle="steps-post", alpha=0.5)
+            for name, sub in g.groupby(by, observed=True):
+                s = sub["output_tokens"].astype("float64").resample(freq).sum()
+                ax_tok.plot(s.index, s.to_numpy(), label=f"output tokens: {name}", drawstyle="steps-post")
+        ax_tok.set_ylabel(f"tokens per {freq}")
+        ax_tok.legend(fontsize="small")
+        cost = g["cost"].resample(freq).sum(min_count=1)
+        width = pd.Timedelta(freq) * 0.9 if len(cost) > 1 else pd.Timedelta(freq)
+        ax_cost.bar(cost.index, cost.fillna(0).to_numpy(), width=width, align="edge", label="cost per bin")
+        ax_cost.set_ylabel("USD per bin")
+        cum = ax_cost.twinx()
+        cum.plot(cost.index, cost.fillna(0).cumsum().to_numpy(), color="black", label="cumulative")
+        cum.set_ylabel("cumulative USD")
+        missing = int(df["cost_missing"].sum()) if "cost_missing" in df else 0
+        title = "Cost (list prices)" + (f" — {missing} turns without a price not counted" if missing else "")
+        ax_cost.set_title(title, fontsize="medium")
+    ax_tok.set_title("Tokens over time")
+    ax_cost.set_xlabel("time (UTC)")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    return fig
