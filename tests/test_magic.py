@@ -175,16 +175,51 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
     assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached ' in final["content"]["data"]["text/html"]
 
 
-def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
+def shell():
+    """IPython's terminal shell (one per process), with the extension loaded."""
+    from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing.globalipapp import start_ipython
 
+    start_ipython()
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "mmsp_notebook")
+    return ip
+
+
+def test_a_one_line_question_is_a_prompt_not_a_help_request(fresh_session, capsys):
+    ip = shell()
+    result = ip.run_cell("%mmsp What is my name?")
+    assert result.success, result.error_in_exec
+    turn = result.result
+    assert turn.status == "complete" and "What is my name?" in turn.prompt["content_items"][0]["text"]
+    assert "not found" not in capsys.readouterr().out
+    indented = ip.run_cell("if True:\n    t = %mmsp --chat q Are you there?\nt.status")
+    assert indented.result == "complete"
+    assert "Are you there?" in ip.user_ns["t"].prompt["content_items"][0]["text"]
+    # help on the magic itself still works, and a cell's prompt is left as written
+    assert ip.run_cell("%mmsp?").success
+    cell = ip.run_cell("%%mmsp --chat q -o body\nWhat does\n%mmsp mean?")
+    assert cell.success and ip.user_ns["body"].prompt["content_items"][0]["text"] == "What does\n%mmsp mean?"
+    assert fresh_session.conversation("q").turns
+
+
+def test_a_prompt_that_starts_with_a_dash_gets_a_hint(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    with pytest.raises(UsageError, match=r"%mmsp -- <prompt>"):
+        ip.run_line_magic("mmsp", "-verbose output please")
+    turn = ip.run_line_magic("mmsp", "-- -verbose output please")
+    assert turn.status == "complete"
+
+
+def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
     from mmsp_notebook.engine import session as _session
     sess = _session.Session()
     sess.settings.demo_instant = True
     monkeypatch.setattr(_session, "_session", sess)
-    ip = start_ipython()
-    ip.run_line_magic("load_ext", "mmsp_notebook")
+    ip = shell()
     value = ip.run_cell_magic("mmsp", "-o t", "Tell me about terminals")
     out = capsys.readouterr().out
     turn = ip.user_ns["t"]

@@ -6,6 +6,7 @@ import copy
 import difflib
 import keyword
 import os
+import re
 import shlex
 import traceback
 from pathlib import Path
@@ -214,15 +215,49 @@ def _parse(magic: Any, line: str) -> Any:
         if argv is None:
             return parse_argstring(magic, line)
         return magic.parser.parse_args(argv)
-    except UsageError:
+    except UsageError as exc:
+        said = str(exc)
+        if "unrecognized arguments" in said or "ambiguous option" in said:
+            # a one-line prompt that starts with a dash, e.g. %mmsp -verbose output please
+            said += " (to send a prompt that starts with '-': %mmsp -- <prompt>)"
+            raise UsageError(said) from None
         raise
     except Exception as exc:  # argparse's own complaints
         raise UsageError(f"%mmsp: {exc}") from None
 
 
+_QUESTION = re.compile(r"^(\s*)(?:([A-Za-z_][\w.]*)\s*=\s*)?%mmsp(\s+.*\S)\?(\s*)$")
+
+
+def questions_are_prompts(lines: list[str]) -> list[str]:
+    """An input transformer: ``%mmsp What is my name?`` is a prompt, not IPython's help syntax.
+
+    IPython reads a line that ends in ``?`` as a request for help on the word before it; a one-line
+    ``%mmsp`` prompt ending in a question mark is turned into the call IPython would have made.
+    ``%mmsp?`` (help on the magic itself) is left alone.
+    """
+    if lines and lines[0].lstrip().startswith("%%"):
+        return lines  # a cell magic's body is its own text
+    out = []
+    for line in lines:
+        m = _QUESTION.match(line.rstrip("\n"))
+        if m is None or m.group(3).strip().startswith("?"):
+            out.append(line)
+            continue
+        indent, target, rest = m.group(1), m.group(2), m.group(3).strip() + "?"
+        assign = f"{target} = " if target else ""
+        newline = "\n" if line.endswith("\n") else ""
+        out.append(f"{indent}{assign}get_ipython().run_line_magic('mmsp', {rest!r}){newline}")
+    return out
+
+
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(MMSPMagics)
+    if questions_are_prompts not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(questions_are_prompts)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    if questions_are_prompts in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(questions_are_prompts)
     session().close()  # the demo model server and the wire proxies
