@@ -23,6 +23,7 @@ from ..core.turn import Turn
 from ..engine.session import Session, session
 from ..views.live import LiveView, TextLive, WidgetLive, drive, in_kernel
 from ..views.static import running_cell
+from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
 __all__ = ["live_view", "present", "finish_turn"]
 
@@ -53,8 +54,6 @@ def present(
     live = live_view(stream, sess.settings.events if events is None else events)
     turn = drive(run, future, live)
     if wire:
-        from ..views.wire import show_wire
-
         show_wire(turn, isinstance(live, WidgetLive), stream)
     if stream is None:  # the live view drew it in the running cell (None outside IPython)
         turn.drawn_in_cell = running_cell()
