@@ -224,15 +224,16 @@ class _Forward:
         if pump_task.done() and not pump_task.cancelled() and pump_task.exception() is None:
             record.outcome = "complete" if record.status < 400 else "refused"
         elif pump_task.done() and not pump_task.cancelled():
-            # the upstream closed mid-body: close the client's connection the same way
-            record.outcome = "cut"
-            raise AbruptClose("the upstream closed the connection mid-body") from None
+            record.outcome = "cut"  # the upstream closed mid-body
         else:
             record.outcome = "stopped" if shutdown.is_set() else "client_gone"
         if record.protocol in ("other", "chat", "responses", "messages", "mmsp") and record.status == 200:
             detected = detect_protocol(record.response)
             if detected is not None:
                 record.protocol = detected
+        if record.outcome in ("cut", "stopped"):
+            # close the client's connection mid-body too (a stream that was cut, or the proxy stopping)
+            raise AbruptClose(f"wire proxy: {record.outcome}")
 
 
 class _ProxyApp:
