@@ -149,7 +149,7 @@ def launch(
     settings = sess.settings
     opts = TurnOptions(model=model, client_type=client_type, base_url=base_url, api_key_env=api_key_env,
                        system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
-                       max_steps=max_steps).over(settings)
+                       max_steps=max_steps).resolve(settings)
     if isinstance(trace, str) and trace:
         check_trace_id(trace)
     model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env

@@ -13,16 +13,19 @@ over the kernel's defaults (:meth:`TurnOptions.over`).
 
 from __future__ import annotations
 
+import argparse
+import copy
 import dataclasses
 import math
 import os
 import re
+import shlex
 from collections.abc import Callable
 from typing import Any
 
 from .._errors import OptionError
 
-__all__ = ["THINKING_LEVELS", "TurnOptions", "Settings", "check_option", "check_client_type"]
+__all__ = ["THINKING_LEVELS", "TurnOptions", "Settings", "check_option", "check_client_type", "parse_alias"]
 
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 _NONE_WORDS = ("none", "null", "")
@@ -172,6 +175,26 @@ class TurnOptions:
         return dataclasses.replace(self, **{name: getattr(defaults, name) for name in self.names()
                                              if getattr(self, name) is None})
 
+    def resolve(self, settings: Settings) -> TurnOptions:
+        """The options a turn runs with: an alias as model brings its own options (each one given here
+        still wins), then the kernel's defaults fill in what is left."""
+        alias = settings.aliases.get(self.model or settings.model)
+        opts = self
+        if alias is not None:
+            opts = dataclasses.replace(self, model=alias.model, **{
+                name: getattr(alias, name) for name in self.names()
+                if name != "model" and getattr(self, name) is None and getattr(alias, name) is not None})
+        return opts.over(settings)
+
+    def spec(self) -> str:
+        """These options written as an alias spec (what :func:`parse_alias` reads)."""
+        parts = [shlex.quote(self.model or "")]
+        for name in self.names():
+            value = getattr(self, name)
+            if name != "model" and value is not None:
+                parts += ["--" + name.replace("_", "-"), shlex.quote(str(value))]
+        return " ".join(parts)
+
     def config(self, *, tools: Any = None, trace_id: str | None = None) -> dict[str, Any]:
         """The UniConfig of a turn with these options."""
         config: dict[str, Any] = {}
@@ -207,11 +230,96 @@ class Settings:
     strict: bool = False
     events: bool = False
     demo_instant: bool = dataclasses.field(default_factory=lambda: os.getenv("MMSP_NOTEBOOK_DEMO_INSTANT", "") == "1")
+    # model aliases: a name standing for a model with its endpoint (%mmsp alias, or MMSPMagics.aliases)
+    aliases: dict[str, TurnOptions] = dataclasses.field(default_factory=dict)
+    # where each value came from, for the precedence %mmsp config > IPython configuration > environment
+    origin: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def option_names() -> tuple[str, ...]:
+        return tuple(name for name in _CHECKS)
 
     def set(self, key: str, value: Any) -> None:
         """Set one default from text (``%mmsp config``) or a Python value, checked as the option is everywhere."""
         name = key.replace("-", "_")
-        fields = {f.name for f in dataclasses.fields(self)}
-        if name not in fields:
-            raise OptionError(f"unknown setting {key!r}; settings: {', '.join(sorted(fields))}")
+        if name not in _CHECKS:
+            raise OptionError(f"unknown setting {key!r}; settings: {', '.join(sorted(_CHECKS))}")
         setattr(self, name, check_option(name, value, text=True))
+        self.origin[name] = "config"
+
+    def update(self, pairs: dict[str, Any]) -> None:
+        """Set several defaults, all or nothing: each value is checked before any takes effect."""
+        trial = copy.deepcopy(self)
+        for key, value in pairs.items():
+            trial.set(key, value)
+        self.__dict__.update(trial.__dict__)
+
+    def configure(self, values: dict[str, Any]) -> list[str]:
+        """Defaults from IPython's configuration system (``c.MMSPMagics.model = ...``), all or nothing.
+
+        They rank below what ``%mmsp config`` set in this kernel and above the environment
+        (``MMSP_NOTEBOOK_MODEL``). Returns the names that took effect.
+        """
+        checked = {name.replace("-", "_"): check_option(name, value) for name, value in values.items()
+                   if value is not None}
+        taken = []
+        for name, value in checked.items():
+            if self.origin.get(name) != "config":
+                setattr(self, name, value)
+                self.origin[name] = "ipython-config"
+                taken.append(name)
+        return taken
+
+    def as_dict(self) -> dict[str, Any]:
+        """The current defaults (what ``%mmsp config`` shows)."""
+        out: dict[str, Any] = {name: getattr(self, name) for name in _CHECKS}
+        if self.aliases:
+            out["aliases"] = {name: alias.spec() for name, alias in self.aliases.items()}
+        return out
+
+    def add_alias(self, name: str, spec: str | TurnOptions | None) -> None:
+        """Name a model with its endpoint; ``spec=None`` (or empty) removes the alias."""
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.+-]*", name or ""):
+            raise OptionError(f"an alias is a name of letters, digits, _ . + - (starting with a letter), not {name!r}")
+        if spec is None or (isinstance(spec, str) and not spec.strip()):
+            self.aliases.pop(name, None)
+            return
+        alias = spec if isinstance(spec, TurnOptions) else parse_alias(spec)
+        if alias.model in self.aliases or alias.model == name:
+            raise OptionError(f"alias {name!r} names another alias ({alias.model!r}); name the model itself")
+        self.aliases[name] = alias
+
+
+def _alias_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="alias", add_help=False, exit_on_error=False)
+    parser.add_argument("model")
+    for name in TurnOptions.names():
+        if name != "model":
+            parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None)
+    return parser
+
+
+def parse_alias(spec: str) -> TurnOptions:
+    """``[CLIENT_TYPE:]MODEL [--client-type T] [--base-url URL] [--api-key-env NAME] [--system ...] ...``
+
+    The options are the magic's model options, checked as everywhere. ``openai-chat:gpt-x`` is model
+    ``gpt-x`` through client type ``openai-chat`` (only when the prefix is a client type mmsp knows:
+    model ids such as ``llama3:8b`` keep their colon).
+    """
+    try:
+        argv = shlex.split(spec)
+        args = _alias_parser().parse_args(argv)
+    except (ValueError, argparse.ArgumentError) as exc:
+        raise OptionError(f"alias: {exc}; write [CLIENT_TYPE:]MODEL [--base-url URL] [--api-key-env NAME] ...") from None
+    except SystemExit:  # argparse gives up this way on some errors even with exit_on_error=False
+        raise OptionError("alias: write [CLIENT_TYPE:]MODEL [--base-url URL] [--api-key-env NAME] ...") from None
+    values = {k: v for k, v in vars(args).items() if v is not None}
+    prefix, colon, rest = values["model"].partition(":")
+    if colon and rest and values.get("client_type") is None:
+        try:
+            check_client_type(prefix)
+        except OptionError:
+            pass
+        else:
+            values["client_type"], values["model"] = prefix, rest
+    return TurnOptions(**values)

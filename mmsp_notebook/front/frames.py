@@ -49,12 +49,14 @@ def usage_frame(turns: Sequence[Turn]) -> Any:
     return df
 
 
-def models_frame() -> Any:
-    """The demo models and mmsp's registry, with prices per million tokens."""
+def models_frame(aliases: Any = None) -> Any:
+    """The aliases of this kernel, the demo models and mmsp's registry, with prices per million tokens."""
     import mmsp
     import pandas as pd
 
-    rows = [
+    rows = [{"model": name, "client": alias.client_type or "(by model)", "base_url": alias.base_url or "(default)",
+             "input": "", "output": f"alias for {alias.spec()}"} for name, alias in (aliases or {}).items()]
+    rows += [
         {"model": "demo", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text, image",
          "output": "thinking, text, tool calls, image, audio"},
         {"model": "demo-embed", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text",

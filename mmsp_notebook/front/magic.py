@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import difflib
 import keyword
 import os
@@ -15,18 +14,19 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 
 from ..engine.launch import interpolate, launch, user_message
 from .finish import present
 from .frames import history_frame, models_frame, usage_frame
 from .._errors import OptionError
 from ..core.redact import redact
-from ..engine.options import THINKING_LEVELS
+from ..engine.options import THINKING_LEVELS, Settings
 from ..engine.session import session
 
 __all__ = ["MMSPMagics", "load_ipython_extension"]
 
-SUBCOMMANDS = ("models", "history", "reset", "config", "usage", "error", "help")
+SUBCOMMANDS = ("models", "history", "reset", "config", "alias", "usage", "error", "help")
 
 
 def _notebook_name(shell: Any) -> str:
@@ -36,7 +36,48 @@ def _notebook_name(shell: Any) -> str:
 
 @magics_class
 class MMSPMagics(Magics):
-    """The mmsp magics."""
+    """The mmsp magics, configurable through IPython's configuration system.
+
+    ``c.MMSPMagics.model = "demo"`` in ``ipython_config.py`` (or ``%config MMSPMagics.model = "demo"``)
+    sets a kernel default, as ``%mmsp config model=demo`` does; what ``%mmsp config`` set in this
+    kernel wins over the configuration, which wins over the environment (``MMSP_NOTEBOOK_MODEL``);
+    an option of the magic itself wins over all of them. ``c.MMSPMagics.aliases = {"fast":
+    "openai-chat:gpt-x --base-url URL --api-key-env NAME"}`` names models as ``%mmsp alias`` does.
+    """
+
+    model = Unicode(None, allow_none=True, help="default model id").tag(config=True)
+    client_type = Unicode(None, allow_none=True, help="default mmsp client type").tag(config=True)
+    base_url = Unicode(None, allow_none=True, help="default endpoint base URL").tag(config=True)
+    api_key_env = Unicode(None, allow_none=True, help="name of the variable holding the API key").tag(config=True)
+    system = Unicode(None, allow_none=True, help="default system prompt").tag(config=True)
+    thinking = Unicode(None, allow_none=True, help="default thinking level").tag(config=True)
+    max_tokens = Integer(None, allow_none=True, help="default cap on output tokens").tag(config=True)
+    temperature = Float(None, allow_none=True, help="default sampling temperature").tag(config=True)
+    max_steps = Integer(None, allow_none=True, help="most model responses in one turn's tool loop").tag(config=True)
+    trace = Bool(None, allow_none=True, help="trace every turn").tag(config=True)
+    strict = Bool(None, allow_none=True, help="raise when a turn does not complete").tag(config=True)
+    events = Bool(None, allow_none=True, help="show the UniEvents table under every turn").tag(config=True)
+    demo_instant = Bool(None, allow_none=True, help="the demo server answers at once").tag(config=True)
+    aliases = Dict(default_value={}, help="model aliases: name -> '[CLIENT_TYPE:]MODEL [--base-url URL] ...'").tag(
+        config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell=shell, **kwargs)
+        self._configure(self.trait_values())
+
+    @observe(*Settings.option_names(), "aliases")
+    def _on_config(self, change: Any) -> None:
+        self._configure({change["name"]: change["new"]})
+
+    def _configure(self, values: dict[str, Any]) -> None:
+        settings = session().settings
+        options = {k: v for k, v in values.items() if k in Settings.option_names() and v is not None}
+        try:
+            settings.configure(options)
+            for name, spec in (values.get("aliases") or {}).items():
+                settings.add_alias(name, spec)
+        except OptionError as exc:
+            raise UsageError(f"MMSPMagics configuration: {exc}") from None
 
     @magic_arguments()
     @argument("-m", "--model", default=None, help="model id (default: MMSP_NOTEBOOK_MODEL, else the offline 'demo')")
@@ -71,6 +112,9 @@ class MMSPMagics(Magics):
         config key=value | usage | error``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
         prompt that starts with ``-``).
         """
+        if cell is None and line.split(None, 1)[:1] == ["alias"]:
+            # the spec expands {expr} and $name as any magic's line does
+            return self._alias(self._expand(line.split(None, 1)[1]) if " " in line.strip() else "")
         if cell is not None:
             line = self._expand(line)  # the options line, as IPython would ({url}, $model)
         args = _parse(self.mmsp, line)
@@ -158,13 +202,30 @@ class MMSPMagics(Magics):
                        wire=args.wire, keep=keep, sess=sess)
 
     # ------------------------------------------------------------------ subcommands
+    def _alias(self, text: str) -> Any:
+        """``%mmsp alias`` lists the aliases; ``%mmsp alias NAME = SPEC`` names a model with its
+        endpoint (``openai-chat:gpt-x --base-url URL --api-key-env NAME``); ``%mmsp alias NAME =``
+        removes one."""
+        settings = session().settings
+        if not text.strip():
+            return {name: alias.spec() for name, alias in settings.aliases.items()}
+        name, eq, spec = text.partition("=")
+        if not eq:
+            raise UsageError("%mmsp alias: write %mmsp alias NAME = [CLIENT_TYPE:]MODEL [--base-url URL] "
+                             "[--api-key-env NAME] ...")
+        try:
+            settings.add_alias(name.strip(), spec.strip() or None)
+        except OptionError as exc:
+            raise UsageError(f"%mmsp alias: {exc}") from None
+        return None
+
     def _subcommand(self, args: Any, name: str, rest: list[str]) -> Any:
         sess = session()
         if name == "help":
             print(self.mmsp.__doc__)
             return None
         if name == "models":
-            return models_frame()
+            return models_frame(sess.settings.aliases)
         if name == "history":
             conv = sess.conversation(args.chat)
             return history_frame(conv.history())
@@ -174,18 +235,17 @@ class MMSPMagics(Magics):
             return None
         if name == "config":
             if not rest:
-                return {k: v for k, v in vars(sess.settings).items()}
-            # all or nothing: every pair is checked on a copy before any takes effect
-            trial = copy.copy(sess.settings)
+                return sess.settings.as_dict()
+            pairs = {}
             for pair in rest:
                 key, eq, value = pair.partition("=")
                 if not eq:
                     raise UsageError(f"%mmsp config: expected key=value, got {pair!r} (nothing was changed)")
-                try:
-                    trial.set(key.strip(), value.strip())
-                except OptionError as exc:
-                    raise UsageError(f"%mmsp config: {exc} (nothing was changed)") from None
-            vars(sess.settings).update(vars(trial))
+                pairs[key.strip()] = value.strip()
+            try:  # all or nothing: every pair is checked before any takes effect
+                sess.settings.update(pairs)
+            except OptionError as exc:
+                raise UsageError(f"%mmsp config: {exc} (nothing was changed)") from None
             return None
         if name == "usage":
             return usage_frame(sess.turns)
