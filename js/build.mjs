@@ -1,16 +1,27 @@
 // Bundle the anywidget front ends into ../mmsp_notebook/static (ESM, minified, no external imports).
-//   node build.mjs          build
-//   node build.mjs --check  build into a temp dir and verify the committed outputs are up to date
+//   node build.mjs               build
+//   node build.mjs --outdir DIR  build into DIR instead
+//   node build.mjs --check       build into a temp dir and verify the committed outputs are the same, byte for byte
+// The build is deterministic: the same sources and lockfile give the same bytes (no paths, dates or
+// source maps in the output), which is what lets tests/test_html.py refuse stale committed bundles.
 import * as esbuild from "esbuild";
-import { readFileSync, mkdtempSync, mkdirSync, existsSync } from "node:fs";
+import { readFileSync, mkdtempSync, mkdirSync, existsSync, rmSync } from "node:fs";
 import { gzipSync } from "node:zlib";
-import { join, dirname } from "node:path";
+import { join, dirname, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 
+const OUTPUTS = ["turn.js", "chat.js", "widget.css"];
+
 const here = dirname(fileURLToPath(import.meta.url));
 const check = process.argv.includes("--check");
-const outdir = check ? mkdtempSync(join(tmpdir(), "mmsp-build-")) : join(here, "..", "mmsp_notebook", "static");
+const at = process.argv.indexOf("--outdir");
+const committedDir = join(here, "..", "mmsp_notebook", "static");
+const outdir = check
+  ? mkdtempSync(join(tmpdir(), "mmsp-build-"))
+  : at > 0 && process.argv[at + 1]
+    ? resolve(process.argv[at + 1])
+    : committedDir;
 mkdirSync(outdir, { recursive: true });
 
 const common = {
@@ -20,6 +31,7 @@ const common = {
   target: "es2020",
   platform: "browser",
   legalComments: "none",
+  sourcemap: false,
   logLevel: "warning",
   absWorkingDir: here,
   // markdown-it runs with linkify: false, so linkify-it is replaced by a stub
@@ -34,7 +46,7 @@ await esbuild.build({
 await esbuild.build({ ...common, entryPoints: { widget: "src/widget.css" }, outdir, loader: { ".css": "css" } });
 
 let failed = false;
-for (const name of ["turn.js", "chat.js", "widget.css"]) {
+for (const name of OUTPUTS) {
   const file = join(outdir, name);
   const code = readFileSync(file);
   const text = code.toString("utf8");
@@ -52,11 +64,12 @@ for (const name of ["turn.js", "chat.js", "widget.css"]) {
   }
   console.log(`${name.padEnd(11)} ${(code.length / 1024).toFixed(1).padStart(6)} KB raw  ${(gzipSync(code).length / 1024).toFixed(1).padStart(6)} KB gzip`);
   if (check) {
-    const committed = join(here, "..", "mmsp_notebook", "static", name);
-    if (!existsSync(committed) || readFileSync(committed).toString("utf8") !== text) {
+    const committed = join(committedDir, name);
+    if (!existsSync(committed) || !readFileSync(committed).equals(code)) {
       console.error(`${name}: mmsp_notebook/static/${name} is out of date — run npm run build and commit it`);
       failed = true;
     }
   }
 }
+if (check) rmSync(outdir, { recursive: true, force: true });
 if (failed) process.exit(1);

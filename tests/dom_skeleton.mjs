@@ -15,7 +15,7 @@ const require = createRequire(new URL("../js/package.json", import.meta.url));
 const { JSDOM } = require("jsdom");
 const { createTurnView } = await import(new URL("../js/src/render.js", import.meta.url));
 
-const ATTRS = ["open", "title", "href", "src", "alt", "aria-label", "aria-hidden", "role", "controls",
+const ATTRS = ["open", "title", "data-state", "href", "src", "alt", "aria-label", "aria-hidden", "role", "controls",
   "data-status", "preload", "loading", "start", "tabindex", "scope"];
 
 function skeleton(el, out = [], depth = 0) {

@@ -42,7 +42,7 @@ def test_text_and_thinking_stream_with_footer_trace_and_sidecar(fresh_session, t
     turn, printed = quiet_ask("Tell me about pandas")
     assert turn.status == "complete" and turn.finish_reason == "stop"
     assert turn.thinking and "##" in turn.text and "|" in turn.text and "```" in turn.text
-    assert turn.text in printed and "tokens: cached" in printed
+    assert turn.text in printed and "tokens cached" in printed
     usage = turn.usage
     assert usage["prompt_tokens"] > 0 and usage["response_tokens"] > 0 and usage["thoughts_tokens"] > 0
     assert turn.cost is None and "price unknown" in printed

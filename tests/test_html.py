@@ -9,8 +9,9 @@ from html.parser import HTMLParser
 import pytest
 
 import mmsp_notebook as m
-from mmsp_notebook.views.html import render_html, render_markdown, render_text
 from mmsp_notebook.engine.tools import ToolSet
+from mmsp_notebook.views.html import render_html, render_markdown, render_text
+from mmsp_notebook.views.model import present_view
 
 PAYLOADS = [
     "<script>alert(1)</script>",
@@ -92,13 +93,13 @@ def test_images_and_audio_are_data_urls_of_allowed_types(fresh_session):
 
 
 def test_media_of_other_types_or_urls_is_not_shown():
-    vm = {"status": "complete", "footer": None, "error": None, "status_text": "", "items": [
+    vm = present_view({"status": "complete", "footer": None, "error": None, "status_text": "", "items": [
         {"i": 0, "kind": "image", "status": "done", "mime_type": "image/svg+xml",
          "src": "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+"},
         {"i": 1, "kind": "image", "status": "done", "mime_type": "image/png", "src": "javascript:alert(1)"},
         {"i": 2, "kind": "image", "status": "done", "mime_type": "image/png", "src": "https://evil.example/x.png"},
         {"i": 3, "kind": "audio", "status": "done", "mime_type": "audio/wav", "src": "data:text/html;base64,PHNjcmlwdD4="},
-    ]}
+    ]})
     html = render_html(None, vm)
     assert_inert(html)
     assert "<img" not in html and "<audio" not in html and "javascript:" not in html and "evil.example" not in html
@@ -108,11 +109,13 @@ def test_media_of_other_types_or_urls_is_not_shown():
 def test_statuses_show_in_static_view(fresh_session):
     turn = m.ask("hello", model="demo+cut-text", stream=io.StringIO())
     html = render_html(turn)
-    assert 'class="mmsp-status mmsp-banner mmsp-warn"' in html and "<strong>Incomplete: </strong>" in html
-    assert "ended without a stop event" in html and "RemoteProtocolError" in html
+    assert ('<div class="mmsp-status mmsp-banner mmsp-warn" role="status" aria-live="polite"><span class="mmsp-banner-text">'
+            "ended without a stop event — the answer may be cut off</span>"
+            '<div class="mmsp-banner-detail">RemoteProtocolError: ') in html
     turn = m.ask("hello", model="demo+401", stream=io.StringIO())
     html = render_html(turn)
-    assert 'class="mmsp-status mmsp-banner mmsp-error"' in html and "UpstreamError: " in html
+    assert ('class="mmsp-status mmsp-banner mmsp-error" role="status" aria-live="polite">'
+            '<strong class="mmsp-banner-lead">UpstreamError: </strong>') in html
     assert 'data-status="error"' in html
     bundle = turn._repr_mimebundle_()
     assert set(bundle) == {"text/plain", "text/html"}
@@ -149,8 +152,9 @@ FOOTER = {"usage": {"cached_tokens": 0, "prompt_tokens": 1200, "thoughts_tokens"
 
 
 def _vm(status, items, footer=None, error=None, status_text=""):
-    return {"id": "t1", "model": "demo", "status": status, "items": items, "footer": footer, "error": error,
-            "status_text": status_text}
+    """A view model from hand-written facts, as the model presents them."""
+    return present_view({"id": "t1", "model": "demo", "status": status, "items": items, "footer": footer,
+                         "error": error, "status_text": status_text})
 
 
 VMS = {
@@ -250,7 +254,7 @@ def test_static_html_is_the_live_views_last_frame(fresh_session):
                            ("draw a tree", {}), ("say hi", {}), ("hello", {"model": "demo+cut-text"})):
         turn = m.ask(prompt, stream=io.StringIO(), **kwargs)
         turns.append(turn)
-        cases.append({"ops": OpsTracker(events=True).ops(turn), "html": render_html(turn, view_model(turn), events=True)})
+        cases.append({"ops": OpsTracker(events=True).ops(turn, final=True), "html": render_html(turn, view_model(turn), events=True)})
     assert {t.status for t in turns} == {"complete", "incomplete"}
     for turn, result in zip(turns, _skeletons(cases)):
         assert any(node[1] == "table" for node in result["widget"]), "no events table"
@@ -284,7 +288,7 @@ def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session
     assert '<span class="mmsp-badge" title="fidelity: signature">signed</span>' in html
     assert '<details class="mmsp-details"><summary class="mmsp-summary"><span class="mmsp-summary-label">Thought for' in html
     assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached 0 · prompt ' in html
-    assert '<span class="mmsp-sep"> · </span><span class="mmsp-stat" title="model calls in this turn">2 steps</span>' in html
+    assert '<span class="mmsp-sep"> · </span><span class="mmsp-stat mmsp-steps" title="model calls in this turn">2 steps</span>' in html
     # the events table on its own, and the one-line footer of the terminal view and text/plain
     from mmsp_notebook.views.html import footer_line, render_events
 
@@ -293,7 +297,7 @@ def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session
     assert events.count("<tr>") == 4 and "more events</div>" in events and "<button" not in events
     assert assert_inert(events) is None and "<td>stop</td>" in render_events(turn)
     line = footer_line(view_model(turn)["footer"])
-    assert line.startswith("tokens: cached 0 · prompt ") and " | 2 steps" in line and line in render_text(turn)
+    assert line.startswith("tokens cached 0 · prompt ") and " | 2 steps" in line and line in render_text(turn)
 
 
 def test_code_frames_are_added_outside_attribute_values():
@@ -331,3 +335,55 @@ def test_code_frames_are_added_outside_attribute_values():
     assert html.count('<div class="mmsp-code">') == html.count("<pre>") == 3
     assert parser.langs == ["python", '<pre>"x']
     assert '<span class="mmsp-code-lang">&lt;pre&gt;&quot;x</span>' in html
+
+
+# ---------------------------------------------------------------------------------------------- text views, bundles
+def test_the_text_views_write_the_models_strings(fresh_session):
+    """The terminal (TextLive) and text/plain lay out the view model's tags, results, banner and footer."""
+    from mmsp_notebook.views.model import view_model
+    from mmsp_notebook.views.text import banner_line, banner_lines
+
+    out = io.StringIO()
+    turn = m.ask("weather in Paris please", tools=ToolSet({"get_weather": lambda city: f"sunny in {city}"}), stream=out)
+    vm = view_model(turn)
+    footer = " | ".join(s["text"] for s in vm["footer"]["stats"])
+    [card] = [it for it in vm["items"] if it["kind"] == "tool_call"]
+    thinking = vm["items"][0]
+    for shown in (out.getvalue(), render_text(turn)):
+        assert footer in shown and "tokens cached 0 · prompt " in footer and footer.endswith(" | 2 steps")
+        assert "[tool call] get_weather " in shown and f"\n  {card['state_text']} sunny in Paris" in shown
+    assert out.getvalue().startswith("[thinking] ")
+    assert render_text(turn).startswith(f"[{thinking['label']}] ") and thinking["label"].startswith("Thought for ")
+    assert f"[tool call] get_weather {card['args']}\n  returned sunny in Paris" in render_text(turn)
+
+    out = io.StringIO()
+    turn = m.ask("hello", model="demo+cut-text", stream=out)
+    banner = view_model(turn)["banner"]
+    for shown in (out.getvalue(), render_text(turn)):
+        assert f"[incomplete] {banner['text']}\n{banner['detail']}\n{banner['hint']}\n" in shown + "\n"
+    assert banner_line(banner) == f"{banner['text']} — {banner['detail']} — {banner['hint']}"
+    out = io.StringIO()
+    turn = m.ask("hi", model="demo+401", stream=out)
+    first, hint = banner_lines(view_model(turn)["banner"])
+    assert first.startswith("UpstreamError: ") and out.getvalue().startswith(f"[error] {first}\n{hint}\n")
+
+
+def test_the_committed_bundles_are_what_js_src_builds(tmp_path):
+    """mmsp_notebook/static is js/src built: a build into a temporary directory gives the same bytes."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from helpers import require
+
+    node = shutil.which("node")
+    require(node is not None, "node")
+    js = Path(__file__).resolve().parent.parent / "js"
+    require((js / "node_modules" / "esbuild").is_dir(), "js/node_modules (cd js && npm ci)")
+    subprocess.run([node, str(js / "build.mjs"), "--outdir", str(tmp_path)], check=True, capture_output=True,
+                   timeout=120)
+    static = Path(m.__file__).parent / "static"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in static.iterdir())
+    for built in tmp_path.iterdir():
+        assert built.read_bytes() == (static / built.name).read_bytes(), \
+            f"mmsp_notebook/static/{built.name} is not what js/src builds: run `cd js && npm run build` and commit it"

@@ -226,7 +226,7 @@ def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
     assert value is turn  # the cell's value, shown as its one-line summary
     assert turn._repr_mimebundle_() == {"text/plain": turn.summary()}
     assert turn.status == "complete"
-    assert turn.text in out and "[thinking]" in out and "tokens: cached" in out
+    assert turn.text in out and "[thinking]" in out and "tokens cached" in out
     assert "\x1b[" not in out  # not a tty: no colour codes
     ip.run_cell("%%mmsp?")
     assert "--api-key-env" in capsys.readouterr().out  # magic_arguments' help

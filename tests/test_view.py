@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import pytest
 from helpers import apply_ops
 
 from mmsp_notebook.engine.launch import launch
-from mmsp_notebook.views.model import OpsTracker, view_model
+from mmsp_notebook.views.model import OpsTracker, present_item, view_model
 
 
 def get_weather(city: str) -> str:
@@ -29,7 +31,7 @@ def run_with_tracker(prompt, events=False, every=1, **kw):
 
     run, future = launch(prompt, listeners=[listener], **kw)
     turn = future.result(timeout=30)
-    batches.append(tracker.ops(turn))
+    batches.append(tracker.ops(turn, final=True))
     return turn, batches
 
 
@@ -58,21 +60,19 @@ def test_text_crosses_once_not_per_update(fresh_session):
 
 
 def test_events_table_rows(fresh_session):
-    turn, batches = run_with_tracker("hi", events=True)
-    rows = [op[1] for b in batches for op in b if op[0] == "event"]
-    assert [r["n"] for r in rows] == list(range(len(turn.events)))
+    turn, batches = run_with_tracker("hi", events=True, every=5)
+    events = [op for b in batches for op in b if op[0] == "event"]
+    rows = [op[1] for op in events]
+    assert [r["n"] for r in rows] == [str(n) for n in range(len(turn.events))]
+    assert all(isinstance(v, str) for r in rows for v in r.values())  # cells as shown
     assert rows[-1]["event_type"] == "stop" and "finish_reason" in rows[-1]["preview"]
-    assert rows[0]["type"] == "thinking.delta"
-
-
-def test_footer_and_error_fields(fresh_session):
-    turn, _ = run_with_tracker("hi", model="demo+401")
-    vm = view_model(turn)
-    assert vm["status"] == "error" and vm["error"]["type"] == "UpstreamError"
-    assert vm["error"]["hint"]
-    turn, _ = run_with_tracker("hi", max_tokens=5)
-    vm = view_model(turn)
-    assert vm["footer"]["finish_reason"] == "length" and vm["footer"]["cost_text"] == "price unknown"
+    assert rows[0]["type"] == "thinking.delta" and re.fullmatch(r"\d+\.\d", rows[0]["ms"])
+    # the count beside the table's title comes with the last row of each batch
+    counted = [b for b in batches if any(op[0] == "event" for op in b)]
+    assert len(counted) > 2
+    for batch in counted:
+        last = [op for op in batch if op[0] == "event"]
+        assert all(len(op) == 2 for op in last[:-1]) and last[-1][2] == f"({int(last[-1][1]['n']) + 1:,})"
 
 
 def test_a_huge_tool_result_is_shown_cut_and_kept_whole(fresh_session):
@@ -87,7 +87,7 @@ def test_a_huge_tool_result_is_shown_cut_and_kept_whole(fresh_session):
     [call] = turn.tool_calls
     assert len(call["output"]) == TOOL_OUTPUT_LIMIT * 5  # the model and the Turn get it whole
     [shown] = [i for i in view_model(turn)["items"] if i["kind"] == "tool_call"]
-    output = shown["result"]["output"]
+    output = shown["result"]["text"]
     assert len(output) < TOOL_OUTPUT_LIMIT + 200 and output.endswith("(turn.tool_calls has them all)")
     assert f"{TOOL_OUTPUT_LIMIT * 4:,} more characters not shown" in output
 
@@ -99,3 +99,142 @@ def test_a_tool_without_a_usable_name_is_refused_clearly():
     with pytest.raises(OptionError, match="tools=\\{'name': func\\}"):
         ToolSet([lambda city: city])
     assert list(ToolSet({"lookup": lambda city: city}).funcs) == ["lookup"]
+
+
+# ---------------------------------------------------------------------------------------------- what the model decides
+def _item(vm, kind, n=0):
+    return [it for it in vm["items"] if it["kind"] == kind][n]
+
+
+def test_a_tool_card_is_worded_by_the_model_from_call_to_result(fresh_session):
+    def broken(city: str) -> str:
+        """Always fails."""
+        raise RuntimeError(f"service down for {city}")
+
+    turn, batches = run_with_tracker("What's the weather in Paris?", model="demo+tps=500", tools=[get_weather])
+    card = _item(view_model(turn), "tool_call")
+    assert (card["tag"], card["state"], card["state_text"], card["title"]) == \
+        ("tool call", "done", "returned", f"id {card['tool_call_id']}")
+    assert card["args"] == '{\n  "city": "Paris"\n}'
+    result = card["result"]
+    assert (result["state"], result["label"], result["text"]) == ("ok", "result", "sunny in Paris")
+    assert result["took"].endswith((" ms", " s")) and result["took"][0].isdigit()
+    # the live view saw the card go through its states, each sent once (never "not run": the turn
+    # is shown streaming from the end of its first step until its tools ran and the next step ends)
+    states = [op[2]["state"] for b in batches for op in b if op[0] in ("item", "set") and "state" in op[2]]
+    assert states == ["streaming", "running", "done"], states
+
+    turn, _ = run_with_tracker("please call broken for Oslo", tools=[broken])
+    card = _item(view_model(turn), "tool_call")
+    assert (card["state"], card["state_text"], card["result"]["state"], card["result"]["label"]) == \
+        ("raised", "raised", "err", "error")
+    assert card["result"]["text"] == "RuntimeError: service down for Oslo"
+
+    turn, _ = run_with_tracker("What's the weather in Paris?", tools=[get_weather], max_steps=1)
+    vm = view_model(turn)
+    card = _item(vm, "tool_call")
+    assert (card["state"], card["state_text"], card["result"]) == ("not_run", "not run", None)
+    assert vm["banner"] == {"kind": "muted", "text": "stopped after --max-steps with tool calls still pending"}
+
+    turn, _ = run_with_tracker("What's the weather in Paris?", model="demo+cut-args", tools=[get_weather])
+    card = _item(view_model(turn), "tool_call")
+    assert turn.status == "incomplete" and (card["state"], card["state_text"], card["args"]) == ("stopped", "stopped", None)
+
+
+def test_labels_that_depend_on_the_turn_follow_it_in_the_ops(fresh_session):
+    """A thinking block still streaming when the turn is stopped is re-labelled by a set op."""
+    run, future = launch("hello", model="demo+stall")
+    tracker = OpsTracker()
+    deadline = time.monotonic() + 10
+    while not run.turn.items and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first = tracker.ops(run.turn)
+    [opened] = [op for op in first if op[0] == "item"]
+    assert opened[2]["label"] == "Thinking…" and opened[2]["tag"] == "thinking"
+    assert [op for op in first if op[0] == "turn"][0][1]["banner"] == {"kind": "streaming", "text": "streaming…"}
+    run.abort("stopped by the test")
+    turn = future.result(timeout=10)
+    last = tracker.ops(turn, final=True)
+    assert turn.status == "cancelled"
+    assert ["set", 0, {"label": "Thinking (stopped)"}] in last
+    assert last[-1][0] == "turn" and last[-1][1]["banner"]["kind"] == "muted"
+    assert tracker.ops(turn, final=True) == []  # nothing changed, nothing sent
+
+
+def test_the_banner_and_footer_are_ready_made_strings(fresh_session):
+    turn, _ = run_with_tracker("hi", model="demo+401")
+    vm = view_model(turn)
+    assert vm["status"] == "error" and vm["banner"]["kind"] == "error"
+    assert vm["banner"]["lead"] == "UpstreamError: " and vm["banner"]["text"] == turn.error_message
+    assert vm["banner"]["hint"].startswith("The server refused the key")
+    assert "error" not in vm and "status_text" not in vm  # the banner says it
+
+    turn, _ = run_with_tracker("hello", model="demo+cut-text")
+    banner = view_model(turn)["banner"]
+    assert banner["kind"] == "warn" and banner["text"].startswith("ended without a stop event")
+    assert banner["detail"].startswith("RemoteProtocolError: ") and banner["hint"]
+
+    turn, _ = run_with_tracker("hi", max_tokens=5)
+    footer = view_model(turn)["footer"]
+    assert footer["finish_reason"] == "length" and footer["cost"] is None  # the raw numbers, beside ...
+    stats = {s["key"]: s["text"] for s in footer["stats"]}  # ... what is shown
+    assert stats["truncated"] == "⚠ truncated (length)" and stats["cost"] == "price unknown"
+    usage = turn.usage
+    assert stats["tokens"] == (f"tokens cached {usage['cached_tokens']:,} · prompt {usage['prompt_tokens']:,} · "
+                               f"thoughts {usage['thoughts_tokens']:,} · response {usage['response_tokens']:,}")
+    assert re.fullmatch(r"TTFT \d+ ms|TTFT \d+\.\d\d? s", stats["ttft"]), stats["ttft"]
+    assert all(s["title"] for s in footer["stats"])
+
+
+def test_media_and_embedding_lines(fresh_session):
+    turn, _ = run_with_tracker("draw a boat")
+    image = _item(view_model(turn), "image")
+    assert image["tag"] == "image" and image["meta"] == f"image/png · {image['bytes']} B"
+    assert image["alt"] == "generated image (image/png)" and image["src"].startswith("data:image/png;base64,")
+    turn, _ = run_with_tracker("say hi")
+    audio = _item(view_model(turn), "audio")
+    # what the model sent (raw PCM, played as WAV), and how long it plays
+    assert re.fullmatch(r"audio/L16;codec=pcm;rate=24000 · \d+\.\d s", audio["meta"]), audio["meta"]
+    assert audio["src"].startswith("data:audio/wav;base64,")
+    turn, _ = run_with_tracker("embed", model="demo-embed", chat="e")
+    emb = _item(view_model(turn), "embedding")
+    assert emb["meta"] == "64 dims · norm 1.000"
+    assert re.fullmatch(r"\[(-?\d\.\d{3}, ){8}…\]", emb["preview"]), emb["preview"]
+
+
+def test_the_view_fields_cost_little_next_to_the_text(fresh_session):
+    """Labels, states and the footer are sent when they change, not with every update."""
+    turn, batches = run_with_tracker("Tell me a long story", model="demo+tokens=2000")
+    ops = [op for b in batches for op in b]
+    rest = sum(len(json.dumps(op, ensure_ascii=False)) for op in ops if op[0] != "append")
+    assert rest < 2500, rest
+    assert sum(1 for op in ops if op[0] == "set") <= 2 * len(turn.items)
+    assert sum(1 for op in ops if op[0] == "turn") <= 3
+
+
+@pytest.mark.parametrize("facts, status, state, text", [
+    ({"status": "streaming"}, "streaming", "streaming", "…"),
+    ({"status": "streaming"}, "cancelled", "stopped", "stopped"),
+    ({"status": "done", "result": None}, "streaming", "running", "running…"),
+    ({"status": "done", "result": None}, "complete", "not_run", "not run"),
+    ({"status": "done", "result": {"running": True}}, "streaming", "running", "running…"),
+    ({"status": "done", "result": {"running": True}}, "error", "stopped", "stopped"),
+    ({"status": "done", "result": {"ok": True, "output": "x", "error": None, "duration": 0.0042}}, "complete", "done", "returned"),
+    ({"status": "done", "result": {"ok": False, "output": None, "error": "E: no", "duration": 75.2}}, "streaming", "raised", "raised"),
+])
+def test_the_tool_card_state_machine(facts, status, state, text):
+    view = present_item({"i": 0, "kind": "tool_call", "name": "f", **facts}, status)
+    assert (view["state"], view["state_text"]) == (state, text)
+    if state in ("done", "raised"):
+        took = {"done": "4 ms", "raised": "1 min 15 s"}[state]
+        assert view["result"] == {"state": "ok" if state == "done" else "err", "label": "result" if state == "done" else "error",
+                                  "took": took, "text": "x" if state == "done" else "E: no"}
+
+
+def test_numbers_are_written_once_here():
+    from mmsp_notebook.views import format as fmt
+
+    assert [fmt.seconds(s) for s in (0.0042, 0.9996, 1.25, 9.996, 12.54, 59.96, 125.4, None, float("nan"), -1)] == \
+        ["4 ms", "1.00 s", "1.25 s", "10.0 s", "12.5 s", "1 min 0 s", "2 min 5 s", "", "", ""]
+    assert [fmt.size(n) for n in (512, 5120, 3 * 1024 * 1024, None)] == ["512 B", "5.0 KB", "3.0 MB", ""]
+    assert (fmt.integer(1200), fmt.integer(True), fmt.fixed(-0.0001, 3), fmt.fixed("1", 1)) == ("1,200", "", "0.000", "")

@@ -5,30 +5,30 @@
 //   view.apply(ops);          // incremental ops: item / append / set / turn / event
 //   view.destroy();
 //
-// Untrusted strings go in with textContent; only DOMPurify output (as a DOM fragment) is inserted
-// as markup (markdown.js). Text appends are batched and drawn once per animation frame.
+// A template of the view model: every label, state, banner and footer string is decided in Python
+// (mmsp_notebook/views/model.py) and placed here as it comes; nothing is worded or formatted here.
+// mmsp_notebook/views/html.py is the same template for the static HTML (tests/test_html.py checks
+// that both draw the same DOM). Untrusted strings go in with textContent; only DOMPurify output (as
+// a DOM fragment) is inserted as markup (markdown.js). Text appends are batched and drawn once per
+// animation frame.
 
 import { StreamingMarkdown } from "./markdown.js";
-import {
-  h,
-  isSafeImageSrc,
-  isSafeAudioSrc,
-  str,
-  fmtSeconds,
-  fmtBytes,
-  fmtInt,
-  copyText,
-  flashCopied,
-  frameScheduler,
-} from "./util.js";
+import { h, isSafeImageSrc, isSafeAudioSrc, str, copyText, flashCopied, frameScheduler } from "./util.js";
 
-const STATUS_LABEL = {
-  streaming: "streaming",
-  complete: "complete",
-  incomplete: "incomplete",
-  error: "error",
-  cancelled: "cancelled",
-};
+// The states and kinds that become class names; anything else falls back to the default.
+const RESULT_STATES = ["ok", "err", "running", "stopped"];
+const BANNER_KINDS = ["warn", "error", "muted"];
+const STAT_KEY = /^[a-z_]+$/;
+const MAX_EVENT_ROWS = 5000;
+
+function oneOf(value, allowed, fallback) {
+  return allowed.includes(value) ? value : fallback;
+}
+
+/** An item's tag and meta as one line (html.py ``_line``). */
+function line(item) {
+  return [item.tag, item.meta].filter(Boolean).join(" · ");
+}
 
 function clone(v) {
   return v === undefined ? undefined : JSON.parse(JSON.stringify(v));
@@ -56,7 +56,6 @@ export function createTurnView(container, options = {}) {
   let eventsEl = null;
   let eventsBody = null;
   let eventsCount = null;
-  let eventRows = 0;
   let frame = null;
   let destroyed = false;
 
@@ -76,7 +75,7 @@ export function createTurnView(container, options = {}) {
   root.addEventListener("click", onClick);
 
   function emptyTurn() {
-    return { id: null, model: null, status: null, items: [], footer: null, error: null, status_text: "" };
+    return { id: null, model: null, status: null, items: [], banner: null, footer: null };
   }
 
   // ------------------------------------------------------------------ whole render
@@ -139,11 +138,10 @@ export function createTurnView(container, options = {}) {
         Object.assign(turn, clone(a || {}));
         structural = true;
         if (turn.status && turn.status !== "streaming") for (const v of views) v.flush(v.item.status !== "streaming");
-        for (const v of views) v.update();
         drawStatus();
         drawFooter();
       } else if (kind === "event") {
-        addEvent(a || {});
+        addEvent(a || {}, b);
       }
     }
     if (structural) syncThinkingOpen();
@@ -267,17 +265,10 @@ export function createTurnView(container, options = {}) {
     return v;
   }
 
-  function thinkingSummary(item) {
-    if (item.status === "streaming") {
-      return turn.status && turn.status !== "streaming" ? "Thinking (stopped)" : "Thinking…";
-    }
-    return typeof item.duration === "number" ? `Thought for ${item.duration.toFixed(1)} s` : "Thought";
-  }
-
-  function fidelityBadge(item) {
-    const keys = Array.isArray(item.fidelity) ? item.fidelity : item.fidelity && typeof item.fidelity === "object" ? Object.keys(item.fidelity) : [];
-    if (!keys.length) return null;
-    return h(doc, "span", "mmsp-badge", { title: `fidelity: ${keys.join(", ")}` }, "signed");
+  function badgeOf(item) {
+    const b = item.badge;
+    if (!b || typeof b !== "object" || !b.text) return null;
+    return h(doc, "span", "mmsp-badge", b.title ? { title: b.title } : null, b.text);
   }
 
   function detailsView(item, cls) {
@@ -295,13 +286,14 @@ export function createTurnView(container, options = {}) {
       v.userToggled = true;
     });
     let badgeKey = null;
-    v.setSummary = (text) => {
+    v.setSummary = () => {
+      const text = v.item.label || "";
       if (label.textContent !== text) label.textContent = text;
-      const keys = JSON.stringify(item.fidelity || []);
-      if (keys !== badgeKey) {
-        badgeKey = keys;
+      const key = JSON.stringify(v.item.badge || null);
+      if (key !== badgeKey) {
+        badgeKey = key;
         badgeSlot.textContent = "";
-        const b = fidelityBadge(v.item);
+        const b = badgeOf(v.item);
         if (b) badgeSlot.appendChild(b);
       }
     };
@@ -319,7 +311,7 @@ export function createTurnView(container, options = {}) {
     };
     v.update = () => {
       setStatusAttr(v);
-      v.setSummary(thinkingSummary(v.item));
+      v.setSummary();
     };
     v.update();
     return v;
@@ -331,11 +323,8 @@ export function createTurnView(container, options = {}) {
     v.body.appendChild(info);
     v.update = () => {
       setStatusAttr(v);
-      const it = v.item;
-      const parts = ["Thinking (opaque)"];
-      if (typeof it.bytes === "number") parts.push(fmtBytes(it.bytes));
-      v.setSummary(it.status === "streaming" ? "Thinking (opaque)…" : parts.join(" · "));
-      info.textContent = [it.mime_type || "", typeof it.bytes === "number" ? `${fmtInt(it.bytes)} bytes` : ""].filter(Boolean).join(" · ");
+      v.setSummary();
+      info.textContent = v.item.meta || "";
     };
     v.update();
     return v;
@@ -345,7 +334,7 @@ export function createTurnView(container, options = {}) {
     const v = base(item, "mmsp-tool");
     const head = h(doc, "div", "mmsp-tool-head");
     const icon = h(doc, "span", "mmsp-tool-icon", { "aria-hidden": "true" }, "⚙");
-    const label = h(doc, "span", "mmsp-tool-label", null, "tool call");
+    const label = h(doc, "span", "mmsp-tool-label");
     const name = h(doc, "code", "mmsp-tool-name");
     const state = h(doc, "span", "mmsp-tool-state");
     head.append(icon, label, name, state);
@@ -365,45 +354,40 @@ export function createTurnView(container, options = {}) {
     v.update = () => {
       const it = v.item;
       setStatusAttr(v);
+      v.el.setAttribute("data-state", it.state || "");
+      label.textContent = it.tag || "";
       name.textContent = it.name || "";
-      if (it.tool_call_id) name.title = `id ${it.tool_call_id}`;
-      const hasArgs = it.status !== "streaming" && it.arguments !== undefined && it.arguments !== null;
-      const want = hasArgs ? JSON.stringify(it.arguments, null, 2) : null;
+      if (it.title) name.title = it.title;
+      else name.removeAttribute("title");
+      const want = typeof it.args === "string" ? it.args : null;
       if (want !== parsedShown) {
         parsedShown = want;
         argsNode.data = want === null ? it.text || "" : want;
         args.classList.toggle("mmsp-parsed", want !== null);
       }
-      const r = it.result;
-      const key = JSON.stringify(r === undefined ? null : r);
+      const r = it.result && typeof it.result === "object" ? it.result : null;
+      const key = JSON.stringify(r);
       if (key !== resultKey) {
         resultKey = key;
         result.textContent = "";
         result.className = "mmsp-tool-result";
-        if (r && typeof r === "object" && r.running) {
-          result.classList.add("mmsp-running");
+        if (r) {
+          result.classList.add(`mmsp-${oneOf(r.state, RESULT_STATES, "ok")}`);
           const rh = h(doc, "div", "mmsp-tool-result-head");
-          rh.appendChild(h(doc, "span", "mmsp-tool-result-label mmsp-meta", null, "running…"));
+          rh.appendChild(h(doc, "span", "mmsp-tool-result-label", null, r.label || ""));
+          if (r.took) rh.appendChild(h(doc, "span", "mmsp-meta", null, r.took));
           result.appendChild(rh);
-        } else if (r && typeof r === "object") {
-          const ok = r.ok !== false && (r.error === null || r.error === undefined);
-          result.classList.add(ok ? "mmsp-ok" : "mmsp-err");
-          const rh = h(doc, "div", "mmsp-tool-result-head");
-          rh.appendChild(h(doc, "span", "mmsp-tool-result-label", null, ok ? "result" : "error"));
-          if (typeof r.duration === "number") rh.appendChild(h(doc, "span", "mmsp-meta", null, fmtSeconds(r.duration)));
-          result.appendChild(rh);
-          result.appendChild(h(doc, "pre", "mmsp-tool-output", null, ok ? str(r.output) : str(r.error ?? r.output)));
+          if (typeof r.text === "string") result.appendChild(h(doc, "pre", "mmsp-tool-output", null, r.text));
         }
       }
-      const stopped = turn.status && turn.status !== "streaming";
-      let tstate = "";
-      if (it.status === "streaming") tstate = stopped ? "stopped" : "…";
-      else if ((!r || r.running) && !stopped) tstate = "running…";
-      else if (r && r.running) tstate = "stopped";
-      state.textContent = tstate;
+      state.textContent = it.state_text || "";
     };
     v.update();
     return v;
+  }
+
+  function srcKey(src) {
+    return typeof src === "string" ? `${src.length}:${src.slice(0, 64)}${src.slice(-16)}` : src ? "?" : "";
   }
 
   function imageView(item) {
@@ -412,17 +396,16 @@ export function createTurnView(container, options = {}) {
     v.update = () => {
       const it = v.item;
       setStatusAttr(v);
-      const key = `${it.src === undefined ? "" : typeof it.src === "string" ? it.src.length + ":" + it.src.slice(0, 64) + it.src.slice(-16) : "?"}|${it.status}`;
+      const key = `${srcKey(it.src)}|${line(it)}|${it.alt}|${it.rejected}`;
       if (key === shown) return;
       shown = key;
       v.el.textContent = "";
-      const mime = it.mime_type || "image";
       if (isSafeImageSrc(it.src)) {
-        v.el.appendChild(h(doc, "img", "mmsp-img", { src: it.src, alt: it.alt || `generated image (${mime})`, loading: "lazy" }));
-      } else if (it.src === undefined || it.src === null || it.src === "") {
-        v.el.appendChild(h(doc, "div", "mmsp-meta", null, it.status === "streaming" ? `image (${mime})…` : `image (${mime})`));
+        v.el.appendChild(h(doc, "img", "mmsp-img", { src: it.src, alt: it.alt || "", loading: "lazy" }));
+      } else if (!it.src) {
+        v.el.appendChild(h(doc, "div", "mmsp-meta", null, line(it)));
       } else {
-        v.el.appendChild(h(doc, "div", "mmsp-meta mmsp-rejected", null, `image (${mime}) not shown: only PNG, JPEG, GIF or WebP data URLs are displayed`));
+        v.el.appendChild(h(doc, "div", "mmsp-meta mmsp-rejected", null, it.rejected || ""));
       }
     };
     v.update();
@@ -435,19 +418,18 @@ export function createTurnView(container, options = {}) {
     v.update = () => {
       const it = v.item;
       setStatusAttr(v);
-      const key = `${typeof it.src === "string" ? it.src.length + ":" + it.src.slice(0, 64) + it.src.slice(-16) : ""}|${it.status}|${it.seconds}`;
+      const caption = line(it);
+      const key = `${srcKey(it.src)}|${caption}|${it.rejected}`;
       if (key === shown) return;
       shown = key;
       v.el.textContent = "";
-      const mime = it.mime_type || "audio";
-      const caption = ["audio", mime, typeof it.seconds === "number" ? `${it.seconds.toFixed(1)} s` : ""].filter(Boolean).join(" · ");
       if (isSafeAudioSrc(it.src)) {
         v.el.appendChild(h(doc, "audio", "mmsp-audio-player", { controls: true, src: it.src, "aria-label": caption, preload: "metadata" }));
         v.el.appendChild(h(doc, "div", "mmsp-meta", null, caption));
-      } else if (typeof it.src === "string" && it.src) {
-        v.el.appendChild(h(doc, "div", "mmsp-meta mmsp-rejected", null, `${caption} — not shown: not a base64 audio data URL`));
+      } else if (it.src) {
+        v.el.appendChild(h(doc, "div", "mmsp-meta mmsp-rejected", null, it.rejected || ""));
       } else {
-        v.el.appendChild(h(doc, "div", "mmsp-meta", null, it.status === "streaming" ? `${caption}…` : caption));
+        v.el.appendChild(h(doc, "div", "mmsp-meta", null, caption));
       }
     };
     v.update();
@@ -456,19 +438,13 @@ export function createTurnView(container, options = {}) {
 
   function embeddingView(item) {
     const v = base(item, "mmsp-embedding");
-    const line = h(doc, "div", "mmsp-meta");
+    const meta = h(doc, "div", "mmsp-meta");
     const prev = h(doc, "code", "mmsp-embedding-preview");
-    v.el.append(line, prev);
+    v.el.append(meta, prev);
     v.update = () => {
-      const it = v.item;
       setStatusAttr(v);
-      const parts = ["embedding"];
-      if (typeof it.dims === "number") parts.push(`${it.dims} dims`);
-      if (typeof it.norm === "number") parts.push(`norm ${it.norm.toFixed(3)}`);
-      line.textContent = parts.join(" · ");
-      const p = Array.isArray(it.preview) ? it.preview.slice(0, 8) : [];
-      const more = typeof it.dims === "number" ? it.dims > p.length : Array.isArray(it.preview) && it.preview.length > p.length;
-      prev.textContent = p.length ? `[${p.map((x) => (typeof x === "number" ? x.toFixed(3) : String(x))).join(", ")}${more ? ", …" : ""}]` : "";
+      meta.textContent = line(v.item);
+      prev.textContent = typeof v.item.preview === "string" ? v.item.preview : "";
     };
     v.update();
     return v;
@@ -476,54 +452,33 @@ export function createTurnView(container, options = {}) {
 
   function dataView(item) {
     const v = base(item, "mmsp-data");
-    const line = h(doc, "div", "mmsp-meta");
-    v.el.appendChild(line);
+    const meta = h(doc, "div", "mmsp-meta");
+    v.el.appendChild(meta);
     v.update = () => {
-      const it = v.item;
       setStatusAttr(v);
-      const kind = it.kind === "data" || it.kind === "inline_data" || !it.kind ? "data" : String(it.kind);
-      line.textContent = [kind, it.mime_type || "", typeof it.bytes === "number" ? fmtBytes(it.bytes) : ""]
-        .filter(Boolean)
-        .join(" · ") + (it.status === "streaming" ? "…" : "");
+      meta.textContent = line(v.item);
     };
     v.update();
     return v;
   }
 
-  // ------------------------------------------------------------------ status and footer
+  // ------------------------------------------------------------------ banner and footer
   function drawStatus() {
-    const s = turn.status;
+    const b = turn.banner && typeof turn.banner === "object" ? turn.banner : null;
     statusEl.textContent = "";
     statusEl.className = "mmsp-status";
-    root.setAttribute("data-status", s || "");
-    if (s === "streaming") {
+    root.setAttribute("data-status", turn.status || "");
+    if (b && b.kind === "streaming") {
       const ind = h(doc, "span", "mmsp-streaming");
       ind.appendChild(h(doc, "span", "mmsp-dot", { "aria-hidden": "true" }));
-      ind.appendChild(h(doc, "span", "mmsp-streaming-label", null, "streaming…"));
+      ind.appendChild(h(doc, "span", "mmsp-streaming-label", null, b.text || ""));
       statusEl.appendChild(ind);
-    } else if (s === "incomplete") {
-      statusEl.classList.add("mmsp-banner", "mmsp-warn");
-      statusEl.appendChild(h(doc, "strong", null, null, "Incomplete: "));
-      statusEl.appendChild(h(doc, "span", null, null, turn.status_text || "the answer may be cut off"));
-      const e = turn.error && typeof turn.error === "object" ? turn.error : null;
-      if (e && (e.type || e.message)) {
-        statusEl.appendChild(h(doc, "div", "mmsp-error-detail", null, [e.type, e.message].filter(Boolean).join(": ")));
-      }
-      if (e && e.hint) statusEl.appendChild(h(doc, "div", "mmsp-hint", null, e.hint));
-    } else if (s === "error") {
-      statusEl.classList.add("mmsp-banner", "mmsp-error");
-      const e = turn.error && typeof turn.error === "object" ? turn.error : { message: str(turn.error) };
-      statusEl.appendChild(h(doc, "strong", "mmsp-error-type", null, `${e.type || "Error"}: `));
-      statusEl.appendChild(h(doc, "span", "mmsp-error-message", null, e.message || turn.status_text || ""));
-      if (e.hint) statusEl.appendChild(h(doc, "div", "mmsp-hint", null, e.hint));
-    } else if (s === "cancelled") {
-      statusEl.classList.add("mmsp-banner", "mmsp-muted");
-      // Python's status_text for a cancelled turn already reads "cancelled — …": do not say it twice
-      const st = turn.status_text || "";
-      statusEl.appendChild(h(doc, "span", null, null, !st ? "cancelled — partial output kept" : /^cancelled\b/i.test(st) ? st : `cancelled — ${st}`));
-    } else if (turn.status_text) {
-      statusEl.classList.add("mmsp-banner", "mmsp-muted");
-      statusEl.appendChild(h(doc, "span", null, null, turn.status_text));
+    } else if (b) {
+      statusEl.classList.add("mmsp-banner", `mmsp-${oneOf(b.kind, BANNER_KINDS, "muted")}`);
+      if (b.lead) statusEl.appendChild(h(doc, "strong", "mmsp-banner-lead", null, b.lead));
+      statusEl.appendChild(h(doc, "span", "mmsp-banner-text", null, b.text || ""));
+      if (b.detail) statusEl.appendChild(h(doc, "div", "mmsp-banner-detail", null, b.detail));
+      if (b.hint) statusEl.appendChild(h(doc, "div", "mmsp-hint", null, b.hint));
     }
     statusEl.hidden = !statusEl.firstChild;
   }
@@ -532,34 +487,16 @@ export function createTurnView(container, options = {}) {
     const f = turn.footer;
     footerEl.textContent = "";
     footerEl.hidden = !f;
-    if (!f || typeof f !== "object") return;
-    const add = (cls, text, title) => {
-      if (!text) return;
-      footerEl.appendChild(h(doc, "span", `mmsp-stat ${cls || ""}`.trim(), title ? { title } : null, text));
-    };
-    const u = f.usage || {};
-    const buckets = [
-      ["cached", u.cached_tokens],
-      ["prompt", u.prompt_tokens],
-      ["thoughts", u.thoughts_tokens],
-      ["response", u.response_tokens],
-    ].filter(([, n]) => typeof n === "number");
-    if (buckets.length) {
-      add("mmsp-tokens", `tokens ${buckets.map(([k, n]) => `${k} ${fmtInt(n)}`).join(" · ")}`, "token usage per bucket");
+    if (!f || typeof f !== "object" || !Array.isArray(f.stats)) return;
+    for (const s of f.stats) {
+      if (!s || typeof s !== "object" || !s.text) continue;
+      const cls = typeof s.key === "string" && STAT_KEY.test(s.key) ? `mmsp-stat mmsp-${s.key}` : "mmsp-stat";
+      footerEl.appendChild(h(doc, "span", cls, s.title ? { title: s.title } : null, s.text));
     }
-    const fr = f.finish_reason;
-    if (fr === "length") add("mmsp-truncated", "⚠ truncated (length)", "the model stopped at its output token limit");
-    else if (fr === "tool_call" || fr === "tool_calls") add("mmsp-finish", "finish: tool call");
-    else if (fr) add("mmsp-finish", `finish: ${fr}`);
-    if (typeof f.ttft === "number") add("", `TTFT ${fmtSeconds(f.ttft)}`, "time to first token");
-    if (typeof f.total === "number") add("", `total ${fmtSeconds(f.total)}`, "total time");
-    if (typeof f.tokens_per_second === "number") add("", `${f.tokens_per_second.toFixed(1)} tok/s`, "response tokens per second");
-    if (f.cost_text) add("mmsp-cost", String(f.cost_text), "cost");
-    if (typeof f.steps === "number" && f.steps > 1) add("", `${f.steps} steps`, "model calls in this turn");
   }
 
   // ------------------------------------------------------------------ events table
-  function addEvent(row) {
+  function addEvent(row, label) {
     if (!eventsEl) {
       eventsEl = h(doc, "details", "mmsp-events", { open: true });
       const summary = h(doc, "summary", "mmsp-summary");
@@ -581,14 +518,10 @@ export function createTurnView(container, options = {}) {
     const scroll = eventsEl.querySelector(".mmsp-events-scroll");
     const atBottom = scroll.scrollHeight - scroll.scrollTop - scroll.clientHeight < 24;
     const tr = h(doc, "tr");
-    const ms = typeof row.ms === "number" ? row.ms.toFixed(1) : str(row.ms);
-    for (const c of [str(row.n), ms, str(row.event_type), str(row.type), str(row.preview)]) tr.appendChild(h(doc, "td", null, null, c));
+    for (const c of [row.n, row.ms, row.event_type, row.type, row.preview]) tr.appendChild(h(doc, "td", null, null, str(c)));
     eventsBody.appendChild(tr);
-    eventRows++;
-    if (eventRows > 5000) {
-      eventsBody.firstChild.remove();
-    }
-    eventsCount.textContent = `(${fmtInt(eventRows)})`;
+    if (eventsBody.childElementCount > MAX_EVENT_ROWS) eventsBody.firstChild.remove();
+    if (typeof label === "string") eventsCount.textContent = label;
     if (atBottom) scroll.scrollTop = scroll.scrollHeight;
   }
 

@@ -43,25 +43,6 @@ export function str(v) {
   }
 }
 
-export function fmtSeconds(s) {
-  if (typeof s !== "number" || !isFinite(s)) return "";
-  if (s < 1) return `${Math.round(s * 1000)} ms`;
-  if (s < 60) return `${s.toFixed(s < 10 ? 2 : 1)} s`;
-  const m = Math.floor(s / 60);
-  return `${m} min ${Math.round(s - m * 60)} s`;
-}
-
-export function fmtBytes(n) {
-  if (typeof n !== "number" || !isFinite(n)) return "";
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
-}
-
-export function fmtInt(n) {
-  return typeof n === "number" && isFinite(n) ? Math.round(n).toLocaleString("en-US") : "";
-}
-
 /** Copy text to the clipboard: the async Clipboard API, else a hidden textarea + execCommand. */
 export async function copyText(text, doc) {
   const d = doc || (typeof document !== "undefined" ? document : null);

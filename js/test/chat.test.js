@@ -153,16 +153,17 @@ test("chat: transcript, live ops, and a retry button on the last failed turn", (
   assert.equal(el.querySelectorAll("script").length, 0);
   assert.equal(el.querySelectorAll(".mmsp-thumbs img").length, 1, "svg attachment not shown");
   // the live turn at index 1
-  model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming" }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial answer"]] });
+  model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: { kind: "streaming", text: "streaming…" } }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial answer"]] });
   const live = el.querySelectorAll(".mmsp-msg-assistant");
   assert.equal(live.length, 1);
   assert.ok(live[0].querySelector(".mmsp-streaming"));
-  model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "error", error: { type: "UpstreamError", message: "boom", hint: "" } }]] });
+  const banner = { kind: "error", lead: "UpstreamError: ", text: "boom" };
+  model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "error", banner }]] });
   assert.match(live[0].querySelector(".mmsp-status").textContent, /boom/);
   assert.equal(live[0].querySelector(".mmsp-text").textContent.trim(), "Partial answer");
   // busy still true: no retry yet
   assert.equal(q(".mmsp-retry").hidden, true);
-  const finalTurn = { id: "t1", status: "error", items: [{ i: 0, kind: "text", status: "streaming", text: "Partial answer" }], footer: null, error: { type: "UpstreamError", message: "boom", hint: "" }, status_text: "" };
+  const finalTurn = { id: "t1", status: "error", items: [{ i: 0, kind: "text", status: "streaming", text: "Partial answer" }], banner, footer: null };
   model.update("transcript", [user, { role: "assistant", turn: finalTurn }]);
   model.update("busy", false);
   const assistants = el.querySelectorAll(".mmsp-msg-assistant");
@@ -240,7 +241,7 @@ test("chat: error banner, new chat, chat_snapshot with a live turn, cleanup", ()
     type: "chat_snapshot",
     chat: {
       transcript: [{ role: "user", text: "q", images: [] }],
-      live: { status: "streaming", items: [{ i: 0, kind: "thinking", status: "streaming", text: "hmm", fidelity: [] }] },
+      live: { status: "streaming", items: [{ i: 0, kind: "thinking", status: "streaming", text: "hmm", label: "Thinking…" }] },
     },
   });
   assert.equal(el.querySelectorAll(".mmsp-msg").length, 2);

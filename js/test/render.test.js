@@ -24,14 +24,19 @@ function makeView(opts = {}) {
 const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 const WAV = "data:audio/wav;base64,UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA=";
 
+// A view model as mmsp_notebook/views/model.py presents it: every label, state and footer string
+// decided there. The renderer only places them (tests/test_html.py checks the Python side).
 function fullVM() {
   return {
     id: "t1",
     model: "demo",
     status: "complete",
     items: [
-      { i: 0, kind: "thinking", status: "done", text: "Let me think.\nStep 2.", duration: 3.2, fidelity: ["signature"] },
-      { i: 1, kind: "text", status: "done", text: "# Title\n\nSome **bold** text and a [link](https://example.com).\n\n- a\n- b\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```python\nprint('hi')\n```\n" },
+      {
+        i: 0, kind: "thinking", status: "done", text: "Let me think.\nStep 2.", duration: 3.2, fidelity: ["signature"],
+        tag: "thinking", label: "Thought for 3.2 s", badge: { text: "signed", title: "fidelity: signature" },
+      },
+      { i: 1, kind: "text", status: "done", fidelity: [], text: "# Title\n\nSome **bold** text and a [link](https://example.com).\n\n- a\n- b\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```python\nprint('hi')\n```\n" },
       {
         i: 2,
         kind: "tool_call",
@@ -39,15 +44,20 @@ function fullVM() {
         name: "get_weather",
         tool_call_id: "c1",
         text: '{"city": "Paris"}',
-        arguments: { city: "Paris" },
-        result: { ok: true, output: "18 °C", error: null, duration: 0.004 },
+        tag: "tool call",
+        title: "id c1",
+        state: "done",
+        state_text: "returned",
+        args: '{\n  "city": "Paris"\n}',
+        result: { state: "ok", label: "result", took: "4 ms", text: "18 °C" },
       },
-      { i: 3, kind: "image", status: "done", mime_type: "image/png", src: PNG },
-      { i: 4, kind: "audio", status: "done", mime_type: "audio/wav", src: WAV, seconds: 1.5 },
-      { i: 5, kind: "embedding", status: "done", dims: 64, norm: 1.0, preview: [0.1, -0.2, 0.3] },
-      { i: 6, kind: "inline_thinking", status: "done", mime_type: "application/octet-stream", bytes: 120, fidelity: [] },
-      { i: 7, kind: "data", status: "done", mime_type: "application/pdf", bytes: 5120 },
+      { i: 3, kind: "image", status: "done", mime_type: "image/png", src: PNG, tag: "image", meta: "image/png · 70 B", alt: "generated image (image/png)", rejected: "image · image/png — not shown" },
+      { i: 4, kind: "audio", status: "done", mime_type: "audio/wav", src: WAV, seconds: 1.5, tag: "audio", meta: "audio/wav · 1.5 s", rejected: "audio · audio/wav · 1.5 s — not shown" },
+      { i: 5, kind: "embedding", status: "done", dims: 64, norm: 1.0, tag: "embedding", meta: "64 dims · norm 1.000", preview: "[0.100, -0.200, 0.300, …]" },
+      { i: 6, kind: "inline_thinking", status: "done", mime_type: "application/octet-stream", bytes: 120, fidelity: [], tag: "thinking (opaque)", label: "Thinking (opaque) · 120 B", meta: "application/octet-stream · 120 bytes", badge: null },
+      { i: 7, kind: "data", status: "done", mime_type: "application/pdf", bytes: 5120, tag: "data", meta: "application/pdf · 5.0 KB" },
     ],
+    banner: null,
     footer: {
       usage: { cached_tokens: 0, prompt_tokens: 12, thoughts_tokens: 30, response_tokens: 80 },
       finish_reason: "stop",
@@ -55,15 +65,21 @@ function fullVM() {
       total: 2.2,
       tokens_per_second: 54.2,
       cost: 0.0012,
-      cost_text: "$0.0012",
       steps: 2,
+      stats: [
+        { key: "tokens", text: "tokens cached 0 · prompt 12 · thoughts 30 · response 80", title: "token usage per bucket" },
+        { key: "finish", text: "finish: stop", title: "why the model stopped" },
+        { key: "ttft", text: "TTFT 410 ms", title: "time to first token" },
+        { key: "total", text: "total 2.20 s", title: "total time" },
+        { key: "speed", text: "54.2 tok/s", title: "response tokens per second" },
+        { key: "cost", text: "$0.0012", title: "cost" },
+        { key: "steps", text: "2 steps", title: "model calls in this turn" },
+      ],
     },
-    error: null,
-    status_text: "",
   };
 }
 
-test("renders every item kind from a view model", () => {
+test("renders every item kind from a view model, placing its strings", () => {
   const { view, container } = makeView();
   view.render(fullVM());
   const q = (s) => container.querySelector(s);
@@ -71,7 +87,7 @@ test("renders every item kind from a view model", () => {
   const th = q(".mmsp-thinking:not(.mmsp-inline-thinking)");
   assert.equal(th.querySelector("summary .mmsp-summary-label").textContent, "Thought for 3.2 s");
   assert.equal(th.querySelector(".mmsp-badge").textContent, "signed");
-  assert.match(th.querySelector(".mmsp-badge").title, /signature/);
+  assert.equal(th.querySelector(".mmsp-badge").title, "fidelity: signature");
   assert.equal(th.querySelector("details").open, false, "collapsed: the answer follows");
   assert.equal(th.querySelector(".mmsp-thinking-body").textContent, "Let me think.\nStep 2.");
   // text → markdown
@@ -91,30 +107,36 @@ test("renders every item kind from a view model", () => {
   assert.equal(copyBtn.getAttribute("aria-label"), "Copy code");
   // tool call
   const tool = q(".mmsp-tool");
+  assert.equal(tool.getAttribute("data-state"), "done");
+  assert.equal(tool.querySelector(".mmsp-tool-label").textContent, "tool call");
   assert.equal(tool.querySelector(".mmsp-tool-name").textContent, "get_weather");
-  assert.equal(tool.querySelector(".mmsp-tool-args").textContent, JSON.stringify({ city: "Paris" }, null, 2));
+  assert.equal(tool.querySelector(".mmsp-tool-name").title, "id c1");
+  assert.equal(tool.querySelector(".mmsp-tool-state").textContent, "returned");
+  assert.equal(tool.querySelector(".mmsp-tool-args.mmsp-parsed").textContent, '{\n  "city": "Paris"\n}');
   assert.ok(tool.querySelector(".mmsp-tool-result.mmsp-ok"));
+  assert.equal(tool.querySelector(".mmsp-tool-result-label").textContent, "result");
+  assert.equal(tool.querySelector(".mmsp-tool-result-head .mmsp-meta").textContent, "4 ms");
   assert.equal(tool.querySelector(".mmsp-tool-output").textContent, "18 °C");
-  assert.match(tool.querySelector(".mmsp-tool-result").textContent, /4 ms/);
   // media
   assert.equal(q(".mmsp-image img").getAttribute("src"), PNG);
-  assert.ok(q(".mmsp-image img").getAttribute("alt"));
+  assert.equal(q(".mmsp-image img").getAttribute("alt"), "generated image (image/png)");
   const audio = q(".mmsp-audio audio");
   assert.ok(audio.hasAttribute("controls"));
   assert.equal(audio.getAttribute("src"), WAV);
-  assert.match(q(".mmsp-audio").textContent, /1\.5 s/);
+  assert.equal(audio.getAttribute("aria-label"), "audio · audio/wav · 1.5 s");
+  assert.equal(q(".mmsp-audio .mmsp-meta").textContent, "audio · audio/wav · 1.5 s");
   assert.equal(q(".mmsp-embedding .mmsp-meta").textContent, "embedding · 64 dims · norm 1.000");
-  assert.match(q(".mmsp-embedding-preview").textContent, /^\[0\.100, -0\.200, 0\.300, …\]$/);
-  assert.match(q(".mmsp-inline-thinking").textContent, /120 B/);
-  assert.match(q(".mmsp-inline-thinking").textContent, /application\/octet-stream/);
+  assert.equal(q(".mmsp-embedding-preview").textContent, "[0.100, -0.200, 0.300, …]");
+  assert.equal(q(".mmsp-inline-thinking .mmsp-summary-label").textContent, "Thinking (opaque) · 120 B");
+  assert.equal(q(".mmsp-inline-thinking .mmsp-meta").textContent, "application/octet-stream · 120 bytes");
   assert.equal(q(".mmsp-inline-thinking .mmsp-badge"), null);
   assert.equal(q(".mmsp-data").textContent, "data · application/pdf · 5.0 KB");
-  // footer
-  const f = q(".mmsp-footer").textContent;
-  for (const s of ["cached 0", "prompt 12", "thoughts 30", "response 80", "finish: stop", "TTFT 410 ms", "total 2.20 s", "54.2 tok/s", "$0.0012", "2 steps"]) {
-    assert.ok(f.includes(s), `footer has ${s}: ${f}`);
-  }
-  // status complete: no indicator, no banner
+  // footer: one stat per string, its key as a class, its title as a tooltip
+  const stats = [...container.querySelectorAll(".mmsp-footer .mmsp-stat")];
+  assert.deepEqual(stats.map((e) => e.textContent), fullVM().footer.stats.map((s) => s.text));
+  assert.deepEqual(stats.map((e) => e.className), fullVM().footer.stats.map((s) => `mmsp-stat mmsp-${s.key}`));
+  assert.equal(stats[2].title, "time to first token");
+  // no banner: nothing in the status line
   assert.equal(q(".mmsp-streaming"), null);
   assert.equal(q(".mmsp-status").hidden, true);
   // items in order
@@ -122,48 +144,52 @@ test("renders every item kind from a view model", () => {
   assert.deepEqual(kinds, ["mmsp-thinking", "mmsp-text", "mmsp-tool", "mmsp-image", "mmsp-audio", "mmsp-embedding", "mmsp-thinking", "mmsp-data"]);
 });
 
-test("status: streaming indicator, incomplete, error, cancelled, truncated footer", () => {
+test("banner: streaming indicator, warning with detail and hint, error, muted", () => {
   const { view, container } = makeView();
   const q = (s) => container.querySelector(s);
-  view.render({ status: "streaming", items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }], footer: null });
+  const partial = [{ i: 0, kind: "text", status: "streaming", text: "partial" }];
+  view.render({ status: "streaming", items: partial, banner: { kind: "streaming", text: "streaming…" }, footer: null });
+  assert.equal(q(".mmsp-streaming .mmsp-streaming-label").textContent, "streaming…");
   assert.ok(q(".mmsp-streaming .mmsp-dot"));
   assert.equal(q(".mmsp-status").getAttribute("aria-live"), "polite");
   assert.equal(q(".mmsp-footer").hidden, true);
 
-  view.render({ status: "incomplete", status_text: "ended without a stop event — the answer may be cut off", items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }] });
-  assert.ok(q(".mmsp-status.mmsp-warn"));
-  assert.match(q(".mmsp-status").textContent, /ended without a stop event/);
+  view.render({ status: "incomplete", items: partial, banner: { kind: "warn", text: "ended without a stop event", detail: "RemoteProtocolError: peer closed", hint: "retry" } });
+  assert.equal(q(".mmsp-status").className, "mmsp-status mmsp-banner mmsp-warn");
+  assert.equal(q(".mmsp-banner-lead"), null);
+  assert.equal(q(".mmsp-banner-text").textContent, "ended without a stop event");
+  assert.equal(q(".mmsp-banner-detail").textContent, "RemoteProtocolError: peer closed");
+  assert.equal(q(".mmsp-hint").textContent, "retry");
   assert.equal(q(".mmsp-text").textContent.trim(), "partial", "partial content stays visible");
+  assert.equal(container.querySelector(".mmsp-turn").getAttribute("data-status"), "incomplete");
 
-  view.render({ status: "error", error: { type: "UpstreamError", message: "401 Unauthorized", hint: "Set OPENAI_API_KEY" }, items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }] });
+  view.render({ status: "error", items: partial, banner: { kind: "error", lead: "UpstreamError: ", text: "401 Unauthorized", hint: "Set OPENAI_API_KEY" } });
   assert.ok(q(".mmsp-status.mmsp-error"));
-  assert.equal(q(".mmsp-error-type").textContent, "UpstreamError: ");
-  assert.equal(q(".mmsp-error-message").textContent, "401 Unauthorized");
+  assert.equal(q(".mmsp-banner-lead").textContent, "UpstreamError: ");
+  assert.equal(q(".mmsp-banner-text").textContent, "401 Unauthorized");
   assert.equal(q(".mmsp-hint").textContent, "Set OPENAI_API_KEY");
   assert.equal(q(".mmsp-text").textContent.trim(), "partial");
 
-  view.render({ status: "cancelled", items: [{ i: 0, kind: "text", status: "streaming", text: "partial" }] });
+  view.render({ status: "cancelled", items: partial, banner: { kind: "muted", text: "cancelled — partial output kept" } });
   assert.equal(q(".mmsp-status").textContent, "cancelled — partial output kept");
-  assert.equal(q(".mmsp-text").textContent.trim(), "partial");
-  view.render({ status: "cancelled", status_text: "cancelled — partial output kept", items: [] });
-  assert.equal(q(".mmsp-status").textContent, "cancelled — partial output kept", "Python's status_text is not prefixed twice");
-
-  view.render({ status: "complete", items: [], footer: { finish_reason: "length", usage: {} } });
-  assert.ok(q(".mmsp-truncated"));
-  assert.match(q(".mmsp-truncated").textContent, /truncated/);
-  view.render({ status: "complete", items: [], footer: { finish_reason: "tool_call", usage: {}, steps: 1 } });
-  assert.match(q(".mmsp-footer").textContent, /tool call/);
-  assert.doesNotMatch(q(".mmsp-footer").textContent, /steps/);
+  assert.ok(q(".mmsp-status.mmsp-muted"));
+  view.render({ status: "complete", items: [], banner: { kind: "<img src=x onerror=alert(1)> evil", text: "odd" } });
+  assert.equal(q(".mmsp-status").className, "mmsp-status mmsp-banner mmsp-muted", "an unknown kind is not a class");
+  view.render({ status: "complete", items: [], banner: null, footer: { stats: [{ key: "truncated", text: "⚠ truncated (length)", title: "t" }, { key: "no such class!", text: "x" }] } });
+  assert.equal(q(".mmsp-status").hidden, true);
+  assert.deepEqual([...container.querySelectorAll(".mmsp-stat")].map((e) => e.className), ["mmsp-stat mmsp-truncated", "mmsp-stat"]);
 });
 
-// The ops that stream `vm` in, in batches.
+// The ops that stream `vm` in, in batches: what the OpsTracker sends (the view fields of an
+// item's first op, then of its .done, its result last).
+const DONE_FIELDS = ["label", "args", "result", "src", "alt", "rejected", "duration", "dims", "norm", "preview", "bytes", "seconds", "meta", "badge", "state", "state_text"];
 function opsFor(vm, chunk = 7) {
-  const ops = [["turn", { id: vm.id, model: vm.model, status: "streaming" }]];
+  const ops = [["turn", { status: "streaming", banner: { kind: "streaming", text: "streaming…" } }]];
   for (const it of vm.items) {
     const { text, ...rest } = it;
     const open = { ...rest, status: "streaming" };
     const doneFields = {};
-    for (const k of ["arguments", "result", "src", "duration", "dims", "norm", "preview", "bytes", "seconds"]) {
+    for (const k of DONE_FIELDS) {
       if (k in open) {
         doneFields[k] = open[k];
         delete open[k];
@@ -172,13 +198,11 @@ function opsFor(vm, chunk = 7) {
     ops.push(["item", it.i, open]);
     const t = text || "";
     for (let k = 0; k < t.length; k += chunk) ops.push(["append", it.i, t.slice(k, k + chunk)]);
-    if (it.kind === "tool_call") {
-      const { result, ...d } = doneFields;
-      ops.push(["set", it.i, { status: "done", ...d }]);
-      if (result) ops.push(["set", it.i, { result }]);
-    } else ops.push(["set", it.i, { status: it.status, ...doneFields }]);
+    const { result, ...d } = doneFields;
+    ops.push(["set", it.i, { status: it.status, ...d }]);
+    if (result) ops.push(["set", it.i, { result }]);
   }
-  ops.push(["turn", { status: vm.status, footer: vm.footer, error: vm.error, status_text: vm.status_text }]);
+  ops.push(["turn", { status: vm.status, banner: vm.banner, footer: vm.footer }]);
   return ops;
 }
 
@@ -201,13 +225,13 @@ test("ops produce the same DOM as a whole render of the final view model", () =>
 
 test("ops: thinking collapses when the answer starts and shows its duration", () => {
   const { view, container } = makeView();
-  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "thinking", status: "streaming", fidelity: [] }], ["append", 0, "hmm"]]);
+  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "thinking", status: "streaming", label: "Thinking…", badge: null }], ["append", 0, "hmm"]]);
   const details = () => container.querySelector(".mmsp-thinking details");
   const label = () => container.querySelector(".mmsp-thinking .mmsp-summary-label").textContent;
   assert.equal(details().open, true);
   assert.equal(label(), "Thinking…");
   assert.equal(container.querySelector(".mmsp-thinking .mmsp-badge"), null);
-  view.apply([["append", 0, " more"], ["set", 0, { status: "done", duration: 3.2, fidelity: ["signature", "id"] }]]);
+  view.apply([["append", 0, " more"], ["set", 0, { status: "done", label: "Thought for 3.2 s", badge: { text: "signed", title: "fidelity: signature, id" } }]]);
   assert.equal(label(), "Thought for 3.2 s");
   assert.equal(details().open, true, "still open until the answer starts");
   assert.equal(container.querySelector(".mmsp-thinking .mmsp-badge").title, "fidelity: signature, id");
@@ -221,35 +245,48 @@ test("ops: thinking collapses when the answer starts and shows its duration", ()
   assert.equal(details().open, true);
 });
 
-test("ops: tool call card grows, then shows parsed arguments and an error result", () => {
+test("ops: the tool card follows the states it is sent: streaming, running, raised, stopped", () => {
   const { view, container } = makeView();
-  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "tool_call", status: "streaming", name: "search", tool_call_id: "x" }]]);
   const q = (s) => container.querySelector(s);
+  view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "tool_call", status: "streaming", name: "search", tool_call_id: "x", tag: "tool call", title: "id x", state: "streaming", state_text: "…", args: null, result: null }]]);
   assert.equal(q(".mmsp-tool-name").textContent, "search");
+  assert.equal(q(".mmsp-tool-label").textContent, "tool call");
+  assert.equal(q(".mmsp-tool-state").textContent, "…");
   view.apply([["append", 0, '{"q": '], ["append", 0, '"cats", "n": 3}']]);
   assert.equal(q(".mmsp-tool-args").textContent, '{"q": "cats", "n": 3}');
-  view.apply([["set", 0, { status: "done", arguments: { q: "cats", n: 3 } }]]);
-  assert.equal(q(".mmsp-tool-args").textContent, '{\n  "q": "cats",\n  "n": 3\n}');
-  assert.match(q(".mmsp-tool-state").textContent, /running/);
-  view.apply([["set", 0, { result: { ok: true, output: null, error: null, duration: null, running: true } }]]);
-  assert.match(q(".mmsp-tool-result").textContent, /running…/);
+  assert.equal(q(".mmsp-tool-args.mmsp-parsed"), null);
+  view.apply([["set", 0, { status: "done", state: "running", state_text: "running…", args: '{\n  "q": "cats",\n  "n": 3\n}' }]]);
+  assert.equal(q(".mmsp-tool-args.mmsp-parsed").textContent, '{\n  "q": "cats",\n  "n": 3\n}');
+  assert.equal(q(".mmsp-tool-state").textContent, "running…");
+  assert.equal(q(".mmsp-tool").getAttribute("data-state"), "running");
+  view.apply([["set", 0, { result: { state: "running", label: "running…" } }]]);
+  assert.ok(q(".mmsp-tool-result.mmsp-running"));
+  assert.equal(q(".mmsp-tool-result-label").textContent, "running…");
   assert.equal(q(".mmsp-tool-output"), null);
-  view.apply([["set", 0, { result: { ok: false, output: null, error: "TimeoutError: took too long", duration: 1.5 } }]]);
+  view.apply([["set", 0, { state: "raised", state_text: "raised", result: { state: "err", label: "error", took: "1.50 s", text: "TimeoutError: took too long" } }]]);
   assert.ok(q(".mmsp-tool-result.mmsp-err"));
+  assert.equal(q(".mmsp-tool-state").textContent, "raised");
   assert.equal(q(".mmsp-tool-output").textContent, "TimeoutError: took too long");
-  assert.match(q(".mmsp-tool-result").textContent, /1\.50 s/);
+  assert.equal(q(".mmsp-tool-result-head .mmsp-meta").textContent, "1.50 s");
+  // a card the turn stopped: what the model says, and no class from an unknown state
+  view.apply([["item", 1, { kind: "tool_call", status: "done", name: "g", tag: "tool call", state: "stopped", state_text: "stopped", args: "{}", result: { state: "bogus state", label: "stopped" } }]]);
+  const second = container.querySelectorAll(".mmsp-tool")[1];
+  assert.equal(second.querySelector(".mmsp-tool-state").textContent, "stopped");
+  assert.equal(second.querySelector(".mmsp-tool-result").className, "mmsp-tool-result mmsp-ok");
+  assert.equal(second.querySelector(".mmsp-tool-name").hasAttribute("title"), false);
 });
 
-test("events table appears only with the first event op", () => {
+test("events table appears only with the first event op and shows the count it is sent", () => {
   const { view, container } = makeView();
   view.apply([["turn", { status: "streaming" }], ["item", 0, { kind: "text", status: "streaming" }]]);
   assert.equal(container.querySelector(".mmsp-events"), null);
-  view.apply([["event", { n: 1, ms: 12.34, event_type: "content", type: "text.delta", preview: "<b>hi</b>" }]]);
-  view.apply([["event", { n: 2, ms: 15, event_type: "stop", type: "stop", preview: "" }]]);
+  view.apply([["event", { n: "1", ms: "12.3", event_type: "content", type: "text.delta", preview: "<b>hi</b>" }]]);
+  view.apply([["event", { n: "2", ms: "15.0", event_type: "stop", type: "stop", preview: "" }, "(1,002)"]]);
   const rows = container.querySelectorAll(".mmsp-events tbody tr");
   assert.equal(rows.length, 2);
   assert.deepEqual([...rows[0].children].map((td) => td.textContent), ["1", "12.3", "content", "text.delta", "<b>hi</b>"]);
   assert.equal(container.querySelector(".mmsp-events b"), null);
+  assert.equal(container.querySelector(".mmsp-events summary .mmsp-meta").textContent, "(1,002)");
   assert.deepEqual([...container.querySelectorAll(".mmsp-events th")].map((th) => th.textContent), ["n", "ms", "event_type", "type", "preview"]);
   // a later whole render keeps the table
   view.render({ status: "complete", items: [] });
@@ -419,10 +456,10 @@ function assertClean(container) {
 
 test("XSS payloads in every string field stay inert", () => {
   const vm = {
-    status: "error",
+    status: ALL,
     items: [
-      { i: 0, kind: "thinking", status: "done", text: ALL, duration: 1, fidelity: [ALL] },
-      { i: 1, kind: "text", status: "done", text: ALL },
+      { i: 0, kind: "thinking", status: "done", text: ALL, duration: 1, fidelity: [ALL], tag: ALL, label: ALL, badge: { text: ALL, title: ALL } },
+      { i: 1, kind: "text", status: ALL, text: ALL },
       {
         i: 2,
         kind: "tool_call",
@@ -430,22 +467,26 @@ test("XSS payloads in every string field stay inert", () => {
         name: ALL,
         tool_call_id: ALL,
         text: ALL,
-        arguments: { q: ALL },
-        result: { ok: false, output: ALL, error: ALL, duration: 0.1 },
+        tag: ALL,
+        title: ALL,
+        state: ALL,
+        state_text: ALL,
+        args: ALL,
+        result: { state: ALL, label: ALL, took: ALL, text: ALL },
       },
-      { i: 3, kind: "tool_call", status: "done", name: "t", text: "{}", arguments: {}, result: { ok: true, output: ALL, error: null } },
-      { i: 4, kind: "image", status: "done", mime_type: ALL, src: "javascript:alert(1)" },
-      { i: 5, kind: "image", status: "done", mime_type: "image/svg+xml", src: "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+" },
-      { i: 6, kind: "image", status: "done", mime_type: "image/png", src: 'data:image/png;base64,AAAA" onerror="alert(1)' },
-      { i: 7, kind: "audio", status: "done", mime_type: "audio/wav", src: "javascript:alert(1)" },
-      { i: 8, kind: "data", status: "done", mime_type: ALL, bytes: 1 },
-      { i: 9, kind: ALL, status: "done", mime_type: ALL },
-      { i: 10, kind: "embedding", status: "done", dims: 2, norm: 1, preview: [ALL] },
+      { i: 3, kind: "tool_call", status: "done", name: "t", text: "{}", args: "{}", result: { state: "ok", label: "result", text: ALL } },
+      { i: 4, kind: "image", status: "done", mime_type: ALL, src: "javascript:alert(1)", tag: ALL, meta: ALL, alt: ALL, rejected: ALL },
+      { i: 5, kind: "image", status: "done", mime_type: "image/svg+xml", src: "data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+", rejected: ALL },
+      { i: 6, kind: "image", status: "done", mime_type: "image/png", src: 'data:image/png;base64,AAAA" onerror="alert(1)', alt: ALL },
+      { i: 7, kind: "audio", status: "done", mime_type: "audio/wav", src: "javascript:alert(1)", tag: ALL, meta: ALL, rejected: ALL },
+      { i: 8, kind: "data", status: "done", mime_type: ALL, bytes: 1, tag: ALL, meta: ALL },
+      { i: 9, kind: ALL, status: "done", mime_type: ALL, tag: ALL, meta: ALL },
+      { i: 10, kind: "embedding", status: "done", dims: 2, norm: 1, tag: ALL, meta: ALL, preview: ALL },
       { i: 11, kind: "text", status: "streaming", text: ALL.slice(0, 60) },
+      { i: 12, kind: "inline_thinking", status: "done", label: ALL, meta: ALL, badge: { text: ALL, title: ALL } },
     ],
-    footer: { usage: {}, finish_reason: ALL, cost_text: ALL },
-    error: { type: ALL, message: ALL, hint: ALL },
-    status_text: ALL,
+    footer: { usage: {}, finish_reason: ALL, stats: [{ key: ALL, text: ALL, title: ALL }] },
+    banner: { kind: ALL, lead: ALL, text: ALL, detail: ALL, hint: ALL },
   };
   const { view, container } = makeView();
   view.render(vm);
@@ -459,8 +500,8 @@ test("XSS payloads in every string field stay inert", () => {
 
   // the same through ops, streamed character by character into the markdown
   const b = makeView();
-  b.view.apply(opsFor(vm, 3).map((op) => (op[0] === "turn" && op[1].status === "streaming" ? ["turn", { status: "streaming" }] : op)));
-  b.view.apply([["event", { n: ALL, ms: ALL, event_type: ALL, type: ALL, preview: ALL }]]);
+  b.view.apply(opsFor(vm, 3));
+  b.view.apply([["event", { n: ALL, ms: ALL, event_type: ALL, type: ALL, preview: ALL }, ALL]]);
   b.view.flush();
   assertClean(b.container);
 });

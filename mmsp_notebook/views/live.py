@@ -16,9 +16,10 @@ import time
 from typing import Any, TextIO
 
 from ..core.run import TurnRun
-from .html import footer_line, render_html, render_text
 from ..core.turn import Turn
+from .html import render_html
 from .model import OpsTracker, view_model
+from .text import banner_lines, footer_line, item_head, item_tail, render_text, result_line
 
 __all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "adrive", "in_kernel"]
 
@@ -95,7 +96,7 @@ class WidgetLive(LiveView):
         self.widget.push(self.tracker.ops(turn))
 
     def finish(self, turn: Turn) -> None:
-        self.widget.push(self.tracker.ops(turn))
+        self.widget.push(self.tracker.ops(turn, final=True))
         vm = view_model(turn)
         # text/plain is the fallback of front ends without HTML; the HTML carries the whole turn
         # (with the events table inside it, where the live view drew it)
@@ -104,7 +105,11 @@ class WidgetLive(LiveView):
 
 
 class TextLive(LiveView):
-    """Terminal IPython and plain Python: text streams to stdout, thinking dimmed, then a footer."""
+    """Terminal IPython and plain Python: text streams to stdout, thinking dimmed, then banner and footer.
+
+    A template of the view model like the others: it keeps each item's view up to date from the
+    ops and writes the tags, results, banner and footer the model words.
+    """
 
     DIM, RESET, YELLOW, RED = "\x1b[2m", "\x1b[0m", "\x1b[33m", "\x1b[31m"
 
@@ -112,54 +117,60 @@ class TextLive(LiveView):
         self.stream = stream or sys.stdout
         self.color = self.stream.isatty() if color is None and hasattr(self.stream, "isatty") else bool(color)
         self.tracker = OpsTracker()
-        self.kinds: dict[int, str] = {}
-        self.last_kind: str | None = None
+        self.items: dict[int, dict[str, Any]] = {}
+        self.told: set[int] = set()  # items whose outcome (meta line, tool result) is written
+        self.started = False
 
     def _w(self, text: str, style: str = "") -> None:
         if style and self.color:
             text = f"{style}{text}{self.RESET}"
         self.stream.write(text)
 
-    def update(self, turn: Turn) -> None:
-        for op in self.tracker.ops(turn):
+    def _outcome(self, i: int) -> None:
+        """Write what a finished item shows after its streamed part, once."""
+        item = self.items[i]
+        if i in self.told or item.get("kind") in ("text", "thinking"):
+            return
+        if item.get("kind") == "tool_call":
+            result = item.get("result")
+            if isinstance(result, dict) and isinstance(result.get("text"), str):
+                self._w("\n" + result_line(item), self.YELLOW)
+                self.told.add(i)
+        elif item.get("status") == "done":
+            self._w(item_tail(item))
+            self.told.add(i)
+
+    def update(self, turn: Turn, final: bool = False) -> None:
+        for op in self.tracker.ops(turn, final):
             if op[0] == "item":
-                kind = op[2]["kind"]
-                self.kinds[op[1]] = kind
-                if self.last_kind is not None:
+                item = self.items[op[1]] = dict(op[2])
+                if self.started:
                     self._w("\n")
-                if kind == "thinking":
-                    self._w("[thinking] ", self.DIM)
-                elif kind == "tool_call":
-                    self._w(f"[tool call] {op[2].get('name')} ", self.YELLOW)
-                elif kind not in ("text",):
-                    self._w(f"[{kind}] ")
-                self.last_kind = kind
+                self.started = True
+                kind = item.get("kind")
+                self._w(item_head(item), self.DIM if kind == "thinking" else self.YELLOW if kind == "tool_call" else "")
+                self._outcome(op[1])
             elif op[0] == "append":
-                self._w(op[2], self.DIM if self.kinds.get(op[1]) == "thinking" else "")
+                self._w(op[2], self.DIM if self.items[op[1]].get("kind") == "thinking" else "")
             elif op[0] == "set":
-                fields = op[2]
-                if fields.get("result") and not fields["result"].get("running"):
-                    r = fields["result"]
-                    self._w(f"\n  -> {r['output']}" if r.get("ok") else f"\n  raised {r.get('error')}", self.YELLOW)
-                elif self.kinds.get(op[1]) in ("image", "audio", "data", "inline_thinking") and fields.get("status") == "done":
-                    self._w(f"{fields.get('mime_type', '')} {fields.get('bytes', '')} bytes")
-                elif self.kinds.get(op[1]) == "embedding" and "dims" in fields:
-                    self._w(f"{fields['dims']} dims, norm {fields.get('norm')}")
+                self.items[op[1]].update(op[2])
+                self._outcome(op[1])
         self.stream.flush()
 
     def finish(self, turn: Turn) -> None:
-        self.update(turn)
+        self.update(turn, final=True)
         vm = view_model(turn)
-        self._w("\n")
-        if vm["status"] != "complete" or vm.get("status_text"):
-            self._w(f"[{vm['status']}] {vm.get('status_text', '')}\n", self.YELLOW)
-        if vm.get("error"):
-            err = vm["error"]
-            self._w(f"{err['type']}: {err['message']}\n", self.RED)
-            if err.get("hint"):
-                self._w(f"{err['hint']}\n")
-        if vm.get("footer"):
-            self._w(footer_line(vm["footer"]) + "\n", self.DIM)
+        if self.started:
+            self._w("\n")
+        banner = vm.get("banner") or {}
+        lines = banner_lines(banner)
+        style = self.RED if banner.get("kind") == "error" else self.YELLOW
+        for n, line in enumerate(lines):
+            hint = n > 0 and n == len(lines) - 1 and bool(banner.get("hint"))  # the hint in plain text
+            self._w((f"[{vm['status']}] " if n == 0 else "") + line + "\n", "" if hint else style)
+        footer = footer_line(vm.get("footer"))
+        if footer:
+            self._w(footer + "\n", self.DIM)
         self.stream.flush()
 
 

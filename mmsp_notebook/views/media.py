@@ -6,7 +6,7 @@ import base64
 import io
 import wave
 
-from ..core.state import ItemState
+from ..core.items import ItemState
 from ..core.turn import media_kind
 
 __all__ = ["pcm_to_wav", "media_src"]

@@ -1,25 +1,34 @@
-"""The view model of a turn (JSON for the front end) and the ops that bring a view up to date.
+"""The view model of a turn: everything a view shows, decided once, and the ops that keep a view current.
 
-See ``js/PROTOCOL.md``. :func:`view_model` draws a whole :class:`~mmsp_notebook.Turn`;
-:class:`OpsTracker` remembers what a front end has already been sent and yields only what changed
-(new items, appended text, ``.done`` fields, tool results, the turn's status and footer), so a
-20,000-token answer crosses the comm about once, never the whole text per update.
+See ``js/PROTOCOL.md``. A turn's *facts* (statuses, sizes, durations, tool results, usage: what the
+turn state says) become its *view* in :func:`present_item` and :func:`present_turn`: each item's
+tag, label, state and lines, the turn's banner, the footer's stats, every number already written
+out (:mod:`.format`). The live widget (``js/src/render.js``), the static HTML (:mod:`.html`) and the
+text views (:mod:`.text`) are templates of this view: they place its strings and states into
+markup or lines, and decide no wording of their own.
+
+:func:`view_model` draws a whole :class:`~mmsp_notebook.Turn`; :class:`OpsTracker` remembers what a
+front end has been sent of one turn and yields only what changed (new items, appended text, the
+fields of an item's view that changed, the turn's status, banner and footer), so a 20,000-token
+answer crosses the comm about once, never the whole text per update.
 """
 
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..core.items import ItemState
 from ..core.pricing import format_cost
 from ..core.redact import redact
-from ..core.state import ItemState
 from ..core.turn import Turn, media_kind
+from . import format as fmt
 from .hints import error_hint
 from .media import media_src
 
-__all__ = ["status_text", "view_model", "item_header", "item_done_fields", "turn_fields", "OpsTracker", "event_row"]
+__all__ = ["status_text", "shown_status", "view_model", "present_item", "present_turn", "present_view", "OpsTracker",
+           "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT"]
 
 _TEXT_KINDS = ("text", "thinking", "tool_call")
 
@@ -41,6 +50,7 @@ def status_text(turn: Turn) -> str:
     return STATUS_TEXT.get(turn.status, "")
 
 
+# ---------------------------------------------------------------------------------------------- facts
 def _kind(item: ItemState) -> str:
     if item.kind == "inline_data":
         return media_kind(item)
@@ -49,13 +59,12 @@ def _kind(item: ItemState) -> str:
     return "data"
 
 
-def item_header(i: int, item: ItemState) -> dict[str, Any]:
-    """The fields of a new item, without its growing text."""
+def _header_facts(i: int, item: ItemState) -> dict[str, Any]:
+    """What is known of an item when it starts."""
     out: dict[str, Any] = {"i": i, "kind": _kind(item), "status": "streaming"}
     if item.kind == "tool_call":
         out["name"] = item.name
         out["tool_call_id"] = item.tool_call_id
-        out["result"] = None
     if item.kind in ("thinking", "inline_thinking", "text"):
         out["fidelity"] = sorted(item.fidelity) if item.fidelity else []
     if item.mime_type:
@@ -65,8 +74,8 @@ def item_header(i: int, item: ItemState) -> dict[str, Any]:
     return out
 
 
-def item_done_fields(item: ItemState) -> dict[str, Any]:
-    """The fields an item gains with its ``.done``."""
+def _done_facts(item: ItemState) -> dict[str, Any]:
+    """What an item's ``.done`` adds."""
     out: dict[str, Any] = {"status": "done", "duration": item.duration}
     if item.fidelity:
         out["fidelity"] = sorted(item.fidelity)
@@ -75,18 +84,17 @@ def item_done_fields(item: ItemState) -> dict[str, Any]:
         out["arguments"] = item.arguments
         out["name"] = item.name
     elif kind in ("image", "audio"):
-        src, seconds = media_src(item)
+        src, secs = media_src(item)
         out["src"] = src
         out["mime_type"] = item.mime_type
         out["bytes"] = item.size
-        if seconds is not None:
-            out["seconds"] = round(seconds, 3)
+        if secs is not None:
+            out["seconds"] = secs
     elif item.kind == "embedding":
         vector = item.content()
         out["dims"] = len(vector)
-        norm = item.norm
-        out["norm"] = None if norm is None or not math.isfinite(norm) else round(norm, 6)
-        out["preview"] = [round(float(v), 4) if math.isfinite(float(v)) else None for v in vector[:8]]
+        out["norm"] = item.norm
+        out["preview"] = list(vector[:8])
     elif item.kind in ("inline_data", "inline_thinking"):
         out["bytes"] = item.size
     return out
@@ -102,7 +110,7 @@ def _shown(text: str | None) -> str | None:
     return f"{text[:TOOL_OUTPUT_LIMIT]}\n… {rest:,} more characters not shown (turn.tool_calls has them all)"
 
 
-def tool_result_fields(item: ItemState) -> dict[str, Any] | None:
+def _tool_result_facts(item: ItemState) -> dict[str, Any] | None:
     run = item.tool_run
     if run is None:
         return None
@@ -115,24 +123,11 @@ def tool_result_fields(item: ItemState) -> dict[str, Any] | None:
     }
 
 
-def item_view(i: int, item: ItemState) -> dict[str, Any]:
-    out = item_header(i, item)
-    if item.kind in _TEXT_KINDS:
-        out["text"] = item.content()
-    if item.status == "done":
-        out.update(item_done_fields(item))
-    if item.kind == "tool_call":
-        out["result"] = tool_result_fields(item)
-    return out
-
-
-def footer(turn: Turn) -> dict[str, Any] | None:
-    if turn.status == "streaming":
+def _footer_facts(turn: Turn) -> dict[str, Any] | None:
+    if turn.status == "streaming" or not turn.steps:
         return None
     timings = turn.timings
     cost = turn.cost
-    if not turn.steps:
-        return None
     return {
         "usage": turn.usage,
         "finish_reason": turn.finish_reason,
@@ -145,8 +140,31 @@ def footer(turn: Turn) -> dict[str, Any] | None:
     }
 
 
-def turn_fields(turn: Turn) -> dict[str, Any]:
-    """The turn-level fields: status, footer, error, status text."""
+def shown_status(turn: Turn, final: bool = True) -> str:
+    """The turn's status as the views show it.
+
+    Between two steps of a tool-using turn the turn state reads ``complete`` (its last step is)
+    until the next step starts. A turn whose last step's tool calls have run always goes on to
+    another step (one that stops there was cancelled), so it is shown streaming: no footer yet,
+    its running tools shown running. While a turn is live (``final=False``), a last step that
+    ended with calls no tool has run yet, tools offered and the step limit not reached, is also
+    about to run them; once the turn is over (``final=True``) those calls were not run.
+    """
+    status = turn.status
+    if status != "complete" or not turn.steps:
+        return status
+    calls = [item for item in turn.steps[-1].items if item.kind == "tool_call"]
+    if any(item.tool_run is not None for item in calls):
+        return "streaming"
+    if not final and calls and turn.config.get("tools") and not turn.max_steps_reached:
+        return "streaming"
+    return status
+
+
+def _turn_facts(turn: Turn, final: bool = True) -> dict[str, Any]:
+    status = shown_status(turn, final)
+    if status == "streaming":
+        return {"status": status, "status_text": "", "error": None, "footer": None}
     exc = turn.error
     error = None
     if exc is not None and turn.status in ("error", "incomplete"):
@@ -155,17 +173,239 @@ def turn_fields(turn: Turn) -> dict[str, Any]:
             "message": turn.error_message,
             "hint": error_hint(exc, turn.api_key_env, turn.client_type),
         }
-    return {"status": turn.status, "footer": footer(turn), "error": error, "status_text": status_text(turn)}
+    return {"status": status, "status_text": status_text(turn), "error": error, "footer": _footer_facts(turn)}
+
+
+# ---------------------------------------------------------------------------------------------- the view
+def _str(value: Any) -> str:
+    """A string as it is, anything else as indented JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _join(*parts: str) -> str:
+    return " · ".join(p for p in parts if p)
+
+
+def _fidelity(facts: Mapping[str, Any]) -> list[str]:
+    fid = facts.get("fidelity")
+    return [str(k) for k in fid] if isinstance(fid, (dict, list, tuple)) else []
+
+
+def _badge(facts: Mapping[str, Any]) -> dict[str, str] | None:
+    keys = _fidelity(facts)
+    return {"text": "signed", "title": "fidelity: " + ", ".join(keys)} if keys else None
+
+
+TOOL_STATE_TEXT = {"streaming": "…", "running": "running…", "stopped": "stopped", "not_run": "not run",
+                   "done": "returned", "raised": "raised"}
+
+
+def _tool_state(facts: Mapping[str, Any], stopped: bool) -> str:
+    """Where a tool call stands: streaming → running → done | raised; stopped or not run if the turn ended first."""
+    result = facts.get("result")
+    if facts.get("status") == "streaming":
+        return "stopped" if stopped else "streaming"
+    if not isinstance(result, Mapping):
+        return "not_run" if stopped else "running"
+    if result.get("running"):
+        return "stopped" if stopped else "running"
+    return "done" if result.get("ok") is not False and result.get("error") is None else "raised"
+
+
+def _result_view(result: Any, state: str) -> dict[str, Any] | None:
+    if not isinstance(result, Mapping):
+        return None
+    if state in ("running", "stopped"):
+        return {"state": state, "label": TOOL_STATE_TEXT[state]}
+    ok = state == "done"
+    error = result.get("error")
+    return {"state": "ok" if ok else "err", "label": "result" if ok else "error",
+            "took": fmt.seconds(result.get("duration")),
+            "text": _str(result.get("output") if ok or error is None else error)}
+
+
+def _preview(facts: Mapping[str, Any]) -> str:
+    values = facts.get("preview") if isinstance(facts.get("preview"), list) else None
+    shown = (values or [])[:8]
+    if not shown:
+        return ""
+    dims = facts.get("dims")
+    more = dims > len(shown) if fmt.is_number(dims) else values is not None and len(values) > len(shown)
+    cells = ", ".join(fmt.fixed(x, 3) if fmt.is_number(x) else "null" if x is None or isinstance(x, float) else str(x)
+                      for x in shown)
+    return f"[{cells}{', …' if more else ''}]"
+
+
+def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete") -> dict[str, Any]:
+    """An item's view from its facts: its tag, labels, state and lines, as every view shows them.
+
+    ``turn_status`` matters once the turn has ended: what was still streaming or running then is
+    shown as stopped. ``text`` is carried over from the facts when they have it.
+    """
+    kind = str(facts.get("kind") or "data")
+    status = str(facts.get("status") or "streaming")
+    streaming = status == "streaming"
+    stopped = turn_status is not None and turn_status != "streaming"
+    out: dict[str, Any] = {"i": facts.get("i"), "kind": kind, "status": status}
+    for key in ("name", "tool_call_id", "mime_type", "bytes", "src", "seconds", "dims", "duration"):
+        if key in facts:
+            out[key] = facts[key]
+    if kind in _TEXT_KINDS and "text" in facts:
+        out["text"] = facts["text"]
+    mime = str(facts.get("mime_type") or "")
+    size = "" if streaming else fmt.size(facts.get("bytes"))
+    dots = "…" if streaming else ""
+
+    if kind == "text":
+        out["fidelity"] = _fidelity(facts)
+    elif kind == "thinking":
+        out["fidelity"] = _fidelity(facts)
+        out["tag"] = "thinking"
+        if streaming:
+            out["label"] = "Thinking (stopped)" if stopped else "Thinking…"
+        else:
+            duration = facts.get("duration")
+            out["label"] = f"Thought for {fmt.fixed(duration, 1)} s" if fmt.is_number(duration) else "Thought"
+        out["badge"] = _badge(facts)
+    elif kind == "inline_thinking":
+        out["fidelity"] = _fidelity(facts)
+        out["tag"] = "thinking (opaque)"
+        out["label"] = "Thinking (opaque)…" if streaming else _join("Thinking (opaque)", fmt.size(facts.get("bytes")))
+        count = fmt.integer(facts.get("bytes"))
+        out["meta"] = _join(mime, f"{count} bytes" if count else "")
+        out["badge"] = _badge(facts)
+    elif kind == "tool_call":
+        state = _tool_state(facts, stopped)
+        ident = facts.get("tool_call_id")
+        arguments = facts.get("arguments")
+        out.update(tag="tool call", title=f"id {ident}" if ident else None, state=state,
+                   state_text=TOOL_STATE_TEXT[state],
+                   args=None if streaming or arguments is None else _str(arguments),
+                   result=_result_view(facts.get("result"), state))
+    elif kind == "image":
+        out["tag"] = "image"
+        out["meta"] = _join(mime, size) + dots
+        if "src" in facts:
+            out["alt"] = f"generated image ({mime or 'image'})"
+            out["rejected"] = f"{_join('image', mime)} — not shown: only PNG, JPEG, GIF or WebP data URLs are displayed"
+    elif kind == "audio":
+        secs = facts.get("seconds")
+        out["tag"] = "audio"
+        out["meta"] = _join(mime, f"{fmt.fixed(secs, 1)} s" if fmt.is_number(secs) else "") + dots
+        if "src" in facts:
+            out["rejected"] = f"{_join('audio', out['meta'])} — not shown: not a base64 audio data URL"
+    elif kind == "embedding":
+        dims, norm = facts.get("dims"), facts.get("norm")
+        out["norm"] = norm if fmt.is_number(norm) else None
+        out["tag"] = "embedding"
+        out["meta"] = _join(f"{dims} dims" if fmt.is_number(dims) else "",
+                            f"norm {fmt.fixed(norm, 3)}" if fmt.is_number(norm) else "")
+        out["preview"] = _preview(facts)
+    else:
+        out["tag"] = "data" if kind in ("data", "inline_data") else kind
+        out["meta"] = _join(mime, size) + dots
+    return out
+
+
+def _stat(key: str, text: str, title: str) -> dict[str, str]:
+    return {"key": key, "text": text, "title": title}
+
+
+def _footer_view(facts: Any) -> dict[str, Any] | None:
+    if not isinstance(facts, Mapping):
+        return None
+    raw_usage = facts.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, Mapping) else {}
+    stats = []
+    buckets = [f"{name} {fmt.integer(usage.get(key))}" for name, key in (
+        ("cached", "cached_tokens"), ("prompt", "prompt_tokens"), ("thoughts", "thoughts_tokens"),
+        ("response", "response_tokens")) if fmt.is_number(usage.get(key))]
+    if buckets:
+        stats.append(_stat("tokens", "tokens " + " · ".join(buckets), "token usage per bucket"))
+    reason = facts.get("finish_reason")
+    if reason == "length":
+        stats.append(_stat("truncated", "⚠ truncated (length)", "the model stopped at its output token limit"))
+    elif reason:
+        said = "tool call" if reason in ("tool_call", "tool_calls") else str(reason)
+        stats.append(_stat("finish", f"finish: {said}", "why the model stopped"))
+    for key, label, title in (("ttft", "TTFT", "time to first token"), ("total", "total", "total time")):
+        if fmt.is_number(facts.get(key)):
+            stats.append(_stat(key, f"{label} {fmt.seconds(facts[key])}", title))
+    if fmt.is_number(facts.get("tokens_per_second")):
+        stats.append(_stat("speed", f"{fmt.fixed(facts['tokens_per_second'], 1)} tok/s", "response tokens per second"))
+    cost = facts.get("cost_text") or (format_cost(facts["cost"]) if "cost" in facts else "")
+    if cost:
+        stats.append(_stat("cost", str(cost), "cost"))
+    steps = facts.get("steps")
+    if fmt.is_number(steps) and steps > 1:
+        stats.append(_stat("steps", f"{steps} steps", "model calls in this turn"))
+    raw = {k: facts.get(k) for k in ("usage", "finish_reason", "ttft", "total", "tokens_per_second", "cost", "steps")}
+    return {**raw, "stats": stats}
+
+
+def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
+    err: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": _str(error)} if error else {}
+    hint = str(err.get("hint") or "")
+    if status == "streaming":
+        return {"kind": "streaming", "text": "streaming…"}
+    if status == "error":
+        banner = {"kind": "error", "lead": f"{err.get('type') or 'Error'}: ",
+                  "text": str(err.get("message") or text or STATUS_TEXT["error"])}
+    elif status == "incomplete":
+        banner = {"kind": "warn", "text": text or STATUS_TEXT["incomplete"]}
+        detail = ": ".join(str(x) for x in (err.get("type"), err.get("message")) if x)
+        if detail:
+            banner["detail"] = detail
+    elif status == "cancelled":
+        banner = {"kind": "muted", "text": text or STATUS_TEXT["cancelled"]}
+    elif text:
+        banner = {"kind": "muted", "text": text}
+    else:
+        return None
+    if hint:
+        banner["hint"] = hint
+    return banner
+
+
+def present_turn(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """The turn's own view: its status, banner (kind, lead, text, detail, hint) and footer (raw + stats)."""
+    status = facts.get("status")
+    return {"status": status, "banner": _banner(status, str(facts.get("status_text") or ""), facts.get("error")),
+            "footer": _footer_view(facts.get("footer"))}
+
+
+def present_view(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """A whole view model from a turn's facts (``items`` as item facts, with their text)."""
+    status = facts.get("status")
+    items = [present_item(it, status) for it in facts.get("items") or []]
+    return {"id": facts.get("id"), "model": facts.get("model"), "items": items, **present_turn(facts)}
 
 
 def view_model(turn: Turn) -> dict[str, Any]:
-    """The whole turn as the front end draws it."""
+    """The whole turn as every view draws it."""
     with turn.lock:
-        vm = {"id": turn.id, "model": turn.model, "items": [item_view(i, it) for i, it in enumerate(turn.items)]}
-        vm.update(turn_fields(turn))
-        return vm
+        facts = _turn_facts(turn)
+        items = []
+        for i, item in enumerate(turn.items):
+            f = _header_facts(i, item)
+            if item.kind in _TEXT_KINDS:
+                f["text"] = item.content()
+            if item.status == "done":
+                f.update(_done_facts(item))
+            if item.kind == "tool_call":
+                f["result"] = _tool_result_facts(item)
+            items.append(present_item(f, facts["status"]))
+        return {"id": turn.id, "model": turn.model, "items": items, **present_turn(facts)}
 
 
+# ---------------------------------------------------------------------------------------------- events
 def event_row(n: int, ms: float | None, event: dict[str, Any]) -> dict[str, Any]:
     """A row of the events table: what the UniEvent was, with a short preview."""
     items = event.get("content_items") or []
@@ -193,55 +433,95 @@ def event_row(n: int, ms: float | None, event: dict[str, Any]) -> dict[str, Any]
             "type": item_type, "preview": preview}
 
 
+def event_view(row: Mapping[str, Any]) -> dict[str, str]:
+    """An events-table row as its cells show it: every value a string."""
+    ms = row.get("ms")
+    return {"n": str(row.get("n", "")), "ms": fmt.fixed(ms, 1), "event_type": _str(row.get("event_type")),
+            "type": _str(row.get("type")), "preview": _str(row.get("preview"))}
+
+
+def events_label(count: int) -> str:
+    """The count beside the events table's title."""
+    return f"({fmt.integer(count)})"
+
+
+def turn_events(turn: Turn) -> Iterator[tuple[int, float | None, dict[str, Any]]]:
+    """Every UniEvent of a turn with its number and milliseconds since its step's request."""
+    n = 0
+    for step in turn.steps:
+        base = step.request_sent
+        for event, at in zip(step.events, step.event_times):
+            yield n, None if base is None else (at - base) * 1000.0, event
+            n += 1
+
+
+# ---------------------------------------------------------------------------------------------- ops
+_MISSING = object()
+
+
 class OpsTracker:
     """What one front end has been sent of one turn; :meth:`ops` yields only the difference."""
 
     def __init__(self, events: bool = False) -> None:
         self.events = events
-        self._sent_items = 0
+        self._facts: list[dict[str, Any]] = []
+        self._views: list[dict[str, Any]] = []
         self._text_len: list[int] = []
-        self._done: list[bool] = []
-        self._result: list[Any] = []
+        self._status: str | None = None
         self._turn: dict[str, Any] = {}
         self._events_sent = 0
 
-    def ops(self, turn: Turn) -> list[list[Any]]:
+    def ops(self, turn: Turn, final: bool = False) -> list[list[Any]]:
+        """The ops that bring the front end to ``turn`` as it is now; ``final`` once the turn is over."""
         out: list[list[Any]] = []
         with turn.lock:
-            items = turn.items
-            for i, item in enumerate(items):
-                if i >= self._sent_items:
-                    out.append(["item", i, item_header(i, item)])
+            facts_of_turn = _turn_facts(turn, final)
+            status = facts_of_turn["status"]
+            restyle = status != self._status  # labels that say "stopped" follow the turn's status
+            self._status = status
+            for i, item in enumerate(turn.items):
+                new = i >= len(self._facts)
+                if new:
+                    self._facts.append(_header_facts(i, item))
+                    self._views.append({})
                     self._text_len.append(0)
-                    self._done.append(False)
-                    self._result.append(None)
-                    self._sent_items = i + 1
+                facts = self._facts[i]
+                changed = new
+                if item.status == "done" and facts["status"] != "done":
+                    facts.update(_done_facts(item))
+                    changed = True
+                if item.kind == "tool_call":
+                    result = _tool_result_facts(item)
+                    if result != facts.get("result", _MISSING):
+                        facts["result"] = result
+                        changed = True
+                if new:
+                    self._views[i] = view = present_item(facts, status)
+                    out.append(["item", i, view])
                 if item.kind in _TEXT_KINDS and item.size != self._text_len[i]:
                     text = item.content()
                     if len(text) > self._text_len[i]:
                         out.append(["append", i, text[self._text_len[i]:]])
                     self._text_len[i] = len(text)
-                if item.status == "done" and not self._done[i]:
-                    out.append(["set", i, item_done_fields(item)])
-                    self._done[i] = True
-                if item.kind == "tool_call":
-                    result = tool_result_fields(item)
-                    if result != self._result[i]:
-                        out.append(["set", i, {"result": result}])
-                        self._result[i] = result
+                if not new and (changed or restyle):
+                    view = present_item(facts, status)
+                    old = self._views[i]
+                    diff = {k: v for k, v in view.items() if old.get(k, _MISSING) != v}
+                    if diff:
+                        out.append(["set", i, diff])
+                        self._views[i] = view
             if self.events:
-                n = 0
-                for step in turn.steps:
-                    base = step.request_sent
-                    for event, at in zip(step.events, step.event_times):
-                        if n >= self._events_sent:
-                            ms = None if base is None else (at - base) * 1000.0
-                            out.append(["event", event_row(n, ms, event)])
-                        n += 1
-                self._events_sent = n
-            fields = turn_fields(turn)
-            changed = {k: v for k, v in fields.items() if self._turn.get(k, object()) != v}
-            if changed:
-                out.append(["turn", changed])
-                self._turn.update(changed)
+                last = None
+                for n, ms, event in turn_events(turn):
+                    if n >= self._events_sent:
+                        last = ["event", event_view(event_row(n, ms, event))]
+                        out.append(last)
+                        self._events_sent = n + 1
+                if last is not None:
+                    last.append(events_label(self._events_sent))
+            fields = present_turn(facts_of_turn)
+            changed_fields = {k: v for k, v in fields.items() if self._turn.get(k, _MISSING) != v}
+            if changed_fields:
+                out.append(["turn", changed_fields])
+                self._turn.update(changed_fields)
         return out

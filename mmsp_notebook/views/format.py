@@ -1,0 +1,57 @@
+"""Numbers as every view shows them: durations, sizes, counts, fixed decimals.
+
+The one place numbers become text. The view model (:mod:`.model`) carries these strings to the
+widget, the static HTML and the text views alike, so no renderer formats a number of its own.
+Each function takes anything and gives ``""`` for what is not a finite number.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeGuard
+
+__all__ = ["is_number", "seconds", "size", "integer", "fixed"]
+
+
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """A finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def fixed(value: Any, digits: int) -> str:
+    """``value`` with ``digits`` decimals: ``fixed(0.1234, 3) == "0.123"``."""
+    if not is_number(value):
+        return ""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.000"
+
+
+def seconds(value: Any) -> str:
+    """A duration: ``4 ms``, ``1.25 s``, ``12.5 s``, ``2 min 5 s``."""
+    if not is_number(value) or value < 0:
+        return ""
+    ms = round(value * 1000)
+    if ms < 1000:
+        return f"{ms} ms"
+    if value < 9.995:
+        return f"{value:.2f} s"
+    if value < 59.95:
+        return f"{value:.1f} s"
+    whole = round(value)
+    return f"{whole // 60} min {whole % 60} s"
+
+
+def size(value: Any) -> str:
+    """A size in bytes: ``512 B``, ``5.0 KB``, ``1.2 MB``."""
+    if not is_number(value):
+        return ""
+    if value < 1024:
+        return f"{int(value)} B"
+    if value < 1024 * 1024:
+        return f"{value / 1024:.1f} KB"
+    return f"{value / 1024 / 1024:.1f} MB"
+
+
+def integer(value: Any) -> str:
+    """A count with thousands separators: ``1,200``."""
+    return f"{round(value):,}" if is_number(value) else ""

@@ -1,0 +1,92 @@
+"""The text views of a turn: ``text/plain`` and the terminal, templates of the view model.
+
+Every label, state, banner and footer string comes from the view model (:mod:`.model`); here they
+are only laid out as lines: an item as ``[tag] …``, a tool's result under its call, the banner
+under the items, the footer's stats joined by ``|``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .model import view_model
+
+__all__ = ["render_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail", "result_line"]
+
+
+def footer_line(footer: Mapping[str, Any] | None) -> str:
+    """The footer's stats as one line."""
+    if not isinstance(footer, Mapping):
+        return ""
+    return " | ".join(str(s["text"]) for s in footer.get("stats") or [] if isinstance(s, Mapping) and s.get("text"))
+
+
+def banner_lines(banner: Mapping[str, Any] | None) -> list[str]:
+    """The banner as lines: its lead and text, then its detail and its hint when it has them."""
+    if not isinstance(banner, Mapping) or banner.get("kind") == "streaming":
+        return []
+    first = f"{banner.get('lead') or ''}{banner.get('text') or ''}"
+    return [line for line in (first, banner.get("detail"), banner.get("hint")) if line]
+
+
+def banner_line(banner: Mapping[str, Any] | None) -> str:
+    """The banner on one line (a chat's error banner): its parts joined by dashes."""
+    return " — ".join(banner_lines(banner))
+
+
+def item_head(item: Mapping[str, Any]) -> str:
+    """What starts an item in text: ``[tag] `` (and a tool's name); nothing for answer text."""
+    if item.get("kind") == "text":
+        return ""
+    if item.get("kind") == "tool_call":
+        return f"[{item.get('tag')}] {item.get('name') or ''} "
+    return f"[{item.get('tag')}] "
+
+
+def item_tail(item: Mapping[str, Any]) -> str:
+    """What a finished item that is not text shows after its tag: its meta line (and a preview)."""
+    return " ".join(str(x) for x in (item.get("meta"), item.get("preview")) if x)
+
+
+def result_line(item: Mapping[str, Any]) -> str:
+    """A tool call's outcome under it: ``returned …`` / ``raised …``, or its state (``not run``)."""
+    result = item.get("result")
+    if isinstance(result, Mapping) and isinstance(result.get("text"), str):
+        return f"  {item.get('state_text')} {result['text']}"
+    return f"  ({item['state_text']})" if item.get("state_text") else ""
+
+
+def _cap(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit:,} more characters: the whole text is in the HTML and in the Turn]"
+
+
+def render_text(turn: Any, vm: Mapping[str, Any] | None = None, limit: int | None = None) -> str:
+    """The static view of a turn as plain text; ``limit`` caps each text and thinking item."""
+    if vm is None:
+        vm = view_model(turn)
+    out = []
+    for item in vm.get("items") or []:
+        kind = item.get("kind")
+        if kind == "text":
+            out.append(_cap(item.get("text") or "", limit))
+        elif kind == "thinking":
+            out.append(f"[{item.get('label')}] {_cap(item.get('text') or '', limit)}")
+        elif kind == "tool_call":
+            args = item.get("args") if isinstance(item.get("args"), str) else item.get("text") or ""
+            tail = result_line(item)
+            out.append(item_head(item) + args + ("\n" + tail if tail else ""))
+        elif kind == "inline_thinking":
+            out.append(f"[{item.get('label')}] {item_tail(item)}")
+        else:
+            out.append(item_head(item) + item_tail(item))
+    lines = banner_lines(vm.get("banner"))
+    if lines:
+        out.append(f"[{vm.get('status')}] {lines[0]}")
+        out.extend(lines[1:])
+    footer = footer_line(vm.get("footer"))
+    if footer:
+        out.append(footer)
+    return "\n".join(out)
