@@ -1103,22 +1103,21 @@ def test_directory_links_are_not_followed_into_loops(tmp_path: Path) -> None:
     (tmp_path / "a" / "loop").symlink_to(tmp_path, target_is_directory=True)
     (tmp_path / "gone.json").symlink_to(tmp_path / "nowhere.json")
     reads: list[str] = []
-    real_open = open
+    real_open = os.open
 
-    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+    def counting_open(file: Any, *args: Any, **kwargs: Any) -> Any:  # the trace store opens files with os.open
         if str(file).endswith((".json", ".jsonl")):
             reads.append(os.path.realpath(file))
         return real_open(file, *args, **kwargs)
 
-    import builtins
-
-    builtins.open = counting_open
+    os.open = counting_open
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             df = traces.load_turns(tmp_path)
     finally:
-        builtins.open = real_open
+        os.open = real_open
+    assert len(reads) == 3  # the trace, its sidecar and the broken link, once each
     assert df["trace_id"].tolist() == ["a/one", "a/one"] and df.attrs["duplicates"] == 0
     assert df.attrs["n_files"] == 1
     assert [s["reason"].split(":")[0] for s in df.attrs["skipped"]] == ["broken symbolic link"]

@@ -145,36 +145,44 @@ def sidecar_path(trace_id: str, base: _PathLike | None = None) -> Path:
 def _read_regular(path: _PathLike) -> tuple[bytes, float]:
     """``(bytes, mtime)`` of a regular file; TraceError (TraceNotFoundError) naming what is wrong.
 
-    Opened non-blocking, so that a FIFO is refused instead of waiting for a writer.
+    Opened non-blocking, so that a FIFO is refused instead of waiting for a writer; read with
+    plain ``os.read`` calls (the size known from ``fstat``, then on to the end in case it grew).
     """
     name = os.fspath(path)
     try:
-        with open(name, "rb", opener=_open_nonblocking) as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise TraceError(f"{name}: not a regular file", path=name, reason="not a regular file")
-            return fh.read(), st.st_mtime
+        fd = os.open(name, _READ_FLAGS)
     except FileNotFoundError:
         if os.path.islink(name):
             reason = f"broken symbolic link: to {os.readlink(name)}"
         else:
             reason = "vanished (deleted or renamed)"
         raise TraceNotFoundError(f"{name}: {reason}", path=name, reason=reason) from None
-    except IsADirectoryError:
-        raise TraceError(f"{name}: {IS_A_DIRECTORY}", path=name, reason=IS_A_DIRECTORY) from None
     except OSError as exc:
-        reason = f"unreadable: {exc.__class__.__name__}: {exc.strerror or exc}"
-        raise TraceError(f"{name}: {reason}", path=name, reason=reason) from None
+        raise _unreadable(name, exc) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            reason = IS_A_DIRECTORY if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise TraceError(f"{name}: {reason}", path=name, reason=reason)
+        chunks = [os.read(fd, st.st_size + 1)]
+        while chunks[-1]:  # to the end: one more read, or more when the file grew meanwhile
+            chunks.append(os.read(fd, max(st.st_size, 1 << 16)))
+        return (chunks[0] if len(chunks) == 2 else b"".join(chunks)), st.st_mtime
+    except OSError as exc:
+        raise _unreadable(name, exc) from None
+    finally:
+        os.close(fd)
+
+
+def _unreadable(name: str, exc: OSError) -> TraceError:
+    reason = f"unreadable: {exc.__class__.__name__}: {exc.strerror or exc}"
+    return TraceError(f"{name}: {reason}", path=name, reason=reason)
 
 
 #: The ``reason`` of a TraceError for a directory where a trace file was expected.
 IS_A_DIRECTORY = "a directory, not a file"
 
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-
-
-def _open_nonblocking(name: str, flags: int) -> int:
-    return os.open(name, flags | _NONBLOCK)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
 
 def parse_json(raw: bytes) -> Any:
@@ -381,7 +389,7 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
     lines = raw.splitlines()
     open_tail = bool(lines) and not raw.endswith((b"\n", b"\r"))
     last = len(lines) - 1
-    out: list[SidecarRecord] = []
+    out = Sidecar()
     seen: set[bytes] = set()
     damaged = 0
     for no, line in enumerate(lines):
@@ -418,7 +426,8 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
             out.append(record)  # type: ignore[arg-type]  # a record as the file holds it
         else:
             damaged += 1
-    return Sidecar(out, damaged)
+    out.damaged = damaged
+    return out
 
 
 def read_sidecar(path: _PathLike, events: bool = True) -> Sidecar:
