@@ -5,26 +5,27 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import anywidget
 import traitlets
 
-from ..engine import worker as _worker
-from ..engine.launch import launch, user_message
-from ..core.run import TurnRun
 from .._errors import BusyError, OptionError
-from ..views.live import LiveView, adrive
-from .finish import finish_turn
-from .frames import usage_frame
 from ..core.redact import redact
-from ..engine.options import THINKING_LEVELS, TurnOptions
-from ..engine.session import session
+from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
+from ..engine import worker as _worker
+from ..engine.launch import launch, user_message
+from ..engine.options import THINKING_LEVELS, TurnOptions
+from ..engine.session import session
 from ..views.hints import error_hint
+from ..views.live import LiveView, adrive
 from ..views.model import OpsTracker, view_model
 from ..views.widget import STATIC
+from .finish import finish_turn
+from .frames import usage_frame
 
 __all__ = ["Chat"]
 
@@ -206,7 +207,7 @@ class Chat(anywidget.AnyWidget):
         self.transcript = []
         self.error = ""
 
-    async def _start(self, text: str, images: list[Any]) -> "concurrent.futures.Future[Turn]":
+    async def _start(self, text: str, images: list[Any]) -> concurrent.futures.Future[Turn]:
         """On the worker loop: add the user message, launch the turn and follow it with the pacer.
 
         Returns a future that resolves to the turn once its finished view is in the transcript.
@@ -235,8 +236,8 @@ class Chat(anywidget.AnyWidget):
         self._follow_task = asyncio.ensure_future(self._follow(run, future, index, shown))
         return shown
 
-    async def _follow(self, run: TurnRun, future: "concurrent.futures.Future[Turn]", index: int,
-                      shown: "concurrent.futures.Future[Turn]") -> Turn:
+    async def _follow(self, run: TurnRun, future: concurrent.futures.Future[Turn], index: int,
+                      shown: concurrent.futures.Future[Turn]) -> Turn:
         try:
             return await adrive(run, future, _ChatLive(self, index))
         finally:

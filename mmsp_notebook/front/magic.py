@@ -16,17 +16,18 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 
-from ..engine.launch import interpolate, launch, user_message
-from .finish import present
-from .frames import history_frame, models_frame, usage_frame
 from .._errors import OptionError
 from ..core.redact import redact
+from ..engine.launch import interpolate, launch, user_message
 from ..engine.options import THINKING_LEVELS, Settings
 from ..engine.session import session
+from .cells import FIX_SYSTEM, ErrorLog, explain_prompt, fix_prompt, forget_errors, pick_code, record_errors
+from .finish import present
+from .frames import history_frame, models_frame, usage_frame
 
 __all__ = ["MMSPMagics", "load_ipython_extension"]
 
-SUBCOMMANDS = ("models", "history", "reset", "config", "alias", "usage", "error", "help")
+SUBCOMMANDS = ("models", "history", "reset", "config", "alias", "usage", "error", "fix", "explain", "help")
 
 
 def _notebook_name(shell: Any) -> str:
@@ -100,7 +101,10 @@ class MMSPMagics(Magics):
               help="send the turn through a recording loopback proxy and show the raw SSE frames next to their UniEvents")
     @argument("-o", "--out", default=None, metavar="VAR", help="store the turn's result in this variable")
     @argument("--strict", action="store_true", help="raise when the turn does not complete")
-    @argument("rest", nargs="*", help="(line magic) a subcommand: models, history, reset, config k=v, usage, error")
+    @argument("--to-cell", nargs="?", const="all", default=None, metavar="N|LANG",
+              help="put the answer's code blocks into a new cell below (all, the n-th, or those of a language)")
+    @argument("rest", nargs="*", help="(line magic) a subcommand: models, history, reset, config k=v, alias, usage, "
+                                      "error, fix [N], explain [N]")
     @no_var_expand
     @line_cell_magic
     def mmsp(self, line: str = "", cell: str | None = None) -> Any:
@@ -108,8 +112,10 @@ class MMSPMagics(Magics):
 
         The prompt interpolates ``{expr}`` from the notebook's namespace (``{{``/``}}`` for braces);
         an image value (PIL image, PNG/JPEG bytes, a path) is sent as an image. Option values take
-        shell quoting (``--system "Be brief"``). Line magic: ``%mmsp models | history | reset |
-        config key=value | usage | error``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
+        shell quoting (``--system "Be brief"``). ``{Err}`` is the last failed cell with its traceback
+        (``{Err[5]}`` that of ``In[5]``). ``--to-cell`` puts the answer's code into a new cell below.
+        Line magic: ``%mmsp models | history | reset | config key=value | alias NAME = SPEC | usage |
+        error | fix [N] | explain [N]``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
         prompt that starts with ``-``).
         """
         if cell is None and line.split(None, 1)[:1] == ["alias"]:
@@ -127,6 +133,8 @@ class MMSPMagics(Magics):
         sess = session()
         sess.notebook = _notebook_name(self.shell)
         if cell is None:
+            if args.rest and args.rest[0] in ("fix", "explain"):
+                return self._fix(args, args.rest[0], args.rest[1:])
             if args.rest and args.rest[0] in SUBCOMMANDS:
                 return self._subcommand(args, args.rest[0], args.rest[1:])
             if not args.rest:
@@ -154,7 +162,26 @@ class MMSPMagics(Magics):
             return text
 
     # ------------------------------------------------------------------ one turn
-    def _turn(self, args: Any, prompt: str) -> Any:
+    def _fix(self, args: Any, name: str, rest: list[str]) -> Any:
+        """``%mmsp fix [N]``: the last failed cell (or ``In[N]``) and its traceback, sent for a corrected
+        cell that is offered as the next cell; ``%mmsp explain [N]``: why it failed."""
+        log = self.shell.user_ns.get("Err")
+        if not isinstance(log, ErrorLog) or not log:
+            print("no cell has failed in this kernel yet: run the failing cell, then %mmsp " + name)
+            return None
+        if rest and not (len(rest) == 1 and rest[0].isdigit()):
+            raise UsageError(f"%mmsp {name}: takes the number of a failed cell (In[N]), or nothing for the last one")
+        error = log.get(int(rest[0])) if rest else log.last
+        if error is None:
+            raise UsageError(f"%mmsp {name}: In[{rest[0]}] did not fail; failed cells: {', '.join(map(str, sorted(log)))}")
+        if name == "fix":
+            args.system = args.system or FIX_SYSTEM
+            args.to_cell = args.to_cell or "all"
+            return self._turn(args, fix_prompt(error), literal=True)
+        return self._turn(args, explain_prompt(error), literal=True)
+
+    def _turn(self, args: Any, prompt: str, literal: bool = False) -> Any:
+        """One turn; ``literal`` sends the prompt as written (no ``{expr}`` interpolation)."""
         sess = session()
         if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)):
             raise UsageError(f"%%mmsp: -o/--out takes a variable name, not {args.out!r}")
@@ -170,7 +197,7 @@ class MMSPMagics(Magics):
         if args.trace and args.no_trace:
             raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
         try:
-            text, images = interpolate(prompt.strip("\n"), self.shell.user_ns)
+            text, images = (prompt, []) if literal else interpolate(prompt.strip("\n"), self.shell.user_ns)
             message = user_message(text.strip(), images)
             run, future = launch(
                 message,
@@ -196,10 +223,21 @@ class MMSPMagics(Magics):
         def keep(turn: Any) -> None:
             if out:
                 self.shell.user_ns[out] = turn
+            if args.to_cell and turn.status == "complete":
+                self._to_cell(turn, args.to_cell)
 
         # the cell's value: the live view already shows the turn, so its repr here is the summary line
         return present(run, future, events=True if args.events else None, strict=True if args.strict else None,
                        wire=args.wire, keep=keep, sess=sess)
+
+    def _to_cell(self, turn: Any, which: str) -> None:
+        """The answer's code as the next cell: JupyterLab and Notebook insert it below, terminal IPython
+        puts it at the next prompt."""
+        code = pick_code(turn.text, which)
+        if code is None:
+            print(f"--to-cell: the answer has no {'code block' if which == 'all' else repr(which) + ' code block'}")
+            return
+        self.shell.set_next_input(code, replace=False)
 
     # ------------------------------------------------------------------ subcommands
     def _alias(self, text: str) -> Any:
@@ -313,6 +351,7 @@ def questions_are_prompts(lines: list[str]) -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     ipython.register_magics(MMSPMagics)
+    record_errors(ipython)  # failed cells become {Err} and %mmsp fix
     if questions_are_prompts not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(questions_are_prompts)
 
@@ -320,4 +359,5 @@ def load_ipython_extension(ipython: Any) -> None:
 def unload_ipython_extension(ipython: Any) -> None:
     if questions_are_prompts in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(questions_are_prompts)
+    forget_errors(ipython)
     session().close()  # the demo model server and the wire proxies

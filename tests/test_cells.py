@@ -1,0 +1,101 @@
+"""The notebook around a turn: failed cells as context ({Err}, %mmsp fix) and code into the next cell (--to-cell)."""
+
+from __future__ import annotations
+
+import nbformat
+from helpers import text_of
+from nbclient import NotebookClient
+
+from mmsp_notebook.front.cells import ErrorLog, _cell_error, code_blocks, pick_code
+
+ANSWER = """Here:
+
+```python
+print("one")
+```
+
+and
+
+```bash
+echo two
+```
+
+    indented = 3
+"""
+
+
+def test_code_blocks_are_picked_by_position_language_or_all():
+    assert code_blocks(ANSWER) == [("python", 'print("one")\n'), ("bash", "echo two\n"), ("", "indented = 3\n")]
+    assert pick_code(ANSWER) == 'print("one")\n\necho two\n\nindented = 3'
+    assert pick_code(ANSWER, "2") == "echo two"
+    assert pick_code(ANSWER, "python") == 'print("one")'
+    assert pick_code(ANSWER, "PYTHON") == 'print("one")'
+    assert pick_code(ANSWER, "4") is None and pick_code(ANSWER, "rust") is None and pick_code("no code") is None
+
+
+def test_a_cell_error_keeps_the_end_of_its_traceback_and_no_key(monkeypatch):
+    monkeypatch.setenv("CELLS_TEST_KEY", "sk-cells-0123456789abcdef")
+    from mmsp_notebook.core.redact import register_secret_env
+
+    register_secret_env("CELLS_TEST_KEY")
+
+    def deep(n):
+        if n == 0:
+            raise ValueError("bad key sk-cells-0123456789abcdef")
+        deep(n - 1)
+
+    try:
+        deep(50)
+    except ValueError as exc:
+        error = _cell_error(7, "key = 'sk-cells-0123456789abcdef'\ndeep(50)", exc)
+    text = str(error)
+    assert "sk-cells" not in text and text.startswith("In [7]:")
+    assert "ValueError: bad key" in text and text.count('line ') <= 10
+    log = ErrorLog({7: error})
+    assert str(log) == text and log.last is error and "In[7]" in repr(log)
+    assert "no cell has failed" in str(ErrorLog())
+
+
+def test_err_fix_and_to_cell_in_a_kernel(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    sources = [
+        "%load_ext mmsp_notebook",
+        "%mmsp fix",                                           # 1: nothing failed yet
+        "total = 10\ncount = 0\ntotal / count",                # 2: fails (In[3])
+        "%%mmsp -o a\nWhat went wrong? {Err}",                 # 3
+        "print(a.prompt['content_items'][0]['text'])",
+        "print(Err[3].type, sorted(Err), 'Err' in get_ipython().run_line_magic('who_ls', ''))",
+        "%mmsp fix",                                           # 6: offers a corrected cell
+        "%%mmsp --to-cell 1 -o b\nShow me some code",          # 7
+        "%%mmsp --to-cell rust\nShow me some code",            # 8: no such block: said, nothing offered
+        "%mmsp fix 99",                                        # 9
+        "%mmsp explain -o e",                                  # 10
+        "print(e.status, 'ZeroDivisionError' in e.prompt['content_items'][0]['text'])",
+    ]
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    payloads: dict[int, list] = {}
+
+    def on_executed(cell, cell_index, execute_reply):
+        payloads[cell_index] = execute_reply["content"].get("payload", [])
+
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, on_cell_executed=on_executed,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    c = nb.cells
+    assert "no cell has failed in this kernel yet" in text_of(c[1])
+    prompt = text_of(c[4])
+    assert prompt.startswith("What went wrong? In [3]:") and "total / count" in prompt
+    assert "ZeroDivisionError: division by zero" in prompt and "Traceback" in prompt
+    assert text_of(c[5]).split() == ["ZeroDivisionError", "[3]", "False"]  # Err is not one of the user's variables (%who)
+    fix = [p for p in payloads[6] if p.get("source") == "set_next_input"]
+    assert len(fix) == 1 and fix[0]["replace"] is False and fix[0]["text"].strip()
+    assert not any(o.output_type == "error" for o in c[6].outputs)
+    offered = [p for p in payloads[7] if p.get("source") == "set_next_input"]
+    assert len(offered) == 1 and "def summarize" in offered[0]["text"] and "```" not in offered[0]["text"]
+    assert not [p for p in payloads[8] if p.get("source") == "set_next_input"]
+    assert "--to-cell: the answer has no 'rust' code block" in text_of(c[8])
+    assert "UsageError" in text_of(c[9]) and "In[99] did not fail" in text_of(c[9])
+    assert text_of(c[11]).split() == ["complete", "True"]
+    assert not [p for p in payloads[10] if p.get("source") == "set_next_input"]  # explain offers no cell
