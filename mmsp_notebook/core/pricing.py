@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from numbers import Real
 from typing import Any, Mapping
 
 from .._errors import OptionError
@@ -59,11 +60,8 @@ def per_token(pricing: Mapping[str, Any]) -> PerToken:
                 raise OptionError(f"a price needs prompt_tokens and response_tokens (USD per million tokens), "
                                   f"got {dict(pricing)!r}")
             return fallback
-        try:
-            out = float(value)
-        except (TypeError, ValueError):
-            out = math.nan
-        if isinstance(value, bool) or not (math.isfinite(out) and out >= 0):
+        out = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+        if not (math.isfinite(out) and out >= 0):
             raise OptionError(f"the price of {bucket} must be a number of at least 0 (USD per million tokens), "
                               f"not {value!r}")
         return out

@@ -128,11 +128,14 @@ def tracer_path(trace_id: str, base: _PathLike | None = None) -> Path | None:
     """Where mmsp's Tracer writes the trace of ``trace_id``: ``(base / trace_id).with_suffix(".json")``.
 
     A dotted last part is replaced (``runs/v1.5`` -> ``runs/v1.json``, so two trace ids can share a
-    file). ``base`` defaults to :func:`cache_dir`. ``None`` for an id whose last part is empty.
+    file). ``base`` defaults to :func:`cache_dir`. ``None`` for an id whose last part is empty
+    (``""``, ``"runs/"``), which names no file under ``base``.
     """
+    if not trace_id or trace_id.endswith(("/", "\\")):
+        return None
     try:
         return (_root(base) / trace_id).with_suffix(".json")
-    except ValueError:  # an empty last part ("runs/", "")
+    except ValueError:  # a last part with no name ("..", "/")
         return None
 
 

@@ -1,0 +1,277 @@
+"""The trace store: the Tracer path rule, the one read policy for trace files, the typed sidecar record."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from mmsp.integration.tracer import Tracer
+
+import mmsp_notebook as mn
+from mmsp_notebook import OptionError, TraceError, TraceNotFoundError, ask, traces
+from mmsp_notebook.core import store
+from mmsp_notebook.core.store import (
+    IS_A_DIRECTORY,
+    SidecarRecord,
+    append_sidecar,
+    parse_sidecar,
+    read_sidecar,
+    read_trace,
+    save_trace,
+    sidecar_path,
+    sidecar_record,
+    tracer_path,
+)
+from mmsp_notebook.engine.launch import check_trace_id
+
+T0 = 1_764_441_600_000  # 2025-11-29T18:40:00Z in Unix ms
+
+HISTORY = [
+    {"role": "user", "content_items": [{"type": "text.done", "text": "hi"}], "created_at": T0},
+    {"role": "assistant", "content_items": [{"type": "text.done", "text": "Hello there"}], "created_at": T0 + 900,
+     "usage_metadata": {"cached_tokens": None, "prompt_tokens": 3, "thoughts_tokens": None, "response_tokens": 2},
+     "finish_reason": "stop"},
+]
+
+
+def _run_with_timeout(fn, timeout=10.0):
+    """``fn()`` in a daemon thread; fails the test instead of hanging (a FIFO read blocks forever)."""
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        pytest.fail(f"still running after {timeout} s")
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+# ---------------------------------------------------------------------------------------------- the path rule
+@pytest.mark.parametrize("trace_id", ["plain", "agent1/00001", "runs/v1.5", "a.b/c", "exp.1.2", "x/y~z"])
+def test_tracer_path_is_where_mmsps_tracer_writes(tmp_path, trace_id):
+    Tracer(cache_dir=tmp_path).save_history("demo", HISTORY, trace_id, {"trace_id": trace_id})
+    path = tracer_path(trace_id, tmp_path)
+    assert path is not None and path.is_file()
+    assert [p.relative_to(tmp_path) for p in tmp_path.rglob("*.json")] == [path.relative_to(tmp_path)]
+    assert sidecar_path(trace_id, tmp_path) == tmp_path / f"{trace_id}.timing.jsonl"  # the full id, dots kept
+
+
+def test_tracer_path_defaults_to_the_cache_dir_and_refuses_an_empty_last_part(tmp_path, monkeypatch):
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path))
+    assert tracer_path("runs/v1.5") == tmp_path / "runs" / "v1.json"
+    assert tracer_path("") is None
+
+
+@pytest.mark.parametrize("trace_id", ["plain", "agent1/00001", "a.b/c", "exp.1", "runs/v1.5", "x/exp.1.2"])
+def test_check_trace_id_refuses_exactly_the_ids_the_tracer_would_rename(trace_id):
+    renamed = tracer_path(trace_id, "").as_posix() != f"{trace_id}.json"
+    if renamed:
+        with pytest.raises(OptionError, match=f"would save it as {tracer_path(trace_id, '').name}"):
+            check_trace_id(trace_id)
+    else:
+        check_trace_id(trace_id)
+
+
+def test_save_trace_writes_what_read_trace_reads(tmp_path):
+    path = save_trace("demo", HISTORY, "agent/one", {"trace_id": "agent/one", "temperature": 0.2}, base=tmp_path)
+    assert path == tracer_path("agent/one", tmp_path) and path.is_file()
+    data = read_trace(path)
+    assert data["history"] == HISTORY and data["config"] == {"trace_id": "agent/one", "temperature": 0.2,
+                                                              "model": "demo"}
+
+
+# ---------------------------------------------------------------------------------------------- reading traces
+def test_read_trace_names_what_is_wrong(tmp_path):
+    old = time.time() - 3600  # long written: no reason to wait for a rewrite
+    cases = {
+        "empty.json": (b"", "empty file"),
+        "blank.json": (b" \n", "empty file"),
+        "truncated.json": (b'{"history": [{"role": "us', "not valid JSON"),
+        "binary.json": (b"\xff\xfe\x00{", "not valid JSON"),
+        "list.json": (b"[1, 2]", "not an mmsp trace: top level is a JSON list, not an object"),
+        "foreign.json": (b'{"foo": 1}', "not an mmsp trace: no 'history' key"),
+        "history_str.json": (b'{"history": "abc"}', "not an mmsp trace: 'history' is a str, not a list"),
+        "history_ints.json": (b'{"history": [1]}', "not an mmsp trace: history[0] is a int, not a message object"),
+    }
+    for name, (content, reason) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        os.utime(path, (old, old))
+        with pytest.raises(TraceError) as info:
+            read_trace(path)
+        assert info.value.reason.startswith(reason), (name, info.value.reason)
+        assert info.value.path == str(path) and str(info.value).startswith(f"{path}: ")
+        assert isinstance(info.value, ValueError) and not isinstance(info.value, TraceNotFoundError)
+
+
+def test_read_trace_accepts_a_bom_nan_and_a_config_that_is_not_an_object(tmp_path):
+    path = tmp_path / "odd.json"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"history": [{"role": "user", "score": NaN}], "config": 5}')
+    data = read_trace(path)
+    assert math.isnan(data["history"][0]["score"]) and data["config"] == {}
+
+
+def test_a_missing_file_is_trace_not_found_and_a_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError) as info:
+        read_trace(tmp_path / "nope.json")
+    assert isinstance(info.value, TraceNotFoundError) and info.value.reason.startswith("vanished")
+    (tmp_path / "link.json").symlink_to(tmp_path / "nowhere.json")
+    with pytest.raises(TraceNotFoundError, match="broken symbolic link: to .*nowhere.json"):
+        read_trace(tmp_path / "link.json")
+    assert read_sidecar(tmp_path / "nope.timing.jsonl") == [] and read_sidecar(tmp_path / "nope.timing.jsonl").damaged == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_only_regular_files_are_read_and_a_fifo_never_blocks(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceError) as info:
+        _run_with_timeout(lambda: read_trace(fifo))
+    assert info.value.reason == "not a regular file"
+    side = tmp_path / "pipe.timing.jsonl"
+    os.mkfifo(side)
+    assert _run_with_timeout(lambda: read_sidecar(side)) == []
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(TraceError) as info:
+        read_trace(tmp_path / "dir.json")
+    assert info.value.reason == IS_A_DIRECTORY
+    # the loaders skip the FIFO with its reason, and ignore the directory
+    Tracer(cache_dir=tmp_path).save_history("demo", HISTORY, "good", {"trace_id": "good"})
+    with pytest.warns(traces.TraceLoadWarning):
+        df = _run_with_timeout(lambda: traces.load_turns(tmp_path))
+    assert df["trace_id"].tolist() == ["good"]
+    assert df.attrs["skipped"] == [{"path": str(fifo), "reason": "not a regular file"}]
+
+
+def test_a_trace_caught_half_written_is_read_again(tmp_path):
+    path = tmp_path / "live.json"
+    full = json.dumps({"history": HISTORY, "config": {}}, indent=2).encode()
+    path.write_bytes(full[: len(full) // 3])  # the Tracer truncated the file and is writing it
+
+    def finish_writing():
+        time.sleep(store.RETRY_DELAY / 3)
+        path.write_bytes(full)
+
+    writer = threading.Thread(target=finish_writing)
+    writer.start()
+    try:
+        assert read_trace(path)["history"] == HISTORY
+    finally:
+        writer.join()
+
+
+def test_an_old_damaged_trace_is_refused_at_once(tmp_path, monkeypatch):
+    path = tmp_path / "old.json"
+    path.write_bytes(b'{"history": [')
+    waits = []
+    monkeypatch.setattr(store.time, "sleep", waits.append)
+    with pytest.raises(TraceError, match="not valid JSON"):
+        read_trace(path)
+    assert waits == [store.RETRY_DELAY]  # modified just now: read once more after a pause
+    old = time.time() - 10 * store.REWRITE_WINDOW
+    os.utime(path, (old, old))
+    with pytest.raises(TraceError, match="not valid JSON"):
+        read_trace(path)
+    assert waits == [store.RETRY_DELAY]  # long written: no waiting
+
+
+# ---------------------------------------------------------------------------------------------- the sidecar record
+def _record(**changes) -> SidecarRecord:
+    fields = dict(trace_id="t/one", turn=0, message_index=1, model="demo", client_type="mmsp", status="complete",
+                  error=None, started_at=store.to_ms(T0 / 1000 + 0.0001), ttft_ms=store.to_ms(0.41234567),
+                  total_ms=2210.0, usage={"prompt_tokens": 3, "response_tokens": 2}, finish_reason="stop",
+                  events=[[410.0, "text.delta", 5], [900.0, "text.delta", 6], [901.0, "text.done", 11],
+                          [2210.0, "stop", 0]])
+    fields.update(changes)
+    return sidecar_record(**fields)
+
+
+def test_the_record_has_every_typed_key_in_the_written_order(tmp_path):
+    record = _record()
+    assert list(record) == list(SidecarRecord.__annotations__)  # the TypedDict is the format
+    assert list(record)[0] == "v" and record["v"] == store.FORMAT_VERSION and list(record)[-1] == "events"
+    assert record["ttft_ms"] == 412.346 and store.to_ms(None) is None
+    path = append_sidecar(record, base=tmp_path)
+    assert path == sidecar_path("t/one", tmp_path)
+    line = path.read_bytes()
+    assert line.count(b"\n") == 1 and line.startswith(b'{"v":1,"trace_id":"t/one"') and line.endswith(b"]]}\n")
+    assert read_sidecar(path) == [record]
+    without = read_sidecar(path, events=False)  # the events array is skipped unparsed
+    assert without == [{k: v for k, v in record.items() if k != "events"}] and without.damaged == 0
+
+
+def test_the_engine_writes_the_typed_record_through_the_store(fresh_session):
+    turn = ask("Tell me about lighthouses", max_tokens=20, stream=io.StringIO())
+    [record] = read_sidecar(sidecar_path(turn.trace_id))
+    assert list(record) == list(SidecarRecord.__annotations__)
+    assert record["status"] == "complete" and record["message_index"] == 1 and record["usage"] == turn.usage
+    failed = ask("hello", model="demo+error", stream=io.StringIO())
+    [record] = read_sidecar(sidecar_path(failed.trace_id))
+    assert record["status"] == "error" and record["message_index"] is None
+    assert set(record["error"]) == {"type", "message"} and list(record) == list(SidecarRecord.__annotations__)
+
+
+# a record exactly as the previous writer put it (format 1), and one written before versions were stamped
+_V1_LINE = (b'{"v":1,"trace_id":"old/conv","turn":0,"message_index":1,"model":"demo","client_type":"mmsp",'
+            b'"status":"complete","error":null,"started_at":1764441600123.4,"ttft_ms":412.5,"total_ms":2210.0,'
+            b'"usage":{"cached_tokens":null,"prompt_tokens":3,"thoughts_tokens":null,"response_tokens":2},'
+            b'"finish_reason":"stop","events":[[412.5,"text.delta",5],[900.0,"text.delta",6],'
+            b'[901.0,"text.done",11],[2210.0,"stop",0]]}\n')
+
+
+@pytest.mark.parametrize("variant", ["v1", "unversioned", "later version"])
+def test_sidecars_of_the_previous_format_load_everywhere(tmp_path, variant):
+    record = json.loads(_V1_LINE)
+    if variant == "unversioned":
+        record.pop("v")
+    elif variant == "later version":
+        record = {"v": 2, **{k: v for k, v in record.items() if k != "v"}, "note": "a field this version ignores"}
+    line = _V1_LINE if variant == "v1" else json.dumps(record, separators=(",", ":")).encode() + b"\n"
+    Tracer(cache_dir=tmp_path).save_history("demo", HISTORY, "old/conv", {"trace_id": "old/conv"})
+    sidecar_path("old/conv", tmp_path).write_bytes(line)
+    records = read_sidecar(sidecar_path("old/conv", tmp_path))
+    assert records == [record] and records.damaged == 0
+    # the loaders: the turn is timed by the record
+    df = traces.load_turns(tmp_path)
+    assert df["ttft"].tolist() == [0.4125] and df["source"].astype(str).tolist() == ["trace+sidecar"]
+    assert len(traces.load_events(tmp_path)) == 4
+    # replay: the recorded fragments, at their recorded times
+    replayed = mn.replay("old/conv", root=tmp_path, speed=math.inf, display=False)
+    assert replayed.replayed_from["timed"] is True and replayed.text == "Hello there"
+    assert [e["content_items"][0]["text"] for e in replayed.events[:2]] == ["Hello", " there"]
+
+
+def test_one_parser_counts_damaged_lines_and_passes_over_a_line_being_written():
+    good = _V1_LINE
+    raw = b"\xef\xbb\xbf" + good + good + b"[1, 2]\n" + b'{"no_trace_id": 1}\n' + b"\n" + b'{"trace_id": "old/conv", "tu'
+    records = parse_sidecar(raw)
+    assert records == [json.loads(good)] and records.damaged == 2  # a repeated line counts once
+    damaged_tail = parse_sidecar(good + b"garbage")
+    assert len(damaged_tail) == 1 and damaged_tail.damaged == 1
+
+
+def test_the_store_imports_no_pandas_or_front_end():
+    code = ("import sys, mmsp_notebook.core.store, mmsp_notebook.core.pricing; "
+            "print(sorted(m for m in ('pandas', 'numpy', 'IPython', 'anywidget') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_loaders_name_a_missing_path_with_trace_not_found(tmp_path):
+    with pytest.raises(TraceNotFoundError, match="no such trace file or directory"):
+        traces.load_turns(tmp_path / "nope")
