@@ -25,7 +25,7 @@ from ..views.live import LiveView, TextLive, WidgetLive, drive, in_kernel
 from ..views.static import running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
-__all__ = ["live_view", "present", "finish_turn"]
+__all__ = ["live_view", "present", "present_group", "finish_turn"]
 
 
 def live_view(stream: TextIO | None = None, events: bool = False) -> LiveView:
@@ -78,3 +78,17 @@ def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = N
             message += f": {type(turn.error).__name__}: {turn.error_message}"
         raise TurnError(message, turn) from turn.error
     return turn
+
+
+def present_group(group: Any, future: concurrent.futures.Future[Any], *, stream: TextIO | None = None) -> Any:
+    """Show several turns in flight as columns until they all end (KeyboardInterrupt stops them all).
+
+    The same pacer as one turn: a repaint of every column per tick, the final repaint once all ended.
+    """
+    from ..views.columns import ColumnsLive, ColumnsText
+
+    live: LiveView = ColumnsLive() if stream is None and in_kernel() else ColumnsText(stream)
+    comparison = drive(group, future, live)
+    if stream is None:
+        comparison.drawn_in_cell = running_cell()
+    return comparison

@@ -196,6 +196,8 @@ class MMSPMagics(Magics):
                 tools.append(func)
         if args.trace and args.no_trace:
             raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
+        if args.model and "," in args.model:
+            return self._compare(args, prompt, tools, literal)
         try:
             text, images = (prompt, []) if literal else interpolate(prompt.strip("\n"), self.shell.user_ns)
             message = user_message(text.strip(), images)
@@ -229,6 +231,33 @@ class MMSPMagics(Magics):
         # the cell's value: the live view already shows the turn, so its repr here is the summary line
         return present(run, future, events=True if args.events else None, strict=True if args.strict else None,
                        wire=args.wire, keep=keep, sess=sess)
+
+    def _compare(self, args: Any, prompt: str, tools: list[Any], literal: bool) -> Any:
+        """``-m a,b,c``: the prompt to every model at once, in columns (see :mod:`.compare`)."""
+        from .compare import compare
+
+        for flag, name in ((args.wire, "--wire"), (args.to_cell, "--to-cell"), (args.trace, "--trace ID"),
+                           (args.events, "--events")):
+            if flag:
+                raise UsageError(f"%%mmsp: {name} is for one model; a comparison (-m a,b) does not take it")
+        try:
+            text, images = (prompt, []) if literal else interpolate(prompt.strip("\n"), self.shell.user_ns)
+            message = user_message(text.strip(), images)
+            comparison = compare(message, args.model, chat=args.chat, new=args.new, tools=tools,
+                                 system=args.system, thinking=args.thinking, max_tokens=args.max_tokens,
+                                 temperature=args.temperature, max_steps=args.max_steps,
+                                 base_url=args.base_url, api_key_env=args.api_key_env,
+                                 trace=False if args.no_trace else None,
+                                 strict=True if args.strict else None, keep=self._keeper(args.out))
+        except OptionError as exc:
+            raise UsageError(f"%%mmsp: {exc}") from None
+        return comparison
+
+    def _keeper(self, out: str | None) -> Any:
+        def keep(value: Any) -> None:
+            if out:
+                self.shell.user_ns[out] = value
+        return keep
 
     def _to_cell(self, turn: Any, which: str) -> None:
         """The answer's code as the next cell: JupyterLab and Notebook insert it below, terminal IPython

@@ -7,7 +7,7 @@ from typing import Any
 
 import anywidget
 
-__all__ = ["TurnView", "STATIC"]
+__all__ = ["TurnView", "CompareView", "STATIC"]
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
@@ -44,3 +44,35 @@ class TurnView(anywidget.AnyWidget):
     def push(self, ops: list[Any]) -> None:
         if ops:
             self.send({"type": "ops", "ops": ops})
+
+
+class CompareView(anywidget.AnyWidget):
+    """Several turns drawn live side by side (a comparison): one message per repaint for every column.
+
+    ``source`` is the comparison (``labels`` and ``turns``); a view that appears mid-stream says
+    ``hello`` and gets a snapshot of every column.
+    """
+
+    _esm = STATIC / "compare.js"
+    _css = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in ("widget.css", "compare.css"))
+
+    def __init__(self, source: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._source = source
+        self.sent_bytes = 0
+        self.on_msg(self._on_front_end_msg)
+
+    def _snapshot(self) -> dict[str, Any]:
+        from .model import view_model
+
+        source = self._source
+        return {"type": "snapshot", "labels": list(source.labels), "turns": [view_model(t) for t in source.turns]}
+
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "hello" and self._source is not None:
+            self.send(self._snapshot())
+
+    def push(self, cols: list[Any]) -> None:
+        """The ops of the columns that changed, ``[[column, ops], ...]``, in one message."""
+        if cols:
+            self.send({"type": "ops", "cols": cols})

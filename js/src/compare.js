@@ -1,0 +1,57 @@
+// anywidget front end of CompareView: several turns streaming side by side, one column per model.
+// Python sends one message per repaint for all columns: {type: "ops", cols: [[i, ops], ...]}; a view
+// that appears mid-stream says hello and gets {type: "snapshot", labels, turns}.
+import { createTurnView } from "./render.js";
+
+export function renderCompareWidget({ model, el }) {
+  el.classList.add("mmsp-root", "mmsp-compare");
+  const grid = document.createElement("div");
+  grid.className = "mmsp-columns";
+  el.appendChild(grid);
+  let views = [];
+
+  const setup = (labels) => {
+    for (const view of views) view.destroy();
+    grid.replaceChildren();
+    views = labels.map((label) => {
+      const column = document.createElement("section");
+      column.className = "mmsp-column";
+      const head = document.createElement("div");
+      head.className = "mmsp-column-head";
+      head.textContent = String(label);
+      const body = document.createElement("div");
+      body.className = "mmsp-column-body";
+      column.append(head, body);
+      grid.appendChild(column);
+      return createTurnView(body);
+    });
+  };
+
+  const onMsg = (msg) => {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "snapshot" && Array.isArray(msg.labels)) {
+      setup(msg.labels);
+      (Array.isArray(msg.turns) ? msg.turns : []).forEach((turn, i) => {
+        if (turn && typeof turn === "object" && views[i]) views[i].render(turn);
+      });
+    } else if (msg.type === "ops" && Array.isArray(msg.cols)) {
+      for (const entry of msg.cols) {
+        if (!Array.isArray(entry)) continue;
+        const [i, ops] = entry;
+        if (Number.isInteger(i) && views[i] && Array.isArray(ops)) views[i].apply(ops);
+      }
+    }
+  };
+
+  model.on("msg:custom", onMsg);
+  model.send({ type: "hello" });
+
+  return () => {
+    if (typeof model.off === "function") model.off("msg:custom", onMsg);
+    for (const view of views) view.destroy();
+    views = [];
+    el.classList.remove("mmsp-root", "mmsp-compare");
+  };
+}
+
+export default { render: renderCompareWidget };

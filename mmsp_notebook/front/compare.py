@@ -1,0 +1,243 @@
+"""Compare models side by side: one prompt streamed to several models at once, in columns.
+
+``%%mmsp -m a,b,c`` and :func:`compare` start one turn per model on the worker loop, all at once, and
+follow them with the one pacer (one repaint of every column per tick, so the front end gets at most
+25 updates a second in total). Each model runs in its own conversation — ``<name>~<model>`` — so a
+comparison never touches the notebook's default chat, each model keeps its own history when the
+comparison is continued (``--chat NAME``), and each turn is traced under its own trace id with its
+timing sidecar (the sidecar records carry the comparison's name).
+
+A model entry is a model id, an alias (``%mmsp alias``), or ``model@client-type``
+(``gpt-x@openai-chat``). A failing model fails its column only; an interrupt cancels them all.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from .._errors import OptionError, TurnError
+from ..core.turn import Turn
+from ..engine.launch import launch, user_message
+from ..engine.session import Session, session
+from .finish import finish_turn
+
+__all__ = ["Comparison", "compare", "parse_models"]
+
+_names = itertools.count(1)
+
+
+def parse_models(spec: str | Sequence[str]) -> list[tuple[str, str | None]]:
+    """``"a,b@openai-chat"`` (or a list) as ``[(model, client_type or None), ...]``; at least two, no repeats."""
+    entries = [e.strip() for e in (spec.split(",") if isinstance(spec, str) else spec)]
+    if any(not e for e in entries):
+        raise OptionError("compare: an empty model in the list; write -m a,b,c")
+    out = []
+    for entry in entries:
+        model, at, client_type = entry.partition("@")
+        if at and not client_type:
+            raise OptionError(f"compare: {entry!r}: name the client type after @ (e.g. gpt-x@openai-chat)")
+        out.append((model.strip(), client_type.strip() or None))
+    if len(out) < 2:
+        raise OptionError("compare: give at least two models (-m a,b)")
+    labels = [label(m, c) for m, c in out]
+    if len(set(labels)) != len(labels):
+        raise OptionError(f"compare: a model is named twice in {', '.join(labels)}")
+    return out
+
+
+def label(model: str, client_type: str | None) -> str:
+    return f"{model}@{client_type}" if client_type else model
+
+
+class _GroupRun:
+    """Several turns in flight watched as one: the pacer's ``run`` for a comparison."""
+
+    def __init__(self, comparison: Comparison, runs: list[Any]) -> None:
+        self.turn = comparison
+        self.runs = runs
+        self.changed = threading.Event()
+        self._wakers: list[Callable[[], None]] = []
+        for run in runs:
+            run.add_waker(self._notify)
+            if run.changed.is_set():
+                self.changed.set()
+
+    def _notify(self) -> None:
+        self.changed.set()
+        for wake in list(self._wakers):
+            wake()
+
+    def add_waker(self, wake: Callable[[], None]) -> None:
+        self._wakers.append(wake)
+
+    def remove_waker(self, wake: Callable[[], None]) -> None:
+        if wake in self._wakers:
+            self._wakers.remove(wake)
+
+    def abort(self, reason: str = "cancelled by the user") -> None:
+        for run in self.runs:
+            run.abort(reason)
+
+
+def _all_of(futures: list[concurrent.futures.Future[Turn]], result: Any) -> concurrent.futures.Future[Any]:
+    """A future that resolves to ``result`` once every one of ``futures`` is done (whatever each gave)."""
+    done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one(_: Any) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last and not done.done():
+            done.set_result(result)
+
+    for future in futures:
+        future.add_done_callback(one)
+    return done
+
+
+class Comparison:
+    """One prompt answered by several models: ``turns`` (one :class:`Turn` per model, in the order
+    given), ``labels``, and ``frame`` (a DataFrame to compare them)."""
+
+    def __init__(self, name: str, labels: list[str], turns: list[Turn]) -> None:
+        self.name = name
+        self.labels = labels
+        self.turns = turns
+        self.drawn_in_cell: int | None = None
+
+    # the pacer reads a comparison as it reads a turn
+    @property
+    def lock(self) -> Any:
+        return self.turns[0].lock
+
+    @property
+    def status(self) -> str:
+        """``complete`` when every model completed, else the first other status."""
+        statuses = [t.status for t in self.turns]
+        if "streaming" in statuses:
+            return "streaming"
+        return next((s for s in statuses if s != "complete"), "complete")
+
+    def mark_cancelled(self, reason: str = "cancelled") -> None:
+        for turn in self.turns:
+            if turn.status == "streaming":
+                turn.mark_cancelled(reason)
+
+    def __getitem__(self, key: int | str) -> Turn:
+        if isinstance(key, str):
+            return self.turns[self.labels.index(key)]
+        return self.turns[key]
+
+    @property
+    def frame(self) -> Any:
+        """One row per model: status, finish, TTFT, latency, tokens/s, tokens per bucket, cost, text
+        length, tool calls, error (pandas imported here only)."""
+        import pandas as pd
+
+        rows = []
+        for name, turn in zip(self.labels, self.turns):
+            usage = turn.usage or {}
+            t = turn.timings
+            rows.append({
+                "model": name, "status": turn.status, "finish_reason": turn.finish_reason,
+                "ttft_s": t["ttft"], "total_s": t["total"], "tokens_per_s": t["tokens_per_second"],
+                "cached_tokens": usage.get("cached_tokens"), "prompt_tokens": usage.get("prompt_tokens"),
+                "thoughts_tokens": usage.get("thoughts_tokens"), "response_tokens": usage.get("response_tokens"),
+                "cost": turn.cost, "text_chars": len(turn.text), "tool_calls": len(turn.tool_calls),
+                "error": None if turn.error is None or turn.status == "complete" else
+                f"{type(turn.error).__name__}: {turn.error_message}",
+                "trace_id": turn.trace_id, "comparison": self.name,
+            })
+        df = pd.DataFrame(rows)
+        for col in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "text_chars", "tool_calls"):
+            df[col] = df[col].astype("Int64")
+        for col in ("ttft_s", "total_s", "tokens_per_s", "cost"):
+            df[col] = df[col].astype("Float64")
+        return df
+
+    def summary(self) -> str:
+        return f"<Comparison {self.name}: " + " · ".join(
+            f"{name} {turn.status}" for name, turn in zip(self.labels, self.turns)) + ">"
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        from ..views.columns import comparison_bundle
+
+        return comparison_bundle(self)
+
+
+def start(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: str | None = None,
+          sess: Session | None = None, **options: Any) -> tuple[_GroupRun, concurrent.futures.Future[Any]]:
+    """Start one turn per model; returns the group run (to watch or abort) and a future of the comparison."""
+    sess = sess or session()
+    entries = parse_models(models)
+    for key in ("model", "client_type"):
+        if options.get(key) is not None:
+            raise OptionError(f"compare: {key} is given per model (-m a,b@client-type), not once for all")
+    name = chat or f"compare-{next(_names)}"
+    message = prompt if isinstance(prompt, dict) else user_message(prompt, options.pop("images", ()))
+    labels = [label(m, c) for m, c in entries]
+    runs, futures = [], []
+    try:
+        for (model, client_type), tag in zip(entries, labels):
+            run, future = launch(message, model=model, client_type=client_type, chat=f"{name}~{tag}", sess=sess,
+                                 **options)
+            runs.append(run)
+            futures.append(future)
+    except Exception:
+        for run in runs:  # a refused option of a later model: nothing of the comparison keeps running
+            run.abort("compare: refused before it began")
+        raise
+    comparison = Comparison(name, labels, [run.turn for run in runs])
+    return _GroupRun(comparison, runs), _all_of(futures, comparison)
+
+
+def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: str | None = None,
+            stream: TextIO | None = None, display: bool = True, strict: bool | None = None,
+            keep: Callable[[Comparison], Any] | None = None, **options: Any) -> Comparison:
+    """Stream ``prompt`` to every model of ``models`` at once and show the answers in columns.
+
+    Args:
+        prompt: The prompt (sent as written).
+        models: ``"a,b,c"`` or a list; each a model id, an alias, or ``model@client-type``.
+        chat: Continue the comparison of that name (each model keeps its own history); a new
+            comparison otherwise.
+        stream: Where text goes outside Jupyter (stdout by default).
+        display: Show the comparison live (``False``: just wait for it).
+        strict: Raise :class:`~mmsp_notebook.TurnError` unless every model completed (default: the
+            kernel's setting).
+        keep: Called with the comparison before strict mode may raise (``-o VAR``).
+        **options: Options of ``%%mmsp`` for every model (``system``, ``thinking``, ``max_tokens``,
+            ``temperature``, ``tools``, ``max_steps``, ``trace``, ``new``...).
+
+    Returns:
+        The :class:`Comparison` (``.turns``, ``.frame``), also when models failed.
+    """
+    group, future = start(prompt, models, chat=chat, **options)
+    comparison: Comparison = group.turn
+    if display:
+        from .finish import present_group
+
+        present_group(group, future, stream=stream)
+    else:
+        try:
+            future.result()
+        except KeyboardInterrupt:
+            group.abort("interrupted")
+            future.result(timeout=5)
+    for turn in comparison.turns:
+        finish_turn(turn, False)
+    if keep is not None:
+        keep(comparison)
+    if (session().settings.strict if strict is None else strict) and comparison.status != "complete":
+        failed = [n for n, t in zip(comparison.labels, comparison.turns) if t.status != "complete"]
+        raise TurnError(f"comparison {comparison.status}: {', '.join(failed)} did not complete", comparison)
+    return comparison

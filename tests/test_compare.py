@@ -1,0 +1,121 @@
+"""Compare models side by side: %%mmsp -m a,b,c and mmsp_notebook.compare()."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+from helpers import html_of, text_of
+from test_magic import notebook, run_notebook
+
+from mmsp_notebook import OptionError, TurnError
+from mmsp_notebook.core.store import sidecar_path
+from mmsp_notebook.front.compare import compare, parse_models
+from mmsp_notebook.views.columns import figures, render_comparison_html
+
+WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
+def test_model_lists_are_read_with_client_types_and_checked():
+    assert parse_models("demo, gpt-x@openai-chat") == [("demo", None), ("gpt-x", "openai-chat")]
+    assert parse_models(["a", "b"]) == [("a", None), ("b", None)]
+    for bad, said in (("demo", "at least two"), ("demo,,x", "empty model"), ("demo,demo", "named twice"),
+                      ("demo,x@", "client type after @")):
+        with pytest.raises(OptionError, match=said):
+            parse_models(bad)
+
+
+def test_a_comparison_runs_every_model_at_once_and_a_failure_stays_in_its_column(fresh_session):
+    out = io.StringIO()
+    c = compare("Tell me about rivers", "demo,demo+nothink,demo+error", stream=out)
+    assert c.labels == ["demo", "demo+nothink", "demo+error"]
+    assert [t.status for t in c.turns] == ["complete", "complete", "error"]
+    assert c["demo+nothink"].thinking == "" and c["demo"].thinking
+    df = c.frame
+    assert list(df["model"]) == c.labels and list(df["status"]) == ["complete", "complete", "error"]
+    for col in ("ttft_s", "total_s", "tokens_per_s", "prompt_tokens", "thoughts_tokens", "response_tokens", "cost",
+                "text_chars", "tool_calls", "error", "trace_id", "comparison"):
+        assert col in df.columns
+    assert df["error"][2].startswith("UpstreamError") and df["error"].isna()[:2].all()
+    assert df["thoughts_tokens"][1] == 0 and df["thoughts_tokens"][0] > 0
+    # each model in its own conversation, traced under its own id; the default chat is untouched
+    ids = list(df["trace_id"])
+    assert len(set(ids)) == 3 and all(c.name in i for i in ids)
+    assert all(sidecar_path(i).exists() for i in ids)
+    assert fresh_session.conversation("default").turns == []
+    text = out.getvalue()
+    assert "── demo+error" in text and "status" in text and "* 0" in text  # fewest thoughts marked best
+
+
+def test_a_continued_comparison_keeps_each_models_history(fresh_session):
+    compare("My name is Ada.", "demo,demo+nothink", chat="pair", stream=io.StringIO())
+    c = compare("What is my name?", "demo,demo+nothink", chat="pair", stream=io.StringIO())
+    for label in c.labels:
+        history = fresh_session.conversation(f"pair~{label}").history()
+        assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+        assert "Ada" in history[0]["content_items"][0]["text"]
+
+
+def test_strict_raises_after_keeping_the_comparison(fresh_session):
+    kept = []
+    with pytest.raises(TurnError, match="demo\\+nostop did not complete"):
+        compare("hi", "demo,demo+nostop", stream=io.StringIO(), strict=True, keep=kept.append)
+    assert kept and kept[0].turns[0].status == "complete" and kept[0].turns[1].status == "incomplete"
+
+
+def test_the_figures_mark_the_best_among_completed_models(fresh_session):
+    c = compare("hi", "demo+nothink,demo,demo+cut-text", stream=io.StringIO())
+    rows = {r["label"]: r for r in figures(c.turns)}
+    assert rows["thoughts tokens"]["best"] == [0]
+    assert 2 not in rows["TTFT"]["best"]  # a cut-off answer is never "best"
+    html = render_comparison_html(c.labels, c.turns)
+    assert html.count('<section class="mmsp-column">') == 3 and html.count("<style>") == 2
+    assert 'class="mmsp-best"' in html and "<script" not in html
+
+
+def test_compare_cells_in_a_kernel(tmp_path, monkeypatch):
+    nb = notebook(
+        "%load_ext mmsp_notebook",
+        "%%mmsp -m demo,demo+nothink,demo+error -o c\nTell me about {topic}",
+        "print([t.status for t in c.turns], len(c.frame))",
+        "%%mmsp -m demo,demo --chat x\nhi",
+        "%%mmsp -m demo,demo+nothink --wire\nhi",
+        "%mmsp history",
+    )
+    nb.cells.insert(1, nb.cells[0].copy())
+    nb.cells[1].source = "topic = 'lakes'"
+    run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
+    c = nb.cells
+    html = html_of(c[2])
+    assert html.count('<section class="mmsp-column">') == 3
+    assert html.count('data-status="complete"') == 2 and html.count('data-status="error"') == 1
+    assert "lakes" in html and "<script" not in html
+    assert text_of(c[3]).strip() == "['complete', 'complete', 'error'] 3"
+    assert "named twice" in text_of(c[4]) and "UsageError" in text_of(c[4])
+    assert "--wire is for one model" in text_of(c[5])
+    assert "lakes" not in text_of(c[6])  # the comparison did not touch the notebook's chat
+
+
+def test_interrupt_cancels_every_column(kernel):
+    kc = kernel.kc
+    kernel.execute("%load_ext mmsp_notebook")
+    msg_id = kc.execute("%%mmsp -m demo+stall,demo+tps=5 -o c\nhello")
+    time.sleep(2.0)
+    interrupted_at = time.monotonic()
+    kernel.km.interrupt_kernel()
+    reply = kc.get_shell_msg(timeout=10)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=10)
+    assert time.monotonic() - interrupted_at < 3.0
+    assert reply["content"]["status"] == "ok"
+    assert kernel.printed("print([t.status for t in c.turns])").strip() == "['cancelled', 'cancelled']"
+    outputs = kernel.execute("%%mmsp -m demo+instant,demo+instant+nothink\nstill alive?")
+    live = [m for m in outputs if m["msg_type"] == "display_data"][0]
+    assert WIDGET in live["content"]["data"]
+    final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
+    assert final["content"]["data"]["text/html"].count('<section class="mmsp-column">') == 2
+    # one comm message per repaint for all columns, never one per column
+    comms = [m for m in outputs if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "custom"]
+    assert comms and all("cols" in m["content"]["data"]["content"] for m in comms
+                         if m["content"]["data"]["content"].get("type") == "ops")
