@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BusyError",
     "Chat",
+    "Comparison",
     "DemoServerError",
     "ItemState",
     "MMSPNotebookError",
@@ -44,6 +45,7 @@ __all__ = [
     "__version__",
     "aask",
     "ask",
+    "compare",
     "load_ipython_extension",
     "replay",
     "usage_frame",
@@ -57,6 +59,8 @@ _LAZY = {
     "ask": ".front.ask",
     "aask": ".front.ask",
     "usage_frame": ".front.frames",
+    "compare": ".front.compare",
+    "Comparison": ".front.compare",
 }
 
 
