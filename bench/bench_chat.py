@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from jupyter_client.session import json_packer as pack  # noqa: E402
 
-from mmsp_notebook import Chat, _session  # noqa: E402
+from mmsp_notebook import Chat  # noqa: E402
+from mmsp_notebook.engine import session as _session  # noqa: E402
 
 
 class CommCounter:

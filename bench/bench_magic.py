@@ -26,7 +26,7 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from jupyter_client.session import json_packer as pack  # noqa: E402  (what the kernel sends: UTF-8 JSON)
 
 import mmsp_notebook.views.live as live_mod  # noqa: E402
-from mmsp_notebook import _session  # noqa: E402
+from mmsp_notebook.engine import session as _session  # noqa: E402
 from mmsp_notebook.engine.launch import launch  # noqa: E402
 from mmsp_notebook.views.live import WidgetLive, drive  # noqa: E402
 from mmsp_notebook.engine.worker import run_sync  # noqa: E402

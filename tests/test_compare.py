@@ -119,3 +119,37 @@ def test_interrupt_cancels_every_column(kernel):
     comms = [m for m in outputs if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "custom"]
     assert comms and all("cols" in m["content"]["data"]["content"] for m in comms
                          if m["content"]["data"]["content"].get("type") == "ops")
+
+
+def test_the_pacer_repaints_every_column_as_they_stream_each_delta_once(fresh_session):
+    from mmsp_notebook.front.compare import start
+    from mmsp_notebook.views.live import LiveView, drive
+    from mmsp_notebook.views.model import OpsTracker
+
+    class Counting(LiveView):
+        def __init__(self):
+            self.times, self.trackers, self.sent = [], [], []
+
+        def start(self, comparison):
+            self.trackers = [OpsTracker() for _ in comparison.turns]
+            self.sent = ["" for _ in comparison.turns]
+
+        def update(self, comparison):
+            cols = [(i, ops) for i, (tr, t) in enumerate(zip(self.trackers, comparison.turns)) if (ops := tr.ops(t))]
+            if cols:
+                self.times.append(time.monotonic())
+            for i, ops in cols:
+                self.sent[i] += "".join(op[2] for op in ops
+                                        if op[0] == "append" and comparison.turns[i].items[op[1]].kind == "text")
+
+        def finish(self, comparison):
+            self.update(comparison)
+
+    group, future = start("Tell me about rivers", ["demo+tps=150", "demo+tps=300+nothink"])
+    live = Counting()
+    comparison = drive(group, future, live)
+    assert comparison.status == "complete"
+    assert len(live.times) >= 10  # repainted while streaming, not only at the end
+    gaps = [b - a for a, b in zip(live.times, live.times[1:-1])]
+    assert min(gaps) >= 0.035  # at most 25 repaints a second for all the columns together
+    assert live.sent == [t.text for t in comparison.turns]

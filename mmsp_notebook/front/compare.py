@@ -62,9 +62,15 @@ class _GroupRun:
         self.changed = threading.Event()
         self._wakers: list[Callable[[], None]] = []
         for run in runs:
-            run.add_waker(self._notify)
+            run.add_waker(self._waker(run))
             if run.changed.is_set():
                 self.changed.set()
+
+    def _waker(self, run: Any) -> Callable[[], None]:
+        def wake() -> None:
+            run.changed.clear()  # so the next change of this turn wakes the group again
+            self._notify()
+        return wake
 
     def _notify(self) -> None:
         self.changed.set()
