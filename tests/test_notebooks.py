@@ -112,3 +112,18 @@ def test_chat(tmp_path, monkeypatch):
     assert "'text.delta'" in text(find(cells, "chat.on_event("))
     stopped = text(find(cells, "slow.stop"))
     assert "cancelled" in stopped and "0 messages in the history" in stopped
+
+
+def test_compare(tmp_path, monkeypatch):
+    cells = run("compare.ipynb", tmp_path, monkeypatch)
+    first = html(find(cells, "-o first"))
+    assert first.count('<section class="mmsp-column">') == 4 and 'class="mmsp-best"' in first
+    assert first.count('data-status="complete"') == 3 and first.count('data-status="error"') == 1
+    frame = html(find(cells, "first.frame[["))
+    assert frame.count("complete") == 3 and "UpstreamError" in frame
+    assert "fastest: demo+tps=400" in text(find(cells, "fastest ="))
+    assert text(find(cells, "zip(weather.labels")).count("19 degrees and clear in Paris") == 2
+    history = html(find(cells, "%mmsp history --chat pair~demo+nothink"))
+    assert history.count("<td>user</td>") == 2 and history.count("<td>assistant</td>") == 2 and "My name is Ada." in history
+    loaded = html(find(cells, "traces.load_turns("))
+    assert loaded.count("<td>complete</td>") == 2 and "demo+nothink" in loaded
