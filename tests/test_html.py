@@ -264,15 +264,26 @@ def test_static_html_is_the_live_views_last_frame(fresh_session):
 def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session):
     from pathlib import Path
 
-    from mmsp_notebook.views.html import CSS
+    from mmsp_notebook.views.html import CSS, TURN_CLASSES, turn_rules
     from mmsp_notebook.views.model import view_model
 
     tools = ToolSet({"get_weather": lambda city: f"sunny in {city}"})
     turn = m.ask("weather in Paris please", tools=tools, stream=io.StringIO())
     html = render_html(turn)
     widget_css = (Path(m.__file__).parent / "static" / "widget.css").read_text().strip()
-    # the widget's own rules, one class more specific (.mmsp-root.mmsp-static) than the host page's
-    assert re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", widget_css) in CSS
+    # the widget's own rules for a turn, one class more specific (.mmsp-root.mmsp-static) than the host page's
+    turn_css = turn_rules(widget_css)
+    assert re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", turn_css) in CSS
+    # ... and only the chat's and the buttons' rules left out
+    assert len(turn_css) > 0.5 * len(widget_css) and ".mmsp-tool-result-label" in turn_css and "@keyframes" in turn_css
+    assert not {"mmsp-chat", "mmsp-composer", "mmsp-btn", "mmsp-copy-code"} & set(re.findall(r"\.(mmsp-[\w-]+)", CSS))
+    assert turn_rules(".mmsp-root .mmsp-tool,.mmsp-root .mmsp-chat .x{a:b}@media (x){.mmsp-root .mmsp-btn{c:d}}") == \
+        ".mmsp-root .mmsp-tool{a:b}"
+    # every class the template writes is one the kept rules may style
+    written = {c for name in VMS for attr in re.findall(r'class="([^"]*)"', render_html(None, VMS[name]) + html)
+               for c in attr.split()}
+    assert {c for c in written if c.startswith("mmsp-")} <= TURN_CLASSES, \
+        {c for c in written if c.startswith("mmsp-")} - TURN_CLASSES
     assert html.count("<style>") == 1 and f"<style>{CSS}</style>" in html
     assert '<div class="mmsp-root mmsp-turn mmsp-static" data-status="complete">' in html
     rules = [rule for rule in CSS.replace("}", "}\n").splitlines() if "{" in rule and not rule.startswith(("@", "0%", "50%", "}"))]
@@ -346,7 +357,7 @@ def test_the_text_views_write_the_models_strings(fresh_session):
     out = io.StringIO()
     turn = m.ask("weather in Paris please", tools=ToolSet({"get_weather": lambda city: f"sunny in {city}"}), stream=out)
     vm = view_model(turn)
-    footer = " | ".join(s["text"] for s in vm["footer"]["stats"])
+    footer = " | ".join(s[1] for s in vm["footer"]["stats"])
     [card] = [it for it in vm["items"] if it["kind"] == "tool_call"]
     thinking = vm["items"][0]
     for shown in (out.getvalue(), render_text(turn)):

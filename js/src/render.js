@@ -489,9 +489,10 @@ export function createTurnView(container, options = {}) {
     footerEl.hidden = !f;
     if (!f || typeof f !== "object" || !Array.isArray(f.stats)) return;
     for (const s of f.stats) {
-      if (!s || typeof s !== "object" || !s.text) continue;
-      const cls = typeof s.key === "string" && STAT_KEY.test(s.key) ? `mmsp-stat mmsp-${s.key}` : "mmsp-stat";
-      footerEl.appendChild(h(doc, "span", cls, s.title ? { title: s.title } : null, s.text));
+      if (!Array.isArray(s) || !s[1]) continue;
+      const [key, text, title] = s;
+      const cls = typeof key === "string" && STAT_KEY.test(key) ? `mmsp-stat mmsp-${key}` : "mmsp-stat";
+      footerEl.appendChild(h(doc, "span", cls, title ? { title } : null, text));
     }
   }
 

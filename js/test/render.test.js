@@ -33,10 +33,10 @@ function fullVM() {
     status: "complete",
     items: [
       {
-        i: 0, kind: "thinking", status: "done", text: "Let me think.\nStep 2.", duration: 3.2, fidelity: ["signature"],
+        i: 0, kind: "thinking", status: "done", text: "Let me think.\nStep 2.", duration: 3.2,
         tag: "thinking", label: "Thought for 3.2 s", badge: { text: "signed", title: "fidelity: signature" },
       },
-      { i: 1, kind: "text", status: "done", fidelity: [], text: "# Title\n\nSome **bold** text and a [link](https://example.com).\n\n- a\n- b\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```python\nprint('hi')\n```\n" },
+      { i: 1, kind: "text", status: "done", text: "# Title\n\nSome **bold** text and a [link](https://example.com).\n\n- a\n- b\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```python\nprint('hi')\n```\n" },
       {
         i: 2,
         kind: "tool_call",
@@ -54,7 +54,7 @@ function fullVM() {
       { i: 3, kind: "image", status: "done", mime_type: "image/png", src: PNG, tag: "image", meta: "image/png · 70 B", alt: "generated image (image/png)", rejected: "image · image/png — not shown" },
       { i: 4, kind: "audio", status: "done", mime_type: "audio/wav", src: WAV, seconds: 1.5, tag: "audio", meta: "audio/wav · 1.5 s", rejected: "audio · audio/wav · 1.5 s — not shown" },
       { i: 5, kind: "embedding", status: "done", dims: 64, norm: 1.0, tag: "embedding", meta: "64 dims · norm 1.000", preview: "[0.100, -0.200, 0.300, …]" },
-      { i: 6, kind: "inline_thinking", status: "done", mime_type: "application/octet-stream", bytes: 120, fidelity: [], tag: "thinking (opaque)", label: "Thinking (opaque) · 120 B", meta: "application/octet-stream · 120 bytes", badge: null },
+      { i: 6, kind: "inline_thinking", status: "done", mime_type: "application/octet-stream", bytes: 120, tag: "thinking (opaque)", label: "Thinking (opaque) · 120 B", meta: "application/octet-stream · 120 bytes", badge: null },
       { i: 7, kind: "data", status: "done", mime_type: "application/pdf", bytes: 5120, tag: "data", meta: "application/pdf · 5.0 KB" },
     ],
     banner: null,
@@ -67,13 +67,13 @@ function fullVM() {
       cost: 0.0012,
       steps: 2,
       stats: [
-        { key: "tokens", text: "tokens cached 0 · prompt 12 · thoughts 30 · response 80", title: "token usage per bucket" },
-        { key: "finish", text: "finish: stop", title: "why the model stopped" },
-        { key: "ttft", text: "TTFT 410 ms", title: "time to first token" },
-        { key: "total", text: "total 2.20 s", title: "total time" },
-        { key: "speed", text: "54.2 tok/s", title: "response tokens per second" },
-        { key: "cost", text: "$0.0012", title: "cost" },
-        { key: "steps", text: "2 steps", title: "model calls in this turn" },
+        ["tokens", "tokens cached 0 · prompt 12 · thoughts 30 · response 80", "token usage per bucket"],
+        ["finish", "finish: stop"],
+        ["ttft", "TTFT 410 ms", "time to first token"],
+        ["total", "total 2.20 s"],
+        ["speed", "54.2 tok/s", "response tokens per second"],
+        ["cost", "$0.0012"],
+        ["steps", "2 steps", "model calls in this turn"],
       ],
     },
   };
@@ -131,11 +131,12 @@ test("renders every item kind from a view model, placing its strings", () => {
   assert.equal(q(".mmsp-inline-thinking .mmsp-meta").textContent, "application/octet-stream · 120 bytes");
   assert.equal(q(".mmsp-inline-thinking .mmsp-badge"), null);
   assert.equal(q(".mmsp-data").textContent, "data · application/pdf · 5.0 KB");
-  // footer: one stat per string, its key as a class, its title as a tooltip
+  // footer: one stat per string, its key as a class, its title (when it has one) as a tooltip
   const stats = [...container.querySelectorAll(".mmsp-footer .mmsp-stat")];
-  assert.deepEqual(stats.map((e) => e.textContent), fullVM().footer.stats.map((s) => s.text));
-  assert.deepEqual(stats.map((e) => e.className), fullVM().footer.stats.map((s) => `mmsp-stat mmsp-${s.key}`));
+  assert.deepEqual(stats.map((e) => e.textContent), fullVM().footer.stats.map((s) => s[1]));
+  assert.deepEqual(stats.map((e) => e.className), fullVM().footer.stats.map((s) => `mmsp-stat mmsp-${s[0]}`));
   assert.equal(stats[2].title, "time to first token");
+  assert.equal(stats[3].hasAttribute("title"), false);
   // no banner: nothing in the status line
   assert.equal(q(".mmsp-streaming"), null);
   assert.equal(q(".mmsp-status").hidden, true);
@@ -175,7 +176,7 @@ test("banner: streaming indicator, warning with detail and hint, error, muted", 
   assert.ok(q(".mmsp-status.mmsp-muted"));
   view.render({ status: "complete", items: [], banner: { kind: "<img src=x onerror=alert(1)> evil", text: "odd" } });
   assert.equal(q(".mmsp-status").className, "mmsp-status mmsp-banner mmsp-muted", "an unknown kind is not a class");
-  view.render({ status: "complete", items: [], banner: null, footer: { stats: [{ key: "truncated", text: "⚠ truncated (length)", title: "t" }, { key: "no such class!", text: "x" }] } });
+  view.render({ status: "complete", items: [], banner: null, footer: { stats: [["truncated", "⚠ truncated (length)", "t"], ["no such class!", "x"], { text: "not a stat" }] } });
   assert.equal(q(".mmsp-status").hidden, true);
   assert.deepEqual([...container.querySelectorAll(".mmsp-stat")].map((e) => e.className), ["mmsp-stat mmsp-truncated", "mmsp-stat"]);
 });
@@ -458,7 +459,7 @@ test("XSS payloads in every string field stay inert", () => {
   const vm = {
     status: ALL,
     items: [
-      { i: 0, kind: "thinking", status: "done", text: ALL, duration: 1, fidelity: [ALL], tag: ALL, label: ALL, badge: { text: ALL, title: ALL } },
+      { i: 0, kind: "thinking", status: "done", text: ALL, duration: 1, tag: ALL, label: ALL, badge: { text: ALL, title: ALL } },
       { i: 1, kind: "text", status: ALL, text: ALL },
       {
         i: 2,
@@ -485,7 +486,7 @@ test("XSS payloads in every string field stay inert", () => {
       { i: 11, kind: "text", status: "streaming", text: ALL.slice(0, 60) },
       { i: 12, kind: "inline_thinking", status: "done", label: ALL, meta: ALL, badge: { text: ALL, title: ALL } },
     ],
-    footer: { usage: {}, finish_reason: ALL, stats: [{ key: ALL, text: ALL, title: ALL }] },
+    footer: { usage: {}, finish_reason: ALL, stats: [[ALL, ALL, ALL]] },
     banner: { kind: ALL, lead: ALL, text: ALL, detail: ALL, hint: ALL },
   };
   const { view, container } = makeView();

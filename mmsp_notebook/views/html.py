@@ -37,7 +37,8 @@ WIDGET_CSS = _read_widget_css()
 
 # An HTML output sits in the host page's rendered-HTML container (JupyterLab's and nbconvert's
 # .jp-RenderedHTMLCommon, absent around widgets), whose rules style tables, code, links... with
-# selectors up to (0,2,2). So the static view embeds the widget's rules with one more class
+# selectors up to (0,2,2). So the static view embeds the widget's rules for a turn (turn_rules:
+# not the chat's, not the buttons') with one more class
 # (.mmsp-root.mmsp-static, at least (0,3,0): they win wherever the widget sets a property), after
 # resets of what those rules set and the widget leaves to the browser ("revert": the browser's
 # default, as in the live view). Then: separators (between footer stats, before the "signed" badge)
@@ -45,13 +46,13 @@ WIDGET_CSS = _read_widget_css()
 # it does, and no right padding or last-child margin of JupyterLab's container around this view.
 _R = ".mmsp-root.mmsp-static "
 _RESETS = (
-    f"{_R}p,{_R}a,{_R}h1,{_R}h2,{_R}h3,{_R}h4,{_R}h5,{_R}h6{{text-align:revert;text-decoration:revert;"
-    "font-style:revert;scroll-margin-top:revert}"
+    f"{_R}:is(p,a,h1,h2,h3,h4,h5,h6){{text-align:revert;text-decoration:revert;font-style:revert;"
+    "scroll-margin-top:revert}"
     f"{_R}table{{font-size:revert;color:revert;table-layout:revert;border-spacing:revert}}"
-    f"{_R}thead,{_R}tbody,{_R}tr,{_R}td,{_R}th{{border:revert;vertical-align:revert;padding:revert;"
-    "line-height:revert;white-space:revert;max-width:revert;text-align:revert;background:revert}"
-    f"{_R}tbody tr:nth-child(n),{_R}tbody tr:hover{{background:revert}}"
-    f"{_R}pre,{_R}code,{_R}:not(pre)>code{{border:revert;background-color:revert;color:revert;"
+    f"{_R}:is(thead,tbody,tr,td,th){{border:revert;vertical-align:revert;padding:revert;line-height:revert;"
+    "white-space:revert;max-width:revert;text-align:revert;background:revert}"
+    f"{_R}tbody tr:is(:nth-child(n),:hover){{background:revert}}"
+    f"{_R}:is(pre,code),{_R}:not(pre)>code{{border:revert;background-color:revert;color:revert;"
     "padding:revert;white-space:revert;table-layout:revert;margin:revert}"
     f"{_R}code{{font-size:var(--jp-code-font-size,inherit)}}"  # JupyterLab's size of code, outside HTML outputs too
     f"{_R}blockquote{{margin:revert;padding:revert;border:revert}}"
@@ -61,8 +62,59 @@ _STATIC_CSS = (".mmsp-root .mmsp-sep{display:none}"
                ".mmsp-root.mmsp-static{margin:0}"
                ".jp-RenderedHTMLCommon:has(>.mmsp-root.mmsp-static){padding-right:0}")
 
-#: What the static view embeds in its ``<style>``: resets, the widget's rules, the static extras.
-CSS = (_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", WIDGET_CSS)
+#: Every class this template writes (``mmsp-{state}``, ``mmsp-{kind}``, ``mmsp-{key}`` included).
+TURN_CLASSES = frozenset(f"mmsp-{name}" for name in (
+    "root turn static items item text md thinking inline-thinking details summary summary-label badge-slot badge "
+    "thinking-body meta rejected tool tool-head tool-icon tool-label tool-name tool-state tool-args parsed "
+    "tool-result tool-result-head tool-result-label tool-output ok err running stopped image img audio "
+    "audio-player embedding embedding-preview data code code-bar code-lang status streaming dot "
+    "streaming-label banner banner-lead banner-text banner-detail hint warn error muted footer stat sep "
+    "tokens truncated finish ttft total speed cost steps events events-scroll events-table").split())
+_CLASS = re.compile(r"\.(mmsp-[\w-]+)")
+
+
+def _split_selectors(head: str) -> list[str]:
+    out, depth, start = [], 0, 0
+    for k, c in enumerate(head):
+        depth += (c == "(") - (c == ")")
+        if c == "," and depth == 0:
+            out.append(head[start:k])
+            start = k + 1
+    return [*out, head[start:]]
+
+
+def turn_rules(css: str) -> str:
+    """The rules of a minified stylesheet that can apply to a turn's static view.
+
+    A static turn has no chat (toolbar, composer, messages) and no buttons: a selector is kept when
+    every ``mmsp-`` class it names is one of :data:`TURN_CLASSES`, a rule when one of its
+    selectors is; ``@media`` blocks are filtered the same way, other at-rules kept whole.
+    """
+    out, i = [], 0
+    while True:
+        start = css.find("{", i)
+        if start < 0:
+            return "".join(out)
+        head, depth, end = css[i:start].strip(), 1, start + 1
+        while depth and end < len(css):
+            depth += (css[end] == "{") - (css[end] == "}")
+            end += 1
+        body = css[start + 1:end - 1]
+        if head.startswith(("@media", "@supports")):
+            inner = turn_rules(body)
+            if inner:
+                out.append(f"{head}{{{inner}}}")
+        elif head.startswith("@"):
+            out.append(css[i:end].strip())
+        else:
+            kept = [sel for sel in _split_selectors(head) if set(_CLASS.findall(sel)) <= TURN_CLASSES]
+            if kept:
+                out.append(f"{','.join(kept)}{{{body}}}")
+        i = end
+
+
+#: What the static view embeds in its ``<style>``: resets, the widget's rules for a turn, the static extras.
+CSS = (_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", turn_rules(WIDGET_CSS))
        + _STATIC_CSS).replace("</", "<\\/")  # never closes its <style> element
 
 
@@ -266,12 +318,12 @@ def _footer_html(footer: Any) -> str:
         return ""
     stats = []
     for stat in footer.get("stats") or []:
-        if not isinstance(stat, Mapping) or not stat.get("text"):
+        if not isinstance(stat, (list, tuple)) or len(stat) < 2 or not stat[1]:
             continue
-        key = stat.get("key")
+        key, text, title = stat[0], stat[1], stat[2] if len(stat) > 2 else None
         cls = f"mmsp-stat mmsp-{key}" if isinstance(key, str) and _WORD.fullmatch(key) else "mmsp-stat"
-        title = f' title="{_e(stat["title"])}"' if stat.get("title") else ""
-        stats.append(f'<span class="{cls}"{title}>{_e(stat["text"])}</span>')
+        tip = f' title="{_e(title)}"' if title else ""
+        stats.append(f'<span class="{cls}"{tip}>{_e(text)}</span>')
     return f'<div class="mmsp-footer">{_SEP.join(stats)}</div>'
 
 

@@ -16,6 +16,7 @@ answer crosses the comm about once, never the whole text per update.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -193,6 +194,13 @@ def _join(*parts: str) -> str:
     return " · ".join(p for p in parts if p)
 
 
+def _raw(value: Any, digits: int) -> Any:
+    """A raw number as the view carries it: rounded (a tenth of a millisecond for times), None if not finite."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    return round(value, digits) if math.isfinite(value) else None
+
+
 def _fidelity(facts: Mapping[str, Any]) -> list[str]:
     fid = facts.get("fidelity")
     return [str(k) for k in fid] if isinstance(fid, (dict, list, tuple)) else []
@@ -254,9 +262,12 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
     streaming = status == "streaming"
     stopped = turn_status is not None and turn_status != "streaming"
     out: dict[str, Any] = {"i": facts.get("i"), "kind": kind, "status": status}
-    for key in ("name", "tool_call_id", "mime_type", "bytes", "src", "seconds", "dims", "duration"):
+    for key in ("name", "tool_call_id", "mime_type", "bytes", "src", "dims"):
         if key in facts:
             out[key] = facts[key]
+    for key in ("seconds", "duration"):
+        if key in facts:
+            out[key] = _raw(facts[key], 4)
     if kind in _TEXT_KINDS and "text" in facts:
         out["text"] = facts["text"]
     mime = str(facts.get("mime_type") or "")
@@ -264,9 +275,8 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
     dots = "…" if streaming else ""
 
     if kind == "text":
-        out["fidelity"] = _fidelity(facts)
+        pass
     elif kind == "thinking":
-        out["fidelity"] = _fidelity(facts)
         out["tag"] = "thinking"
         if streaming:
             out["label"] = "Thinking (stopped)" if stopped else "Thinking…"
@@ -275,7 +285,6 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
             out["label"] = f"Thought for {fmt.fixed(duration, 1)} s" if fmt.is_number(duration) else "Thought"
         out["badge"] = _badge(facts)
     elif kind == "inline_thinking":
-        out["fidelity"] = _fidelity(facts)
         out["tag"] = "thinking (opaque)"
         out["label"] = "Thinking (opaque)…" if streaming else _join("Thinking (opaque)", fmt.size(facts.get("bytes")))
         count = fmt.integer(facts.get("bytes"))
@@ -314,8 +323,9 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
     return out
 
 
-def _stat(key: str, text: str, title: str) -> dict[str, str]:
-    return {"key": key, "text": text, "title": title}
+def _stat(key: str, text: str, title: str | None = None) -> list[str]:
+    """A footer stat: ``[key, text]`` or ``[key, text, tooltip]`` (the key names its class)."""
+    return [key, text, title] if title else [key, text]
 
 
 def _footer_view(facts: Any) -> dict[str, Any] | None:
@@ -334,19 +344,22 @@ def _footer_view(facts: Any) -> dict[str, Any] | None:
         stats.append(_stat("truncated", "⚠ truncated (length)", "the model stopped at its output token limit"))
     elif reason:
         said = "tool call" if reason in ("tool_call", "tool_calls") else str(reason)
-        stats.append(_stat("finish", f"finish: {said}", "why the model stopped"))
-    for key, label, title in (("ttft", "TTFT", "time to first token"), ("total", "total", "total time")):
-        if fmt.is_number(facts.get(key)):
-            stats.append(_stat(key, f"{label} {fmt.seconds(facts[key])}", title))
+        stats.append(_stat("finish", f"finish: {said}"))
+    if fmt.is_number(facts.get("ttft")):
+        stats.append(_stat("ttft", f"TTFT {fmt.seconds(facts['ttft'])}", "time to first token"))
+    if fmt.is_number(facts.get("total")):
+        stats.append(_stat("total", f"total {fmt.seconds(facts['total'])}"))
     if fmt.is_number(facts.get("tokens_per_second")):
         stats.append(_stat("speed", f"{fmt.fixed(facts['tokens_per_second'], 1)} tok/s", "response tokens per second"))
     cost = facts.get("cost_text") or (format_cost(facts["cost"]) if "cost" in facts else "")
     if cost:
-        stats.append(_stat("cost", str(cost), "cost"))
+        stats.append(_stat("cost", str(cost)))
     steps = facts.get("steps")
     if fmt.is_number(steps) and steps > 1:
         stats.append(_stat("steps", f"{steps} steps", "model calls in this turn"))
-    raw = {k: facts.get(k) for k in ("usage", "finish_reason", "ttft", "total", "tokens_per_second", "cost", "steps")}
+    raw = {"usage": facts.get("usage"), "finish_reason": reason, "ttft": _raw(facts.get("ttft"), 4),
+           "total": _raw(facts.get("total"), 4), "tokens_per_second": _raw(facts.get("tokens_per_second"), 2),
+           "cost": facts.get("cost"), "steps": steps}
     return {**raw, "stats": stats}
 
 

@@ -19,7 +19,7 @@ def footer_line(footer: Mapping[str, Any] | None) -> str:
     """The footer's stats as one line."""
     if not isinstance(footer, Mapping):
         return ""
-    return " | ".join(str(s["text"]) for s in footer.get("stats") or [] if isinstance(s, Mapping) and s.get("text"))
+    return " | ".join(str(s[1]) for s in footer.get("stats") or [] if isinstance(s, (list, tuple)) and len(s) > 1 and s[1])
 
 
 def banner_lines(banner: Mapping[str, Any] | None) -> list[str]:
