@@ -342,7 +342,7 @@ def test_embeddings_on_the_mmsp_wire(demo_server: DemoServer) -> None:
         assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(ours, theirs, strict=True))
 
 
-def test_embedding_model_on_a_chat_protocol_is_an_in_stream_error(demo_server: DemoServer) -> None:
+def test_embedding_model_on_a_chat_protocol_is_refused(demo_server: DemoServer) -> None:
     events, error = asyncio.run(collect(demo_server, "openai-chat", "demo-embed", [user("x")]))
     assert isinstance(error, openai.APIError) and events == []
 
@@ -470,17 +470,24 @@ def test_cut_args_without_tools_calls_the_pseudo_tool(demo_server: DemoServer) -
 
 @pytest.mark.parametrize("client_type", CLIENTS)
 def test_unknown_model(demo_server: DemoServer, client_type: str) -> None:
+    # refused with HTTP 404 before anything streams, as an MMSP server and the providers' APIs refuse it:
+    # every client says "model not found" (an in-stream error reached the Responses client as a bare
+    # IncompleteStreamError)
     events, error = asyncio.run(collect(demo_server, client_type, "no-such-model", [user("hi")]))
-    assert events == []
+    assert events == [] and demo_server.transcripts[-1].status == 404
+    assert "Model not found: no-such-model" in str(error)
     if client_type == "mmsp":
-        # as an MMSP server refuses a model its table does not have
         assert isinstance(error, UpstreamError) and error.status == 404 and error.error_type == "NotFoundError"
-    elif client_type == "openai-chat":
-        assert isinstance(error, openai.APIError) and error.code == "model_not_found"
-    elif client_type == "openai-responses":
-        assert isinstance(error, IncompleteStreamError)
+    elif client_type == "ant-messages":
+        assert isinstance(error, anthropic.NotFoundError) and error.body["error"]["type"] == "not_found_error"
     else:
-        assert isinstance(error, anthropic.APIStatusError) and error.status_code == 200
+        assert isinstance(error, openai.NotFoundError) and error.code == "model_not_found"
+    # so is an embedding model on a chat protocol, and a model option the demo does not know
+    if client_type != "mmsp":
+        events, error = asyncio.run(collect(demo_server, client_type, "demo-embed", [user("hi")]))
+        assert events == [] and error.status_code == 404 and "embedding model" in str(error)
+    events, error = asyncio.run(collect(demo_server, client_type, "demo+turbo", [user("hi")]))
+    assert events == [] and "unknown option +turbo" in str(error)
 
 
 HEARTBEATS = {"mmsp": b": keep-alive\n\n", "openai-chat": b": heartbeat\n\n", "openai-responses": b": heartbeat\n\n", "ant-messages": b'event: ping\ndata: {"type":"ping"}\n\n'}
@@ -804,3 +811,204 @@ def test_deterministic(demo_server: DemoServer) -> None:
     assert _strip(first) == _strip(second)
     other = stream(demo_server, "mmsp", "demo", [user("A different question")])
     assert done(other, "text")[0]["text"] != done(first, "text")[0]["text"]
+
+
+# ---------------------------------------------------------------------------------------------
+# what the demo says and does at its edges
+
+
+def test_a_client_gone_stops_an_instant_stream_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import socket
+
+    caplog.set_level(logging.WARNING)
+    body = json.dumps({"model": "demo+tokens=20000+nothink", "messages": [user("long")]}).encode()
+    with DemoServer(instant=True) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.sendall(b"POST /v1/stream HTTP/1.1\r\nHost: demo\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        assert sock.recv(4096)  # the stream began
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # gone at once (a reset), mid-stream
+        record = server.transcripts[-1]
+        deadline = time.monotonic() + 5
+        while record.outcome == "streaming" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+    # the server noticed and stopped: not the whole 20,000 fragments written into a dead socket
+    assert record.outcome == "client_gone"
+    assert record.response.count(b"text.delta") < 20000
+    assert "socket.send() raised exception" not in caplog.text
+
+
+def test_silence_keeps_a_heartbeat_whatever_the_servers_interval() -> None:
+    with DemoServer(instant=True) as server:  # the kernel's interval: a heartbeat every 15 s
+        started = time.monotonic()
+        events = stream(server, "openai-chat", "demo+silence=1.3", [user("hello")])
+        record = server.transcripts[-1]
+    assert time.monotonic() - started >= 1.3 and done(events, "text")
+    assert record.response.count(b": heartbeat\n\n") == 1  # one a second of silence
+
+
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_fault_errors_say_which_fault_they_are(demo_server: DemoServer, client_type: str) -> None:
+    _, error = asyncio.run(collect(demo_server, client_type, "demo+error", [user("Tell me about Paris")]))
+    record = demo_server.transcripts[-1]
+    assert b"Injected fault +error of demo+error" in record.response and b"Model not found" not in record.response
+    assert b'"demo_fault":"error"' in record.response  # the error object names the fault
+    if client_type != "openai-responses":  # (mmsp's Responses client does not read the error event)
+        assert "Injected fault +error" in str(error)
+    for fault in ("401", "429"):
+        _, error = asyncio.run(collect(demo_server, client_type, f"demo+{fault}", [user("hi")]))
+        assert f"injected fault +{fault}" in str(error)
+        assert json.loads(demo_server.transcripts[-1].response)["error"]["demo_fault"] == fault
+    assert "checks no key" in json.loads(httpx.post(demo_server.base_url + "/embeddings", json={
+        "model": "demo-embed+401", "input": "x"}).content)["error"]["message"]
+
+
+def test_the_proxy_banner_names_the_upstream_as_a_client_is_given_it() -> None:
+    process = subprocess.Popen([sys.executable, "-m", "mmsp_notebook.demo", "--proxy", "http://127.0.0.1:9/v1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first, second = process.stdout.readline(), process.stdout.readline()
+    finally:
+        process.terminate()
+        process.communicate(timeout=10)
+    proxy_url = first.split()[5]
+    assert proxy_url.endswith("/v1") and first.rstrip().endswith("-> http://127.0.0.1:9/v1")
+    assert f"hand the client {proxy_url} in place of http://127.0.0.1:9/v1" in second
+
+
+def test_an_embedding_model_in_a_conversation_embeds_the_new_input_only(demo_server: DemoServer) -> None:
+    first = stream(demo_server, "mmsp", "demo-embed", [user("The quick brown fox jumps over the lazy dog.")])
+    client = demo_server.client("demo-embed")
+    answer = client.concat_uni_events_to_uni_message(first)
+    history = [user("The quick brown fox jumps over the lazy dog."), answer]
+    for sentence in ("A second sentence.", "A third one."):
+        events = stream(demo_server, "mmsp", "demo-embed", [*history, user(sentence)])
+        [vector] = [item["embedding"] for item in done(events, "embedding")]
+        alone = stream(demo_server, "mmsp", "demo-embed", [user(sentence)])
+        assert vector == done(alone, "embedding")[0]["embedding"]  # the new input's vector, as on its own
+        assert events[-1]["usage_metadata"]["prompt_tokens"] == len(tokenize(sentence))
+        history += [user(sentence), client.concat_uni_events_to_uni_message(events)]
+    # several inputs at once are still each embedded; nothing new to embed is refused
+    assert len(done(stream(demo_server, "mmsp", "demo-embed", [user("one"), user("two")]), "embedding")) == 2
+    _, error = asyncio.run(collect(demo_server, "mmsp", "demo-embed", history))
+    assert isinstance(error, UpstreamError) and error.status == 400 and "Nothing to embed" in str(error)
+
+
+FIX_PROMPT = ("This notebook cell failed. Correct it.\n\nIn [3]:\n```python\n{code}\n```\n\nIt raised:\n```\n"
+              "Traceback (most recent call last):\n  Cell In[3], line 1\n----> 1 {first}\n\n{raised}\n```")
+
+
+@pytest.mark.parametrize(("code", "raised", "caught"), [
+    ("1/0", "ZeroDivisionError: division by zero", "ZeroDivisionError"),
+    ("total = 0\nfor x in [1, 2]:\n    total += x\nprint(total, missing)", "NameError: name 'missing' is not defined",
+     "NameError"),
+    ("import json\njson.loads('{')", "json.decoder.JSONDecodeError: Expecting property name (char 1)", "Exception"),
+])
+@pytest.mark.parametrize("client_type", ["mmsp", "ant-messages"])
+def test_a_failing_cell_gets_a_corrected_cell(demo_server: DemoServer, client_type: str, code: str, raised: str,
+                                              caught: str) -> None:
+    import contextlib
+    import io
+    import re
+
+    prompt = FIX_PROMPT.format(code=code, first=code.splitlines()[0], raised=raised)
+    events = stream(demo_server, client_type, "demo", [user(prompt)])
+    [text] = done(events, "text")
+    blocks = re.findall(r"```python\n(.*?)```", text["text"], re.DOTALL)
+    assert len(blocks) == 1 and text["text"].startswith("```python\n")
+    fixed = blocks[0]
+    assert f"except {caught} as exc:" in fixed and all(f"    {line}" in fixed for line in code.splitlines() if line)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(fixed, "<fixed cell>", "exec"), {})  # the corrected cell runs
+    assert printed.getvalue().startswith("Note: the cell raised ")
+    sentence = text["text"].split("```")[-1].strip()
+    assert sentence.count(". ") == 0 and sentence.endswith(".") and raised.split(":")[0] in sentence
+    assert done(events, "thinking")[0]["thinking"].startswith("The cell failed with ")
+    # a prompt with code but no traceback is answered as before
+    plain = stream(demo_server, client_type, "demo", [user("What does this do?\n```python\n1/0\n```")])
+    assert "except" not in done(plain, "text")[0]["text"]
+
+
+# ---------------------------------------------------------------------------------------------
+# traces on the MMSP endpoint
+
+
+def _trace_json(cache: Path, trace_id: str) -> dict[str, Any]:
+    return json.loads((cache / f"{trace_id}.json").read_text(encoding="utf-8"))
+
+
+def test_the_mmsp_endpoint_traces_a_plain_mmsp_program(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mmsp import AutoLLMClient
+
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    with DemoServer(instant=True) as server:
+        async def run() -> list[dict[str, Any]]:
+            client = AutoLLMClient(model="demo", base_url=server.base_url, client_type="mmsp")
+            try:
+                first = [e async for e in client.streaming_response_stateful(
+                    user("What's the weather in Paris?"), {"tools": [WEATHER], "trace_id": "prog/run_1"})]
+                follow = [e async for e in client.streaming_response_stateful(
+                    user("And in Rome?"), {"trace_id": "prog/run_1"})]
+                return first + follow
+            finally:
+                await aclose(client)
+
+        asyncio.run(run())
+        saved = _trace_json(tmp_path / "cache", "prog/run_1")
+        assert (tmp_path / "cache" / "prog" / "run_1.txt").exists()  # mmsp's Tracer wrote both files
+        history = saved["history"]
+        assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+        assert history[2]["content_items"][0]["text"] == "And in Rome?"
+        assert history[1]["content_items"][-1]["type"] == "tool_call.done" and history[1]["finish_reason"] == "tool_call"
+        assert saved["config"]["model"] == "demo" and saved["config"]["trace_id"] == "prog/run_1"
+        # no trace id, no trace; a trace id outside the trace directory is refused before streaming
+        stream(server, "mmsp", "demo", [user("untraced")])
+        assert sorted(p.name for p in (tmp_path / "cache").rglob("*.json")) == ["run_1.json"]
+        for bad in ("../escape", "/abs/path", "a//b", "a/./b", 7):
+            events, error = asyncio.run(collect(server, "mmsp", "demo", [user("x")], {"trace_id": bad}))
+            assert isinstance(error, UpstreamError) and error.status == 400 and "trace_id" in str(error), bad
+        assert not (tmp_path / "escape.json").exists()
+        # a fault ends the stream before its stop: nothing is traced, as mmsp's clients do
+        asyncio.run(collect(server, "mmsp", "demo+cut-text", [user("x")], {"trace_id": "prog/cut"}))
+        assert not (tmp_path / "cache" / "prog" / "cut.json").exists()
+
+
+def test_a_notebook_turn_through_the_embedded_demo_writes_one_trace_with_one_history(fresh_session, tmp_path,
+                                                                                     monkeypatch) -> None:
+    """The demo server traces (as an MMSP server does) and the engine saves the trace of mmsp-wire turns:
+    both write the same file, the demo first, with the same history and config."""
+    from mmsp.integration.tracer import Tracer
+
+    from mmsp_notebook.engine.launch import launch
+
+    writes: list[tuple[str, str, str, str]] = []
+    original = Tracer.save_history
+
+    def spy(self: Any, model: str, history: list, file_id: str, config: dict) -> None:
+        import threading
+
+        original(self, model, history, file_id, config)
+        body = json.dumps(self._serialize_for_json(history), sort_keys=True)
+        writes.append((threading.current_thread().name, model, file_id, body + json.dumps(config, sort_keys=True)))
+
+    monkeypatch.setattr(Tracer, "save_history", spy)
+
+    def weather(city: str) -> str:
+        """The weather of a city."""
+        return f"sunny in {city}"
+
+    turn = launch("What's the weather in Paris?", sess=fresh_session, tools=[weather], chat="t")[1].result(timeout=30)
+    assert turn.status == "complete" and len(turn.steps) == 2
+    second = launch("Draw a lighthouse", sess=fresh_session, chat="t")[1].result(timeout=30)  # an image: bytes
+    assert second.status == "complete" and second.images
+    assert len(writes) == 6  # three responses, each traced by the server, then by the engine
+    for server_write, engine_write in zip(writes[0::2], writes[1::2]):
+        assert server_write[0] == "mmsp-demo-server" and engine_write[0] != "mmsp-demo-server"
+        assert server_write[1:] == engine_write[1:]  # same model, same file, same history and config
+    for one, messages in ((turn, 4), (second, 6)):  # each turn's file holds the conversation up to its end
+        history = _trace_json(tmp_path / "cache", one.trace_id)["history"]
+        assert [m["role"] for m in history] == ["user", "assistant"] * (messages // 2)

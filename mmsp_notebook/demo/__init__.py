@@ -27,7 +27,7 @@ A model name is a base model and options appended with ``+``: ``demo+instant``,
 | `nothink` | no thinking (so does `thinking_level` "none" / Messages `thinking: disabled` / Responses effort "none") |
 | `xss` | script payloads in thinking, text and tool arguments; with tools offered, the call names the first offered tool whose name contains markup, else the first offered tool |
 | `dim=N` | embedding dimensions (`embedding_config.dimensions` wins; default 64) |
-| `silence[=S]` | S seconds (default 3) of heartbeats only, then the normal answer (kept in instant mode) |
+| `silence[=S]` | S seconds (default 3) of heartbeats only, then the normal answer (kept in instant mode); a heartbeat every second, or at the server's `heartbeat` interval when shorter |
 | fault | one of `cut-text`, `cut-args`, `error`, `nostop`, `bad-args`, `401`, `429[=S]` (S: Retry-After, default 1), `stall` |
 
 ``demo`` answers deterministically (seeded from a hash of the conversation, tools and settings, so
@@ -39,6 +39,12 @@ fragments (a string takes a capitalised word of the prompt, like "Paris"); sever
 words or several tools give parallel calls, finish reason ``tool_call``. After tool results it
 quotes them. "draw" / "picture" / "image of" gives a PNG and a caption, "say" / "speak" 24 kHz
 16-bit mono PCM (``audio/L16;codec=pcm;rate=24000``) in 40 ms chunks and a transcript.
+A last user message holding a fenced Python block and a Python traceback (``Traceback (most recent
+call last):``, or a line like ``ZeroDivisionError: division by zero``), as the notebook's "fix this
+cell" request sends, gets one ```python block with that cell's code inside ``try``/``except`` for
+the exception the traceback names (``Exception`` for one that is not a builtin), printing a note,
+then one sentence. ``demo-embed`` embeds each user message after the model's last answer: the new
+input of a conversation, every input of a request that holds only inputs.
 ``max_tokens`` caps the answer (thinking is not counted): text is cut, a tool call that does not
 fit is dropped, finish reason ``length``. A token is one streamed fragment (a word with its
 leading space, an argument piece, an audio chunk, an image); usage: prompt tokens from the input,
@@ -58,11 +64,18 @@ Endpoints
 | `GET /v1/models` | all | `demo`, `demo-embed`; `GET /v1/models/{id}` is a 404 `NotFoundError` for an unknown model |
 | `GET /v1/_demo/transcripts[/{id}]` | - | the records kept / the raw bytes sent for one request |
 
-Every response carries an ``x-demo-request-id`` header. An unknown model is a 404 ``NotFoundError``
-on ``/v1/stream`` (as an MMSP server answers) and an in-stream ``model_not_found`` error on the
-three vendor protocols (as a gateway reports it); so is ``demo-embed`` on those three. On the
-Responses protocol a tool call finishes ``stop``: the protocol has no tool-call status and mmsp
-maps ``completed`` to ``stop``.
+Every response carries an ``x-demo-request-id`` header. An unknown model or model option is refused
+with HTTP 404 before anything streams, in the protocol's error shape (``NotFoundError``,
+``model_not_found``, ``not_found_error``), as an MMSP server and the providers' APIs refuse it; so
+is ``demo-embed`` on the three vendor protocols. On the Responses protocol a tool call finishes
+``stop``: the protocol has no tool-call status and mmsp maps ``completed`` to ``stop``.
+
+``POST /v1/stream`` traces as a real MMSP server does: a request whose ``config.trace_id`` is set
+is saved with mmsp's own ``Tracer`` into the server's ``MMSP_CACHE_DIR`` when its stream stops (the
+request's messages, then the answer), so a plain mmsp program with ``client_type="mmsp"`` gets its
+trace; a trace id that is not a relative path inside that directory is a 400. A notebook saves the
+trace of its mmsp-wire turns itself too: against the demo server it embeds, that is the same file
+rewritten, after the server's save, with the same history and config.
 
 Faults and what each mmsp client raises
 ---------------------------------------
@@ -79,18 +92,23 @@ Faults and what each mmsp client raises
 | `stall` | waits until aborted with `mmsp.abort_signal.AbortSignal` (`asyncio.CancelledError`) or the server stops | same | same | same |
 | `silence` | no error: heartbeats only for S seconds, then the normal answer | same | same | same |
 
+Every fault's error says it is one (``Injected fault +error of demo+error: ...``), and its error
+object carries ``"demo_fault": "<fault>"`` next to the protocol's usual fields, so that a client
+can tell an injected refusal from a real one (the demo checks no key at all).
+
 ``cut-text`` closes the connection mid-body a third of the way into the text; ``cut-args`` half
 way through the first call's arguments. ``cut-args`` and ``bad-args`` call the first offered tool
 (the pseudo tool ``demo_lookup`` when none is offered). ``error`` sends the protocol's in-stream
 error a few text fragments in (before the first call of a tool-call answer): MMSP's
 ``{"error": {...}}`` then ``[DONE]``, Chat's ``{"error": {"code": "model_not_found", ...}}`` then
-``[DONE]``, Responses' ``event: error``, ``event: response.failed``, ``[DONE]`` (which mmsp's
+``[DONE]`` (the code a gateway sends when the model behind it goes away), Responses' ``event: error``, ``event: response.failed``, ``[DONE]`` (which mmsp's
 Responses client does not read, so its stream ends without a stop), Messages' ``event: error``.
 ``nostop`` ends cleanly without the finish reason and usage (Chat and Responses still send
 ``[DONE]``). On the MMSP wire ``bad-args`` is the error object an MMSP server sends when its
 upstream's arguments do not parse. ``401`` / ``429`` answer before the stream in the protocol's
 error shape with ``x-should-retry: false`` (so the SDKs do not retry behind the caller) and, for
-429, ``Retry-After``. ``stall`` sends its first fragment, then nothing until the client goes away.
+429, ``Retry-After``. ``stall`` sends its first fragment, then nothing until the client goes away. A client that goes
+away mid-stream ends the stream at once (its record's outcome is ``client_gone``).
 
 Replay and transcripts
 ----------------------

@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run_proxy(args: argparse.Namespace) -> int:
     """``--proxy``: forward to the upstream, print one line per request, save the streams if asked."""
     from pathlib import Path
+    from urllib.parse import urlsplit
 
     try:
         proxy = WireProxy(args.proxy, args.host, args.port).start()
@@ -56,8 +57,10 @@ def _run_proxy(args: argparse.Namespace) -> int:
     stopped = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stopped.set())
-    print(f"mmsp wire proxy listening on {proxy.base_url} -> {proxy.upstream_display}", flush=True)
-    print("  hand this base URL to the client; Ctrl-C stops.", flush=True)
+    # the upstream with its path, as the client would have been given it (no credentials, no query)
+    upstream = proxy.upstream_display + urlsplit(proxy.upstream).path
+    print(f"mmsp wire proxy listening on {proxy.base_url} -> {upstream}", flush=True)
+    print(f"  hand the client {proxy.base_url} in place of {upstream}; Ctrl-C stops.", flush=True)
     reported: set[str] = set()
     try:
         while not stopped.wait(0.2):

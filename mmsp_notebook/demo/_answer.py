@@ -14,6 +14,7 @@ import random
 import re
 from typing import Any, Literal
 
+from ._fix import cell_fix
 from ._media import PCM_MIME_TYPE, embedding, make_pcm_chunks, make_png
 from ._scenario import (
     DEFAULT_DIMENSIONS,
@@ -393,12 +394,16 @@ def build_plan(request: DemoRequest, spec: ModelSpec, *, media: bool, seed: str)
         mentioned = [tools[0]] if tools else [pseudo]
 
     results = last.tool_results if last.role == "user" else []
+    fix = None if results or forced_tool else cell_fix(prompt)
     if results and not forced_tool:
         thinking.append(
             f"The tool{'s' if len(results) > 1 else ''} answered. "
             f"I will quote {'them' if len(results) > 1 else 'it'} and sum up in a sentence."
         )
         answer.append(Block("text", tokenize(_quote_results(request, results, xss))))
+    elif fix is not None:
+        thinking.append(fix.thinking())
+        answer.append(Block("text", tokenize(fix.answer())))
     elif mentioned:
         calls = _calls(prompt, tools, mentioned)
         thinking.append(
@@ -507,10 +512,20 @@ def _fault_at(blocks: list[Block], fault: str | None) -> int | None:
     return max(1, offset // 2)
 
 
+def _new_inputs(request: DemoRequest) -> list[Turn]:
+    """What an embedding model embeds: the user messages after the last answer.
+
+    Several inputs in one request are each embedded (as the Embeddings API does with a list); in a
+    conversation, only what the user sent since the model last answered is new, so the history
+    (earlier questions, the vectors already returned) is not embedded again.
+    """
+    answered = max((index for index, turn in enumerate(request.turns) if turn.role == "assistant"), default=-1)
+    return [turn for turn in request.turns[answered + 1:] if turn.role == "user"]
+
+
 def _embedding_plan(request: DemoRequest, spec: ModelSpec, seed: str) -> Plan:
     dimensions = request.dimensions or spec.dimensions or DEFAULT_DIMENSIONS
-    blocks = [
-        Block("embedding", [embedding(turn.text, dimensions)]) for turn in request.turns
-    ]
-    usage = Usage(prompt=sum(max(1, len(tokenize(turn.text))) for turn in request.turns), cached=0)
+    inputs = _new_inputs(request)
+    blocks = [Block("embedding", [embedding(turn.text, dimensions)]) for turn in inputs]
+    usage = Usage(prompt=sum(max(1, len(tokenize(turn.text))) for turn in inputs), cached=0)
     return Plan(blocks, "stop", usage, spec, seed, None)

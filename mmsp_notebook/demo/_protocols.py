@@ -2,8 +2,8 @@
 
 An encoder turns the steps of a stream (open, begin a block, one fragment, end a block, finish,
 an in-stream error, a heartbeat) into the bytes of that protocol's server-sent events; each call
-returns whole SSE frames, each frame sent as one chunk. It also builds the JSON error body a
-request refused before streaming gets, in the protocol's usual shape.
+returns whole SSE frames, each frame sent as one chunk. The JSON bodies of a request answered
+without a stream (a refusal, embeddings) are built in ``_bodies``.
 
 ============  ==========================  =========================================================
 protocol      endpoint                    shape
@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 import time
 from typing import Any
 
 from mmsp.errors import ToolCallArgumentParseError, parse_tool_call_arguments
 from mmsp.wire import to_wire_error
 
+from ._bodies import faulted as _faulted
 from ._scenario import Block, Plan
 
 __all__ = [
@@ -42,8 +42,6 @@ __all__ = [
     "MmspEncoder",
     "ResponsesEncoder",
     "StreamEnds",
-    "embeddings_body",
-    "http_error",
 ]
 
 
@@ -68,36 +66,6 @@ def _event(name: str, value: Any) -> bytes:
 
 
 DONE = b"data: [DONE]\n\n"
-
-# The error each refusal travels as: (MMSP type, OpenAI type, OpenAI code, Anthropic type)
-_ERROR_KINDS = {
-    "invalid_request": ("InvalidRequestError", "invalid_request_error", None, "invalid_request_error"),
-    "authentication": ("AuthenticationError", "invalid_request_error", "invalid_api_key", "authentication_error"),
-    "rate_limit": ("RateLimitError", "requests", "rate_limit_exceeded", "rate_limit_error"),
-    "not_found": ("NotFoundError", "invalid_request_error", "model_not_found", "not_found_error"),
-}
-
-
-def http_error(protocol: str, kind: str, message: str) -> dict[str, Any]:
-    """The JSON body of a request refused before streaming, in the protocol's usual shape.
-
-    Args:
-        protocol: ``mmsp``, ``chat``, ``responses``, ``embeddings`` or ``messages``.
-        kind: ``invalid_request``, ``authentication``, ``rate_limit`` or ``not_found``.
-        message: What went wrong.
-
-    Returns:
-        ``{"error": {"type", "message"}}`` for MMSP, OpenAI's ``{"error": {"message", "type",
-        "param", "code"}}`` for Chat, Responses and Embeddings, Anthropic's ``{"type": "error",
-        "error": {"type", "message"}}`` for Messages.
-    """
-    mmsp_type, openai_type, openai_code, anthropic_type = _ERROR_KINDS[kind]
-    if protocol == "mmsp":
-        return {"error": {"type": mmsp_type, "message": message}}
-    if protocol == "messages":
-        return {"type": "error", "error": {"type": anthropic_type, "message": message}}
-    return {"error": {"message": message, "type": openai_type, "param": None, "code": openai_code}}
-
 
 class Encoder:
     """The steps of one stream, as the bytes of one protocol. Subclasses fill in each step."""
@@ -136,8 +104,8 @@ class Encoder:
         """The frames of a stream that ends cleanly without its finish reason and usage."""
         return [DONE]
 
-    def error(self, code: str, message: str) -> list[bytes]:
-        """The frames of an in-stream error, the last ones of the stream."""
+    def error(self, code: str, message: str, fault: str | None = None) -> list[bytes]:
+        """The frames of an in-stream error, the last ones of the stream (``fault``: see :func:`http_error`)."""
         raise NotImplementedError
 
     def heartbeat(self) -> bytes:
@@ -155,6 +123,12 @@ class MmspEncoder(Encoder):
     protocol = "mmsp"
     media = True
 
+    def __init__(self, plan: Plan, model: str, request_id: str) -> None:
+        super().__init__(plan, model, request_id)
+        #: The done items sent so far, and the stop event once sent (as on the wire), for the trace.
+        self.done_items: list[dict[str, Any]] = []
+        self.stop_event: dict[str, Any] | None = None
+
     def _delta(self, item: dict[str, Any]) -> bytes:
         event = {
             "role": "assistant",
@@ -164,6 +138,8 @@ class MmspEncoder(Encoder):
             "finish_reason": None,
             "created_at": int(time.time() * 1000),
         }
+        if item["type"].endswith(".done"):
+            self.done_items.append(item)
         return _data(event)
 
     def _call_id(self, block: Block) -> str:
@@ -226,10 +202,11 @@ class MmspEncoder(Encoder):
             "finish_reason": self.plan.finish_reason,
             "created_at": int(time.time() * 1000),
         }
+        self.stop_event = stop
         return [_data(stop), DONE]
 
-    def error(self, code: str, message: str) -> list[bytes]:
-        return [_data({"error": {"type": "NotFoundError", "message": message, "code": code}}), DONE]
+    def error(self, code: str, message: str, fault: str | None = None) -> list[bytes]:
+        return [_data({"error": _faulted({"type": "NotFoundError", "message": message, "code": code}, fault)}), DONE]
 
     def heartbeat(self) -> bytes:
         return b": keep-alive\n\n"
@@ -315,9 +292,9 @@ class ChatEncoder(Encoder):
             DONE,
         ]
 
-    def error(self, code: str, message: str) -> list[bytes]:
+    def error(self, code: str, message: str, fault: str | None = None) -> list[bytes]:
         error = {"code": code, "message": message, "param": None, "type": "invalid_request_error"}
-        return [_data({"error": error}), DONE]
+        return [_data({"error": _faulted(error, fault)}), DONE]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,10 +469,11 @@ class ResponsesEncoder(Encoder):
         response = self._response("completed", usage=body)
         return [self._emit("response.completed", {"response": response}), DONE]
 
-    def error(self, code: str, message: str) -> list[bytes]:
-        error = self._emit("error", {"code": code, "message": message, "param": None})
+    def error(self, code: str, message: str, fault: str | None = None) -> list[bytes]:
+        error = self._emit("error", _faulted({"code": code, "message": message, "param": None}, fault))
         failed = self._emit(
-            "response.failed", {"response": self._response("failed", error={"code": code, "message": message})}
+            "response.failed",
+            {"response": self._response("failed", error=_faulted({"code": code, "message": message}, fault))},
         )
         return [error, failed, DONE]
 
@@ -585,8 +563,9 @@ class MessagesEncoder(Encoder):
     def unterminated(self) -> list[bytes]:
         return []
 
-    def error(self, code: str, message: str) -> list[bytes]:
-        return [_event("error", {"type": "error", "error": {"type": "not_found_error", "message": message}})]
+    def error(self, code: str, message: str, fault: str | None = None) -> list[bytes]:
+        error = _faulted({"type": "not_found_error", "message": message}, fault)
+        return [_event("error", {"type": "error", "error": error})]
 
     def heartbeat(self) -> bytes:
         return _event("ping", {"type": "ping"})
@@ -598,21 +577,3 @@ ENCODERS: dict[str, type[Encoder]] = {
     "responses": ResponsesEncoder,
     "messages": MessagesEncoder,
 }
-
-
-def embeddings_body(plan: Plan, model: str, encoding_format: str | None) -> dict[str, Any]:
-    """The JSON answer of ``POST /v1/embeddings``: one vector per input, floats or base64 float32."""
-    data = []
-    for index, block in enumerate(plan.blocks):
-        vector = block.joined
-        if encoding_format == "base64":
-            value: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
-        else:
-            value = vector
-        data.append({"object": "embedding", "index": index, "embedding": value})
-    return {
-        "object": "list",
-        "data": data,
-        "model": model,
-        "usage": {"prompt_tokens": plan.usage.prompt, "total_tokens": plan.usage.prompt},
-    }

@@ -24,6 +24,7 @@ from .._errors import DemoServerError
 __all__ = [
     "DEMO_MODELS",
     "FAULTS",
+    "SILENCE_HEARTBEAT",
     "XSS_PAYLOADS",
     "Block",
     "DemoRequest",
@@ -48,7 +49,7 @@ DEMO_MODELS: dict[str, dict[str, Any]] = {
         "endpoints": ["/v1/stream", "/v1/chat/completions", "/v1/responses", "/v1/messages"],
     },
     "demo-embed": {
-        "description": "Offline embedding model: one deterministic unit vector per message (64 dimensions by default).",
+        "description": "Offline embedding model: one deterministic unit vector per new input (64 dimensions by default).",
         "capabilities": ["embedding"],
         "endpoints": ["/v1/stream", "/v1/embeddings"],
     },
@@ -66,6 +67,7 @@ XSS_PAYLOADS = (
 )
 
 DEFAULT_SILENCE = 3.0
+SILENCE_HEARTBEAT = 1.0  # seconds between the heartbeats of a +silence, at most
 DEFAULT_RETRY_AFTER = 1
 DEFAULT_DIMENSIONS = 64
 IMAGE_PROMPT_TOKENS = 258

@@ -20,7 +20,8 @@ from starlette.types import Receive, Scope, Send
 from .._errors import DemoServerError
 from .._loopback import AbruptClose, LoopbackServer, Transcript, TranscriptLog, scrub, until_disconnect
 from ._answer import build_plan
-from ._protocols import ENCODERS, Encoder, StreamEnds, embeddings_body, http_error
+from ._bodies import embeddings_body, http_error
+from ._protocols import ENCODERS, Encoder, MmspEncoder, StreamEnds
 from ._replay import Replay, load_replay
 from ._requests import (
     BadRequest,
@@ -32,7 +33,8 @@ from ._requests import (
     read_responses,
     seed_payload,
 )
-from ._scenario import DEMO_MODELS, ModelSpec, Plan, Usage, parse_model, request_seed
+from ._scenario import DEMO_MODELS, SILENCE_HEARTBEAT, ModelSpec, Plan, Usage, parse_model, request_seed
+from ._trace import RequestTrace, trace_request
 
 __all__ = ["DemoServer", "Transcript"]
 
@@ -109,6 +111,9 @@ class _SSEResponse:
             async for frame in self._frames:
                 self._record.add(frame)
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
+                # a turn of the loop per frame: an instant stream never waits otherwise, so a client
+                # gone would be noticed only at its end, after a write per frame into a dead socket
+                await asyncio.sleep(0)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         try:
@@ -150,8 +155,9 @@ class _App:
             record.add(bytes(response.body))
         return response
 
-    def _refuse(self, protocol: str, status: int, kind: str, message: str, record: Transcript | None = None, **headers: str) -> JSONResponse:
-        return self._json(http_error(protocol, kind, message), status, record, **headers)
+    def _refuse(self, protocol: str, status: int, kind: str, message: str, record: Transcript | None = None,
+                fault: str | None = None, **headers: str) -> JSONResponse:
+        return self._json(http_error(protocol, kind, message, fault), status, record, **headers)
 
     def _shutdown_event(self) -> asyncio.Event:
         return self.loopback.shutdown
@@ -226,31 +232,43 @@ class _App:
         try:
             spec = parse_model(demo_request.model)
         except DemoServerError as exc:
-            if protocol == "mmsp":
-                # as an MMSP server answers a model its table does not have
-                return self._refuse(protocol, 404, "not_found", str(exc), record)
-            return self._sse(_error_frames(protocol, demo_request.model, str(exc)), record)
+            # refused before streaming, as an MMSP server and the providers' APIs refuse a model they lack
+            return self._refuse(protocol, 404, "not_found", str(exc), record)
         if spec.base == "demo-embed" and protocol != "mmsp":
-            message = f"Model not found: {spec.name} is an embedding model; use POST /v1/embeddings or /v1/stream"
-            return self._sse(_error_frames(protocol, spec.name, message), record)
-        if spec.fault == "401":
-            return self._refuse(
-                protocol, 401, "authentication", "Invalid API key (injected fault +401).", record, **{"x-should-retry": "false"}
-            )
-        if spec.fault == "429":
-            return self._refuse(
-                protocol,
-                429,
-                "rate_limit",
-                f"Rate limit reached; retry after {spec.retry_after} s (injected fault +429).",
-                record,
-                **{"retry-after": str(spec.retry_after), "x-should-retry": "false"},
-            )
+            message = (f"Model not found: {spec.name} is an embedding model, not served on {request.url.path}; "
+                       "use POST /v1/embeddings or /v1/stream")
+            return self._refuse(protocol, 404, "not_found", message, record)
+        refused = self._refuse_fault(protocol, spec, record)
+        if refused is not None:
+            return refused
+        tracing = None
+        if protocol == "mmsp":
+            try:
+                tracing = trace_request(body, spec.name)
+            except BadRequest as exc:
+                return self._refuse(protocol, 400, "invalid_request", str(exc), record)
         encoder_class = ENCODERS[protocol]
         seed = request_seed(seed_payload(demo_request, spec.base, spec.xss))
         plan = build_plan(demo_request, spec, media=encoder_class.media, seed=seed)
+        if spec.base == "demo-embed" and not plan.blocks:
+            message = "Nothing to embed: the request ends with the model's answer; send a user message to embed."
+            return self._refuse(protocol, 400, "invalid_request", message, record)
         encoder = encoder_class(plan, spec.name, record.id)
-        return self._sse(_drive(encoder, plan, spec, settings, self._shutdown_event()), record)
+        return self._sse(_drive(encoder, plan, spec, settings, self._shutdown_event(), tracing), record)
+
+    def _refuse_fault(self, protocol: str, spec: ModelSpec, record: Transcript) -> JSONResponse | None:
+        """The refusal of an injected ``+401`` or ``+429`` fault (the error object names it in ``demo_fault``)."""
+        if spec.fault == "401":
+            message = (f"Invalid API key (injected fault +401 of {spec.name}: the demo server checks no key, "
+                       "a model name without +401 is answered).")
+            return self._refuse(protocol, 401, "authentication", message, record, fault="401",
+                                **{"x-should-retry": "false"})
+        if spec.fault == "429":
+            message = (f"Rate limit reached; retry after {spec.retry_after} s (injected fault +429 of {spec.name}: "
+                       "a model name without +429 is answered).")
+            return self._refuse(protocol, 429, "rate_limit", message, record, fault="429",
+                                **{"retry-after": str(spec.retry_after), "x-should-retry": "false"})
+        return None
 
     async def embeddings(self, request: Request) -> Response:
         """``POST /v1/embeddings`` for ``demo-embed``, as the OpenAI embeddings API answers."""
@@ -267,13 +285,9 @@ class _App:
             return self._refuse("embeddings", 404, "not_found", str(exc), record)
         if spec.base != "demo-embed":
             return self._refuse("embeddings", 400, "invalid_request", f"{spec.name} is not an embedding model; use demo-embed.", record)
-        if spec.fault == "401":
-            return self._refuse("embeddings", 401, "authentication", "Invalid API key (injected fault +401).", record, **{"x-should-retry": "false"})
-        if spec.fault == "429":
-            return self._refuse(
-                "embeddings", 429, "rate_limit", "Rate limit reached (injected fault +429).", record,
-                **{"retry-after": str(spec.retry_after), "x-should-retry": "false"},
-            )
+        refused = self._refuse_fault("embeddings", spec, record)
+        if refused is not None:
+            return refused
         seed = request_seed(seed_payload(demo_request, spec.base, False))
         plan = build_plan(demo_request, spec, media=False, seed=seed)
         return self._json(embeddings_body(plan, spec.name, body.get("encoding_format")), 200, record)
@@ -323,13 +337,6 @@ def _empty_plan(model: str) -> Plan:
     return Plan([], "stop", Usage(prompt=0), ModelSpec(name=model, base="demo"), request_seed(model))
 
 
-async def _error_frames(protocol: str, model: str, message: str) -> AsyncIterator[bytes]:
-    """An in-stream ``model_not_found`` error before any content, as the gateway reports it."""
-    encoder = ENCODERS[protocol](_empty_plan(model), model, "")
-    for frame in encoder.error("model_not_found", message):
-        yield frame
-
-
 async def _replay_frames(replay: Replay, settings: _Settings, shutdown: asyncio.Event) -> AsyncIterator[bytes]:
     """The frames of a transcript, as captured; paced one frame per token unless instant."""
     pacer = _Pacer(shutdown, settings.heartbeat, ENCODERS[replay.protocol](_empty_plan("replay"), "replay", ""))
@@ -341,10 +348,18 @@ async def _replay_frames(replay: Replay, settings: _Settings, shutdown: asyncio.
         yield frame
 
 
+def _fault_error(encoder: Encoder, spec: ModelSpec) -> list[bytes]:
+    """The in-stream error of the ``+error`` fault, saying what it is."""
+    message = (f"Injected fault +error of {spec.name}: the demo model breaks off its answer with an in-stream "
+               "error here; a model name without +error is answered.")
+    return encoder.error("model_not_found", message, fault="error")
+
+
 async def _drive(
-    encoder: Encoder, plan: Plan, spec: ModelSpec, settings: _Settings, shutdown: asyncio.Event
+    encoder: Encoder, plan: Plan, spec: ModelSpec, settings: _Settings, shutdown: asyncio.Event,
+    tracing: RequestTrace | None = None,
 ) -> AsyncIterator[bytes]:
-    """The frames of one live stream: the plan, paced, with its fault injected."""
+    """The frames of one live stream: the plan, paced, with its fault injected; traced at its stop if asked."""
     paced = not (spec.instant or (settings.instant and spec.tps is None and spec.delay is None))
     tps = spec.tps or settings.tokens_per_second
     delay = spec.delay if spec.delay is not None else settings.first_token_delay
@@ -352,8 +367,10 @@ async def _drive(
     for frame in encoder.open():
         yield frame
     if spec.silence:
-        # the silence is the point of +silence, so it is kept in instant mode too
-        async for heartbeat in pacer.wait(spec.silence):
+        # the silence is the point of +silence, so it is kept in instant mode too, and it keeps its
+        # heartbeats: one a second (or at the server's interval when shorter), whatever the interval
+        quiet = _Pacer(shutdown, min(settings.heartbeat, SILENCE_HEARTBEAT), encoder)
+        async for heartbeat in quiet.wait(spec.silence):
             yield heartbeat
     if paced and delay > 0:
         async for heartbeat in pacer.wait(delay):
@@ -374,7 +391,7 @@ async def _drive(
                     if spec.fault in ("cut-text", "cut-args"):
                         raise AbruptClose(f"injected fault +{spec.fault}")
                     if spec.fault == "error":
-                        for frame in encoder.error("model_not_found", f"Model not found: {spec.name} (injected fault +error)"):
+                        for frame in _fault_error(encoder, spec):
                             yield frame
                         return
                     if spec.fault == "stall":
@@ -387,10 +404,17 @@ async def _drive(
         return
     if spec.fault == "error":
         # a plan too short to reach the fault's position still reports it
-        for frame in encoder.error("model_not_found", f"Model not found: {spec.name} (injected fault +error)"):
+        for frame in _fault_error(encoder, spec):
             yield frame
         return
-    for frame in encoder.unterminated() if spec.fault == "nostop" else encoder.finish():
+    if spec.fault == "nostop":
+        frames = encoder.unterminated()
+    else:
+        frames = encoder.finish()
+        if tracing is not None and isinstance(encoder, MmspEncoder):
+            # saved before the stop goes out, as mmsp's clients save a trace before yielding the stop
+            frames = tracing.save(encoder.done_items, encoder.stop_event) or frames
+    for frame in frames:
         yield frame
 
 
