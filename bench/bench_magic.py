@@ -22,14 +22,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
-from jupyter_client.session import json_packer as pack  # noqa: E402  (what the kernel sends: UTF-8 JSON)
+from IPython.core.interactiveshell import InteractiveShell
+from jupyter_client.session import json_packer as pack
 
-import mmsp_notebook.views.live as live_mod  # noqa: E402
-from mmsp_notebook.engine import session as _session  # noqa: E402
-from mmsp_notebook.engine.launch import launch  # noqa: E402
-from mmsp_notebook.views.live import WidgetLive, drive  # noqa: E402
-from mmsp_notebook.engine.worker import run_sync  # noqa: E402
+import mmsp_notebook.views.live as live_mod
+from mmsp_notebook.engine import session as _session
+from mmsp_notebook.engine.launch import launch
+from mmsp_notebook.engine.worker import run_sync
+from mmsp_notebook.views.live import WidgetLive, drive
 
 
 class CountingPublisher:

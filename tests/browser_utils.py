@@ -60,7 +60,7 @@ class JupyterServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> "JupyterServer":
+    def start(self, timeout: float = 60.0) -> JupyterServer:
         for d in ("nb", "config", "data", "runtime", "cache"):
             (self.base / d).mkdir(parents=True, exist_ok=True)
         settings = self.base / "config" / "lab" / "user-settings"
@@ -108,7 +108,7 @@ class JupyterServer:
             except (urllib.error.URLError, ConnectionError, OSError):
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"jupyter lab did not answer /api/status in {timeout} s:\n{self.log_tail()}")
+                    raise RuntimeError(f"jupyter lab did not answer /api/status in {timeout} s:\n{self.log_tail()}") from None
                 time.sleep(0.2)
 
     def log_tail(self, n: int = 40) -> str:

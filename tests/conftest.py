@@ -6,7 +6,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-
 from helpers import fresh_session, kernel  # noqa: F401  (fixtures shared by every module)
 
 from mmsp_notebook.demo import DemoServer

@@ -8,19 +8,19 @@ import json
 import time
 
 import pytest
+from tools import broken_tool, get_weather
 
 import mmsp_notebook as m
+from mmsp_notebook.core.store import read_sidecar
 from mmsp_notebook.engine.launch import interpolate, launch, user_message
 from mmsp_notebook.views.live import TextLive, drive
 from mmsp_notebook.views.model import status_text
-from tools import broken_tool, get_weather
-from mmsp_notebook.core.store import read_sidecar
 
 
 def interrupt_main_once(ready, after=0.0):
     """Interrupt the main thread (as the kernel's ■ does) once ``ready()``, then ``after`` seconds."""
-    import threading
     import _thread
+    import threading
 
     def interrupt():
         deadline = time.monotonic() + 10

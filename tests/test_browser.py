@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from browser_utils import (
     ARTIFACTS,
     CHROMIUM_ARGS,
@@ -38,6 +37,7 @@ from browser_utils import (
 )
 from helpers import chromium_path, require
 from tools import WEATHER_SOURCE, weather_in
+
 STATIC = Path(__file__).resolve().parent.parent / "mmsp_notebook" / "static"
 SRC = Path(__file__).resolve().parent.parent / "js" / "src"
 

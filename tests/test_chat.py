@@ -8,10 +8,10 @@ import time
 
 import pytest
 from helpers import apply_ops
+from tools import get_weather, weather_in
 
 from mmsp_notebook import Chat, MMSPNotebookError
 from mmsp_notebook.views.model import view_model
-from tools import get_weather, weather_in
 
 
 class Capture:

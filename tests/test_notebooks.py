@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 
 import nbformat
-from helpers import html_of as html, text_of as text
+from helpers import html_of as html
+from helpers import text_of as text
 from nbclient import NotebookClient
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"

@@ -11,11 +11,10 @@ import pytest
 
 import mmsp_notebook as mn
 from mmsp_notebook import MMSPNotebookError, OptionError, OptionTypeError, TraceError, TraceNotFoundError, ask, traces
-from mmsp_notebook.views.html import render_html
+from mmsp_notebook.core.store import sidecar_path
 from mmsp_notebook.front.replay import replay_plan, strip_timings
 from mmsp_notebook.traces.recorded import load_recorded
-from mmsp_notebook.core.store import sidecar_path
-
+from mmsp_notebook.views.html import render_html
 
 
 def _items(turn):
@@ -156,7 +155,7 @@ def _run_with_timeout(fn, timeout=20.0):
     def target():
         try:
             out["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+        except BaseException as exc:
             out["error"] = exc
 
     thread = threading.Thread(target=target, daemon=True)
@@ -362,10 +361,10 @@ def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tm
 
 
 def test_a_stopped_replay_ends_during_a_long_pause(fresh_session):
-    from mmsp_notebook.engine import worker as _worker
     from mmsp_notebook.core.run import TurnRun
-    from mmsp_notebook.front.replay import _play
     from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.engine import worker as _worker
+    from mmsp_notebook.front.replay import _play
 
     message = {"role": "assistant", "content_items": [{"type": "text.done", "text": "Hello world"}],
                "usage_metadata": {}, "finish_reason": "stop", "created_at": 1}

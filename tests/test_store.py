@@ -48,7 +48,7 @@ def _run_with_timeout(fn, timeout=10.0):
     def target():
         try:
             out["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+        except BaseException as exc:
             out["error"] = exc
 
     thread = threading.Thread(target=target, daemon=True)

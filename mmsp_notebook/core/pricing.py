@@ -25,9 +25,10 @@ Cost
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import lru_cache
 from numbers import Real
-from typing import Any, Mapping
+from typing import Any
 
 from .._errors import OptionError
 

@@ -10,7 +10,8 @@ import re
 import time
 import types
 import typing
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .._errors import OptionError
 from ..core.state import ItemState, ToolRun
@@ -166,7 +167,7 @@ class ToolSet:
             run.output = f"error: {run.error}"
             run.ended = time.monotonic()
             raise
-        except BaseException as exc:  # noqa: BLE001 - the model sees the error (sys.exit() in a tool too)
+        except BaseException as exc:
             run.error = f"{type(exc).__name__}: {exc}"
             run.output = f"error: {run.error}"
         run.ended = time.monotonic()

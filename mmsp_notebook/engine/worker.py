@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Coroutine, TypeVar
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 __all__ = ["submit", "loop", "run_sync"]
 
@@ -36,7 +37,7 @@ def loop() -> asyncio.AbstractEventLoop:
                     try:
                         new_loop.run_forever()
                         return  # stopped on purpose
-                    except BaseException:  # noqa: BLE001 - SystemExit or KeyboardInterrupt out of a task
+                    except BaseException:
                         # asyncio re-raises them out of the loop after setting them on their task: the
                         # loop goes on, so that task's waiter and every other stream still finish
                         continue
@@ -48,7 +49,7 @@ def loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def submit(coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
+def submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
     """Run ``coro`` on the worker loop; returns a thread-safe future."""
     return asyncio.run_coroutine_threadsafe(coro, loop())
 
