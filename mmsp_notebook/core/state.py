@@ -170,7 +170,7 @@ class TurnState:
                         ):
                             break
                         add_chunk(chunk)
-                        size += len(chunk)
+                        size += len(chunk)  # type: ignore[arg-type]  # a str or bytes: the type was checked above
                         add_created(created)
                         n += 1
                 except KeyError:  # not a standard event: feed takes it below
@@ -225,7 +225,8 @@ class TurnState:
             self.first_event = now
 
         if event_type == "stop":
-            return self._stop(index, event, items, now)
+            self._stop(index, event, items, now)
+            return None
         if event_type != "delta":
             raise self._violation(index, f"unknown event_type {event_type!r} (expected 'delta' or 'stop')", event)
         if event.get("usage_metadata") is not None:

@@ -199,7 +199,7 @@ class Turn:
             return None
         out: dict[str, int | None] = {}
         for key in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"):
-            values = [u.get(key) for u in usages if u.get(key) is not None]
+            values = [int(v) for u in usages if (v := u.get(key)) is not None]
             out[key] = sum(values) if values else None
         return out
 
@@ -232,8 +232,8 @@ class Turn:
         if not steps:
             return {"ttft": None, "total": None, "tokens_per_second": None, "steps": []}
         first, last = steps[0], steps[-1]
-        end = last.ended if last.ended is not None else None
-        total = None if end is None else end - first.request_sent
+        start = first.request_sent
+        total = None if last.ended is None or start is None else last.ended - start
         tokens, window = 0, 0.0
         for s in steps:
             if s.output_tokens is not None and s.first_delta is not None and s.ended is not None:
