@@ -45,7 +45,8 @@ test: install-test js chromium lint
 check: lint
 	$(PY) -m pytest -q -x -m "not browser" -p no:cacheprovider
 
-lab: install-test js
+lab: $(PY)
+	$(PY) -m pip install -e '.[notebooks]'
 	$(VENV)/bin/jupyter lab notebooks
 
 bench: install-test

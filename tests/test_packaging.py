@@ -1,0 +1,36 @@
+"""What the package promises to install: the notebooks run on what the README installs for them."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_the_notebooks_extra_covers_every_import_of_the_notebooks():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    installed = {_name(r) for r in project["dependencies"]} | {_name(r) for r in project["optional-dependencies"]["notebooks"]}
+    installed |= {"mmsp-notebook", "pil"} if "pillow" in installed else {"mmsp-notebook"}
+    stdlib = set(sys.stdlib_module_names)
+    installed |= {"numpy"} if "pandas" in installed else set()  # pandas requires it
+    missing = set()
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                m = re.match(r"\s*(?:from|import)\s+([A-Za-z_][\w]*)", line)
+                if m:
+                    module = m.group(1).lower().replace("_", "-")
+                    if module not in stdlib and module not in installed and module != "mmsp":
+                        missing.add(f"{path.name}: {m.group(1)}")
+    assert not missing, missing
+    assert "'.[notebooks]'" in (ROOT / "Makefile").read_text() and ".[notebooks]" in (ROOT / "README.md").read_text()
