@@ -214,6 +214,176 @@ def test_vendor_pairing_anchors_fragments_even_when_every_frame_arrived_at_once(
     assert rule == "fragment + arrival time" and pairs == [1, 2, 4, 4]
 
 
+class _Capture:
+    """A provider's SSE response built frame by frame, with the delta mmsp yields for each frame (if any)."""
+
+    def __init__(self) -> None:
+        self.frames: list[str] = []
+        self.expected: list[tuple[int, str, str]] = []  # (frame, kind, value) of each delta mmsp yields
+
+    def add(self, payload: dict, event: str | None = None, yields: tuple[str, str] | None = None) -> None:
+        if yields is not None:
+            self.expected.append((len(self.frames), *yields))
+        self.frames.append((f"event: {event}\n" if event else "") + f"data: {json.dumps(payload)}\n\n")
+
+    def raw(self, text: str) -> None:
+        self.frames.append(text)
+
+    def save(self, path) -> None:
+        path.write_text("".join(self.frames), encoding="utf-8")
+
+
+# fragments as reasoning models stream them: whitespace-only ones among the words
+THOUGHT = ["Let", " me", " think", "\n\n", "The", " user", " ", "asks", ".", "\n\n", "Fine", "."]
+ANSWER = ["Hello", "\n\n", " ", "world", "\n", "!"]
+
+
+def _chat_capture() -> _Capture:
+    """DeepSeek-style Chat Completions: reasoning_content, then content, each field null in the other's chunks."""
+    cap = _Capture()
+
+    def chunk(delta, finish=None, **extra):
+        return {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "deepseek-reasoner",
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], **extra}
+
+    cap.add(chunk({"role": "assistant", "content": None, "reasoning_content": ""}))
+    for piece in THOUGHT:
+        cap.add(chunk({"content": None, "reasoning_content": piece}), yields=("thinking", piece))
+    for piece in ANSWER:
+        cap.add(chunk({"content": piece, "reasoning_content": None}), yields=("text", piece))
+    cap.raw(": keep-alive\n\n")
+    cap.add(chunk({"content": "", "reasoning_content": None}, "stop"))
+    cap.add({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "deepseek-reasoner", "choices": [],
+             "usage": {"prompt_tokens": 9, "completion_tokens": 18, "total_tokens": 27,
+                       "completion_tokens_details": {"reasoning_tokens": 12}}})
+    cap.raw("data: [DONE]\n\n")
+    return cap
+
+
+def _messages_capture() -> _Capture:
+    """Anthropic Messages: a redacted thinking block, a thinking block, text, a tool call, pings between."""
+    cap = _Capture()
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 1}}
+    cap.add({"type": "message_start", "message": message}, "message_start")
+    cap.add({"type": "content_block_start", "index": 0,
+             "content_block": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}},
+            "content_block_start", yields=("thinking", "_REDACTED_THINKING"))
+    cap.add({"type": "content_block_stop", "index": 0}, "content_block_stop")
+    cap.add({"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": "",
+                                                                          "signature": ""}}, "content_block_start")
+    for piece in THOUGHT:
+        cap.add({"type": "content_block_delta", "index": 1, "delta": {"type": "thinking_delta", "thinking": piece}},
+                "content_block_delta", yields=("thinking", piece))
+    cap.add({"type": "content_block_delta", "index": 1, "delta": {"type": "signature_delta", "signature": "EqQB" * 8}},
+            "content_block_delta", yields=("thinking", ""))
+    cap.add({"type": "content_block_stop", "index": 1}, "content_block_stop")
+    cap.add({"type": "ping"}, "ping")
+    cap.add({"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+            "content_block_start")
+    for piece in ANSWER:
+        cap.add({"type": "content_block_delta", "index": 2, "delta": {"type": "text_delta", "text": piece}},
+                "content_block_delta", yields=("text", piece))
+    cap.add({"type": "content_block_stop", "index": 2}, "content_block_stop")
+    cap.add({"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "toolu_1",
+                                                                          "name": "get_weather", "input": {}}},
+            "content_block_start", yields=("tool_call", ""))
+    for piece in ("", '{"city":', " ", '"Paris"}'):
+        cap.add({"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": piece}},
+                "content_block_delta", yields=("tool_call", piece) if piece else None)
+    cap.add({"type": "content_block_stop", "index": 3}, "content_block_stop")
+    cap.add({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+             "usage": {"output_tokens": 30}}, "message_delta")
+    cap.add({"type": "message_stop"}, "message_stop")
+    return cap
+
+
+def _responses_capture() -> _Capture:
+    """OpenAI Responses: a reasoning summary, a message, a function call, items told apart by their ids."""
+    cap = _Capture()
+    seq = iter(range(1000))
+
+    def emit(name, yields=None, **payload):
+        cap.add({"type": name, **payload, "sequence_number": next(seq)}, name, yields)
+
+    response = {"id": "resp_1", "object": "response", "created_at": 1, "status": "in_progress", "model": "o4",
+                "output": [], "usage": None, "tools": [], "tool_choice": "auto", "parallel_tool_calls": True}
+    emit("response.created", response=response)
+    emit("response.in_progress", response=response)
+    emit("response.output_item.added", output_index=0, item={"id": "rs_1", "type": "reasoning", "summary": []})
+    emit("response.reasoning_summary_part.added", item_id="rs_1", output_index=0, summary_index=0,
+         part={"type": "summary_text", "text": ""})
+    for piece in THOUGHT:
+        emit("response.reasoning_summary_text.delta", ("thinking", piece), item_id="rs_1", output_index=0,
+             summary_index=0, delta=piece)
+    thought = "".join(THOUGHT)
+    emit("response.reasoning_summary_text.done", item_id="rs_1", output_index=0, summary_index=0, text=thought)
+    reasoning = {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": thought}],
+                 "encrypted_content": "gAAAAAB" * 6}
+    emit("response.output_item.done", ("thinking", ""), output_index=0, item=reasoning)
+    message = {"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant", "content": []}
+    emit("response.output_item.added", output_index=1, item=message)
+    emit("response.content_part.added", item_id="msg_1", output_index=1, content_index=0,
+         part={"type": "output_text", "text": "", "annotations": []})
+    for piece in ANSWER:
+        emit("response.output_text.delta", ("text", piece), item_id="msg_1", output_index=1, content_index=0,
+             delta=piece, logprobs=[])
+    emit("response.output_text.done", item_id="msg_1", output_index=1, content_index=0, text="".join(ANSWER),
+         logprobs=[])
+    call = {"id": "fc_1", "type": "function_call", "status": "in_progress", "call_id": "call_1",
+            "name": "get_weather", "arguments": ""}
+    emit("response.output_item.added", ("tool_call", ""), output_index=2, item=call)
+    for piece in ('{"city":', " ", '"Rome"}'):
+        emit("response.function_call_arguments.delta", ("tool_call", piece), item_id="fc_1", output_index=2,
+             delta=piece)
+    emit("response.function_call_arguments.done", item_id="fc_1", output_index=2, arguments='{"city": "Rome"}')
+    emit("response.completed", response={**response, "status": "completed", "usage": {
+        "input_tokens": 9, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 30,
+        "output_tokens_details": {"reasoning_tokens": 12}, "total_tokens": 39}})
+    return cap
+
+
+@pytest.mark.parametrize(("client_type", "build"), [("openai-chat", _chat_capture), ("ant-messages", _messages_capture),
+                                                    ("openai-responses", _responses_capture)],
+                         ids=["chat", "messages", "responses"])
+def test_a_burst_of_real_shaped_frames_pairs_every_delta_with_its_own_frame(tmp_path, client_type, build):
+    """Whitespace-only fragments and redacted thinking pair with the frame that carried them, when every
+    frame arrived at once (an instant replay): the protocol's structure pairs them, not their text."""
+    capture = build()
+    capture.save(tmp_path / "capture.sse")
+
+    async def run(client):
+        events, times = [], []
+        async for event in client.streaming_response(USER, {}):
+            events.append(event)
+            times.append(time.monotonic())
+        return events, times
+
+    with DemoServer(replay=tmp_path / "capture.sse", instant=True) as replayer:
+        upstream = replayer.root_url if client_type == "ant-messages" else replayer.base_url
+        with WireProxy(upstream) as proxy:
+            events, times = asyncio.run(run(proxy.client("captured", client_type, api_key=CANARY)))
+            assert proxy.settle()
+            record = proxy.transcripts[-1]
+    frames = split_timed_frames(record.response, list(record.chunks), list(record.times))
+    assert len(frames) == len(capture.frames) and frames[-1].t <= times[0] + 0.5  # every frame came in one burst
+    pairs, rule = pair_events(frames, events, times, record.protocol)
+    assert rule == "fragment + arrival time"
+    deltas = [k for k, event in enumerate(events)
+              if event["event_type"] == "delta" and event["content_items"][0]["type"].endswith(".delta")]
+    yielded = []
+    for k in deltas:
+        item = events[k]["content_items"][0]
+        kind = item["type"].split(".")[0]
+        yielded.append((kind, item[{"thinking": "thinking", "text": "text", "tool_call": "arguments"}[kind]]))
+    assert yielded == [(kind, value) for _, kind, value in capture.expected]  # the capture says what mmsp yields
+    assert [pairs[k] for k in deltas] == [frame for frame, _, _ in capture.expected]
+    # the stop with the last frame that carried a finish reason or usage; every pair in stream order
+    stop_frame = max(i for i, frame in enumerate(frames)
+                     if '"usage": {' in frame.text or "message_delta" in frame.text or "response.completed" in frame.text)
+    assert pairs[-1] == stop_frame and pairs == sorted(pairs)
+
+
 # ------------------------------------------------------------------------------------------ ask(wire=True)
 def test_keys_sent_through_the_wire_reach_no_file_output_log_or_record(fresh_session, tmp_path, monkeypatch, caplog,
                                                                      capfd):
