@@ -33,18 +33,19 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+import gen_corpus  # noqa: E402
 import pandas as pd  # noqa: E402
 
-import gen_corpus  # noqa: E402
 from mmsp_notebook import traces  # noqa: E402
 from mmsp_notebook.core.store import SIDECAR_SUFFIX  # noqa: E402
 
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for k in sorted({1, len(shards) // 2, len(shards)} - {0}):
         paths = [str(p) for p in shards[:k]]
         n_files = sum(1 for p in paths for _ in glob.iglob(os.path.join(p, "**", "*.json"), recursive=True))
-        tk, dk = best(lambda: traces.load_turns(paths, progress=False), args.repeat)
+        tk, dk = best(lambda paths=paths: traces.load_turns(paths, progress=False), args.repeat)
         scale_rows.append((n_files, len(dk), tk))
         print(f"scaling: {n_files:6d} files {len(dk):7d} turns  {tk:6.2f} s  {tk / n_files * 1e3:.3f} ms/file")
 

@@ -27,7 +27,7 @@ import os
 import random
 import shutil
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +217,7 @@ class _Gen:
         trace = {
             "history": history,
             "config": {**config, "model": model},
-            "timestamp": datetime.fromtimestamp(now / 1000, tz=timezone.utc).replace(tzinfo=None).isoformat(),
+            "timestamp": datetime.fromtimestamp(now / 1000, tz=UTC).replace(tzinfo=None).isoformat(),
         }
         return trace, records
 
@@ -228,7 +228,7 @@ def generate(out: str | os.PathLike[str], files: int = 10_000, turns: int = 10, 
     if root.exists():
         shutil.rmtree(root)
     gen = _Gen(seed)
-    t0 = int(datetime(2026, 1, 5, tzinfo=timezone.utc).timestamp() * 1000)
+    t0 = int(datetime(2026, 1, 5, tzinfo=UTC).timestamp() * 1000)
     for k in range(files):
         start = t0 + k * 37_000  # conversations spread over a few days
         tid = f"shard_{k // shard_size:02d}/agent{k % 7}/conversation_{k:05d}"

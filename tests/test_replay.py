@@ -338,7 +338,7 @@ def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tm
     with pytest.raises(OptionError, match="no trace id"):
         mn.replay({"message_index": 1}, display=False)
 
-    failed = ask("hello", model="demo+error", stream=io.StringIO())
+    failed = ask("hello", model="demo+error", chat="failing", stream=io.StringIO())
     assert failed.status == "error" and failed.trace_id and sidecar_path(failed.trace_id).is_file()
     with pytest.raises(TraceError, match="did not complete .*never recorded"):
         mn.replay(failed.trace_id, display=False)

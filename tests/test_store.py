@@ -220,7 +220,7 @@ def test_the_engine_writes_the_typed_record_through_the_store(fresh_session):
     [record] = read_sidecar(sidecar_path(turn.trace_id))
     assert list(record) == list(SidecarRecord.__annotations__)
     assert record["status"] == "complete" and record["message_index"] == 1 and record["usage"] == turn.usage
-    failed = ask("hello", model="demo+error", stream=io.StringIO())
+    failed = ask("hello", model="demo+error", chat="failing", stream=io.StringIO())
     [record] = read_sidecar(sidecar_path(failed.trace_id))
     assert record["status"] == "error" and record["message_index"] is None
     assert set(record["error"]) == {"type", "message"} and list(record) == list(SidecarRecord.__annotations__)

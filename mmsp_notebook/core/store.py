@@ -70,8 +70,9 @@ import json
 import os
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, TypedDict
+from typing import Any, TypedDict
 
 from .._errors import TraceError, TraceNotFoundError
 

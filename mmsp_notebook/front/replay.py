@@ -181,12 +181,12 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
              and str(i.get("type")).rpartition(".")[0] in GROWING_FIELD]
     usage = message.get("usage_metadata")
     reason = message.get("finish_reason")
-    stop = {"role": "assistant", "event_type": "stop", "content_items": [],
+    stop: dict[str, Any] = {"role": "assistant", "event_type": "stop", "content_items": [],
             "usage_metadata": usage if isinstance(usage, dict) else {},
             "finish_reason": reason if isinstance(reason, str) and reason else "stop", "created_at": created_at}
     rows = _usable_timing(timing) if timing else None
     plan = _timed_plan(items, rows, created_at) if rows else None
-    if plan is not None:
+    if plan is not None and rows is not None:
         stop_ms = next((row[0] for row in rows if row[1] == "stop"), plan[-1][0] if plan else None)
         plan.append((stop_ms, stop))
         if _plays_cleanly(plan):

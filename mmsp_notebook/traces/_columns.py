@@ -80,10 +80,10 @@ def as_dur(v: Any) -> float | None:
 def sidecar_timing(rec: dict[str, Any]) -> tuple[float, float]:
     """``(latency, ttft)`` in seconds (NaN when unknown) of a sidecar record: a negative duration
     is NA, and so is a time to first token longer than the whole response."""
-    total = rec.get("total_ms")
+    total: Any = rec.get("total_ms")
     c = total.__class__
     lat = total / 1000.0 if (c is float or c is int) and 0 <= total < _DUR_HI else _NAN  # NaN compares False
-    ttft = rec.get("ttft_ms")
+    ttft: Any = rec.get("ttft_ms")
     c = ttft.__class__
     first = ttft / 1000.0 if (c is float or c is int) and 0 <= ttft < _DUR_HI else _NAN
     return lat, (_NAN if first > lat else first)
@@ -192,7 +192,7 @@ def float_col(a: array) -> np.ndarray:
     return np.array(a, dtype=np.float64)
 
 
-def time_col(a: array) -> pd.DatetimeIndex:
+def time_col(a: array | np.ndarray) -> pd.DatetimeIndex:
     """Tz-aware UTC timestamps (microsecond resolution) from Unix milliseconds (NaN and values
     outside ``MS_LO < ms < MS_HI`` = NaT)."""
     ms = np.array(a, dtype=np.float64)
@@ -244,7 +244,7 @@ def str_col(values: Any) -> Any:
         return pd.array([utf8_safe(v) if v.__class__ is str else v for v in values], dtype="str")
 
 
-def cat_col(values: list[str | None]) -> pd.Categorical:
+def cat_col(values: list[str | None] | np.ndarray) -> pd.Categorical:
     """A categorical column of strings (None = missing); lone surrogates become U+FFFD."""
     try:
         return pd.Categorical(values)

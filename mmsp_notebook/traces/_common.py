@@ -5,7 +5,8 @@ warning and the argument types. No pandas import.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Iterable, TypeAlias
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

@@ -31,7 +31,7 @@ class EventBuilder(Window):
     def add(self, trace_id: str, records: list[dict[str, Any]]) -> None:
         """Add the events of one trace's sidecar records."""
         filtered = self.filtered
-        I, F, C = self.ints, self.floats, self.cats
+        N, F, C = self.ints, self.floats, self.cats
         for rec in records:
             events = rec.get("events")
             if events.__class__ is not list:
@@ -45,6 +45,7 @@ class EventBuilder(Window):
             client = as_str(rec.get("client_type"))
             status = as_str(rec.get("status"))
             cm, cc, cs = C["model"].code(model), C["client_type"].code(client), C["status"].code(status)
+            phase: str | None  # what follows the dot in an event type, "stop" or None
             for ei, ev in enumerate(events):
                 if ev.__class__ is not list or len(ev) < 2:
                     continue
@@ -55,10 +56,10 @@ class EventBuilder(Window):
                 if not phase:
                     phase = "stop" if typ == "stop" else None
                 self.trace_id.append(trace_id)
-                I["turn"].append(INT_NA if turn is None else turn)
-                I["message_index"].append(INT_NA if mi is None else mi)
-                I["event_index"].append(ei)
-                I["size"].append(INT_NA if size is None else size)
+                N["turn"].append(INT_NA if turn is None else turn)
+                N["message_index"].append(INT_NA if mi is None else mi)
+                N["event_index"].append(ei)
+                N["size"].append(INT_NA if size is None else size)
                 F["t"].append(_NAN if ms is None else ms / 1000.0)
                 F["at"].append(_NAN if ms is None or started is None else started + ms)
                 F["started"].append(_NAN if started is None else started)
@@ -71,23 +72,23 @@ class EventBuilder(Window):
 
     def frame(self) -> pd.DataFrame:
         """Build the events DataFrame."""
-        I, F, C = self.ints, self.floats, self.cats
+        N, F, C = self.ints, self.floats, self.cats
         return pd.DataFrame(
             {
                 "trace_id": str_col(self.trace_id),
-                "turn": int_col(I["turn"]),
-                "message_index": int_col(I["message_index"]),
+                "turn": int_col(N["turn"]),
+                "message_index": int_col(N["message_index"]),
                 "model": C["model"].build(),
                 "client_type": C["client_type"].build(),
                 "status": C["status"].build(),
                 "started": time_col(F["started"]),
-                "event_index": int_col(I["event_index"]),
+                "event_index": int_col(N["event_index"]),
                 "t": float_col(F["t"]),
                 "at": time_col(F["at"]),
                 "type": C["type"].build(),
                 "kind": C["kind"].build(),
                 "phase": C["phase"].build(),
-                "size": int_col(I["size"]),
+                "size": int_col(N["size"]),
             },
             copy=False,
         )

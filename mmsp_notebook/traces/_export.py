@@ -25,7 +25,7 @@ _ARROW_OBJECT_TYPES = {
 }
 
 
-def to_arrow(df: pd.DataFrame) -> "pa.Table":
+def to_arrow(df: pd.DataFrame) -> pa.Table:
     """A ``pyarrow.Table`` of a frame from this module (index dropped).
 
     Category columns become dictionary arrays, tuples of tool names ``list<string>``, nullable

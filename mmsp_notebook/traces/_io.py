@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .._errors import TraceNotFoundError
 from ..core.store import SIDECAR_SUFFIX, tracer_path

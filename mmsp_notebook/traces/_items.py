@@ -111,7 +111,7 @@ class ItemBuilder(Window):
         turn_of, starts, models = turn_context(history, cfg_model, done)
         n_turns = len(starts)
         filtered, payloads = self.filtered, self.payloads
-        I, S, C = self.ints, self.strs, self.cats
+        N, S, C = self.ints, self.strs, self.cats
         for mi, msg in enumerate(history):
             t = turn_of[mi]
             created = as_ms(msg.get("created_at"))
@@ -175,12 +175,12 @@ class ItemBuilder(Window):
                         img = None
                 extra = {k: v for k, v in it.items() if k not in _ITEM_FIELDS}
                 self.trace_id.append(trace_id)
-                I["message_index"].append(mi)
-                I["turn"].append(t)
-                I["item_index"].append(ii)
-                I["size"].append(INT_NA if size is None else size)
-                I["embedding_dims"].append(INT_NA if dims is None else dims)
-                I["n_images"].append(INT_NA if n_images is None else n_images)
+                N["message_index"].append(mi)
+                N["turn"].append(t)
+                N["item_index"].append(ii)
+                N["size"].append(INT_NA if size is None else size)
+                N["embedding_dims"].append(INT_NA if dims is None else dims)
+                N["n_images"].append(INT_NA if n_images is None else n_images)
                 C["role"].append(role)
                 C["type"].append(typ if typ.__class__ is str else (None if typ is None else str(typ)))
                 C["model"].append(model)
@@ -204,13 +204,13 @@ class ItemBuilder(Window):
 
     def frame(self) -> pd.DataFrame:
         """Build the items DataFrame."""
-        I, S, C = self.ints, self.strs, self.cats
+        N, S, C = self.ints, self.strs, self.cats
         cols: dict[str, Any] = {
             "trace_id": str_col(self.trace_id),
-            "message_index": int_col(I["message_index"]),
-            "turn": int_col(I["turn"]),
+            "message_index": int_col(N["message_index"]),
+            "turn": int_col(N["turn"]),
             "role": C["role"].build(),
-            "item_index": int_col(I["item_index"]),
+            "item_index": int_col(N["item_index"]),
             "type": C["type"].build(),
             "model": C["model"].build(),
             "created_at": time_col(self.created),
@@ -220,9 +220,9 @@ class ItemBuilder(Window):
             "name": str_col(S["name"]),
             "tool_call_id": str_col(S["tool_call_id"]),
             "mime_type": str_col(S["mime_type"]),
-            "size": int_col(I["size"]),
-            "embedding_dims": int_col(I["embedding_dims"]),
-            "n_images": int_col(I["n_images"]),
+            "size": int_col(N["size"]),
+            "embedding_dims": int_col(N["embedding_dims"]),
+            "n_images": int_col(N["n_images"]),
             "image_url": str_col(S["image_url"]),
             "has_fidelity": np.frombuffer(bytes(self.has_fidelity), dtype=np.bool_).copy(),
             "extra": str_col(S["extra"]),

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from typing import Any, Callable, Iterable, cast
+from collections.abc import Callable, Iterable
+from typing import Any, cast
 
 import pandas as pd
 

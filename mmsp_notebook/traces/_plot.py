@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,7 +30,7 @@ def plot_latency(
     turns: pd.DataFrame,
     by: str = "model",
     metrics: Sequence[str] = ("latency", "ttft"),
-) -> "Figure":
+) -> Figure:
     """Box plots of latency and time to first token (seconds) per group.
 
     One panel per metric that has data (``ttft`` needs sidecars). Requires matplotlib (the
@@ -78,7 +79,7 @@ def _auto_freq(span: pd.Timedelta) -> str:
     return "7D"
 
 
-def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str | None = None) -> "Figure":
+def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str | None = None) -> Figure:
     """Tokens (input and output) and cost over time, binned by ``started`` (else ``ended``).
 
     Top panel: input and output tokens per bin. Bottom panel: cost per bin (bars) and cumulative

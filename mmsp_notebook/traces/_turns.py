@@ -223,10 +223,10 @@ class TurnBuilder(Window):
                 a_client(as_str(rec.get("client_type")))
                 a_source(1)
                 # sidecar_timing(rec), inlined: negative / non-finite durations and ttft > total are NA
-                lat_s = rec.get("total_ms")
+                lat_s: Any = rec.get("total_ms")
                 c = lat_s.__class__
                 lat_s = lat_s / 1000.0 if (c is float or c is int) and 0 <= lat_s < dur_hi else _NAN
-                ttft_s = rec.get("ttft_ms")
+                ttft_s: Any = rec.get("ttft_ms")
                 c = ttft_s.__class__
                 ttft_s = ttft_s / 1000.0 if (c is float or c is int) and 0 <= ttft_s < dur_hi else _NAN
                 a_lat(lat_s)

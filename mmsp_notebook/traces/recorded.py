@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import glob
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.state import GROWING_FIELD
@@ -71,7 +71,7 @@ def _row_field(row: Any, *keys: str) -> Any:
             value = row.get(key)
             if value is None or value != value:
                 continue
-        except Exception:  # noqa: BLE001 - pd.NA refuses bool(); a mapping may refuse a key
+        except Exception:
             continue
         return value
     return None
@@ -122,13 +122,16 @@ def _item_problem(item: dict[str, Any]) -> str | None:
         return None
     if value is None:
         return None
+    if kind == "embedding":
+        if not isinstance(value, list):
+            return f"has an embedding that is a {type(value).__name__}"
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return "has an embedding that is not a list of numbers"
+        return None
     expected: dict[str, type | tuple[type, ...]] = {
-        "text": str, "thinking": str, "inline_data": (bytes, bytearray), "inline_thinking": (bytes, bytearray),
-        "embedding": list}
+        "text": str, "thinking": str, "inline_data": (bytes, bytearray), "inline_thinking": (bytes, bytearray)}
     if not isinstance(value, expected[kind]):
         return f"has a {GROWING_FIELD[kind]} that is a {type(value).__name__}"
-    if kind == "embedding" and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return "has an embedding that is not a list of numbers"
     return None
 
 
