@@ -274,9 +274,9 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
     size = "" if streaming else fmt.size(facts.get("bytes"))
     dots = "…" if streaming else ""
 
-    if kind == "text":
-        pass
-    elif kind == "thinking":
+    if kind == "text":  # its text is all it shows
+        return out
+    if kind == "thinking":
         out["tag"] = "thinking"
         if streaming:
             out["label"] = "Thinking (stopped)" if stopped else "Thinking…"
