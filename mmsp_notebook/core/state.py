@@ -39,16 +39,19 @@ _USAGE_KEYS = ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_to
 def classify_exception(exc: BaseException, events_seen: int) -> Status:
     """The status a stream that raised ``exc`` ends in.
 
-    A stream that ended without its stop event is ``incomplete``: mmsp's ``IncompleteStreamError``,
-    or a connection lost once events had begun to arrive. A cancellation (an abort, an interrupt)
-    is ``cancelled``. Anything else is ``error``.
+    A stream that ended without its stop event is ``incomplete``: mmsp's ``IncompleteStreamError``
+    (also as an MMSP server reports it), or a connection lost once events had begun to arrive (also
+    when mmsp then finds the last tool call's arguments cut off, see :mod:`.endings`). A
+    cancellation (an abort, an interrupt) is ``cancelled``. Anything else is ``error``.
     """
     import asyncio
 
+    from .endings import error_type, tool_arguments_ending
+
     if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
         return "cancelled"
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if "IncompleteStreamError" in names:
+    names = {cls.__name__ for cls in type(exc).__mro__} | {error_type(exc)}
+    if "IncompleteStreamError" in names or (events_seen and tool_arguments_ending(exc) == "lost"):
         return "incomplete"
     transport = {"TransportError", "APIConnectionError", "RemoteProtocolError", "ReadError", "ConnectionError"}
     if events_seen and names & transport:

@@ -96,7 +96,8 @@ def _chat_deltas(index: int, payload: dict[str, Any]) -> list[_WireDelta]:
 def _responses_deltas(index: int, payload: dict[str, Any]) -> list[_WireDelta]:
     """A Responses event: its deltas under their output item's id (else its ``output_index``)."""
     kind = payload.get("type")
-    item = payload.get("item") if isinstance(payload.get("item"), dict) else {}
+    raw = payload.get("item")
+    item: dict[str, Any] = raw if isinstance(raw, dict) else {}
     key = str(payload.get("item_id") or item.get("id") or f"#{payload.get('output_index')}")
     if kind == "response.output_text.delta":
         return [_WireDelta(index, "text", key, str(payload.get("delta") or ""))]

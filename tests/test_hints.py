@@ -1,0 +1,224 @@
+"""What the hints say about each failure, from real mmsp clients streaming real-shaped provider responses.
+
+Each response is served by the demo server's replay (``DemoServer(replay=...)``) or by the live demo
+with an injected fault, over real HTTP; the hint and the status come from the exception the client
+raised, as a turn keeps it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mmsp.errors import EmptyResponseError, IncompleteStreamError, StreamProtocolError, parse_tool_call_arguments
+from mmsp.wire import to_wire_error
+
+from mmsp_notebook.core.state import classify_exception
+from mmsp_notebook.demo import DemoServer
+from mmsp_notebook.views.hints import error_hint
+
+USER = [{"role": "user", "content_items": [{"type": "text.done", "text": "What's the weather in Paris?"}]}]
+CLIENTS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")
+
+
+def _event(name: str, payload: dict[str, Any]) -> str:
+    return f"event: {name}\ndata: {json.dumps(payload)}\n\n"
+
+
+def _data(payload: Any) -> str:
+    return f"data: {json.dumps(payload)}\n\n"
+
+
+async def _stream(server: DemoServer, model: str, client_type: str) -> tuple[list[dict[str, Any]], BaseException]:
+    client = server.client(model, client_type)
+    events: list[dict[str, Any]] = []
+    try:
+        async for event in client.streaming_response(USER, {}):
+            events.append(event)
+    except Exception as exc:
+        return events, exc
+    finally:
+        inner = client._client._client
+        await (inner.aclose() if hasattr(inner, "aclose") else inner.close())
+    raise AssertionError("the stream did not fail")
+
+
+def _replayed(tmp_path: Path, client_type: str, frames: list[str]) -> tuple[list[dict[str, Any]], BaseException]:
+    path = tmp_path / "capture.sse"
+    path.write_text("".join(frames), encoding="utf-8")
+    with DemoServer(replay=path, instant=True) as server:
+        return asyncio.run(_stream(server, "captured", client_type))
+
+
+# ------------------------------------------------------------------------------------------ tool arguments cut off
+def _messages_tool_call(stop_reason: str | None) -> list[str]:
+    """Anthropic Messages: a tool_use block whose arguments stop mid-way, then the provider's stop reason (or none)."""
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 1}}
+    frames = [
+        _event("message_start", {"type": "message_start", "message": message}),
+        _event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {
+            "type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}}),
+        _event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {
+            "type": "input_json_delta", "partial_json": '{"city": "Pa'}}),
+    ]
+    if stop_reason is not None:
+        frames += [
+            _event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            _event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                                     "usage": {"output_tokens": 16}}),
+            _event("message_stop", {"type": "message_stop"}),
+        ]
+    return frames
+
+
+def _chat_tool_call(finish_reason: str | None) -> list[str]:
+    """Chat Completions: a tool call whose arguments stop mid-way, then the finish reason (or the stream just ends)."""
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return _data({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt",
+                      "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+    frames = [chunk({"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                                          "function": {"name": "get_weather", "arguments": ""}}]}),
+              chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": '}}]})]
+    if finish_reason is not None:
+        frames += [chunk({}, finish_reason),
+                   _data({"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt", "choices": [],
+                          "usage": {"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17}}),
+                   "data: [DONE]\n\n"]
+    return frames
+
+
+@pytest.mark.parametrize(("client_type", "frames"), [("ant-messages", _messages_tool_call("max_tokens")),
+                                                     ("openai-chat", _chat_tool_call("length"))],
+                         ids=["messages", "chat"])
+def test_arguments_cut_by_the_token_limit_say_raise_max_tokens(tmp_path, client_type, frames):
+    events, error = _replayed(tmp_path, client_type, frames)
+    assert type(error).__name__ == "ToolCallArgumentParseError" and events
+    hint = error_hint(error, None, client_type)
+    assert "token limit" in hint and "--max-tokens" in hint and "not a JSON object" not in hint
+    assert classify_exception(error, len(events)) == "error"  # the provider ended the response itself
+
+
+@pytest.mark.parametrize(("client_type", "frames"), [("ant-messages", _messages_tool_call(None)),
+                                                     ("openai-chat", _chat_tool_call(None))],
+                         ids=["messages", "chat"])
+def test_arguments_cut_with_the_connection_say_retry_and_the_turn_is_incomplete(tmp_path, client_type, frames):
+    events, error = _replayed(tmp_path, client_type, frames)
+    assert type(error).__name__ == "ToolCallArgumentParseError" and events  # mmsp parsed what came, at the end
+    hint = error_hint(error, None, client_type)
+    assert "connection was lost" in hint and "retrying" in hint and "not a JSON object" not in hint
+    assert classify_exception(error, len(events)) == "incomplete"
+
+
+def test_a_turn_whose_connection_went_in_the_arguments_is_incomplete_in_the_notebook(fresh_session, tmp_path,
+                                                                                    monkeypatch):
+    from mmsp_notebook import ask
+
+    monkeypatch.setenv("HINTS_TEST_KEY", "hints-test-key-123456")
+    path = tmp_path / "cut.sse"
+    path.write_text("".join(_messages_tool_call(None)), encoding="utf-8")
+    with DemoServer(replay=path, instant=True) as server:
+        out = io.StringIO()
+        turn = ask("weather?", model="captured", client_type="ant-messages", base_url=server.root_url,
+                   api_key_env="HINTS_TEST_KEY", stream=out)
+    assert turn.status == "incomplete" and "connection was lost" in out.getvalue()
+    [call] = turn.tool_calls  # what arrived is kept, unparsed
+    assert call["arguments"] is None and call["raw_arguments"] == '{"city": "Pa'
+
+
+def test_malformed_arguments_say_rephrase_on_every_protocol(demo_server):
+    tools = {"tools": [{"name": "get_weather", "description": "x", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}]}
+
+    async def one(client_type: str) -> BaseException:
+        client = demo_server.client("demo+bad-args", client_type)
+        try:
+            async for _ in client.streaming_response(USER, tools):
+                pass
+        except Exception as exc:
+            return exc
+        raise AssertionError("no error")
+
+    for client_type in CLIENTS:
+        error = asyncio.run(one(client_type))
+        # on MMSP's wire the server's ToolCallArgumentParseError arrives as an UpstreamError naming it
+        assert "ToolCallArgumentParseError" in (type(error).__name__, getattr(error, "error_type", None))
+        hint = error_hint(error, None, client_type)
+        assert "not a JSON object (malformed, not cut off)" in hint and "rephrase" in hint, client_type
+
+
+def _mmsp_wire_error(exc: BaseException) -> list[str]:
+    """An MMSP server's stream: a few deltas, then the error its client raised, as mmsp's server sends it."""
+    delta = {"role": "assistant", "event_type": "delta", "usage_metadata": None, "finish_reason": None,
+             "created_at": 1, "content_items": [{"type": "tool_call.delta", "name": "get_weather", "arguments": "",
+                                                 "tool_call_id": "call_1"}]}
+    return [_data(delta), _data({"error": to_wire_error(exc)}), "data: [DONE]\n\n"]
+
+
+def test_errors_over_the_mmsp_wire_get_the_hint_of_the_error_they_name(tmp_path):
+    try:
+        parse_tool_call_arguments('{"city": "Pa', "AntMessagesClient", "get_weather", "toolu_1")
+    except Exception as exc:
+        cut = exc
+    events, error = _replayed(tmp_path, "mmsp", _mmsp_wire_error(cut))
+    assert type(error).__name__ == "UpstreamError" and error.error_type == "ToolCallArgumentParseError"
+    hint = error_hint(error, None, "mmsp")
+    assert "cut off" in hint and "--max-tokens" in hint and "retry" in hint  # why stayed on the server
+
+    _, error = _replayed(tmp_path, "mmsp", _mmsp_wire_error(
+        IncompleteStreamError("OpenaiChatClient", ("finish_reason",), None, None)))
+    assert error_hint(error, None, "mmsp").startswith("The stream was cut short")
+    assert classify_exception(error, 1) == "incomplete"
+
+    _, error = _replayed(tmp_path, "mmsp", _mmsp_wire_error(StreamProtocolError("OpenaiChatClient", "two fidelities")))
+    assert "mmsp's client broke its own streaming protocol" in error_hint(error, None, "mmsp")
+
+    _, error = _replayed(tmp_path, "mmsp", _mmsp_wire_error(EmptyResponseError("AntMessagesClient", "unknown")))
+    assert error_hint(error, None, "mmsp").startswith("The model refused")
+
+
+def test_a_stream_protocol_error_of_mmsps_own_client_gets_its_hint(tmp_path):
+    # a tool call whose first delta has neither a name nor an id: mmsp's client cannot open the item
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt",
+             "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]},
+                          "finish_reason": None}]}
+    _, error = _replayed(tmp_path, "openai-chat", [_data(chunk), "data: [DONE]\n\n"])
+    assert type(error).__name__ == "StreamProtocolError"
+    assert "a bug in mmsp, not in your prompt" in error_hint(error, None, "openai-chat")
+
+
+# ------------------------------------------------------------------------------------------ refusals
+def test_an_empty_refusal_says_the_model_refused(tmp_path):
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude", "content": [],
+               "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 1}}
+    frames = [_event("message_start", {"type": "message_start", "message": message}),
+              _event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "refusal", "stop_sequence": None},
+                                       "usage": {"output_tokens": 1}}),
+              _event("message_stop", {"type": "message_stop"})]
+    events, error = _replayed(tmp_path, "ant-messages", frames)
+    # mmsp maps Anthropic's "refusal" to "unknown", and its message speaks of thinking that never came
+    assert isinstance(error, EmptyResponseError) and error.finish_reason == "unknown" and events == []
+    hint = error_hint(error, None, "ant-messages")
+    assert hint.startswith("The model refused") and "--wire" in hint
+    # an empty answer for a reason mmsp does name is not called a refusal
+    other = EmptyResponseError("OpenaiChatClient", "stop")
+    assert not error_hint(other, None, "openai-chat").startswith("The model refused")
+
+
+# ------------------------------------------------------------------------------------------ the demo's faults
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_the_demos_injected_faults_say_so_not_check_your_key(demo_server, client_type):
+    _, error = asyncio.run(_stream(demo_server, "demo+401", client_type))
+    hint = error_hint(error, None, client_type)
+    assert hint.startswith("The server refused the key: this is the demo's injected +401 fault")
+    assert "API_KEY" not in hint and "without +401" in hint
+    _, error = asyncio.run(_stream(demo_server, "demo+429", client_type))
+    assert "injected +429 fault" in error_hint(error, None, client_type)
+    if client_type != "openai-responses":  # (mmsp's Responses client does not read the error event)
+        _, error = asyncio.run(_stream(demo_server, "demo+error", client_type))
+        assert error_hint(error, None, client_type).startswith("This is the demo's injected +error fault")
