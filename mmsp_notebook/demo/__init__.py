@@ -73,9 +73,9 @@ is ``demo-embed`` on the three vendor protocols. On the Responses protocol a too
 ``POST /v1/stream`` traces as a real MMSP server does: a request whose ``config.trace_id`` is set
 is saved with mmsp's own ``Tracer`` into the server's ``MMSP_CACHE_DIR`` when its stream stops (the
 request's messages, then the answer), so a plain mmsp program with ``client_type="mmsp"`` gets its
-trace; a trace id that is not a relative path inside that directory is a 400. A notebook saves the
-trace of its mmsp-wire turns itself too: against the demo server it embeds, that is the same file
-rewritten, after the server's save, with the same history and config.
+trace; a trace id that is not a relative path inside that directory is a 400. A notebook that
+saves the trace of its mmsp-wire turns itself and hands the demo server it embeds the trace id too
+rewrites the same file after the server's save, with the same history and config.
 
 Faults and what each mmsp client raises
 ---------------------------------------

@@ -8,10 +8,11 @@ same on ``POST /v1/stream``, so a plain mmsp program with ``client_type="mmsp"``
 The trace is saved before the stop event is sent, with what a real server's client would save:
 the request's messages as they arrived (inline data decoded, legacy items normalised, a message
 without ``created_at`` stamped now), then the answer of every done item sent with the stop
-event's usage, finish reason and time, under the model name requested. A notebook that also saves
-the trace of its mmsp-wire turns (it cannot know where a server writes) writes the same file with
-the same history and config: the demo server it embeds runs in its process, on its
-``MMSP_CACHE_DIR``, and the notebook's save comes after the stop event arrived, so after this one.
+event's usage, finish reason and time, under the model name requested. A client that saves the
+same conversation itself (the notebook saves the trace of its mmsp-wire turns, as it cannot know
+where a server writes) and hands the embedded demo server the trace id too writes the same file in
+the same ``MMSP_CACHE_DIR``, after this save (made before the stop event goes out): with the same
+history and config, as ``tests/test_demo.py`` checks.
 
 A ``trace_id`` that is not a relative path inside the cache (``..``, an absolute path, an empty
 part, a backslash or a control character) is refused with HTTP 400 before anything streams.
