@@ -532,7 +532,8 @@ class OpsTracker:
                         self._events_sent = n + 1
                 if last is not None:
                     last.append(events_label(self._events_sent))
-            fields = present_turn(facts_of_turn)
+            # id and model once (a view that gets them covers the finished turn: no redraw at the end)
+            fields = {"id": turn.id, "model": turn.model, **present_turn(facts_of_turn)}
             changed_fields = {k: v for k, v in fields.items() if self._turn.get(k, _MISSING) != v}
             if changed_fields:
                 out.append(["turn", changed_fields])
