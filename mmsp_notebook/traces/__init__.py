@@ -191,6 +191,7 @@ from typing import TYPE_CHECKING, Any
 from ._common import OTEL_COLUMNS, TraceLoadWarning
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ._dataset import SyncResult, connect, dataset, query, sync
     from ._export import to_arrow, to_parquet
     from ._load import load_events, load_items, load_turns
     from ._plot import plot_latency, plot_usage_over_time
@@ -207,6 +208,11 @@ __all__ = [
     "to_parquet",
     "plot_latency",
     "plot_usage_over_time",
+    "sync",
+    "SyncResult",
+    "dataset",
+    "connect",
+    "query",
 ]
 
 #: public name -> the part that defines it, imported on first use (pandas comes with it)
@@ -219,6 +225,11 @@ _LAZY = {
     "to_parquet": "._export",
     "plot_latency": "._plot",
     "plot_usage_over_time": "._plot",
+    "sync": "._dataset",
+    "SyncResult": "._dataset",
+    "dataset": "._dataset",
+    "connect": "._dataset",
+    "query": "._dataset",
 }
 
 

@@ -1,7 +1,9 @@
-"""Per-group statistics of a turns frame (:func:`summary`)."""
+"""Per-group statistics of a turns frame (:func:`summary`), in pandas over a frame or in DuckDB over
+a trace dataset (:func:`mmsp_notebook.traces.sync`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -12,8 +14,8 @@ from ._common import FROM_OTEL, plain
 __all__ = ["summary"]
 
 
-def summary(turns: pd.DataFrame, by: str | Sequence[str] | None = "model") -> pd.DataFrame:
-    """Per-group statistics of a turns frame.
+def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFrame:
+    """Per-group statistics of a turns frame, or of a trace dataset computed in DuckDB.
 
     Columns: ``count`` (turns, failed included), ``latency_p50/p90/p99``, ``ttft_p50/p90/p99``
     and ``tokens_per_s_p50/p90/p99`` (over the turns that have the value), ``cost_total`` and
@@ -22,16 +24,23 @@ def summary(turns: pd.DataFrame, by: str | Sequence[str] | None = "model") -> pd
     error, incomplete or cancelled) and ``truncation_rate`` (share of complete turns that ended
     with ``finish_reason == "length"``).
 
+    The same figures come out of a frame and of a dataset holding the same turns: percentiles
+    interpolate linearly in both (pandas' ``quantile``, DuckDB's ``quantile_cont``).
+
     Args:
-        turns: a frame from :func:`load_turns` (``otel=True`` frames are accepted).
-        by: column(s) to group by (OTel names accepted); ``None`` summarizes everything as one
-            row labelled ``"all"``.
+        turns: a frame from :func:`load_turns` (``otel=True`` frames are accepted), or a trace
+            dataset: its directory (made by :func:`sync`) or :func:`dataset`'s
+            ``pyarrow.dataset.Dataset``; a dataset is summarized in DuckDB without loading it.
+        by: column(s) to group by (OTel names accepted; a dataset also has ``date``); ``None``
+            summarizes everything as one row labelled ``"all"``.
     """
-    df = plain(turns)
     keys: list[str] = []
     if by is not None:
         keys = [by] if isinstance(by, str) else list(by)
         keys = [FROM_OTEL.get(k, k) for k in keys]
+    if not isinstance(turns, pd.DataFrame):
+        return _finish(_sql_rows(turns, keys), keys)
+    df = plain(turns)
     rows: list[dict[str, Any]] = []
     index: list[Any] = []
     if keys:
@@ -59,6 +68,11 @@ def summary(turns: pd.DataFrame, by: str | Sequence[str] | None = "model") -> pd
         row["truncation_rate"] = truncated / n_complete if n_complete else float("nan")
         rows.append(row)
         index.append(key)
+    return _finish((rows, index), keys)
+
+
+def _finish(rows_index: tuple[list[dict[str, Any]], list[Any]], keys: list[str]) -> pd.DataFrame:
+    rows, index = rows_index
     out = pd.DataFrame(rows, columns=_SUMMARY_COLUMNS)
     if keys:
         if len(keys) == 1:
@@ -84,3 +98,60 @@ _SUMMARY_COLUMNS = [
     "error_rate",
     "truncation_rate",
 ]
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The summary's rows computed in DuckDB over a dataset (directory or pyarrow Dataset)."""
+    from ._dataset import connect
+
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if os.path.basename(os.path.normpath(path)) == "turns" and os.path.isfile(os.path.join(path, "_manifest.sqlite")):
+            path = os.path.dirname(os.path.normpath(path))
+        con = connect(path)
+    else:
+        import duckdb
+
+        con = duckdb.connect()
+        con.register("turns", source)
+    try:
+        cols = {r[0] for r in con.execute("DESCRIBE turns").fetchall()}
+        missing = [k for k in keys if k not in cols]
+        if missing:
+            raise KeyError(f"no column {', '.join(missing)} in the dataset's turns")
+        num = "{c} IS NOT NULL AND NOT isnan({c})"
+        aggs = ["count(*) AS count"]
+        for col in ("latency", "ttft", "tokens_per_s"):
+            for q in (50, 90, 99):
+                aggs.append(f"quantile_cont({col}, {q / 100}) FILTER (WHERE {num.format(c=col)}) AS {col}_p{q}")
+        aggs += [
+            f"sum(cost) FILTER (WHERE {num.format(c='cost')}) AS cost_total",
+            f"avg(cost) FILTER (WHERE {num.format(c='cost')}) AS cost_mean",
+            "count(*) FILTER (WHERE cost_missing) AS cost_missing",
+            "avg(CASE WHEN status = 'complete' THEN 0.0 ELSE 1.0 END) AS error_rate",
+            "(count(*) FILTER (WHERE status = 'complete' AND finish_reason = 'length'))::DOUBLE"
+            " / nullif(count(*) FILTER (WHERE status = 'complete'), 0) AS truncation_rate",
+        ]
+        group = ", ".join(_q(k) for k in keys)
+        sql = f"SELECT {group + ', ' if keys else ''}{', '.join(aggs)} FROM turns"
+        if keys:
+            sql += f" GROUP BY {group} ORDER BY " + ", ".join(f"{_q(k)} ASC NULLS LAST" for k in keys)
+        result = con.execute(sql)
+        names = [d[0] for d in result.description]
+        fetched = result.fetchall()
+    finally:
+        con.close()
+    rows: list[dict[str, Any]] = []
+    index: list[Any] = []
+    n = len(keys)
+    for r in fetched:
+        row = dict(zip(names[n:], r[n:]))
+        if not keys and not row["count"]:
+            break  # no turns: no row, as a frame without rows gives
+        rows.append({k: (float("nan") if v is None else v) for k, v in row.items()})
+        index.append((r[0] if n == 1 else tuple(r[:n])) if keys else "all")
+    return rows, index

@@ -1,0 +1,343 @@
+"""The work of :func:`mmsp_notebook.traces.sync` that runs on an executor: convert a chunk of traces
+into Parquet files of a Hive-partitioned dataset, and rewrite a data file without some rows.
+
+Both are plain functions of picklable arguments, so any ``concurrent.futures.Executor`` runs them: a
+local process pool, ``dask.distributed.Client(...).get_executor()``, Ray's executor. A worker needs
+this package importable and the source and dataset directories reachable under the same paths.
+
+Files are written next to their final name as ``.<name>.tmp`` (readers skip names starting with a
+dot) and renamed into place, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .._errors import TraceError
+from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
+from ._columns import as_ms
+from ._events import EventBuilder
+from ._export import to_arrow
+from ._io import latest_run
+from ._items import ItemBuilder
+from ._turns import TurnBuilder
+
+__all__ = ["Job", "ChunkResult", "convert", "rewrite", "file_schema", "KINDS", "DATE_FROM", "NULL_PARTITION"]
+
+KINDS = ("turns", "items", "events")
+#: the column whose UTC date partitions each kind
+DATE_FROM = {"turns": "started", "items": "created_at", "events": "started"}
+#: Hive's name for a missing partition value (pyarrow, Spark, Dask and DuckDB read it as null)
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+DAMAGED = "damaged sidecar"
+
+_TURN_FP_COLUMNS = (
+    "ended", "finish_reason", "n_items", "text_chars", "thinking_chars", "n_tool_calls",
+    "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens",
+)
+
+
+@dataclass
+class Job:
+    """One chunk of traces to convert."""
+
+    kind: str
+    root: str  # the kind's directory of the dataset
+    sources: list[tuple[str, str | None, str | None]]  # (trace_id, trace file, sidecar)
+    dedupe: bool = True
+    prices: dict[str, Any] | None = None
+    payloads: bool = False
+    #: trace id -> message indexes whose rows are shown from another trace
+    hide: dict[str, list[int]] = field(default_factory=dict)
+
+
+@dataclass
+class ChunkResult:
+    """What a chunk wrote: files (name, rows, trace ids), de-duplication units (fp, trace id,
+    message index, preference, shown) and per trace whether it loaded and its skip notes."""
+
+    files: list[tuple[str, int, list[str]]]
+    units: list[tuple[int, str, int, int, int]]
+    traces: dict[str, tuple[bool, list[dict[str, str]]]]
+    rows: int
+
+
+def _builder(job: Job) -> Any:
+    if job.kind == "turns":
+        return TurnBuilder(dedupe=False, prices=job.prices)
+    if job.kind == "items":
+        return ItemBuilder(payloads=job.payloads, dedupe=False)
+    return EventBuilder()
+
+
+def file_schema(kind: str, payloads: bool = False) -> pa.Schema:
+    """The schema of a data file: the frame's columns as :func:`to_arrow` types them, without the
+    ``model`` partition column."""
+    job = Job(kind, "", [], payloads=payloads)
+    schema = to_arrow(_builder(job).frame()).schema.remove_metadata()
+    return schema.remove(schema.get_field_index("model"))
+
+
+def convert(job: Job) -> ChunkResult:
+    """Read the chunk's traces as the loaders do, build the kind's frame, drop the copies of
+    repeated messages it holds twice (and those shown from other traces), write one Parquet file
+    per (date, model) partition."""
+    builder = _builder(job)
+    need_trace = job.kind != "events"
+    traces: dict[str, tuple[bool, list[dict[str, str]]]] = {}
+    item_fps: list[tuple[int, str, int]] = []
+    for tid, path, sidecar in job.sources:
+        notes: list[dict[str, str]] = []
+        data = None
+        if path is not None and need_trace:
+            try:
+                data = read_trace(path)
+            except TraceError as exc:
+                if exc.reason != IS_A_DIRECTORY:  # a directory matched by the pattern: not reported
+                    notes.append({"path": path, "reason": exc.reason})
+                traces[tid] = (False, notes)
+                continue
+        records = None
+        if sidecar is not None:
+            sc = read_sidecar(sidecar, job.kind == "events")
+            if sc.damaged:
+                notes.append({"path": sidecar, "reason": f"{DAMAGED}: {sc.damaged} unreadable lines ({len(sc)} records read)"})
+            records = latest_run(list(sc))  # type: ignore[arg-type]
+        if job.kind == "turns":
+            builder.add(tid, data, records)
+        elif job.kind == "items":
+            if data is not None:
+                builder.add(tid, data, records)
+                if job.dedupe:
+                    item_fps.extend(_message_fps(tid, data["history"]))
+        elif records:
+            builder.add(tid, records)
+        traces[tid] = (True, notes)
+    df = builder.frame()
+    units: list[tuple[int, str, int, int, int]] = []
+    if job.dedupe and job.kind != "events" and len(df):
+        df, units = _dedupe(job, df, item_fps)
+    elif job.hide and len(df):
+        df = df.loc[~_unit_mask(df, job.kind, {(t, m) for t, ms in job.hide.items() for m in ms})].reset_index(drop=True)
+    files = _write(job, df)
+    return ChunkResult(files, units, traces, len(df))
+
+
+# --------------------------------------------------------------------------- de-duplication
+
+
+def _mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """One step of a 64-bit hash over columns (splitmix64's finalizer), the same on every machine."""
+    with np.errstate(over="ignore"):
+        h = (h ^ v.astype(np.uint64, copy=False)) * np.uint64(0x9E3779B97F4A7C15)
+        h ^= h >> np.uint64(29)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(32)
+    return h
+
+
+def _str_hash(s: Any) -> int:
+    if s is None or s is pd.NA or (isinstance(s, float) and s != s):
+        return 0x5555
+    return int.from_bytes(hashlib.blake2b(str(s).encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+
+
+def turn_fps(df: pd.DataFrame) -> np.ndarray:
+    """Per row of a turns frame, the fingerprint of its assistant message (0: none): the same
+    fields the loader compares (``created_at``, finish reason, content counts, usage), hashed
+    the same way in every process."""
+    h = np.full(len(df), 0x243F6A8885A308D3, dtype=np.uint64)
+    for col in _TURN_FP_COLUMNS:
+        s = df[col]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            codes = np.asarray(s.cat.codes, dtype=np.int64)
+            table = np.array([_str_hash(c) for c in s.cat.categories] + [_str_hash(None)], dtype=np.uint64)
+            v = table[codes]
+        elif col == "ended":
+            v = np.asarray(s.to_numpy(dtype="datetime64[us]").view(np.int64), dtype=np.int64).view(np.uint64)
+        else:
+            v = s.to_numpy(dtype=np.int64, na_value=-(2**62)).view(np.uint64)
+        h = _mix(h, v)
+    fp = h.view(np.int64).copy()
+    fp[fp == 0] = 1
+    no_message = np.asarray(df["ended"].isna()) | np.asarray(df["source"] == "sidecar")
+    fp[no_message] = 0
+    return fp
+
+
+def _canon(v: Any) -> Any:
+    """Values equal under ``==`` (``1``, ``1.0``, ``True``) written alike, for a stable digest."""
+    if v.__class__ is tuple:
+        return tuple(_canon(x) for x in v)
+    if v.__class__ is bool:
+        return int(v)
+    if v.__class__ is float and v.is_integer():
+        return int(v)
+    return v
+
+
+def _slen(v: Any) -> int | None:
+    return len(v) if v.__class__ is str else None
+
+
+def _message_fps(tid: str, history: list[dict[str, Any]]) -> list[tuple[int, str, int]]:
+    """(fingerprint, trace id, message index) of each message the items loader de-duplicates: the
+    fields it compares (role, ``created_at``, finish reason, usage, item shapes), digested with
+    BLAKE2b so that every process and every run agrees."""
+    out: list[tuple[int, str, int]] = []
+    for mi, msg in enumerate(history):
+        items = msg.get("content_items")
+        if items.__class__ is not list:
+            continue
+        created = as_ms(msg.get("created_at"))
+        if created is None:
+            continue
+        role = msg.get("role")
+        usage = msg.get("usage_metadata")
+        key = (
+            role if role.__class__ is str else None,
+            created,
+            msg.get("finish_reason"),
+            tuple(usage.values()) if usage.__class__ is dict else None,
+            tuple(
+                (it.get("type"), _slen(it.get("text")), _slen(it.get("thinking")), _slen(it.get("data")), it.get("tool_call_id"))
+                if it.__class__ is dict
+                else repr(it)
+                for it in items
+            ),
+        )
+        try:
+            hash(key)
+        except TypeError:  # the loader does not de-duplicate it either
+            continue
+        digest = hashlib.blake2b(repr(_canon(key)).encode("utf-8", "surrogatepass"), digest_size=8).digest()
+        out.append((int.from_bytes(digest, "little", signed=True) or 1, tid, mi))
+    return out
+
+
+def _unit_mask(df: pd.DataFrame, kind: str, keys: set[tuple[str, int]]) -> np.ndarray:
+    """Rows of the units ``keys`` ((trace id, message index)): a trace's turn row, a message's items."""
+    if not keys or not len(df):
+        return np.zeros(len(df), dtype=bool)
+    return _key_mask(
+        df["trace_id"].to_numpy(dtype=object),
+        df["message_index"].to_numpy(dtype=np.int64, na_value=-1),
+        np.asarray(df["source"] == "sidecar") if kind == "turns" else None,
+        keys,
+    )
+
+
+def _key_mask(tids: np.ndarray, mi: np.ndarray, sidecar: np.ndarray | None, keys: set[tuple[str, int]]) -> np.ndarray:
+    mask = np.fromiter(((t, m) in keys for t, m in zip(tids, mi.tolist())), dtype=bool, count=len(tids))
+    if sidecar is not None:  # a sidecar-only row is no copy of a message
+        mask &= ~sidecar
+    return mask
+
+
+def _dedupe(job: Job, df: pd.DataFrame, item_fps: list[tuple[int, str, int]]) -> tuple[pd.DataFrame, list[tuple[int, str, int, int, int]]]:
+    """Units of the chunk, each marked shown or not, and the frame without the rows not shown.
+
+    Within the chunk the rule of the loaders applies (first by preference, trace id, message
+    index); a unit that loses here loses in the whole dataset too, so it is never written. The
+    manifest settles the units that remain against the other chunks."""
+    if job.kind == "turns":
+        fp = turn_fps(df)
+        rows = np.nonzero(fp)[0]
+        pref = np.asarray(df["source"] != "trace+sidecar", dtype=np.int64)
+        cand = pd.DataFrame(
+            {
+                "fp": fp[rows],
+                "tid": df["trace_id"].to_numpy(dtype=object)[rows],
+                "mi": df["message_index"].to_numpy(dtype=np.int64, na_value=-1)[rows],
+                "pref": pref[rows],
+            }
+        )
+    else:
+        cand = pd.DataFrame(item_fps, columns=["fp", "tid", "mi"])
+        cand["pref"] = 0
+    hide = {(t, m) for t, ms in job.hide.items() for m in ms}
+    forced = np.fromiter(((t, m) in hide for t, m in zip(cand["tid"], cand["mi"])), dtype=bool, count=len(cand)) if hide else np.zeros(len(cand), dtype=bool)
+    order = cand.assign(forced=forced).sort_values(["fp", "forced", "pref", "tid", "mi"], kind="stable")
+    first = ~order["fp"].duplicated().to_numpy() & ~order["forced"].to_numpy()
+    kept = pd.Series(first, index=order.index).sort_index().to_numpy()
+    units = list(zip(cand["fp"].tolist(), cand["tid"].tolist(), cand["mi"].tolist(), cand["pref"].tolist(), kept.astype(int).tolist()))
+    drop = {(t, m) for (_, t, m, _, k) in units if not k}
+    if drop:
+        df = df.loc[~_unit_mask(df, job.kind, drop)].reset_index(drop=True)
+    return df, units
+
+
+# --------------------------------------------------------------------------- files
+
+
+def partition_dir(date: Any, model: Any) -> str:
+    """``date=YYYY-MM-DD/model=<model, URI-encoded>`` (Hive's null name where missing)."""
+    d = NULL_PARTITION if date is None or pd.isna(date) else str(date)
+    m = NULL_PARTITION if model is None or pd.isna(model) else quote(str(model), safe="")
+    return f"date={d}/model={m}"
+
+
+def _atomic_write(table: pa.Table, path: str) -> None:
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def _write(job: Job, df: pd.DataFrame) -> list[tuple[str, int, list[str]]]:
+    if not len(df):
+        return []
+    schema = file_schema(job.kind, job.payloads)
+    table = to_arrow(df).replace_schema_metadata(None)
+    day = df[DATE_FROM[job.kind]].to_numpy(dtype="datetime64[us]").astype("datetime64[D]")
+    keys = pd.DataFrame({"d": day, "m": df["model"].astype(object)})
+    table = table.drop_columns(["model"]).cast(schema)
+    token = uuid.uuid4().hex[:16]
+    out: list[tuple[str, int, list[str]]] = []
+    for n, ((d, m), idx) in enumerate(keys.groupby(["d", "m"], dropna=False, sort=True).indices.items()):
+        date = None if pd.isna(d) else str(np.datetime64(d, "D"))
+        name = f"{partition_dir(date, m)}/part-{token}-{n}.parquet"
+        part = table.take(pa.array(idx))
+        _atomic_write(part, os.path.join(job.root, name))
+        tids = pc.unique(part.column("trace_id")).to_pylist()
+        out.append((name, part.num_rows, tids))
+    return out
+
+
+def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int:
+    """Rewrite one data file without the rows of ``drop_traces`` and of the units ``drop_units``;
+    returns the rows left (0: the file was removed). A file left unchanged is not written."""
+    path = os.path.join(root, name)
+    try:
+        table = pq.ParquetFile(path).read()
+    except FileNotFoundError:
+        return 0
+    tids = table.column("trace_id")
+    drop = pc.is_in(tids, value_set=pa.array(drop_traces, pa.large_string())) if drop_traces else None
+    if drop_units:
+        mi = pc.fill_null(table.column("message_index"), -1).to_numpy()
+        sidecar = None
+        if kind == "turns":
+            sidecar = pc.fill_null(pc.equal(table.column("source").cast(pa.string()), "sidecar"), False).to_numpy()
+        unit = pa.array(_key_mask(tids.to_numpy(), mi, sidecar, set(drop_units)))
+        drop = unit if drop is None else pc.or_(drop, unit)
+    if drop is None or not pc.any(drop).as_py():
+        return table.num_rows
+    left = table.filter(pc.invert(drop))
+    if left.num_rows == 0:
+        os.remove(path)
+        return 0
+    _atomic_write(left, path)
+    return left.num_rows

@@ -1,0 +1,583 @@
+"""Trace datasets: mmsp traces converted incrementally into a Hive-partitioned Parquet dataset, read
+with pyarrow, DuckDB, Dask or Spark (:func:`sync`, :func:`dataset`, :func:`connect`, :func:`query`).
+
+Layout of ``dataset_dir``::
+
+    turns/_manifest.sqlite                        what was converted (see ``_manifest``)
+    turns/date=2026-01-05/model=glm-5.3/part-<token>-<n>.parquet
+    turns/date=__HIVE_DEFAULT_PARTITION__/...     rows without a start time
+    items/...   events/...                        the other kinds, when synced
+
+The files hold the columns of ``load_turns`` (``load_items`` / ``load_events``) with the types
+:func:`~mmsp_notebook.traces.to_arrow` gives them, except ``model``, which is in the path with the
+UTC ``date`` of ``started`` (``created_at`` for items); model ids are URI-encoded there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import TraceNotFoundError
+from ..core.pricing import Prices, PriceTable
+from ._common import PathLike, TraceLoadWarning
+from ._convert import DAMAGED, KINDS, ChunkResult, Job, convert, rewrite
+from ._io import collect_sources
+from ._load import PROGRESS_THRESHOLD
+from ._manifest import LOCK_NAME, MANIFEST_NAME, RACY_S, Manifest, Signature
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
+    import pandas as pd
+    import pyarrow.dataset as pads
+
+__all__ = ["sync", "SyncResult", "dataset", "connect", "query", "kind_dir", "iter_kinds"]
+
+#: traces per chunk: a worker holds one chunk's frame at a time
+CHUNK_FILES = 500
+
+
+@dataclass
+class SyncResult:
+    """What :func:`sync` did. ``skipped`` names every trace file the dataset leaves out (as
+    ``df.attrs["skipped"]`` of the loaders), ``new_skipped`` those found in this run."""
+
+    kind: str
+    path: Path
+    converted: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    traces: int = 0
+    rows: int = 0
+    files: int = 0
+    seconds: float = 0.0
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    new_skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return (
+            f"<SyncResult {self.kind}: {self.converted} traces converted, {self.removed} removed, "
+            f"{self.unchanged} unchanged; {self.traces} traces, {self.rows:,} rows in {self.files} files; "
+            f"{len(self.skipped)} skipped; {self.seconds:.2f} s>"
+        )
+
+
+def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
+    """The directory of one kind of a dataset (``dataset_dir/kind``)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    return Path(dataset_dir) / kind
+
+
+# --------------------------------------------------------------------------- running work
+
+
+class _Runner:
+    """Runs tasks on the given executor, else inline for one task and on a process pool (created on
+    first need, shut down by :meth:`close`) for more."""
+
+    def __init__(self, executor: Executor | None) -> None:
+        self.given = executor
+        self.pool: Executor | None = None
+
+    def run(self, fn: Callable[..., Any], tasks: list[tuple[Any, ...]]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """(task, result) as tasks finish; the first failure cancels the rest and is raised."""
+        if not tasks:
+            return
+        ex = self.given
+        if ex is None and len(tasks) > 1:
+            if self.pool is None:
+                self.pool = _process_pool(len(tasks))
+            ex = self.pool
+        if ex is None:
+            for t in tasks:
+                yield t, fn(*t)
+            return
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        futures: dict[Future[Any], tuple[Any, ...]] = {ex.submit(fn, *t): t for t in tasks}
+        try:
+            while futures:
+                done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
+                for f in done:
+                    task = futures.pop(f)
+                    yield task, f.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+def _process_pool(n_tasks: int) -> Executor:
+    import multiprocessing as mp
+
+    workers = max(1, min(os.cpu_count() or 1, n_tasks))
+    ctx: Any
+    if "forkserver" in mp.get_all_start_methods():
+        # not fork: a kernel has threads (the worker loop), and forking a threaded process can
+        # deadlock; the fork server imports the converter once and forks workers from it
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["mmsp_notebook.traces._convert"])
+    else:  # pragma: no cover - Windows
+        ctx = mp.get_context("spawn")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+def _stat(path: str | None) -> tuple[int, int]:
+    if path is None:
+        return -1, -1
+    try:
+        st = os.stat(path)
+    except OSError:
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
+
+
+def _content_hash(*paths: str | None) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    for p in paths:
+        h.update(b"\x00")
+        if p is None:
+            continue
+        try:
+            with open(p, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+        except OSError as exc:
+            h.update(repr(exc).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class _Scan:
+    sources: dict[str, tuple[str | None, str | None]]  # trace id -> (trace file, sidecar)
+    sigs: dict[str, Signature]
+    hashes: dict[str, str | None]
+    new: list[str]
+    changed: list[str]
+    deleted: list[str]
+    unchanged: int
+
+
+def _scan(src: str, pattern: str, known: dict[str, tuple[Signature, str | None]], started: float) -> _Scan:
+    found = collect_sources(src, pattern)
+    sources: dict[str, tuple[str | None, str | None]] = {}
+    sigs: dict[str, Signature] = {}
+    hashes: dict[str, str | None] = {}
+    new: list[str] = []
+    changed: list[str] = []
+    unchanged = 0
+    racy_ns = int((started - RACY_S) * 1e9)
+    for s in found:
+        tid = s.trace_id
+        sources[tid] = (s.path, s.sidecar)
+        sig = (*_stat(s.path), *_stat(s.sidecar))
+        sigs[tid] = sig
+        old = known.get(tid)
+        racy = sig[1] >= racy_ns or sig[3] >= racy_ns
+        digest = _content_hash(s.path, s.sidecar) if racy or (old is not None and old[1] is not None) else None
+        hashes[tid] = digest if racy else None
+        if old is None:
+            new.append(tid)
+        elif old[0] == sig and (old[1] is None or old[1] == digest):
+            unchanged += 1
+        else:
+            changed.append(tid)
+    deleted = sorted(set(known) - set(sources))
+    return _Scan(sources, sigs, hashes, new, changed, deleted, unchanged)
+
+
+# --------------------------------------------------------------------------- the dataset's files
+
+
+@contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """One sync of a dataset kind at a time (an advisory lock; none where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(root / LOCK_NAME, "a+b") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(f"another sync of {root} is running") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _data_files(root: Path) -> Iterator[tuple[str, str]]:
+    """(relative name, path) of every file below the partition directories."""
+    for dirpath, _dirs, files in os.walk(root):
+        if dirpath == str(root):
+            continue
+        for f in files:
+            p = os.path.join(dirpath, f)
+            yield os.path.relpath(p, root).replace(os.sep, "/"), p
+
+
+def _clean(root: Path, known: set[str]) -> int:
+    """Remove what an interrupted sync left: temporary files, data files the manifest does not
+    list (written by a chunk whose commit never happened), empty partition directories."""
+    removed = 0
+    for name, path in list(_data_files(root)):
+        if name not in known:
+            os.remove(path)
+            removed += 1
+    for dirpath, dirs, files in sorted(os.walk(root, topdown=False), key=lambda w: -len(w[0])):
+        if dirpath != str(root) and not dirs and not files:
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                pass
+    return removed
+
+
+# --------------------------------------------------------------------------- sync
+
+
+def sync(
+    src: PathLike,
+    dataset_dir: PathLike,
+    *,
+    kind: str = "turns",
+    executor: Executor | None = None,
+    chunk_files: int = CHUNK_FILES,
+    progress: bool | None = None,
+    pattern: str = "**/*.json",
+    dedupe: bool = True,
+    prices: Prices | None = None,
+    payloads: bool = False,
+) -> SyncResult:
+    """Convert the traces under ``src`` into the Parquet dataset ``dataset_dir/<kind>``, incrementally.
+
+    The first run converts every trace; later runs convert only traces whose trace file or
+    sidecar is new or changed (size and modification time, plus a content hash for files modified
+    within two seconds of the scan), replace a changed trace's rows (mmsp's Tracer rewrites the
+    whole conversation each turn) and remove the rows of traces whose files are gone. The rows are
+    those of ``load_turns(src, dedupe=dedupe, prices=prices)`` (``load_items`` / ``load_events``
+    for the other kinds), repeated messages shown once across the whole dataset by the loaders'
+    rule.
+
+    Interrupting a sync leaves the dataset readable (files are written to a temporary name and
+    renamed; the manifest is updated after the data it describes); the next run finishes the work.
+    Memory is bounded by ``chunk_files`` traces per worker, not by the corpus.
+
+    Args:
+        src: the directory the traces are in (as for the loaders; globbed with ``pattern``).
+        dataset_dir: where the dataset is (created when missing).
+        kind: ``"turns"``, ``"items"`` or ``"events"``.
+        executor: any ``concurrent.futures.Executor`` to convert chunks on, e.g.
+            ``dask.distributed.Client(...).get_executor()`` (its workers must reach ``src`` and
+            ``dataset_dir`` under the same paths); default a process pool with one worker per
+            CPU, or this process when there is a single chunk.
+        chunk_files: traces per chunk (task).
+        progress: a ``tqdm.auto`` bar; ``None`` = when more than 200 traces are converted.
+        pattern, dedupe, prices, payloads: as for the loaders (``payloads`` for items). A sync
+            with other options than the dataset was made with rebuilds it.
+
+    Returns:
+        A :class:`SyncResult`. Trace files that could not be used are listed in its
+        ``skipped`` and, when found in this run, summarized in a :class:`TraceLoadWarning`.
+
+    Raises:
+        TraceNotFoundError: ``src`` does not exist.
+        ValueError: a bad ``kind`` or ``chunk_files``, or a dataset synced from another directory.
+        RuntimeError: another sync of the same dataset kind is running.
+    """
+    t0 = time.time()
+    root = kind_dir(dataset_dir, kind)
+    if chunk_files < 1:
+        raise ValueError(f"chunk_files must be at least 1, not {chunk_files}")
+    src_path = os.path.abspath(os.fspath(src))
+    if not os.path.isdir(src_path):
+        if not os.path.exists(src_path):
+            raise TraceNotFoundError(f"no such trace directory: {src}", path=os.fspath(src), reason="no such trace file or directory")
+        raise ValueError(f"sync takes a directory of traces, not a file: {src}")
+    if prices:
+        PriceTable(prices)  # a bad price fails here, before anything is written
+    options = {
+        "version": Manifest.version(),
+        "kind": kind,
+        "pattern": pattern,
+        "dedupe": bool(dedupe) and kind != "events",
+        "prices": prices or None,
+        "payloads": bool(payloads) if kind == "items" else False,
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    with _locked(root), Manifest(str(root)) as m:
+        meta = m.meta()
+        if meta.get("src") not in (None, src_path):
+            raise ValueError(
+                f"{root} holds traces of {meta['src']}, not {src_path}: sync into another dataset_dir"
+            )
+        if meta and {k: meta.get(k) for k in options} != options:
+            with m.transaction() as db:  # other options: the rows would differ, start again
+                m.reset(db)
+        with m.transaction() as db:
+            m.set_meta(db, {**options, "src": src_path})
+        _clean(root, m.file_names())
+        scan = _scan(src_path, pattern, m.signatures(), t0)
+        result = SyncResult(kind, root, unchanged=scan.unchanged)
+        state = _Sync(m, root, options, scan, executor, chunk_files, progress)
+        try:
+            state.remove(scan.changed + scan.deleted)
+            result.removed = len(scan.deleted)
+            dirty = sorted(scan.new + scan.changed)
+            result.new_skipped = state.convert(dirty, {})
+            result.converted = len(dirty)
+            if options["dedupe"]:
+                state.resolve()
+        finally:
+            state.runner.close()
+        result.skipped = m.notes()
+        result.traces = m.counts()[0]
+        result.files, result.rows = m.db.execute("SELECT count(*), coalesce(sum(rows), 0) FROM files").fetchone()
+    result.seconds = time.time() - t0
+    if result.new_skipped:
+        _warn(result.new_skipped, result.converted)
+    return result
+
+
+class _Sync:
+    """One sync's steps, each committed to the manifest after the files it changed."""
+
+    def __init__(self, m: Manifest, root: Path, options: dict[str, Any], scan: _Scan, executor: Executor | None,
+                 chunk_files: int, progress: bool | None) -> None:
+        self.m, self.root, self.options, self.scan = m, root, options, scan
+        self.runner = _Runner(executor)
+        self.chunk_files, self.progress = chunk_files, progress
+
+    def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
+        """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
+        kind = self.options["kind"]
+        tasks = [(str(self.root), name, kind, tids, units) for name, (tids, units) in sorted(by_file.items())]
+        return {task[1]: left for task, left in self.runner.run(rewrite, tasks)}
+
+    def remove(self, trace_ids: list[str]) -> None:
+        """Drop every row of these traces from the files, then forget them."""
+        if not trace_ids:
+            return
+        none: list[tuple[str, int]] = []
+        by_file = {name: (tids, none) for name, tids in self.m.files_of(trace_ids).items()}
+        left = self._rewrite(by_file)
+        with self.m.transaction() as db:
+            for name, rows in left.items():
+                self.m.set_rows(db, name, rows)
+            self.m.forget(db, trace_ids)
+
+    def convert(self, trace_ids: list[str], hide: dict[str, list[int]]) -> list[dict[str, str]]:
+        """Convert these traces chunk by chunk, committing each chunk as it finishes; returns
+        the skip notes found."""
+        if not trace_ids:
+            return []
+        o, scan = self.options, self.scan
+        jobs = []
+        for i in range(0, len(trace_ids), self.chunk_files):
+            part = trace_ids[i : i + self.chunk_files]
+            jobs.append((Job(o["kind"], str(self.root), [(t, *scan.sources[t]) for t in part], o["dedupe"], o["prices"],
+                             o["payloads"], {t: hide[t] for t in part if t in hide}),))
+        notes: list[dict[str, str]] = []
+        bar = _progress_bar(len(trace_ids), self.progress, f"syncing {o['kind']}")
+        try:
+            for (job,), res in self.runner.run(convert, jobs):
+                notes.extend(self._commit(job, res))
+                if bar is not None:
+                    bar.update(len(job.sources))
+        finally:
+            if bar is not None:
+                bar.close()
+        return notes
+
+    def _commit(self, job: Job, res: ChunkResult) -> list[dict[str, str]]:
+        import orjson
+
+        scan = self.scan
+        notes: list[dict[str, str]] = []
+        rows = []
+        for tid, (loaded, tnotes) in res.traces.items():
+            notes.extend(tnotes)
+            rows.append((tid, *scan.sigs[tid], scan.hashes[tid], orjson.dumps(tnotes).decode() if tnotes else None, int(loaded)))
+        with self.m.transaction() as db:
+            self.m.put_sources(db, rows)
+            for name, n, tids in res.files:
+                self.m.put_file(db, name, n, tids)
+            if res.units:
+                self.m.put_units(db, res.units)
+        return notes
+
+    def resolve(self) -> None:
+        """Show one copy of every repeated message: hide the copies that lost, convert again the
+        traces holding a copy that now wins (its winner changed or went away)."""
+        m = self.m
+        for _ in range(8):  # converges in one or two rounds; the bound guards against a bug
+            hide, show = m.flips()
+            if not hide and not show:
+                break
+            if hide:
+                by_trace: dict[str, list[tuple[str, int]]] = {}
+                for t, mi in hide:
+                    by_trace.setdefault(t, []).append((t, mi))
+                by_file: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
+                for name, tids in m.files_of(by_trace).items():
+                    by_file[name] = ([], [u for t in tids for u in by_trace[t]])
+                left = self._rewrite(by_file)
+                with m.transaction() as db:
+                    for name, rows in left.items():
+                        m.set_rows(db, name, rows)
+                    m.set_kept(db, hide, 0)
+            if show:
+                shown = set(show)
+                tids = sorted({t for t, _ in show})
+                hidden = m.hidden(tids)
+                keep_hidden = {t: [mi for mi in hidden.get(t, []) if (t, mi) not in shown] for t in tids}
+                self.remove(tids)
+                self.convert(tids, {t: v for t, v in keep_hidden.items() if v})
+        with m.transaction() as db:
+            m.clear_pending(db)
+
+
+def _progress_bar(n: int, progress: bool | None, desc: str) -> Any:
+    show = n > PROGRESS_THRESHOLD if progress is None else bool(progress)
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=n, desc=desc, unit="file")
+
+
+def _warn(skipped: list[dict[str, str]], n: int) -> None:
+    n_damaged = sum(1 for s in skipped if s["reason"].startswith(DAMAGED))
+    n_skip = len(skipped) - n_damaged
+    kinds = Counter(s["reason"].split(":")[0] for s in skipped if not s["reason"].startswith(DAMAGED))
+    detail = "; ".join(f"{k} {r}" for r, k in kinds.most_common())
+    parts = [f"skipped {n_skip} of {n} trace files ({detail})"] if n_skip else []
+    if n_damaged:
+        parts.append(f"{n_damaged} damaged timing sidecars (their readable lines were used)")
+    warnings.warn(
+        f"mmsp_notebook.traces.sync: {'; '.join(parts)}; see the result's .skipped for paths and reasons",
+        TraceLoadWarning,
+        stacklevel=3,
+    )
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _partition_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("date", pa.date32()), ("model", pa.string())])
+
+
+def _full_schema(kind: str, payloads: bool) -> Any:
+    """The dataset's schema: the frame's columns in the loader's order, then ``date``."""
+    import pyarrow as pa
+
+    from ._convert import _builder  # the frame of an empty builder: the loader's columns and types
+    from ._export import to_arrow
+
+    frame_schema = to_arrow(_builder(Job(kind, "", [], payloads=payloads)).frame()).schema.remove_metadata()
+    return frame_schema.append(pa.field("date", pa.date32()))
+
+
+def _meta_of(root: Path) -> dict[str, Any]:
+    if not (root / MANIFEST_NAME).is_file():
+        raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
+                                 reason="no such trace dataset")
+    with Manifest(str(root)) as m:
+        return m.meta()
+
+
+def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
+    """The dataset as a ``pyarrow.dataset.Dataset`` (columns of the loader, in its order, then
+    ``date``; ``model`` and ``date`` come from the Hive partition directories, so filters on them
+    skip whole directories)::
+
+        ds = traces.dataset("traces_ds")
+        ds.to_table(filter=pc.field("model") == "glm-5.3", columns=["latency", "cost"])
+    """
+    import pyarrow.dataset as pads
+
+    root = kind_dir(dataset_dir, kind)
+    meta = _meta_of(root)
+    part = pads.partitioning(_partition_schema(), flavor="hive")
+    return pads.dataset(str(root), schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet", partitioning=part)
+
+
+def _view_sql(root: Path, kind: str, payloads: bool) -> str | None:
+    cols = [f.name for f in _full_schema(kind, payloads)]
+    glob = os.path.join(str(root), "*", "*", "*.parquet")
+    if not any(True for _ in Path(root).glob("*/*/*.parquet")):
+        return None
+    select = ", ".join(f'"{c}"' for c in cols)
+    path = glob.replace("'", "''")
+    return (
+        f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet('{path}', hive_partitioning = true, "
+        f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}}, union_by_name = true)"
+    )
+
+
+def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection (a new in-memory one unless ``con`` is given) with a view per synced
+    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``date``)."""
+    try:
+        import duckdb
+    except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
+        raise ImportError("traces.query and traces.connect need DuckDB: pip install duckdb") from exc
+    con = duckdb.connect() if con is None else con
+    found = False
+    for kind in KINDS:
+        root = kind_dir(dataset_dir, kind)
+        if not (root / MANIFEST_NAME).is_file():
+            continue
+        found = True
+        meta = _meta_of(root)
+        sql = _view_sql(root, kind, bool(meta.get("payloads")))
+        if sql is None:  # nothing converted yet: an empty view with the right columns
+            empty = _full_schema(kind, bool(meta.get("payloads"))).empty_table()
+            con.register(f"_empty_{kind}", empty)
+            con.execute(f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM _empty_{kind}")
+        else:
+            con.execute(sql)
+    if not found:
+        _meta_of(kind_dir(dataset_dir, "turns"))  # raises: no dataset there
+    return con
+
+
+def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
+    """Run SQL over the dataset in DuckDB and return a DataFrame; the views ``turns``, ``items``
+    and ``events`` are the synced kinds::
+
+        traces.query("SELECT model, quantile_cont(latency, 0.9) FROM turns GROUP BY model", "traces_ds")
+    """
+    con = connect(dataset_dir)
+    try:
+        return con.sql(sql).df()
+    finally:
+        con.close()
+
+
+def iter_kinds(dataset_dir: PathLike) -> Iterable[str]:
+    """The kinds synced into ``dataset_dir``."""
+    return [k for k in KINDS if (kind_dir(dataset_dir, k) / MANIFEST_NAME).is_file()]
+

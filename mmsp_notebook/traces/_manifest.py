@@ -1,0 +1,204 @@
+"""The manifest of a trace dataset (:func:`mmsp_notebook.traces.sync`): what was converted, where its
+rows are, and which copy of a repeated message is shown.
+
+One SQLite file per dataset kind, ``<dataset>/<kind>/_manifest.sqlite`` (readers of the Parquet tree
+skip names starting with ``_``). Tables:
+
+``meta``       the kind, the options the rows were made with, the source directory
+``sources``    one row per trace (its trace id): the stat signature of its trace file and sidecar
+               (size, mtime in ns), a content hash when the files were modified within
+               :data:`RACY_S` of the scan (a same-size rewrite in the same mtime tick would go
+               unseen), and the skip notes the loaders reported for it
+``files``      the Parquet files of the dataset (path relative to the kind's directory) and rows
+``placement``  which files hold rows of which trace
+``units``      one row per de-duplicated unit (a turn for ``turns``, a message for ``items``): its
+               fingerprint, trace id, message index, preference and whether it is the copy shown
+``pending``    fingerprints whose shown copy must be decided again (kept until that is done, so a
+               sync interrupted before it resumes it)
+
+Every change is a transaction committed after the data files it describes are in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["Manifest", "Signature", "MANIFEST_NAME", "RACY_S"]
+
+MANIFEST_NAME = "_manifest.sqlite"
+LOCK_NAME = "_sync.lock"
+#: files modified less than this many seconds before a scan get a content hash
+RACY_S = 2.0
+_VERSION = "1"
+
+#: (trace size, trace mtime ns, sidecar size, sidecar mtime ns); -1 where a file is absent
+Signature = tuple[int, int, int, int]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sources (
+    trace_id TEXT PRIMARY KEY, t_size INTEGER, t_mtime INTEGER, s_size INTEGER, s_mtime INTEGER,
+    hash TEXT, notes TEXT, loaded INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, rows INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS placement (trace_id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (trace_id, name));
+CREATE INDEX IF NOT EXISTS placement_by_file ON placement (name);
+CREATE TABLE IF NOT EXISTS units (
+    fp INTEGER NOT NULL, trace_id TEXT NOT NULL, mi INTEGER NOT NULL, pref INTEGER NOT NULL,
+    kept INTEGER NOT NULL, PRIMARY KEY (trace_id, mi));
+CREATE INDEX IF NOT EXISTS units_by_fp ON units (fp);
+CREATE TABLE IF NOT EXISTS pending (fp INTEGER PRIMARY KEY);
+"""
+
+
+class Manifest:
+    """The manifest of one dataset kind (see the module docstring). Use as a context manager."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.path = os.path.join(root, MANIFEST_NAME)
+        self.db = sqlite3.connect(self.path, isolation_level=None)  # explicit transactions
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Manifest:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic change: committed when the block ends, rolled back when it raises."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # meta ------------------------------------------------------------------------------------
+    def meta(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM meta")}
+
+    def set_meta(self, db: sqlite3.Connection, values: dict[str, Any]) -> None:
+        db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in values.items()])
+
+    @staticmethod
+    def version() -> str:
+        return _VERSION
+
+    def reset(self, db: sqlite3.Connection) -> None:
+        """Forget everything (the caller removes the data files)."""
+        for table in ("meta", "sources", "files", "placement", "units", "pending"):
+            db.execute(f"DELETE FROM {table}")
+
+    # sources ---------------------------------------------------------------------------------
+    def signatures(self) -> dict[str, tuple[Signature, str | None]]:
+        """trace id -> (signature, content hash or None) of every trace converted."""
+        return {
+            r[0]: ((r[1], r[2], r[3], r[4]), r[5])
+            for r in self.db.execute("SELECT trace_id, t_size, t_mtime, s_size, s_mtime, hash FROM sources")
+        }
+
+    def notes(self) -> list[dict[str, str]]:
+        """The skip notes of every trace, as the loaders report them (``{"path", "reason"}``)."""
+        out: list[dict[str, str]] = []
+        for (notes,) in self.db.execute("SELECT notes FROM sources WHERE notes IS NOT NULL ORDER BY trace_id"):
+            out.extend(json.loads(notes))
+        return out
+
+    def counts(self) -> tuple[int, int]:
+        """(traces loaded, traces skipped)."""
+        row = self.db.execute("SELECT coalesce(sum(loaded), 0), count(*) - coalesce(sum(loaded), 0) FROM sources").fetchone()
+        return int(row[0]), int(row[1])
+
+    def put_sources(self, db: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Rows of (trace_id, t_size, t_mtime, s_size, s_mtime, hash, notes json, loaded)."""
+        db.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    # files -----------------------------------------------------------------------------------
+    def file_names(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT name FROM files")}
+
+    def files_of(self, trace_ids: Iterable[str]) -> dict[str, list[str]]:
+        """file name -> the given traces that have rows in it."""
+        out: dict[str, list[str]] = {}
+        for tid in trace_ids:
+            for (name,) in self.db.execute("SELECT name FROM placement WHERE trace_id = ?", (tid,)):
+                out.setdefault(name, []).append(tid)
+        return out
+
+    def put_file(self, db: sqlite3.Connection, name: str, rows: int, trace_ids: Iterable[str]) -> None:
+        db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (name, rows))
+        db.executemany("INSERT OR IGNORE INTO placement VALUES (?, ?)", ((t, name) for t in trace_ids))
+
+    def set_rows(self, db: sqlite3.Connection, name: str, rows: int) -> None:
+        """A file rewritten with ``rows`` rows (0: removed, with its placement)."""
+        if rows:
+            db.execute("UPDATE files SET rows = ? WHERE name = ?", (rows, name))
+        else:
+            db.execute("DELETE FROM files WHERE name = ?", (name,))
+            db.execute("DELETE FROM placement WHERE name = ?", (name,))
+
+    # removing traces -------------------------------------------------------------------------
+    def forget(self, db: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
+        """Remove traces whose rows were dropped from the files: their source rows, placement and
+        units; their units' fingerprints become pending."""
+        tids = [(t,) for t in trace_ids]
+        db.executemany("INSERT OR IGNORE INTO pending SELECT fp FROM units WHERE trace_id = ?", tids)
+        for table in ("sources", "units", "placement"):
+            db.executemany(f"DELETE FROM {table} WHERE trace_id = ?", tids)
+
+    # de-duplication --------------------------------------------------------------------------
+    def put_units(self, db: sqlite3.Connection, rows: list[tuple[int, str, int, int, int]]) -> None:
+        """Units (fp, trace_id, message_index, preference, kept); their fingerprints become pending."""
+        db.executemany("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?)", rows)
+        db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", ((r[0],) for r in rows))
+
+    def has_pending(self) -> bool:
+        return self.db.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is not None
+
+    def flips(self) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """Units of pending fingerprints whose shown state is wrong: (to hide, to show).
+
+        Of the units sharing a fingerprint the one shown is the first by (preference, trace id,
+        message index): the copy timed by a sidecar, else the first file in trace id order
+        (SQLite compares text as UTF-8 bytes, which orders as Python orders ``str``).
+        """
+        rows = self.db.execute(
+            """
+            SELECT trace_id, mi, kept, rn FROM (
+                SELECT trace_id, mi, kept,
+                       row_number() OVER (PARTITION BY fp ORDER BY pref, trace_id, mi) AS rn
+                FROM units WHERE fp IN (SELECT fp FROM pending))
+            WHERE (rn = 1) != (kept = 1)
+            """
+        ).fetchall()
+        hide = [(r[0], r[1]) for r in rows if r[3] != 1]
+        show = [(r[0], r[1]) for r in rows if r[3] == 1]
+        return hide, show
+
+    def hidden(self, trace_ids: Iterable[str]) -> dict[str, list[int]]:
+        """trace id -> message indexes of its units not shown."""
+        out: dict[str, list[int]] = {}
+        for tid in trace_ids:
+            mis = [r[0] for r in self.db.execute("SELECT mi FROM units WHERE trace_id = ? AND kept = 0", (tid,))]
+            if mis:
+                out[tid] = mis
+        return out
+
+    def set_kept(self, db: sqlite3.Connection, units: Iterable[tuple[str, int]], kept: int) -> None:
+        db.executemany("UPDATE units SET kept = ? WHERE trace_id = ? AND mi = ?", ((kept, t, m) for t, m in units))
+
+    def clear_pending(self, db: sqlite3.Connection) -> None:
+        db.execute("DELETE FROM pending")

@@ -1,0 +1,479 @@
+"""mmsp_notebook.traces.sync / dataset / query: traces written by mmsp's own Tracer (plus timing
+sidecars) converted into a partitioned Parquet dataset, incrementally, on a process pool, a thread
+pool and a Dask cluster, and read back with pyarrow, DuckDB and Dask."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from mmsp.integration.tracer import Tracer
+
+from mmsp_notebook import traces
+from mmsp_notebook.core.store import append_sidecar
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import gen_corpus  # noqa: E402
+
+T0 = 1767225600000  # 2026-01-01T00:00:00Z in Unix ms
+DAY = 86_400_000
+TOOLS = [{"name": "get_weather", "description": "Weather", "parameters": {"type": "object"}}]
+LOADERS = {"turns": traces.load_turns, "items": traces.load_items, "events": traces.load_events}
+
+
+# --------------------------------------------------------------------------- a corpus
+
+
+def user(text: str, at: int | None) -> dict[str, Any]:
+    return {"role": "user", "content_items": [{"type": "text.done", "text": text}], "created_at": at}
+
+
+def answer(text: str, at: int | None, finish: str = "stop", response: int = 5) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content_items": [{"type": "thinking.done", "thinking": "hm " + text}, {"type": "text.done", "text": text}],
+        "usage_metadata": {"cached_tokens": 0, "prompt_tokens": 10, "thoughts_tokens": 3, "response_tokens": response},
+        "finish_reason": finish,
+        "created_at": at,
+    }
+
+
+def save(root: Path, trace_id: str, history: list[dict[str, Any]], model: Any = "glm-5.3", **config: Any) -> Path:
+    """Write a trace with mmsp's own Tracer, as every mmsp client does."""
+    cfg = {"temperature": 0.2, "max_tokens": 512, "tools": TOOLS, "trace_id": trace_id, **config}
+    Tracer(cache_dir=str(root)).save_history(model, history, trace_id, cfg)
+    return root / f"{trace_id}.json"
+
+
+def record(tid: str, turn: int, mi: int | None, status: str = "complete", *, started: float, total: float = 900.0,
+           model: str = "glm-5.3", events: list[list[Any]] | None = None) -> dict[str, Any]:
+    return {
+        "trace_id": tid, "turn": turn, "message_index": mi, "model": model, "client_type": "zai-official",
+        "status": status, "error": None if status == "complete" else {"type": "UpstreamError", "message": "503"},
+        "started_at": started, "ttft_ms": 120.0 if status == "complete" else None, "total_ms": total,
+        "usage": None, "finish_reason": "stop" if status == "complete" else None,
+        "events": events if events is not None else [[120.0, "text.delta", 4], [total, "stop", 0]],
+    }
+
+
+def conversation(n: int, t0: int, prefix: str = "q") -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for k in range(n):
+        out += [user(f"{prefix}{k}", t0 + 10_000 * k), answer(f"{prefix}-a{k}", t0 + 10_000 * k + 900, "length" if k == 2 else "stop", 5 + k)]
+    return out
+
+
+def make_corpus(root: Path) -> Path:
+    """Traces of every shape the dataset must carry: sidecars (failed and cancelled attempts), a
+    sidecar-only trace, a conversation traced call by call (its history repeated in every file),
+    a dotted trace id, models with odd names or none, turns without time, a damaged file and a few
+    dozen generated conversations over several days."""
+    root.mkdir(parents=True, exist_ok=True)
+    save(root, "app/chat_1", conversation(3, T0))
+    append_sidecar(record("app/chat_1", 0, 1, started=T0 + 5.0), base=root)
+    append_sidecar(record("app/chat_1", 1, None, "error", started=T0 + 10_001.0, total=300.0), base=root)
+    append_sidecar(record("app/chat_1", 1, 3, started=T0 + 10_400.0), base=root)
+    append_sidecar(record("app/chat_1", 3, None, "cancelled", started=T0 + 40_000.0, total=50.0), base=root)
+    append_sidecar(record("app/chat_2", 0, None, "incomplete", started=T0 + DAY + 1.0, total=70.0), base=root)
+    # call by call: each file holds the conversation so far; 00002 carries the timing of turn 1
+    history = conversation(3, T0 + 2 * DAY, "agent")
+    for k in range(3):
+        save(root, f"agent/{k + 1:05d}", history[: 2 * k + 2], model="gemini-3.8-flash")
+    append_sidecar(record("agent/00002", 1, 3, started=T0 + 2 * DAY + 10_010.0, model="gemini-3.8-flash"), base=root)
+    save(root, "runs/v1.5", conversation(2, T0 + 3 * DAY, "dot"), model="org/model v2%")
+    append_sidecar(record("runs/v1.5", 0, 1, started=T0 + 3 * DAY + 3.0, model="org/model v2%"), base=root)
+    save(root, "odd/no_model", conversation(1, T0 + 4 * DAY, "nm"), model=None)
+    save(root, "odd/no_time", [user("when?", None), answer("never", None)], model="local-x")
+    bad = root / "bad" / "broken.json"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_text('{"history": [{"role": "user", "content_ite')
+    old = time.time() - 60
+    os.utime(bad, (old, old))
+    gen_corpus.generate(root / "gen", files=24, turns=3, seed=3, shard_size=8)
+    return root
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return make_corpus(tmp_path / "cache")
+
+
+def quiet_sync(*args: Any, **kwargs: Any) -> traces.SyncResult:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)
+        return traces.sync(*args, **kwargs)
+
+
+def expected(src: Path, kind: str = "turns", **kwargs: Any) -> pa.Table:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)
+        df = LOADERS[kind](src, progress=False, **kwargs)
+    return traces.to_arrow(df).replace_schema_metadata(None)
+
+
+def stored(ds_dir: Path, kind: str = "turns") -> pa.Table:
+    table = traces.dataset(ds_dir, kind).to_table()
+    return table.drop_columns(["date"]).replace_schema_metadata(None)
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    order = [c for c in ("trace_id", "turn", "message_index", "item_index", "event_index", "started", "status") if c in table.column_names]
+    # dictionary columns decoded: files written apart have dictionaries of their own
+    table = pa.table({c: table[c].cast(pa.string()) if pa.types.is_dictionary(table[c].type) else table[c] for c in table.column_names})
+    return table.take(pc.sort_indices(table.select(order), [(c, "ascending") for c in order]))
+
+
+def assert_same(ds_dir: Path, src: Path, kind: str = "turns", **kwargs: Any) -> None:
+    got, want = stored(ds_dir, kind), expected(src, kind, **kwargs)
+    assert got.schema == want.schema
+    got, want = _sorted(got), _sorted(want)
+    assert got.num_rows == want.num_rows
+    if not got.equals(want):
+        g, w = got.to_pandas(), want.to_pandas()
+        pd.testing.assert_frame_equal(g, w)  # names the first difference
+        raise AssertionError("tables differ")
+
+
+def mtimes(ds_dir: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in ds_dir.rglob("*.parquet")}
+
+
+# --------------------------------------------------------------------------- equal to the loaders
+
+
+@pytest.mark.parametrize("kind", ["turns", "items", "events"])
+def test_sync_gives_the_loaders_rows(corpus: Path, tmp_path: Path, kind: str) -> None:
+    ds_dir = tmp_path / "ds"
+    with ThreadPoolExecutor(2) as pool, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = traces.sync(corpus, ds_dir, kind=kind, executor=pool, chunk_files=4)
+    if kind == "events":  # as load_events, trace files are not read: nothing to skip
+        assert not caught and res.skipped == [] and res.converted == res.traces
+    else:
+        assert [str(w.message) for w in caught if w.category is traces.TraceLoadWarning] == [
+            f"mmsp_notebook.traces.sync: skipped 1 of {res.converted} trace files (1 not valid JSON (truncated, "
+            "partially written or corrupt)); "
+            "see the result's .skipped for paths and reasons"
+        ]
+        assert res.converted == res.traces + 1  # the damaged file is counted, not loaded
+        assert [s["path"] for s in res.skipped] == [str(corpus / "bad" / "broken.json")]
+        assert "not valid JSON" in res.skipped[0]["reason"]
+    assert res.rows > 0 and res.files > 1
+    assert_same(ds_dir, corpus, kind)
+    # partitions: UTC date of the start and the model; odd model names round-trip, missing ones are null
+    parts = {p.relative_to(ds_dir / kind).parts[:2] for p in (ds_dir / kind).rglob("*.parquet")}
+    assert ("date=2026-01-01", "model=glm-5.3") in parts
+    if kind != "events":
+        assert ("date=2026-01-04", "model=org%2Fmodel%20v2%25") in parts
+        assert any(d == "date=__HIVE_DEFAULT_PARTITION__" for d, _ in parts)
+
+
+def test_repeated_histories_are_shown_once_like_the_loader(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir, chunk_files=1, executor=ThreadPoolExecutor(2))  # every copy in its own chunk
+    got = stored(ds_dir)
+    agent = got.filter(pc.starts_with(got["trace_id"], "agent/"))
+    assert agent.num_rows == 3  # 1 + 2 + 3 copies of three turns
+    # the copy timed by a sidecar wins: turn 1 comes from agent/00002
+    rows = {(r["trace_id"], r["turn"]): r["source"] for r in agent.to_pylist()}
+    assert rows == {("agent/00001", 0): "trace", ("agent/00002", 1): "trace+sidecar", ("agent/00003", 2): "trace"}
+    assert_same(ds_dir, corpus)
+    assert_same(ds_dir, corpus, "turns", dedupe=True)
+    items_dir = tmp_path / "ds_items"
+    quiet_sync(corpus, items_dir, kind="items", chunk_files=2, executor=ThreadPoolExecutor(2))
+    assert_same(items_dir, corpus, "items")
+    # dedupe=False keeps every copy, as the loader does
+    quiet_sync(corpus, tmp_path / "all", dedupe=False)
+    assert_same(tmp_path / "all", corpus, "turns", dedupe=False)
+
+
+def test_default_process_pool_and_progress(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = quiet_sync(corpus, tmp_path / "ds", chunk_files=5, progress=True)
+    assert res.converted > 5
+    assert "syncing turns" in capsys.readouterr().err
+    assert_same(tmp_path / "ds", corpus)
+
+
+# --------------------------------------------------------------------------- incremental
+
+
+def test_resync_with_nothing_changed_touches_nothing(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    first = quiet_sync(corpus, ds_dir, chunk_files=8)
+    before = mtimes(ds_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", traces.TraceLoadWarning)  # the damaged file is not reported again
+        again = traces.sync(corpus, ds_dir)
+    assert (again.converted, again.removed, again.unchanged) == (0, 0, first.converted)
+    assert again.skipped == first.skipped  # still named in the result
+    assert mtimes(ds_dir) == before
+    assert (again.rows, again.files) == (first.rows, first.files)
+
+
+def test_new_changed_deleted_and_damaged_files(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir, chunk_files=6)
+    # the Tracer rewrites a conversation after each turn: chat_1 gets a fourth turn
+    save(corpus, "app/chat_1", conversation(4, T0))
+    append_sidecar(record("app/chat_1", 3, 7, started=T0 + 30_002.0), base=corpus)
+    save(corpus, "new/one", conversation(2, T0 + 5 * DAY, "new"))
+    (corpus / "gen" / "shard_00" / "agent1" / "conversation_00001.json").unlink()
+    damaged = corpus / "gen" / "shard_01" / "agent2" / "conversation_00009.json"
+    damaged.write_bytes(damaged.read_bytes()[:100])
+    with pytest.warns(traces.TraceLoadWarning, match="skipped 1 of 3 trace files"):
+        res = traces.sync(corpus, ds_dir)
+    assert (res.converted, res.removed) == (3, 1)
+    assert {s["path"] for s in res.new_skipped} == {str(damaged)}
+    assert {s["path"] for s in res.skipped} == {str(damaged), str(corpus / "bad" / "broken.json")}
+    got = stored(ds_dir)
+    chat = got.filter(pc.equal(got["trace_id"], "app/chat_1"))
+    assert chat.num_rows == 6  # 4 turns + the failed and cancelled attempts, never the old rows again
+    assert not pc.any(pc.equal(got["trace_id"], "gen/shard_00/agent1/conversation_00001")).as_py()
+    assert not pc.any(pc.equal(got["trace_id"], "gen/shard_01/agent2/conversation_00009")).as_py()
+    assert_same(ds_dir, corpus)
+    # the damaged file written again in full comes back
+    gen_corpus.generate(tmp_path / "regen", files=24, turns=3, seed=3, shard_size=8)
+    shutil.copy(tmp_path / "regen" / "shard_01" / "agent2" / "conversation_00009.json", damaged)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 1 and str(damaged) not in {s["path"] for s in res.skipped}
+    assert_same(ds_dir, corpus)
+
+
+def test_copies_follow_their_winner(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    # the shown copy of turn 0 lives in agent/00001: delete it, the copy in agent/00002 is shown
+    (corpus / "agent" / "00001.json").unlink()
+    quiet_sync(corpus, ds_dir)
+    assert_same(ds_dir, corpus)
+    got = stored(ds_dir)
+    assert ("agent/00002", 0) in {(r["trace_id"], r["turn"]) for r in got.select(["trace_id", "turn"]).to_pylist()}
+    # a sidecar now times turn 0 in agent/00003: that copy wins over agent/00002's
+    append_sidecar(record("agent/00003", 0, 1, started=T0 + 2 * DAY + 7.0, model="gemini-3.8-flash"), base=corpus)
+    quiet_sync(corpus, ds_dir)
+    assert_same(ds_dir, corpus)
+    rows = stored(ds_dir).filter(pc.starts_with(stored(ds_dir)["trace_id"], "agent/")).to_pylist()
+    assert sorted((r["trace_id"], r["turn"]) for r in rows) == [("agent/00002", 1), ("agent/00003", 0), ("agent/00003", 2)]
+    # a file touched without a change is not converted again (content hash of recent files)
+    again = quiet_sync(corpus, ds_dir)
+    assert again.converted == 0
+
+
+# --------------------------------------------------------------------------- interrupted syncs
+
+
+class FailingExecutor(ThreadPoolExecutor):
+    """A thread pool whose conversion tasks fail after ``ok`` of them, as a cluster losing its workers."""
+
+    def __init__(self, ok: int) -> None:
+        super().__init__(2)
+        self.ok = ok
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if fn.__name__ == "convert":
+            if self.ok <= 0:
+                def lost(*_a: Any, **_k: Any) -> Any:
+                    raise RuntimeError("worker lost")
+
+                return super().submit(lost)
+            self.ok -= 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    with pytest.raises(RuntimeError, match="worker lost"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)
+        traces.sync(corpus, ds_dir, chunk_files=3, executor=FailingExecutor(ok=4))
+    want = _sorted(expected(corpus))
+    part = stored(ds_dir)  # readable, a part of the rows, never a row twice
+    assert 0 < part.num_rows < want.num_rows
+    keys = ["trace_id", "turn", "message_index", "started", "status"]
+    assert len(part.to_pandas()[keys].drop_duplicates()) == part.num_rows
+    res = quiet_sync(corpus, ds_dir, chunk_files=3)
+    assert 0 < res.converted < res.converted + res.unchanged
+    assert_same(ds_dir, corpus)
+    # a re-sync that fails after dropping the changed traces' old rows is finished by the next
+    save(corpus, "app/chat_1", conversation(4, T0))
+    save(corpus, "agent/00001", conversation(1, T0 + 2 * DAY, "agent-changed"), model="gemini-3.8-flash")
+    with pytest.raises(RuntimeError, match="worker lost"):
+        quiet_sync(corpus, ds_dir, chunk_files=1, executor=FailingExecutor(ok=0))
+    assert stored(ds_dir).num_rows < want.num_rows
+    quiet_sync(corpus, ds_dir)
+    assert_same(ds_dir, corpus)
+
+
+_KILLED = """
+import sys, warnings
+sys.path.insert(0, {root!r})
+from mmsp_notebook import traces
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    traces.sync({src!r}, {ds!r}, chunk_files=1)
+"""
+
+
+def test_a_killed_sync_is_resumed(tmp_path: Path) -> None:
+    src = tmp_path / "cache"
+    gen_corpus.generate(src, files=150, turns=2, seed=5, shard_size=50)
+    ds_dir = tmp_path / "ds"
+    script = tmp_path / "run_sync.py"
+    script.write_text(textwrap.dedent(_KILLED.format(root=str(ROOT), src=str(src), ds=str(ds_dir))))
+    proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True)
+    manifest = ds_dir / "turns" / "_manifest.sqlite"
+    done = 0
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with sqlite3.connect(manifest) as db:
+                done = db.execute("SELECT count(*) FROM sources").fetchone()[0]
+        except sqlite3.Error:
+            done = 0
+        if done >= 10:
+            break
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 10 <= done < 150, "the sync was not caught midway"
+    part = stored(ds_dir)
+    assert 0 < part.num_rows < 300
+    res = quiet_sync(src, ds_dir)
+    assert res.unchanged >= 10 and res.converted + res.unchanged == 150
+    assert_same(ds_dir, src)
+
+
+def test_leftovers_of_a_crash_are_removed(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    orphan_dir = ds_dir / "turns" / "date=2026-01-01" / "model=glm-5.3"
+    shutil.copy(next(orphan_dir.glob("*.parquet")), orphan_dir / "part-orphan-0.parquet")  # data not committed
+    (orphan_dir / ".part-x.parquet.tmp").write_bytes(b"half")
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 0
+    assert not (orphan_dir / "part-orphan-0.parquet").exists() and not (orphan_dir / ".part-x.parquet.tmp").exists()
+    assert_same(ds_dir, corpus)
+
+
+# --------------------------------------------------------------------------- on a Dask cluster
+
+
+def test_dask_cluster_executor_and_dask_reader(corpus: Path, tmp_path: Path) -> None:
+    distributed = pytest.importorskip("dask.distributed")
+    dd = pytest.importorskip("dask.dataframe")
+    ds_dir = tmp_path / "ds"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            res = quiet_sync(corpus, ds_dir, executor=client.get_executor(), chunk_files=4)
+    assert res.converted > 4
+    assert_same(ds_dir, corpus)
+    # as the README shows it: the partition columns' types given (a directory of nulls has none to infer)
+    partitioning = {"flavor": "hive", "schema": pa.schema([("date", pa.date32()), ("model", pa.string())])}
+    ddf = dd.read_parquet(str(ds_dir / "turns"), dataset={"partitioning": partitioning})
+    want = expected(corpus)
+    assert len(ddf) == want.num_rows
+    assert set(want.column_names) | {"date"} == set(ddf.columns)
+    by_model = ddf.groupby("model", dropna=False)["latency"].count().compute()
+    assert int(by_model.sum()) == pc.count(want["latency"]).as_py()
+
+
+# --------------------------------------------------------------------------- DuckDB
+
+
+@pytest.mark.parametrize("by", ["model", None, ["model", "status"], "client_type"])
+def test_summary_in_duckdb_equals_pandas(corpus: Path, tmp_path: Path, by: Any) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)
+        frame = traces.load_turns(corpus)
+    want = traces.summary(frame, by=by)
+    for source in (ds_dir, ds_dir / "turns", traces.dataset(ds_dir)):
+        got = traces.summary(source, by=by)
+        assert len(got) == len(want) > 0
+        pd.testing.assert_frame_equal(got, want, check_index_type=False, check_categorical=False, rtol=1e-9)
+        assert [str(i) for i in got.index] == [str(i) for i in want.index]
+    if by == "model":
+        assert want["cost_missing"].sum() > 0 and want["error_rate"].max() > 0 and want["truncation_rate"].max() > 0
+
+
+def test_query_views(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    quiet_sync(corpus, ds_dir, kind="events")
+    frame = expected(corpus)
+    cols = traces.query("SELECT * FROM turns LIMIT 0", ds_dir).columns.tolist()
+    assert cols == [*frame.column_names, "date"]
+    n = traces.query("SELECT count(*) AS n FROM turns WHERE model = 'org/model v2%'", ds_dir)["n"][0]
+    assert n == pc.sum(pc.equal(frame["model"].cast(pa.string()), "org/model v2%")).as_py() == 2
+    joined = traces.query(
+        "SELECT count(*) AS n FROM events e JOIN turns t USING (trace_id, turn) WHERE e.type = 'stop' AND t.status = 'complete'",
+        ds_dir,
+    )["n"][0]
+    assert joined > 0
+    with pytest.raises(Exception, match="items"):
+        traces.query("SELECT * FROM items", ds_dir)  # not synced: no view
+
+
+# --------------------------------------------------------------------------- options and errors
+
+
+def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    # other prices make other rows: the dataset is rebuilt with them
+    prices = {"local-x": {"prompt_tokens": 1.0, "response_tokens": 2.0}}
+    res = quiet_sync(corpus, ds_dir, prices=prices)
+    assert res.unchanged == 0 and res.converted > 0
+    assert_same(ds_dir, corpus, prices=prices)
+    with pytest.raises(ValueError, match="sync into another dataset_dir"):
+        quiet_sync(corpus / "gen", ds_dir)
+    with pytest.raises(FileNotFoundError):
+        traces.sync(tmp_path / "nowhere", tmp_path / "x")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        traces.sync(corpus, ds_dir, kind="messages")
+    with pytest.raises(ValueError, match="not a file"):
+        traces.sync(corpus / "app" / "chat_1.json", tmp_path / "y")
+    with pytest.raises(FileNotFoundError, match="traces.sync"):
+        traces.dataset(tmp_path / "empty")
+    import fcntl
+
+    with open(ds_dir / "turns" / "_sync.lock", "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        with pytest.raises(RuntimeError, match="another sync"):
+            traces.sync(corpus, ds_dir)
+    assert_same(ds_dir, corpus, prices=prices)  # nothing lost by the refused calls
+
+
+def test_empty_corpus_gives_empty_views(tmp_path: Path) -> None:
+    (tmp_path / "none").mkdir()
+    res = traces.sync(tmp_path / "none", tmp_path / "ds")
+    assert (res.converted, res.rows, res.files) == (0, 0, 0)
+    assert traces.dataset(tmp_path / "ds").to_table().num_rows == 0
+    assert traces.query("SELECT count(*) AS n FROM turns", tmp_path / "ds")["n"][0] == 0
+    assert traces.summary(tmp_path / "ds", by="model").empty
+
+
+def test_hidden_files_are_not_data(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    names = [os.path.basename(f) for f in traces.dataset(ds_dir).files]
+    assert names and all(n.startswith("part-") and n.endswith(".parquet") for n in names)
+    meta = json.loads(sqlite3.connect(ds_dir / "turns" / "_manifest.sqlite").execute(
+        "SELECT value FROM meta WHERE key = 'src'").fetchone()[0])
+    assert meta == str(corpus)
