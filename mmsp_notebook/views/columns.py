@@ -154,14 +154,14 @@ class ColumnsLive(LiveView):
         bundle = {"application/vnd.jupyter.widget-view+json": ref, "text/plain": "<mmsp comparison: streaming…>"}
         self.handle = display(bundle, raw=True, display_id=True)
 
-    def update(self, comparison: Any) -> None:
+    def update(self, comparison: Any, final: bool = False) -> None:
         cols = [[i, ops] for i, (tracker, turn) in enumerate(zip(self.trackers, comparison.turns))
-                if (ops := tracker.ops(turn))]
+                if (ops := tracker.ops(turn, final=final))]
         if cols:
             self.widget.push(cols)
 
     def finish(self, comparison: Any) -> None:
-        self.update(comparison)
+        self.update(comparison, final=True)
         self.handle.update({"text/html": render_comparison_html(comparison.labels, comparison.turns),
                             "text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=8000)},
                            raw=True)
