@@ -11,7 +11,7 @@ import { join, dirname, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 
-const OUTPUTS = ["turn.js", "chat.js", "compare.js", "widget.css", "compare.css"];
+const OUTPUTS = ["turn.js", "chat.js", "compare.js", "explore.js", "widget.css", "compare.css", "explore.css"];
 
 const here = dirname(fileURLToPath(import.meta.url));
 const check = process.argv.includes("--check");
@@ -40,10 +40,10 @@ const common = {
 
 await esbuild.build({
   ...common,
-  entryPoints: { turn: "src/turn.js", chat: "src/chat.js", compare: "src/compare.js" },
+  entryPoints: { turn: "src/turn.js", chat: "src/chat.js", compare: "src/compare.js", explore: "src/explore.js" },
   outdir,
 });
-await esbuild.build({ ...common, entryPoints: { widget: "src/widget.css", compare: "src/compare.css" }, outdir, loader: { ".css": "css" } });
+await esbuild.build({ ...common, entryPoints: { widget: "src/widget.css", compare: "src/compare.css", explore: "src/explore.css" }, outdir, loader: { ".css": "css" } });
 
 let failed = false;
 for (const name of OUTPUTS) {

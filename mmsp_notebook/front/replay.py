@@ -53,6 +53,7 @@ Finding and reading the recorded message is :func:`mmsp_notebook.traces.recorded
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import math
 import operator
@@ -67,7 +68,7 @@ from ..core.state import GROWING_FIELD, ToolRun
 from ..core.turn import Turn
 from ..traces.recorded import load_recorded
 
-__all__ = ["replay", "replay_plan", "load_recorded", "strip_timings"]
+__all__ = ["replay", "start_replay", "replay_plan", "load_recorded", "strip_timings"]
 
 
 def strip_timings(text: str) -> str:
@@ -333,6 +334,20 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
         OptionTypeError: ``speed`` or ``turn`` not a number, ``trace`` of another type (a
             ``TypeError`` too).
     """
+    run, future = start_replay(trace, turn=turn, speed=speed, root=root)
+    if not display:
+        return future.result()
+    from .finish import present
+
+    # a replay is a turn like any other: shown, drawn in its cell, recorded as the last turn; never
+    # strict (a replayed failure is what the user asked to see)
+    return present(run, future, strict=False)
+
+
+def start_replay(trace: Any, *, turn: int = -1, speed: float = 1.0,
+                 root: str | Path | None = None) -> tuple[TurnRun, concurrent.futures.Future[Turn]]:
+    """Start playing a recorded turn on the worker loop, shown nowhere: ``(run, future)`` for a view
+    to follow (the arguments and errors of :func:`replay`)."""
     from ..engine import worker as _worker
 
     speed = _speed(speed)
@@ -355,11 +370,4 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
                               "timed": plan[0][0] is not None if plan else False,
                               "sidecar": str(recorded["sidecar"]) if recorded["sidecar"] else None}
     run = TurnRun(replayed)
-    future = _worker.submit(_play(run, plan, speed, recorded["tool_results"]))
-    if not display:
-        return future.result()
-    from .finish import present
-
-    # a replay is a turn like any other: shown, drawn in its cell, recorded as the last turn; never
-    # strict (a replayed failure is what the user asked to see)
-    return present(run, future, strict=False)
+    return run, _worker.submit(_play(run, plan, speed, recorded["tool_results"]))

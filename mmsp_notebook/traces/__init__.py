@@ -192,9 +192,11 @@ from ._common import OTEL_COLUMNS, TraceLoadWarning
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._dataset import SyncResult, connect, dataset, query, sync
+    from ._explore import Explorer, explore
     from ._export import to_arrow, to_parquet
     from ._load import load_events, load_items, load_turns
     from ._plot import plot_latency, plot_usage_over_time
+    from ._show import Conversation, show
     from ._summary import summary
 
 __all__ = [
@@ -208,6 +210,10 @@ __all__ = [
     "to_parquet",
     "plot_latency",
     "plot_usage_over_time",
+    "show",
+    "explore",
+    "Conversation",
+    "Explorer",
     "sync",
     "SyncResult",
     "dataset",
@@ -225,6 +231,10 @@ _LAZY = {
     "to_parquet": "._export",
     "plot_latency": "._plot",
     "plot_usage_over_time": "._plot",
+    "show": "._show",
+    "Conversation": "._show",
+    "explore": "._explore",
+    "Explorer": "._explore",
     "sync": "._dataset",
     "SyncResult": "._dataset",
     "dataset": "._dataset",

@@ -1,0 +1,364 @@
+// anywidget front end of traces.explore(): a paged table of turns filtered and sorted in the kernel,
+// the selected turn's conversation (each assistant turn drawn by render.js), its timing waterfall,
+// and a replay of the selected message. Messages: see mmsp_notebook/traces/_explore.py.
+//
+// Every string is placed with textContent (model output only through render.js); every number comes
+// formatted from Python. Only the page on screen is ever sent here.
+import { createTurnView } from "./render.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied } from "./util.js";
+
+const SPEEDS = ["1", "2", "5", "10", "inf"];
+const PAGE_SIZES = [10, 25, 50, 100];
+
+function option(doc, value, label, selected) {
+  const o = h(doc, "option", null, { value }, label);
+  if (selected) o.selected = true;
+  return o;
+}
+
+export function renderExplorer({ model, el }) {
+  const doc = el.ownerDocument;
+  el.classList.add("mmsp-root", "mmsp-explorer");
+
+  // ------------------------------------------------------------------ layout
+  const toolbar = h(doc, "div", "mmsp-x-toolbar");
+  const search = h(doc, "input", "mmsp-input mmsp-x-search", {
+    type: "search",
+    placeholder: "search trace, model, error…  or latency>10 model:demo status=error",
+    "aria-label": "Search turns",
+  });
+  const facets = {};
+  for (const [key, label] of [["model", "model"], ["status", "status"], ["finish", "finish reason"]]) {
+    facets[key] = h(doc, "select", "mmsp-select mmsp-x-facet", { "aria-label": `Filter by ${label}`, "data-facet": key });
+  }
+  const rangeCol = h(doc, "select", "mmsp-select mmsp-x-range-col", { "aria-label": "Range column" });
+  const rangeLo = h(doc, "input", "mmsp-input mmsp-x-range-input", { type: "number", step: "any", placeholder: "min", "aria-label": "Range minimum" });
+  const rangeHi = h(doc, "input", "mmsp-input mmsp-x-range-input", { type: "number", step: "any", placeholder: "max", "aria-label": "Range maximum" });
+  const copyBtn = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-copy", "Copy filter", "Copy the filter as pandas code");
+  toolbar.append(search, facets.model, facets.status, facets.finish, rangeCol, rangeLo, rangeHi, copyBtn);
+  const quickBar = h(doc, "div", "mmsp-x-quick", { role: "group", "aria-label": "Quick filters" });
+  const summary = h(doc, "div", "mmsp-x-summary", { role: "status", "aria-live": "polite" });
+  const tableWrap = h(doc, "div", "mmsp-x-table-wrap");
+  const table = h(doc, "table", "mmsp-x-table");
+  const thead = h(doc, "thead");
+  const tbody = h(doc, "tbody");
+  table.append(thead, tbody);
+  tableWrap.appendChild(table);
+  const pager = h(doc, "div", "mmsp-x-pager");
+  const first = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-first", "«", "First page");
+  const prev = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-prev", "‹", "Previous page");
+  const pageLabel = h(doc, "span", "mmsp-meta mmsp-x-page");
+  const next = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-next", "›", "Next page");
+  const last = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-last", "»", "Last page");
+  const sizeSel = h(doc, "select", "mmsp-select mmsp-x-size", { "aria-label": "Rows per page" });
+  pager.append(first, prev, pageLabel, next, last, sizeSel);
+
+  const detail = h(doc, "div", "mmsp-x-detail");
+  const detailHead = h(doc, "div", "mmsp-x-detail-head");
+  const title = h(doc, "span", "mmsp-x-detail-title", null, "Select a turn to read its conversation");
+  const speedSel = h(doc, "select", "mmsp-select mmsp-x-speed", { "aria-label": "Replay speed" });
+  for (const s of SPEEDS) speedSel.appendChild(option(doc, s, s === "inf" ? "at once" : `${s}×`, s === "1"));
+  const replayBtn = button(doc, "mmsp-btn mmsp-btn-small mmsp-primary mmsp-x-replay", "Replay", "Replay this turn with its recorded timing");
+  const stopBtn = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-stop", "Stop", "Stop the replay");
+  replayBtn.disabled = true;
+  stopBtn.hidden = true;
+  detailHead.append(title, speedSel, replayBtn, stopBtn);
+  const replayArea = h(doc, "div", "mmsp-x-replay-area");
+  replayArea.hidden = true;
+  const wfEl = h(doc, "div", "mmsp-x-waterfall-slot");
+  const conv = h(doc, "div", "mmsp-x-conversation mmsp-conversation", { tabindex: "0", role: "region", "aria-label": "Conversation" });
+  detail.append(detailHead, replayArea, wfEl, conv);
+  el.append(toolbar, quickBar, summary, tableWrap, pager, detail);
+
+  // ------------------------------------------------------------------ state
+  let page = null;
+  let views = [];
+  let replayView = null;
+  let searchTimer = null;
+  const cleanups = [];
+  const listen = (target, name, fn) => {
+    target.addEventListener(name, fn);
+    cleanups.push(() => target.removeEventListener(name, fn));
+  };
+  const win = doc.defaultView;
+
+  function query(patch) {
+    summary.dataset.busy = "true";
+    model.send({ type: "query", patch });
+  }
+
+  // ------------------------------------------------------------------ controls
+  listen(search, "input", () => {
+    if (searchTimer !== null) win.clearTimeout(searchTimer);
+    searchTimer = win.setTimeout(() => {
+      searchTimer = null;
+      query({ text: search.value, page: 0 });
+    }, 250);
+  });
+  listen(search, "keydown", (e) => {
+    if (e.key !== "Enter") return;
+    if (searchTimer !== null) win.clearTimeout(searchTimer);
+    searchTimer = null;
+    query({ text: search.value, page: 0 });
+  });
+  for (const [key, sel] of Object.entries(facets)) {
+    listen(sel, "change", () => query({ [key]: sel.value ? [sel.value] : [], page: 0 }));
+  }
+  const sendRange = () => {
+    const col = rangeCol.value;
+    const ranges = {};
+    if (col && (rangeLo.value !== "" || rangeHi.value !== "")) {
+      ranges[col] = [rangeLo.value === "" ? null : Number(rangeLo.value), rangeHi.value === "" ? null : Number(rangeHi.value)];
+    }
+    query({ ranges, page: 0 });
+  };
+  listen(rangeCol, "change", sendRange);
+  listen(rangeLo, "change", sendRange);
+  listen(rangeHi, "change", sendRange);
+  listen(copyBtn, "click", () => {
+    const code = page ? page.code : "turns";
+    Promise.resolve(copyText(code, doc)).then(
+      (ok) => flashCopied(copyBtn, ok !== false),
+      () => flashCopied(copyBtn, false),
+    );
+  });
+  const goto = (n) => page && query({ page: n });
+  listen(first, "click", () => goto(0));
+  listen(prev, "click", () => page && goto(page.query.page - 1));
+  listen(next, "click", () => page && goto(page.query.page + 1));
+  listen(last, "click", () => page && goto(page.pages - 1));
+  for (const n of PAGE_SIZES) sizeSel.appendChild(option(doc, String(n), `${n} rows`, n === 25));
+  listen(sizeSel, "change", () => query({ page_size: Number(sizeSel.value), page: 0 }));
+  listen(replayBtn, "click", () => {
+    if (replayBtn.disabled) return;
+    model.send({ type: "replay", speed: speedSel.value === "inf" ? 1e9 : Number(speedSel.value) });
+  });
+  listen(stopBtn, "click", () => model.send({ type: "stop" }));
+
+  // rows: click or Enter selects, arrows move
+  const selectRow = (tr) => {
+    if (!tr || !tr.dataset.row) return;
+    for (const other of tbody.querySelectorAll("tr[aria-selected='true']")) other.setAttribute("aria-selected", "false");
+    tr.setAttribute("aria-selected", "true");
+    model.send({ type: "select", row: Number(tr.dataset.row) });
+  };
+  listen(tbody, "click", (e) => selectRow(e.target.closest ? e.target.closest("tr") : null));
+  listen(tbody, "keydown", (e) => {
+    const tr = e.target.closest ? e.target.closest("tr") : null;
+    if (!tr) return;
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      selectRow(tr);
+    } else if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+      e.preventDefault();
+      const to = e.key === "ArrowDown" ? tr.nextElementSibling : tr.previousElementSibling;
+      if (to) to.focus();
+    }
+  });
+
+  // ------------------------------------------------------------------ drawing the page
+  function fillSelect(sel, items, value, allLabel) {
+    sel.replaceChildren(option(doc, "", allLabel, !value));
+    for (const [v, label] of items || []) sel.appendChild(option(doc, v, label, v === value));
+  }
+
+  function drawHead(columns, q) {
+    const tr = h(doc, "tr");
+    for (const [key, label, numeric] of columns) {
+      const sorted = q.sort === key;
+      const th = h(doc, "th", numeric ? "mmsp-x-num" : null, {
+        scope: "col",
+        "aria-sort": sorted ? (q.desc ? "descending" : "ascending") : "none",
+      });
+      const b = h(doc, "button", "mmsp-x-sort", { type: "button", "data-col": key, title: `Sort by ${label}` }, label + (sorted ? (q.desc ? " ▼" : " ▲") : ""));
+      b.addEventListener("click", () => query({ sort: key, desc: sorted ? !q.desc : !!numeric, page: 0 }));
+      th.appendChild(b);
+      tr.appendChild(th);
+    }
+    thead.replaceChildren(tr);
+  }
+
+  function drawPage(p) {
+    page = p;
+    delete summary.dataset.busy;
+    const q = p.query;
+    if (doc.activeElement !== search && search.value !== q.text) search.value = q.text;
+    fillSelect(facets.model, p.facets.model, (q.model || [])[0], "all models");
+    fillSelect(facets.status, p.facets.status, (q.status || [])[0], "any status");
+    fillSelect(facets.finish, p.facets.finish, (q.finish || [])[0], "any finish");
+    const rangeKey = Object.keys(q.ranges || {})[0] || rangeCol.value || (p.ranges || [])[0] || "";
+    rangeCol.replaceChildren(...(p.ranges || []).map((c) => option(doc, c, c, c === rangeKey)));
+    quickBar.replaceChildren();
+    for (const [name, label] of p.quick) {
+      const on = (q.quick || []).includes(name);
+      const b = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-chip", label, `Quick filter: ${label}`);
+      b.dataset.quick = name;
+      b.setAttribute("aria-pressed", on ? "true" : "false");
+      b.addEventListener("click", () => {
+        const now = (page.query.quick || []).filter((x) => x !== name);
+        if (!on) now.push(name);
+        query({ quick: now, page: 0 });
+      });
+      quickBar.appendChild(b);
+    }
+    summary.textContent = p.summary;
+    summary.classList.remove("mmsp-error");
+    drawHead(p.columns, q);
+    const rows = [];
+    for (const [pos, status, finish, cells] of p.rows) {
+      const tr = h(doc, "tr", null, { tabindex: "0", "data-row": pos, "data-status": status, "data-finish": finish, "aria-selected": pos === p.selected ? "true" : "false" });
+      cells.forEach((text, k) => {
+        const numeric = p.columns[k] && p.columns[k][2];
+        const cls = p.columns[k] && p.columns[k][0] === "error" && text ? "mmsp-x-error" : numeric ? "mmsp-x-num" : null;
+        tr.appendChild(h(doc, "td", cls, { title: text.length > 40 ? text : null }, text));
+      });
+      rows.push(tr);
+    }
+    tbody.replaceChildren(...rows);
+    pageLabel.textContent = p.page_label;
+    first.disabled = prev.disabled = q.page <= 0;
+    next.disabled = last.disabled = q.page >= p.pages - 1;
+    sizeSel.value = String(q.page_size);
+  }
+
+  // ------------------------------------------------------------------ drawing the detail
+  function destroyViews() {
+    for (const v of views) v.destroy();
+    views = [];
+  }
+
+  function drawWaterfall(wf) {
+    wfEl.replaceChildren();
+    if (!wf) {
+      wfEl.appendChild(h(doc, "div", "mmsp-x-waterfall mmsp-x-empty", null, "no timing sidecar for this response: mmsp's Tracer records no timing"));
+      return;
+    }
+    const box = h(doc, "div", "mmsp-x-waterfall", { "data-status": wf.status || "" });
+    const head = h(doc, "div", "mmsp-x-wf-head", null, "timing ");
+    head.appendChild(h(doc, "span", "mmsp-meta", null, wf.summary || ""));
+    box.appendChild(head);
+    for (const b of wf.bars || []) {
+      const kind = /^[a-z_]+$/.test(b.kind) ? b.kind : "data";
+      const row = h(doc, "div", `mmsp-x-wf-row mmsp-x-wf-${kind}${b.selected ? " mmsp-x-wf-selected" : ""}`);
+      const track = h(doc, "span", "mmsp-x-wf-track");
+      const bar = h(doc, "span", "mmsp-x-wf-bar", { title: b.text });
+      bar.style.left = `${Number(b.left) || 0}%`;
+      bar.style.width = `${Number(b.width) || 0}%`;
+      track.appendChild(bar);
+      row.append(h(doc, "span", "mmsp-x-wf-label", null, b.label), track, h(doc, "span", "mmsp-x-wf-time", null, b.text));
+      box.appendChild(row);
+    }
+    const axis = h(doc, "div", "mmsp-x-wf-row mmsp-x-wf-axis");
+    const track = h(doc, "span", "mmsp-x-wf-track");
+    for (const t of wf.ticks || []) {
+      const tick = h(doc, "span", "mmsp-x-wf-tick", null, t.text);
+      tick.style.left = `${Number(t.left) || 0}%`;
+      track.appendChild(tick);
+    }
+    axis.append(h(doc, "span", "mmsp-x-wf-label"), track, h(doc, "span", "mmsp-x-wf-time"));
+    box.appendChild(axis);
+    wfEl.appendChild(box);
+  }
+
+  function drawEntry(entry, selected) {
+    const kind = ["user", "assistant", "failed", "damaged"].includes(entry.kind) ? entry.kind : "damaged";
+    const sec = h(doc, "section", `mmsp-conv-msg mmsp-conv-${kind}${entry.key === selected ? " mmsp-conv-selected" : ""}`, { "data-key": entry.key });
+    sec.appendChild(h(doc, "div", "mmsp-conv-head", null, entry.label || ""));
+    if (kind === "user") {
+      if (entry.text) sec.appendChild(h(doc, "div", "mmsp-conv-user-text", null, entry.text));
+      for (const img of entry.images || []) {
+        if (img && isSafeImageSrc(img.src)) sec.appendChild(h(doc, "img", "mmsp-conv-image", { src: img.src, alt: img.alt || "image", loading: "lazy" }));
+        else sec.appendChild(h(doc, "div", "mmsp-meta", null, (img && img.note) || "image not shown"));
+      }
+    } else if (kind === "assistant" || kind === "failed") {
+      const body = h(doc, "div", "mmsp-conv-body");
+      sec.appendChild(body);
+      const view = createTurnView(body);
+      view.render(entry.vm || {});
+      views.push(view);
+      for (const line of entry.lines || []) sec.appendChild(h(doc, "div", "mmsp-conv-timing mmsp-meta", null, line));
+      if (entry.note) sec.appendChild(h(doc, "div", "mmsp-conv-note mmsp-meta", null, entry.note));
+    } else {
+      sec.appendChild(h(doc, "div", "mmsp-conv-note mmsp-conv-damaged-text", null, entry.text || ""));
+    }
+    for (const note of entry.notes || []) sec.appendChild(h(doc, "div", "mmsp-conv-note mmsp-meta", null, note));
+    return sec;
+  }
+
+  function drawDetail(d) {
+    destroyViews();
+    conv.replaceChildren();
+    if (!d || d.row === null || d.row === undefined) {
+      title.textContent = "Select a turn to read its conversation";
+      replayBtn.disabled = true;
+      wfEl.replaceChildren();
+      return;
+    }
+    title.textContent = d.title || "";
+    if (d.error) {
+      replayBtn.disabled = true;
+      wfEl.replaceChildren();
+      conv.appendChild(h(doc, "div", "mmsp-conv-note mmsp-conv-damaged-text", null, d.error));
+      return;
+    }
+    replayBtn.disabled = !d.replayable;
+    replayBtn.title = d.replayable ? "Replay this turn with its recorded timing" : "This response was never recorded: nothing to replay";
+    drawWaterfall(d.waterfall);
+    if (d.source) conv.appendChild(h(doc, "div", "mmsp-conv-title mmsp-meta", null, d.source));
+    for (const note of d.notes || []) conv.appendChild(h(doc, "div", "mmsp-conv-note mmsp-meta", null, note));
+    let target = null;
+    for (const entry of d.entries || []) {
+      const sec = drawEntry(entry, d.selected);
+      if (entry.key === d.selected) target = sec;
+      conv.appendChild(sec);
+    }
+    if (target) conv.scrollTop = Math.max(0, target.offsetTop - conv.offsetTop - 8);
+  }
+
+  function onReplay(msg) {
+    if (msg.phase === "start") {
+      if (replayView) replayView.destroy();
+      replayArea.replaceChildren(h(doc, "div", "mmsp-conv-head", null, msg.title || "replay"));
+      const body = h(doc, "div", "mmsp-conv-body");
+      replayArea.appendChild(body);
+      replayArea.hidden = false;
+      replayView = createTurnView(body);
+      replayView.render({ status: "streaming", items: [] });
+      stopBtn.hidden = false;
+    } else if (msg.phase === "ops" && replayView) {
+      replayView.apply(msg.ops);
+    } else if (msg.phase === "end" && replayView) {
+      replayView.render(msg.vm || {});
+      stopBtn.hidden = true;
+    }
+  }
+
+  const onMsg = (msg) => {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "state") {
+      if (msg.page) drawPage(msg.page);
+      drawDetail(msg.detail);
+    } else if (msg.type === "page") drawPage(msg);
+    else if (msg.type === "detail") drawDetail(msg);
+    else if (msg.type === "replay") onReplay(msg);
+    else if (msg.type === "error") {
+      delete summary.dataset.busy;
+      summary.textContent = String(msg.error || "error");
+      summary.classList.add("mmsp-error");
+    }
+  };
+  model.on("msg:custom", onMsg);
+  model.send({ type: "hello" });
+
+  return () => {
+    if (typeof model.off === "function") model.off("msg:custom", onMsg);
+    if (searchTimer !== null) win.clearTimeout(searchTimer);
+    for (const undo of cleanups) undo();
+    destroyViews();
+    if (replayView) replayView.destroy();
+    el.replaceChildren();
+    el.classList.remove("mmsp-root", "mmsp-explorer");
+  };
+}
+
+export default { render: renderExplorer };

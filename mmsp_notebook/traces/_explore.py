@@ -1,0 +1,424 @@
+"""``traces.explore``: find the failing turn among 100,000, read its conversation, replay it.
+
+An anywidget over a turns frame (:func:`~mmsp_notebook.traces.load_turns`). The kernel keeps the
+frame; filtering (text search with ``column>value`` and ``column:text`` terms, model / status /
+finish facets, numeric ranges, quick filters) and sorting run in pandas on the kernel, and only
+the page on screen crosses to the browser, formatted: the bytes per page do not depend on the
+number of rows. Selecting a row sends that conversation (as :func:`~mmsp_notebook.traces.show`
+draws it: the turn view of each assistant message) with the selected turn marked and scrolled
+into view, and the timing waterfall of its turn from the sidecar; Replay plays the selected
+assistant message again into the explorer with its recorded timing (``mmsp_notebook.replay``'s
+engine and the live views' pacer).
+
+Messages (``msg:custom``). Front end → kernel: ``{"type": "hello"}`` (answered with a ``state``),
+``{"type": "query", "patch": {...}}`` (any of ``text, model, status, finish, ranges, quick, sort,
+desc, page, page_size``; answered with a ``page``), ``{"type": "select", "row": n}`` (a row
+position in the frame; answered with a ``detail``), ``{"type": "replay", "speed": s}``,
+``{"type": "stop"}``. Kernel → front end: ``state`` (``page`` + ``detail``), ``page`` (the query,
+``columns``, ``rows`` as ``[position, status, finish, [cell text, ...]]``, ``total``, ``matched``,
+``facets``, ``quick``, ``code``, ``took_ms``), ``detail`` (``entries`` of the conversation view,
+``selected`` key, ``index``, ``waterfall``, ``replayable``, or ``error``), ``replay`` (``phase``
+``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
+
+From Python: :meth:`Explorer.filter`, :meth:`~Explorer.sort`, :meth:`~Explorer.go`,
+:meth:`~Explorer.select`, :attr:`~Explorer.filtered` (the matching rows, in order),
+:attr:`~Explorer.selection` (the selected row), :attr:`~Explorer.filter_code` (the same filter as
+pandas code on ``turns``). A saved notebook shows the page and the open conversation as static HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import numpy as np
+import pandas as pd
+
+from .._errors import MMSPNotebookError, OptionError, OptionTypeError
+from ..core.pricing import format_cost
+from ..core.store import SIDECAR_SUFFIX, cache_dir, read_trace
+from ..views import format as fmt
+from ..views.conversation import CONVERSATION_CSS, conversation_html, tool_error
+from ..views.html import CSS
+from ..views.live import LiveView, drive
+from ..views.model import OpsTracker, view_model
+from ..views.widget import STATIC
+from ._common import plain
+from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
+from ._show import Conversation, locate, read_conversation, row_key
+
+__all__ = ["explore", "Explorer", "COLUMNS"]
+
+#: (column, title, numeric): the table's columns (``error`` is ``error_type: error_message``)
+COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("trace_id", "trace", False), ("turn", "turn", True), ("model", "model", False), ("status", "status", False),
+    ("finish_reason", "finish", False), ("latency", "latency", True), ("ttft", "TTFT", True),
+    ("cached_tokens", "cached", True), ("prompt_tokens", "prompt", True), ("thoughts_tokens", "thoughts", True),
+    ("response_tokens", "response", True), ("cost", "cost", True), ("error", "error", False))
+
+
+def _js(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _ExplorerLive(LiveView):
+    """A replay drawn in the explorer: the ops of the replayed turn, then its final view model."""
+
+    def __init__(self, explorer: Explorer, title: str) -> None:
+        self.explorer, self.title, self.tracker = explorer, title, OpsTracker()
+
+    def start(self, turn: Any) -> None:
+        self.explorer.send({"type": "replay", "phase": "start", "title": self.title})
+
+    def update(self, turn: Any) -> None:
+        ops = self.tracker.ops(turn)
+        if ops:
+            self.explorer.send({"type": "replay", "phase": "ops", "ops": ops})
+
+    def finish(self, turn: Any) -> None:
+        self.update(turn)
+        self.explorer.send({"type": "replay", "phase": "end", "vm": view_model(turn)})
+
+
+class Explorer(anywidget.AnyWidget):
+    """The trace explorer (see the module docstring); made by :func:`explore`."""
+
+    _esm = STATIC / "explore.js"
+    _css = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in ("widget.css", "explore.css"))
+
+    def __init__(self, turns: pd.DataFrame, roots: Sequence[str | Path] = (), files: dict[str, Path] | None = None,
+                 page_size: int = 25, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.turns = turns
+        self._df = turns.reset_index(drop=True)
+        self._roots = [Path(r) for r in roots] or [cache_dir()]
+        self._files = dict(files or {})
+        self._conversations: OrderedDict[str, Conversation | Exception] = OrderedDict()
+        self.selected: int | None = None
+        self._run: Any = None
+        self.q = TurnQuery(self._df, {"tool_errors": self._scan_tool_errors}, page_size)
+        self._facets = {k: _counts(self._df[c]) if c in self._df else [] for k, c in FACETS.items()}
+        self.on_msg(self._on_msg)
+
+    @property
+    def query(self) -> dict[str, Any]:
+        """The query now (a copy: change it with :meth:`filter`, :meth:`sort`, :meth:`go`)."""
+        return dict(self.q.query)
+
+    def _scan_tool_errors(self) -> np.ndarray:
+        """Turns whose tool calls got an error back (a result ``error: …`` or a traceback): one pass over
+        the trace files of turns with tool calls, parsing only files whose bytes could hold one."""
+        df = self._df
+        mask = np.zeros(len(df), dtype=bool)
+        if "n_tool_calls" in df and "message_index" in df:
+            with_calls = df["n_tool_calls"].fillna(0).to_numpy() > 0
+            found: set[tuple[str, int]] = set()
+            for tid in pd.unique(df.loc[with_calls, "trace_id"]):
+                path = self._locate(str(tid))[0]
+                try:
+                    raw = path.read_bytes() if path is not None else b""
+                    if b"tool_result" not in raw or not (b"rror" in raw or b"RROR" in raw or b"Traceback" in raw):
+                        continue
+                    history = read_trace(path)["history"] if path is not None else []
+                except (OSError, MMSPNotebookError):
+                    continue
+                for i, message in enumerate(history[:-1]):
+                    nxt = history[i + 1]
+                    if message.get("role") == "assistant" and nxt.get("role") == "user" and any(
+                            isinstance(it, dict) and it.get("type") == "tool_result.done" and tool_error(it.get("text"))
+                            for it in nxt.get("content_items") or []):
+                        found.add((str(tid), i))
+            if found:
+                keys = pd.MultiIndex.from_arrays([df["trace_id"].astype(object),
+                                                  df["message_index"].fillna(-1).astype("int64")])
+                mask = np.asarray(keys.isin(pd.MultiIndex.from_tuples(sorted(found))), dtype=bool)
+        self.turns["tool_error"] = mask  # what filter_code refers to
+        return mask
+
+    # ------------------------------------------------------------------ what is shown
+    @property
+    def filtered(self) -> pd.DataFrame:
+        """The rows that match the query, in the order shown (the frame's own index labels)."""
+        return self.turns.iloc[self.q.order]
+
+    @property
+    def filter_code(self) -> str:
+        """The query as pandas code on ``turns`` (this explorer's ``turns``; ``tool_error`` is the column
+        the tool-error filter adds to it): ``eval(explorer.filter_code)`` equals :attr:`filtered`."""
+        return self.q.pandas
+
+    @property
+    def selection(self) -> pd.Series | None:
+        """The selected row (its label is the frame's), or None."""
+        return None if self.selected is None else self.turns.iloc[self.selected]
+
+    @property
+    def conversation(self) -> Conversation | None:
+        """The selected row's conversation (as ``traces.show`` draws it), or None."""
+        found = self._detail_of(self.selected)[0] if self.selected is not None else None
+        return found if isinstance(found, Conversation) else None
+
+    def page_message(self) -> dict[str, Any]:
+        """What the front end gets for the current page: the query, formatted rows, counts and code."""
+        q, total, matched = self.q.query, len(self._df), len(self.q.order)
+        rows = []
+        for pos in self.q.page().tolist():
+            row = self._df.iloc[pos]
+            rows.append([pos, _s(row.get("status")), _s(row.get("finish_reason")), [_cell(row, c) for c, _, _ in COLUMNS]])
+        counts = self.q.counts
+        quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
+                 for name, label in QUICK.items()]
+        summary = f"{fmt.integer(matched)} of {fmt.integer(total)} turns · answered in {fmt.seconds(self.q.took_ms / 1000)}"
+        return {"type": "page", "query": dict(q), "columns": [list(c) for c in COLUMNS], "rows": rows, "total": total,
+                "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
+                "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
+                "facets": self._facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
+                "ranges": [c for c in RANGE_COLUMNS if c in self._df]}
+
+    # ------------------------------------------------------------------ detail
+    def _locate(self, trace_id: str) -> tuple[Path | None, Path | None]:
+        path, sidecar = locate(trace_id, self._roots)
+        if path is None and sidecar is None:
+            given = self._files.get(trace_id) or self._files.get(Path(trace_id).name)
+            if given is not None:
+                if str(given).endswith(SIDECAR_SUFFIX):
+                    return None, given
+                return given, None
+        return path, sidecar
+
+    def _detail_of(self, pos: int) -> tuple[Conversation | Exception, str | None, int | None]:
+        row = self._df.iloc[pos]
+        tid = str(row["trace_id"])
+        found = self._conversations.get(tid)
+        if found is None:
+            try:
+                path, sidecar = self._locate(tid)
+                if path is None and sidecar is None:
+                    raise FileNotFoundError(f"no trace file or sidecar for {tid} under "
+                                            f"{', '.join(map(str, self._roots))}")
+                found = Conversation(read_conversation(tid, path, sidecar), path, sidecar)
+            except Exception as exc:  # a damaged or missing file: said in the detail pane, the explorer goes on
+                found = exc
+            self._conversations[tid] = found
+            while len(self._conversations) > 8:
+                self._conversations.popitem(last=False)
+        else:
+            self._conversations.move_to_end(tid)
+        if isinstance(found, Exception):
+            return found, None, None
+        key, index = row_key(found.view, row)
+        return found.select(key, index), key, index
+
+    def detail_message(self) -> dict[str, Any]:
+        if self.selected is None:
+            return {"type": "detail", "row": None}
+        t0 = time.perf_counter()
+        found, key, index = self._detail_of(self.selected)
+        row = self._df.iloc[self.selected]
+        title = f"{row['trace_id']} · turn {_s(row.get('turn'))}"
+        if isinstance(found, Exception):
+            return {"type": "detail", "row": self.selected, "title": title,
+                    "error": f"{type(found).__name__}: {found}"}
+        return {"type": "detail", "row": self.selected, "title": title, "entries": found.entries, "selected": key,
+                "index": index, "waterfall": found.waterfall(), "notes": found.view["notes"],
+                "source": found.view["source"], "replayable": index is not None and found.path is not None,
+                "took_ms": round((time.perf_counter() - t0) * 1000.0, 1)}
+
+    # ------------------------------------------------------------------ Python API
+    def filter(self, text: str | None = None, *, model: Any = None, status: Any = None, finish: Any = None,
+               ranges: dict[str, tuple[float | None, float | None]] | None = None,
+               quick: Iterable[str] | None = None) -> Explorer:
+        """Change the filter (only what is given); back to the first page."""
+        patch: dict[str, Any] = {}
+        for name, value in (("text", text), ("model", model), ("status", status), ("finish", finish),
+                            ("ranges", ranges), ("quick", quick)):
+            if value is not None:
+                patch[name] = value
+        return self._apply({**patch, "page": 0})
+
+    def sort(self, column: str | None, descending: bool = False) -> Explorer:
+        """Sort by a column (``None``: the frame's order)."""
+        return self._apply({"sort": column, "desc": descending, "page": 0})
+
+    def go(self, page: int) -> Explorer:
+        """Show page ``page`` (0-based)."""
+        return self._apply({"page": page})
+
+    def select(self, n: int = 0) -> Explorer:
+        """Select the ``n``-th row of :attr:`filtered` and open its conversation."""
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < len(self.q.order):
+            raise OptionError(f"there is no row {n!r}: {len(self.q.order)} rows match the filter")
+        self.selected = int(self.q.order[n])
+        self.send(self.detail_message())
+        return self
+
+    def replay(self, speed: float = 1.0) -> Any:
+        """Replay the selected assistant message into the explorer with its recorded timing (in the
+        background); returns the future of the replayed Turn."""
+        if self.selected is None:
+            raise OptionError("select a row first (explorer.select(n))")
+        found, _, index = self._detail_of(self.selected)
+        if not isinstance(found, Conversation) or index is None or found.path is None:
+            raise OptionError("this row's response was never recorded (it failed): there is nothing to replay")
+        from ..front.replay import start_replay  # the explorer's Replay plays as mmsp_notebook.replay does
+
+        if self._run is not None:
+            self._run.abort("replaced by another replay")
+        row = self._df.iloc[self.selected]
+        run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
+        self._run = run
+        live = _ExplorerLive(self, f"replay of {row['trace_id']} · turn {_s(row.get('turn'))} at {speed:g}×")
+        threading.Thread(target=drive, args=(run, future, live), name="mmsp-explorer-replay", daemon=True).start()
+        return future
+
+    def _apply(self, patch: dict[str, Any]) -> Explorer:
+        self.q.update(patch)
+        self.send(self.page_message())
+        return self
+
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("type")
+        try:
+            if kind == "hello":
+                self.send({"type": "state", "page": self.page_message(), "detail": self.detail_message()})
+            elif kind == "query" and isinstance(content.get("patch"), dict):
+                self._apply(content["patch"])
+            elif kind == "select" and isinstance(content.get("row"), int) and 0 <= content["row"] < len(self._df):
+                self.selected = content["row"]
+                self.send(self.detail_message())
+            elif kind == "replay":
+                self.replay(_speed(content.get("speed")))
+            elif kind == "stop" and self._run is not None:
+                self._run.abort("stopped")
+        except Exception as exc:  # said in the widget; the explorer stays usable
+            self.send({"type": "error", "error": f"{type(exc).__name__}: {exc}"})
+
+    # ------------------------------------------------------------------ static
+    def static_html(self) -> str:
+        """The current page and the open conversation as static sanitized HTML (a saved notebook's view)."""
+        msg = self.page_message()
+        head = "".join(f'<th scope="col">{html.escape(t)}</th>' for _, t, _ in COLUMNS)
+        mark = ' aria-selected="true"'
+        body = "".join(
+            f'<tr data-status="{html.escape(status)}"{mark if pos == self.selected else ""}>'
+            + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for pos, status, _, cells in msg["rows"])
+        summary = f"{msg['summary'].split(' · ')[0]} · {msg['page_label']}" + (
+            f" · {msg['code']}" if msg["code"] != "turns" else "")
+        detail = ""
+        if self.selected is not None:
+            found = self._detail_of(self.selected)[0]
+            detail = (f'<div class="mmsp-x-empty">{html.escape(str(found))}</div>' if isinstance(found, Exception)
+                      else conversation_html(found.view, found.selected, style=False, wf=found.waterfall()))
+            detail = f'<div class="mmsp-x-detail">{detail}</div>'
+        return (f"<style>{CSS}{CONVERSATION_CSS}</style><div class=\"mmsp-root mmsp-static mmsp-explorer\">"
+                f'<div class="mmsp-x-summary">{html.escape(summary)}</div><div class="mmsp-x-table-wrap">'
+                f'<table class="mmsp-x-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+                f"{detail}</div>")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/html"] = self.static_html()
+            data["text/plain"] = repr(self)
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"<Explorer: {len(self.q.order):,} of {len(self._df):,} turns>"
+
+
+def _speed(value: Any) -> float:
+    speed = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+    return speed if speed > 0 else 1.0
+
+
+def _counts(col: pd.Series) -> list[list[str]]:
+    """A facet's values with their counts, most frequent first: ``[[value, "value (count)"], ...]``."""
+    counts = col.astype("string").value_counts(dropna=True)
+    return [[str(k), f"{k} ({fmt.integer(int(v))})"] for k, v in counts.items()]
+
+
+def _s(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT:
+        return ""
+    return str(value)
+
+
+def _cell(row: pd.Series, col: str) -> str:
+    if col == "error":
+        kind, message = _s(row.get("error_type")), _s(row.get("error_message"))
+        text = f"{kind}: {message}" if kind and message else kind or message
+        return text if len(text) <= 160 else text[:159] + "…"
+    value = row.get(col)
+    if col in ("latency", "ttft"):
+        return fmt.seconds(value) if fmt.is_number(value) else ""
+    if col == "cost":
+        return format_cost(float(value)) if fmt.is_number(value) else ""
+    if col.endswith("_tokens") or col == "turn":
+        return fmt.integer(int(value)) if _s(value) != "" else ""
+    return _s(value)
+
+
+def _sources(source: Any) -> tuple[list[Path], dict[str, Path]]:
+    """The roots trace ids are relative to, and the files given on their own (by trace id stem)."""
+    items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
+    roots: list[Path] = []
+    files: dict[str, Path] = {}
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            roots.append(p)
+        else:
+            name = p.name.removesuffix(SIDECAR_SUFFIX).removesuffix(".json")
+            files[name] = p
+    return roots, files
+
+
+def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = None, page_size: int = 25,
+            **load_options: Any) -> Explorer:
+    """A widget to find turns among many, read their conversations and replay them.
+
+    Args:
+        source: A trace directory, a trace file or a list of them (loaded with
+            :func:`~mmsp_notebook.traces.load_turns`, ``**load_options`` passed on), or a turns frame
+            already loaded (``otel=True`` names too).
+        root: Where the trace ids of a frame are found (default ``MMSP_CACHE_DIR``; several roots
+            are tried in order). For a path, the path itself.
+        page_size: Rows per page (1 to 500).
+
+    Returns:
+        An :class:`Explorer`: the table (trace, turn, model, status, finish, latency, TTFT, tokens per
+        bucket, cost, error) with search, facets, ranges and quick filters (errors, truncations, bad
+        tool arguments, tool errors, slowest TTFT, longest thinking), paged; the selected row's
+        conversation with its turn's timing waterfall and a Replay button. ``explorer.filtered``,
+        ``explorer.selection`` and ``explorer.filter_code`` bring it back to pandas.
+    """
+    if isinstance(source, pd.DataFrame):
+        if load_options:
+            raise OptionError(f"load options ({', '.join(load_options)}) apply to a path, not to a loaded frame")
+        turns = plain(source).copy(deep=False)
+        roots = [Path(root)] if isinstance(root, (str, os.PathLike)) else [Path(r) for r in root or []]
+        files: dict[str, Path] = {}
+    elif isinstance(source, (str, os.PathLike)) or (isinstance(source, Iterable) and not isinstance(source, bytes)):
+        from ._load import load_turns
+
+        turns = load_turns(source, **load_options)
+        roots, files = _sources(source)
+        if root is not None:
+            roots += [Path(root)] if isinstance(root, (str, os.PathLike)) else [Path(r) for r in root]
+    else:
+        raise OptionTypeError(f"explore takes a trace path, a list of them or a turns frame, not {type(source).__name__}")
+    if "trace_id" not in turns:
+        raise OptionError("the frame has no trace_id column: pass a frame of traces.load_turns")
+    return Explorer(turns, roots, files, page_size=page_size)

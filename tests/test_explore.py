@@ -1,0 +1,442 @@
+"""traces.show and traces.explore: whole conversations drawn with the turn view, and the explorer's
+filtering, paging, selection and replay driven through its comm (no kernel: a DummyComm)."""
+
+from __future__ import annotations
+
+import base64
+import html.parser
+import io
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from mmsp.integration.tracer import Tracer
+from tools import broken_tool, get_weather, weather_in
+
+from mmsp_notebook import OptionError, OptionTypeError, TraceError, TraceNotFoundError, traces
+from mmsp_notebook.demo import XSS_PAYLOADS
+from mmsp_notebook.front.ask import ask
+
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+T0 = 1_767_225_600_000  # 2026-01-01, ms
+
+
+def save(root: Path, trace_id: str, history: list[dict[str, Any]], model: str = "gemini-3.8-flash",
+         config: dict[str, Any] | None = None) -> Path:
+    """A trace written by mmsp's own Tracer, as every mmsp program writes it (no sidecar)."""
+    Tracer(cache_dir=str(root)).save_history(model, history, trace_id, {**(config or {}), "trace_id": trace_id})
+    return root / f"{trace_id}.json"
+
+
+def rich_history() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content_items": [{"type": "text.done", "text": "Weather in Paris? And draw it."},
+                                           {"type": "inline_data.done", "data": PNG, "mime_type": "image/png"}],
+         "created_at": T0},
+        {"role": "assistant", "content_items": [
+            {"type": "thinking.done", "thinking": "I should call the tool.", "fidelity": {"signature": "sig"}},
+            {"type": "tool_call.done", "name": "get_weather", "arguments": {"city": "Paris"}, "tool_call_id": "c1"},
+            {"type": "tool_call.done", "name": "broken_tool", "arguments": {"city": "Paris"}, "tool_call_id": "c2"}],
+         "usage_metadata": {"cached_tokens": 0, "prompt_tokens": 12, "thoughts_tokens": 5, "response_tokens": 9},
+         "finish_reason": "tool_call", "created_at": T0 + 900},
+        {"role": "user", "content_items": [
+            {"type": "tool_result.done", "text": "18 degrees and sunny in Paris", "tool_call_id": "c1"},
+            {"type": "tool_result.done", "text": "error: RuntimeError: weather service down", "tool_call_id": "c2"}],
+         "created_at": T0 + 1000},
+        {"role": "assistant", "content_items": [
+            {"type": "text.done", "text": "It is **sunny** in Paris."},
+            {"type": "inline_data.done", "data": PNG, "mime_type": "image/png"},
+            {"type": "inline_data.done", "data": b"\x00\x01" * 2400, "mime_type": "audio/L16;rate=24000"},
+            {"type": "embedding.done", "embedding": [0.6, 0.8]}],
+         "usage_metadata": {"cached_tokens": 0, "prompt_tokens": 30, "thoughts_tokens": None, "response_tokens": 20},
+         "finish_reason": "stop", "created_at": T0 + 2000},
+        {"role": "user", "content_items": [{"type": "text.done", "text": "Thanks, and Rome?"}], "created_at": T0 + 5000},
+        {"role": "assistant", "content_items": [{"type": "text.done", "text": "Rome is"}],
+         "usage_metadata": {"cached_tokens": None, "prompt_tokens": 40, "thoughts_tokens": None, "response_tokens": 2},
+         "finish_reason": "length", "created_at": T0 + 5600},
+    ]
+
+
+def tags(markup: str) -> list[tuple[str, dict[str, str | None]]]:
+    """Every start tag of an HTML document with its attributes (as a browser's parser sees them)."""
+    found: list[tuple[str, dict[str, str | None]]] = []
+
+    class P(html.parser.HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            found.append((tag, dict(attrs)))
+
+    P().feed(markup)
+    return found
+
+
+def assert_inert(markup: str) -> None:
+    """No element or attribute of the markup could run a script."""
+    for tag, attrs in tags(markup):
+        assert tag not in ("script", "iframe", "object", "embed", "svg", "math"), tag
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name)
+            if name in ("href", "src"):
+                assert not (value or "").strip().lower().startswith(("javascript:", "vbscript:", "data:text")), value
+
+
+# --------------------------------------------------------------------------- show
+def test_show_draws_a_plain_mmsp_trace_with_the_turn_view(tmp_path):
+    save(tmp_path, "agent/conv", rich_history())
+    conv = traces.show("agent/conv", root=tmp_path)
+    kinds = [e["kind"] for e in conv.entries]
+    # the tool-result message is drawn in the calls it answers: one turn of two steps, then a second turn
+    assert kinds == ["user", "assistant", "user", "assistant"], kinds
+    assert conv.entries[1]["indices"] == [1, 3] and conv.entries[1]["turns"] == [0, 1]
+    page = conv.html
+    assert_inert(page)
+    assert page.count('class="mmsp-root mmsp-turn mmsp-static"') == 2  # render_html per turn, one stylesheet
+    assert page.count("<style>") == 1
+    assert '<code class="mmsp-tool-name" title="id c1">get_weather</code>' in page
+    assert '<pre class="mmsp-tool-args mmsp-parsed" aria-label="arguments">{\n  &quot;city&quot;: &quot;Paris&quot;\n}</pre>' in page
+    assert '<pre class="mmsp-tool-output">18 degrees and sunny in Paris</pre>' in page
+    assert '<div class="mmsp-tool-result mmsp-err">' in page and "RuntimeError: weather service down" in page
+    assert '<img class="mmsp-img" src="data:image/png;base64,' in page  # the answer's image
+    assert '<img class="mmsp-conv-image" src="data:image/png;base64,' in page  # the user's image
+    assert '<audio class="mmsp-audio-player" controls src="data:audio/wav;base64,' in page
+    assert "embedding · 2 dims · norm 1.000" in page
+    assert "<strong>sunny</strong>" in page and "mmsp-badge" in page  # Markdown, the signed thinking
+    assert "⚠ truncated (length)" in page  # the last turn
+    assert "step 1: tokens cached 0 · prompt 12 · thoughts 5 · response 9 | finish: tool call" in page  # per message
+    # no sidecar: usage and finish reason, no time at all
+    assert "tokens cached 0 · prompt 42 · thoughts 5 · response 29" in page and "2 steps" in page
+    assert "TTFT" not in page and "tok/s" not in page and "Thought for" not in page
+    assert "no timing sidecar" in page
+    text = conv._repr_mimebundle_()["text/plain"]
+    assert "[tool call] get_weather" in text and "returned 18 degrees and sunny in Paris" in text
+    assert "raised RuntimeError: weather service down" in text and "Thanks, and Rome?" in text
+    # a row-less selection by turn: the turn holding assistant message 1 (history index 3)
+    chosen = traces.show(tmp_path / "agent" / "conv.json", turn=1)
+    assert (chosen.selected, chosen.selected_index) == ("m1", 3)
+    assert 'class="mmsp-conv-msg mmsp-conv-assistant mmsp-conv-selected" data-key="m1"' in chosen.html
+
+
+def test_show_and_explore_traces_of_the_engine_with_their_sidecar(fresh_session):
+    kw = {"stream": io.StringIO(), "chat": "w", "trace": "runs/weather"}
+    ask("What's the weather in Paris?", tools=[get_weather], **kw)
+    ask("Hello again", model="demo+error", **kw)  # fails: only the sidecar knows
+    ask("draw a lighthouse", **kw)
+    conv = traces.show("runs/weather")
+    kinds = [e["kind"] for e in conv.entries]
+    assert kinds == ["user", "assistant", "failed", "user", "assistant"], kinds
+    failed = conv.entries[2]
+    assert failed["vm"]["status"] == "error" and failed["vm"]["banner"]["lead"] == "UpstreamError: "
+    assert "sidecar only" in failed["label"] and "arrived before it ended" in failed["note"]
+    page = conv.html
+    assert_inert(page)
+    assert page.count("TTFT ") >= 3 and "tok/s" in page and "Thought for" in page
+    assert weather_in("Paris") in page and '<img class="mmsp-img"' in page
+    steps = conv.entries[1]["lines"]
+    assert len(steps) == 2 and steps[0].startswith("step 1: ") and "finish: tool call" in steps[0]
+    # the waterfall of the tool-using turn: both steps, the tool call and the tool run between them
+    wf = conv.waterfall("m1")
+    labels = [b["label"] for b in wf["bars"]]
+    assert "step 1 · thinking" in labels and "step 1 · tool call get_weather" in labels
+    assert "tool runs: get_weather" in labels and "step 2 · text" in labels
+    assert all(0 <= b["left"] <= 100 and b["width"] > 0 for b in wf["bars"])
+    run = next(b for b in wf["bars"] if b["kind"] == "tool_run")
+    assert run["start"] <= run["end"]
+    # a row of load_turns selects its entry: the failed one by its turn and start
+    turns = traces.load_turns(fresh_session_cache())
+    row = turns[turns["status"] == "error"].iloc[0]
+    by_row = traces.show(row)
+    assert by_row.selected == failed["key"] and by_row.waterfall()["status"] == "error"
+    last = turns[turns["status"] == "complete"].iloc[-1]
+    assert traces.show(last).selected == "m5"
+
+
+def fresh_session_cache() -> Path:
+    import os
+
+    return Path(os.environ["MMSP_CACHE_DIR"])
+
+
+def test_show_names_damaged_files_and_draws_what_it_can(tmp_path):
+    (tmp_path / "half.json").write_text('{"history": [{"role": "user", "content_items": [')
+    with pytest.raises(TraceError, match=r"half\.json: not valid JSON"):
+        traces.show(tmp_path / "half.json")
+    (tmp_path / "foreign.json").write_text('{"history": {"a": 1}}')
+    with pytest.raises(TraceError, match=r"foreign\.json: not an mmsp trace"):
+        traces.show(tmp_path / "foreign.json")
+    with pytest.raises(TraceNotFoundError, match="no trace file"):
+        traces.show("nope/never", root=tmp_path)
+    with pytest.raises(TraceError, match="a directory"):
+        traces.show(tmp_path)
+    with pytest.raises(OptionTypeError, match="whole DataFrame"):
+        traces.show(pd.DataFrame({"trace_id": ["x"]}))
+    with pytest.raises(OptionTypeError):
+        traces.show(42)
+    with pytest.raises(OptionError, match="no trace id"):
+        traces.show({"turn": 1})
+    # damaged messages are named in place; the rest is drawn
+    path = save(tmp_path, "broken", rich_history())
+    data = json.loads(path.read_text())
+    data["history"][3]["content_items"][1]["data"] = "%%% not base64 %%%"
+    data["history"][5]["content_items"][0] = {"type": "text.done", "text": 42}
+    data["history"].append({"role": "system", "content_items": []})
+    path.write_text(json.dumps(data))
+    (tmp_path / "broken.timing.jsonl").write_text('{"trace_id": "broken", "turn": 0, "message_index": 1, "status"\nnot json\n')
+    conv = traces.show(path)
+    page = conv.html
+    assert "content item 1 (inline_data.done) is damaged: its data is not base64" in page
+    assert "has role &#x27;system&#x27;, neither user nor assistant" in page
+    assert "content item 0 is damaged: a text item whose text is a int" in page
+    assert "timing sidecar" in page and "damaged lines skipped" in page
+    assert "It is <strong>sunny</strong> in Paris." in page and "Thanks, and Rome?" in page
+
+
+def test_show_keeps_hostile_content_inert(tmp_path, fresh_session):
+    evil = " ".join(XSS_PAYLOADS)
+    history = [
+        {"role": "user", "content_items": [{"type": "text.done", "text": evil},
+                                           {"type": "image_url.done", "image_url": "javascript:alert(1)"}],
+         "created_at": T0},
+        {"role": "assistant", "content_items": [
+            {"type": "thinking.done", "thinking": evil},
+            {"type": "text.done", "text": evil + "\n\n[x](javascript:alert(1)) <iframe src=x></iframe>"},
+            {"type": "tool_call.done", "name": "<img src=x onerror=alert(1)>", "arguments": {"q": evil},
+             "tool_call_id": "<script>"},
+            {"type": "inline_data.done", "data": PNG, "mime_type": "image/svg+xml"}],
+         "usage_metadata": {"prompt_tokens": 1, "response_tokens": 1}, "finish_reason": "tool_call", "created_at": T0 + 1},
+        {"role": "user", "content_items": [{"type": "tool_result.done", "text": evil, "tool_call_id": "<script>"}],
+         "created_at": T0 + 2},
+        {"role": "assistant", "content_items": [{"type": "text.done", "text": "ok"}],
+         "usage_metadata": {"prompt_tokens": 1, "response_tokens": 1}, "finish_reason": "stop", "created_at": T0 + 3},
+    ]
+    save(tmp_path, "evil", history, config={"model": evil})
+    page = traces.show("evil", root=tmp_path).html
+    assert_inert(page)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page
+    assert 'href="javascript' not in page and "<p>[x](javascript:alert(1)) " in page  # a link refused: text
+    # the demo's hostile model through the engine, its sidecar, the explorer's detail and static view
+    ask("Hello", model="demo+xss", tools=[get_weather], chat="x", trace="xss/run", stream=io.StringIO())
+    shown = traces.show("xss/run")
+    assert_inert(shown.html)
+    explorer = traces.explore(fresh_session_cache())
+    capture(explorer)
+    explorer.filter("xss").select(0)
+    assert_inert(explorer.static_html())
+    detail = explorer.comm.sent[-1]
+    assert detail["type"] == "detail" and any(e["kind"] == "assistant" for e in detail["entries"])
+
+
+# --------------------------------------------------------------------------- explore
+def capture(widget: Any) -> list[dict[str, Any]]:
+    """Keep what the widget sends (outside a kernel its comm is a DummyComm)."""
+    sent: list[dict[str, Any]] = []
+
+    def send(data=None, buffers=None, **_):
+        sent.append(data["content"] if isinstance(data, dict) and data.get("method") == "custom" else data)
+
+    widget.comm.send = send
+    widget.comm.sent = sent
+    return sent
+
+
+def inject(widget: Any, message: dict[str, Any]) -> dict[str, Any]:
+    """A message from the front end; returns what the widget answered."""
+    before = len(widget.comm.sent)
+    widget.comm.handle_msg({"content": {"data": {"method": "custom", "content": message}}, "buffers": []})
+    return widget.comm.sent[-1] if len(widget.comm.sent) > before else {}
+
+
+def corpus(root: Path, n: int = 60) -> Path:
+    """``n`` conversations of three turns by mmsp's Tracer, with sidecars for even ones, failures and tools."""
+    for k in range(n):
+        model = ("gemini-3.8-flash", "glm-5.3", "local-llama")[k % 3]
+        history: list[dict[str, Any]] = []
+        records = []
+        t = T0 + k * 60_000
+        for turn in range(3):
+            history.append({"role": "user", "content_items": [{"type": "text.done", "text": f"question {turn} of {k}"}],
+                            "created_at": t})
+            items = [{"type": "thinking.done", "thinking": "hm " * (k % 7)}] if k % 7 else []
+            items.append({"type": "text.done", "text": f"answer {turn} of conversation {k}"})
+            finish = "length" if (k, turn) == (5, 1) else "stop"
+            if turn == 0 and k % 10 == 3:
+                items.append({"type": "tool_call.done", "name": "lookup", "arguments": {"k": k}, "tool_call_id": f"c{k}"})
+                finish = "tool_call"
+            latency = 0.5 + (k * 37 + turn * 11) % 90 / 10  # 0.5 .. 9.4 s
+            history.append({"role": "assistant", "content_items": items, "finish_reason": finish,
+                            "usage_metadata": {"cached_tokens": 0, "prompt_tokens": 10 + k, "thoughts_tokens": k % 7,
+                                               "response_tokens": 20 + turn}, "created_at": t + int(latency * 1000)})
+            if finish == "tool_call":
+                text = "error: LookupError: nothing for k" if k % 20 == 3 else "found it"
+                history.append({"role": "user", "content_items": [
+                    {"type": "tool_result.done", "text": text, "tool_call_id": f"c{k}"}], "created_at": t + 10_000})
+            if k % 2 == 0:
+                ttft = 100.0 + k
+                total = latency * 1000
+                events = [[ttft, "text.delta", 5], [total - 1, "text.done", 5], [total, "stop", 0]]
+                if k % 7:
+                    events = [[ttft, "thinking.delta", 3], [ttft + 1, "thinking.done", 3]] + events
+                if turn == 0 and k % 10 == 3:
+                    events[-1:-1] = [[total - 1, "tool_call.delta", 8], [total - 1, "tool_call.done", 8]]
+                records.append({"v": 1, "trace_id": f"c/{k:03d}", "turn": turn, "message_index": len(history) - 1,
+                                "model": model, "client_type": None, "status": "complete", "error": None,
+                                "started_at": float(t), "ttft_ms": ttft, "total_ms": total, "usage": None,
+                                "finish_reason": finish, "events": events})
+            t += 60_000 // 4
+        if k % 2 == 0 and k % 6 == 0:  # a failed attempt before turn 1
+            records.insert(1, {"v": 1, "trace_id": f"c/{k:03d}", "turn": 1, "message_index": None, "model": model,
+                               "client_type": None, "status": "error", "error": {"type": "UpstreamError",
+                                                                                  "message": "503 busy"},
+                               "started_at": float(T0 + k * 60_000 + 14_000), "ttft_ms": None, "total_ms": 250.0,
+                               "usage": None, "finish_reason": None, "events": []})
+        if k == 8:  # bad tool arguments, as mmsp reports them
+            records.append({"v": 1, "trace_id": "c/008", "turn": 3, "message_index": None, "model": model,
+                            "client_type": None, "status": "error", "error": {
+                                "type": "ToolCallArgumentParseError",
+                                "message": 'Invalid streamed tool call arguments for tool "lookup"'},
+                            "started_at": float(T0 + k * 60_000 + 50_000), "ttft_ms": 90.0, "total_ms": 120.0,
+                            "usage": None, "finish_reason": None, "events": [[90.0, "tool_call.delta", 4]]})
+        save(root, f"c/{k:03d}", history, model=model)
+        if records:
+            (root / "c" / f"{k:03d}.timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return root
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    return corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def test_explorer_filters_sorts_and_pages_in_the_kernel(big):
+    explorer = traces.explore(big, page_size=10)
+    sent = capture(explorer)
+    state = inject(explorer, {"type": "hello"})
+    assert state["type"] == "state" and state["detail"] == {"type": "detail", "row": None}
+    first = state["page"]
+    turns = explorer.turns
+    assert first["total"] == len(turns) == 60 * 3 + 10 + 1 and len(first["rows"]) == 10
+    assert first["columns"][0] == ["trace_id", "trace", False] and len(first["rows"][0][3]) == len(first["columns"])
+    quick = dict(first["quick"])
+    assert quick["errors"] == "errors (11)" and quick["truncated"] == "truncated (1)"
+    assert quick["bad_args"] == "bad tool arguments (1)" and quick["tool_errors"] == "tool errors"  # not scanned yet
+
+    def ask_for(patch):
+        answer = inject(explorer, {"type": "query", "patch": patch})
+        assert answer["type"] == "page", answer
+        shown = eval(answer["code"], {"turns": turns})  # "copy as DataFrame filter" gives the same rows
+        assert shown.index.tolist() == explorer.filtered.index.tolist()
+        size, start = answer["query"]["page_size"], answer["query"]["page"] * answer["query"]["page_size"]
+        assert [r[0] for r in answer["rows"]] == [turns.index.get_loc(i) for i in shown.index[start:start + size]]
+        return answer
+
+    errors = ask_for({"quick": ["errors"]})
+    assert errors["matched"] == 11 and {r[1] for r in errors["rows"]} == {"error"}
+    bad = ask_for({"quick": ["bad_args"]})
+    assert bad["matched"] == 1 and "ToolCallArgumentParseError" in bad["rows"][0][3][-1]
+    tool = ask_for({"quick": ["tool_errors"]})  # scanned now: conversations 3, 23, 43
+    assert tool["matched"] == 3 and dict(tool["quick"])["tool_errors"] == "tool errors (3)"
+    assert sorted(r[3][0] for r in tool["rows"]) == ["c/003", "c/023", "c/043"]
+    slow = ask_for({"quick": ["slow_ttft"]})  # sorts by TTFT, most first, rows without one left out
+    assert slow["query"]["sort"] == "ttft" and slow["query"]["desc"] and slow["rows"][0][3][0] == "c/058"
+    assert slow["matched"] == 91  # 30 sidecars × 3 turns, and the bad arguments record
+    ask_for({"quick": ["long_thinking"]})
+    text = ask_for({"quick": [], "text": "c/01", "sort": "latency", "desc": True})
+    assert text["matched"] == 30 + 2 and all(r[3][0].startswith("c/01") for r in text["rows"])
+    terms = ask_for({"text": "latency>5s model:glm"})
+    assert terms["matched"] and all(r[3][2] == "glm-5.3" for r in terms["rows"])
+    lat = explorer.filtered["latency"]
+    assert (lat > 5).all() and lat.is_monotonic_decreasing
+    facet = ask_for({"text": "", "model": ["local-llama"], "status": ["complete"], "finish": ["stop"]})
+    assert facet["matched"] == 60 - 3 and {r[3][2] for r in facet["rows"]} == {"local-llama"}
+    ranged = ask_for({"model": [], "status": [], "finish": [], "ranges": {"ttft": [0.12, 0.13]}, "sort": "ttft",
+                      "desc": False})
+    assert ranged["matched"] and explorer.filtered["ttft"].between(0.12, 0.13).all()
+    # paging: a window of rows, the bytes of a page do not grow with the number of rows
+    everything = ask_for({"ranges": {}, "sort": "turn", "desc": True, "page_size": 25})
+    pages = everything["pages"]
+    last = ask_for({"page": pages + 5})  # clamped to the last page
+    assert last["query"]["page"] == pages - 1 and len(last["rows"]) == everything["matched"] - 25 * (pages - 1)
+    assert everything["page_label"] == f"page 1 of {pages}" and everything["summary"].startswith("191 of 191 turns")
+    # a wrong query is said and changes nothing
+    before = explorer.query
+    for patch in ({"text": "latency>soon"}, {"quick": ["nope"]}, {"ranges": {"model": [1, 2]}}, {"sort": "zzz"},
+                  {"page_size": 0}):
+        said = inject(explorer, {"type": "query", "patch": patch})
+        assert said["type"] == "error" and "OptionError" in said["error"]
+        assert explorer.query == before
+    assert len(sent) > 10
+
+
+def test_explorer_bytes_per_page_do_not_depend_on_the_rows(tmp_path):
+    small = traces.explore(corpus(tmp_path / "a", 10))
+    large = traces.explore(corpus(tmp_path / "b", 90))
+    sizes = []
+    for explorer in (small, large):
+        capture(explorer)
+        page = inject(explorer, {"type": "query", "patch": {"page": 1, "page_size": 10}})
+        del page["summary"], page["page_label"], page["took_ms"]  # counts are written out
+        sizes.append(len(json.dumps(page)))
+    assert abs(sizes[0] - sizes[1]) < 300, sizes
+
+
+def test_explorer_selects_a_row_and_replays_it(big, fresh_session):
+    explorer = traces.explore(big)
+    capture(explorer)
+    explorer.filter(quick=["errors"], text="c/006")
+    assert explorer.selection is None and explorer.conversation is None
+    explorer.select(0)
+    detail = explorer.comm.sent[-1]
+    row = explorer.selection
+    assert row["status"] == "error" and detail["title"] == "c/006 · turn 1"
+    assert detail["selected"].startswith("f") and not detail["replayable"]
+    assert [e["kind"] for e in detail["entries"]] == ["user", "assistant", "failed", "user", "assistant", "user",
+                                                      "assistant"]
+    assert detail["waterfall"]["status"] == "error"
+    refused = inject(explorer, {"type": "replay", "speed": 1})
+    assert refused["type"] == "error" and "never recorded" in refused["error"]
+    # a complete row: its turn marked in the conversation, the waterfall of its turn, Replay plays it here
+    explorer.filter(quick=[], text="c/004").sort("turn")
+    answer = inject(explorer, {"type": "select", "row": int(explorer.turns.index.get_loc(explorer.filtered.index[1]))})
+    assert answer["type"] == "detail" and answer["selected"] == "m3" and answer["index"] == 3 and answer["replayable"]
+    assert [b["label"] for b in answer["waterfall"]["bars"]] == ["waiting for the first token", "thinking", "text"]
+    assert explorer.selection["turn"] == 1
+    inject(explorer, {"type": "replay", "speed": 1e9})
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(m.get("phase") == "end" for m in explorer.comm.sent):
+        time.sleep(0.02)
+    phases = [m["phase"] for m in explorer.comm.sent if m.get("type") == "replay"]
+    assert phases[0] == "start" and phases[-1] == "end" and "ops" in phases
+    end = explorer.comm.sent[-1]
+    assert end["vm"]["status"] == "complete" and end["vm"]["items"][-1]["text"] == "answer 1 of conversation 4"
+    # a missing file is said in the detail, the explorer goes on
+    (big / "c" / "011.json").rename(big / "c" / "011.json.gone")
+    try:
+        explorer.filter(text="c/011").select(0)
+        assert "no trace file or sidecar for c/011" in explorer.comm.sent[-1]["error"]
+    finally:
+        (big / "c" / "011.json.gone").rename(big / "c" / "011.json")
+    with pytest.raises(OptionError, match="no row 99"):
+        explorer.select(99)
+
+
+def test_explorer_over_a_frame_and_its_static_view(big):
+    turns = traces.load_turns(big, otel=True)
+    with pytest.raises(OptionError, match="not to a loaded frame"):
+        traces.explore(turns, models=["x"])
+    with pytest.raises(OptionTypeError):
+        traces.explore(42)
+    explorer = traces.explore(turns, root=big)
+    capture(explorer)
+    explorer.filter(quick=["truncated"]).select(0)
+    assert "trace_id" in explorer.turns and "gen_ai.conversation.id" not in explorer.turns
+    assert explorer.selection["finish_reason"] == "length"
+    bundle = explorer._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "application/vnd.jupyter.widget-view+json" in data and data["text/plain"] == "<Explorer: 1 of 191 turns>"
+    static = data["text/html"]
+    assert_inert(static)
+    assert "1 of 191 turns · page 1 of 1" in static and "<td>c/005</td>" in static
+    assert 'aria-selected="true"' in static and "mmsp-conv-selected" in static and "⚠ truncated (length)" in static
+    assert math.isclose(len(explorer.filtered), 1)
