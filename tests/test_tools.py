@@ -1,0 +1,91 @@
+"""Python callables as tools: schemas from signatures and docstrings, and running a call."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from typing import Literal
+
+import pytest
+from tools import broken_tool, get_weather
+
+from mmsp_notebook import OptionError
+from mmsp_notebook.core.items import ItemState
+from mmsp_notebook.engine.tools import ToolSet, schema_of
+
+
+class Unit(enum.Enum):
+    C = "celsius"
+    F = "fahrenheit"
+
+
+def forecast(city: str, days: int = 3, unit: Unit = Unit.C, detail: Literal["short", "long"] = "short",
+             hours: list[int] | None = None, rain: bool = False, scale: float = 1.0) -> dict:
+    """The forecast of a city.
+
+    Args:
+        city: The city's name.
+        days: How many days ahead.
+    """
+    return {"city": city, "days": days}
+
+
+def test_a_schema_comes_from_the_signature_and_the_docstring():
+    schema = schema_of(get_weather)
+    assert schema["name"] == "get_weather" and schema["description"] == "The current weather of a city."
+    props = schema["parameters"]["properties"]
+    assert props["city"] == {"type": "string", "description": "The city's name."}
+    assert schema["parameters"]["required"] == ["city"]
+    f = schema_of(forecast)["parameters"]["properties"]
+    assert f["days"]["type"] == "integer" and f["unit"]["enum"] == ["celsius", "fahrenheit"]
+    assert f["detail"]["enum"] == ["short", "long"] and f["hours"]["items"] == {"type": "integer"} and f["hours"]["type"] == "array"
+    assert f["rain"]["type"] == "boolean" and f["scale"]["type"] == "number"
+
+
+def test_tool_names_are_checked_once():
+    with pytest.raises(OptionError, match="two tools are named 'get_weather'"):
+        ToolSet([get_weather, get_weather])
+    with pytest.raises(OptionError, match="a tool needs a name"):
+        ToolSet([lambda city: city])
+    named = ToolSet({"weather_now": lambda city: city})
+    assert named.schemas[0]["name"] == "weather_now" and bool(named) and not ToolSet([])
+
+
+def _call(name: str, arguments: dict) -> ItemState:
+    item = ItemState(index=0, kind="tool_call", started=0.0, name=name, tool_call_id="call_1")
+    item.done = {"type": "tool_call.done", "name": name, "tool_call_id": "call_1", "arguments": arguments}
+    return item
+
+
+def test_running_a_call_gives_its_value_or_its_error_as_text():
+    tools = ToolSet([get_weather, broken_tool, forecast])
+    changes = []
+    run = asyncio.run(tools.run(_call("get_weather", {"city": "Oslo"}), lambda: changes.append(1)))
+    assert run.ok and run.output == "18 degrees celsius and sunny in Oslo" and run.duration >= 0 and len(changes) == 2
+    run = asyncio.run(tools.run(_call("forecast", {"city": "Oslo"})))
+    assert run.value == {"city": "Oslo", "days": 3} and run.output == '{"city": "Oslo", "days": 3}'
+    run = asyncio.run(tools.run(_call("broken_tool", {"city": "Oslo"})))
+    assert not run.ok and run.error == "RuntimeError: weather service down for Oslo" and run.output.startswith("error: ")
+    run = asyncio.run(tools.run(_call("nope", {})))
+    assert "no tool named 'nope'" in run.error
+    run = asyncio.run(tools.run(_call("get_weather", {"town": "Oslo"})))  # wrong arguments: an error the model sees
+    assert run.error.startswith("TypeError")
+
+
+def test_a_coroutine_tool_is_awaited_and_cancelled_with_its_turn():
+    async def slow(seconds: float) -> str:
+        """Wait."""
+        await asyncio.sleep(seconds)
+        return "done"
+
+    tools = ToolSet([slow])
+
+    async def go():
+        task = asyncio.ensure_future(tools.run(_call("slow", {"seconds": 5})))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert asyncio.run(tools.run(_call("slow", {"seconds": 0}))).output == "done"
