@@ -1,0 +1,72 @@
+"""The result of a turn (core.turn) and a turn in flight (core.run), built from UniEvents without a network."""
+
+from __future__ import annotations
+
+import pytest
+
+from mmsp_notebook import OptionError, Turn
+from mmsp_notebook.core.run import TurnRun
+
+
+def _delta(item):
+    return {"role": "assistant", "event_type": "delta", "content_items": [item], "usage_metadata": None,
+            "finish_reason": None}
+
+
+def _stop(usage, finish="stop"):
+    return {"role": "assistant", "event_type": "stop", "content_items": [], "usage_metadata": usage,
+            "finish_reason": finish}
+
+
+def _step(turn, text, usage):
+    state = turn.new_step()
+    state.mark_request_sent()
+    for event in (_delta({"type": "text.delta", "text": text}), _delta({"type": "text.done", "text": text}),
+                  _stop(usage)):
+        state.feed(event)
+    return state
+
+
+def test_a_turn_sums_its_steps_bucket_by_bucket():
+    turn = Turn({"role": "user", "content_items": [{"type": "text.done", "text": "hi"}]}, model="demo")
+    assert turn.status == "streaming" and turn.usage is None and turn.timings["total"] is None
+    _step(turn, "one ", {"prompt_tokens": 5, "response_tokens": 2, "cached_tokens": None})
+    turn.tool_messages.append({"role": "user", "content_items": [{"type": "tool_result.done", "text": "r",
+                                                                  "tool_call_id": "c"}]})
+    _step(turn, "two", {"prompt_tokens": 9, "response_tokens": 3, "thoughts_tokens": 1})
+    assert turn.status == "complete" and turn.text == "one two" and turn.finish_reason == "stop"
+    assert turn.usage == {"cached_tokens": None, "prompt_tokens": 14, "thoughts_tokens": 1, "response_tokens": 5}
+    assert [m["role"] for m in turn.messages] == ["user", "assistant", "user", "assistant"]
+    assert turn.timings["total"] is not None and len(turn.timings["steps"]) == 2
+    assert turn.cost is None  # the demo model has no list price
+    prices = {"demo": {"prompt_tokens": 1.0, "response_tokens": 2.0, "thoughts_tokens": 2.0}}
+    assert turn.cost_at(prices) == pytest.approx((14 * 1.0 + 5 * 2.0 + 1 * 2.0) / 1_000_000)
+    assert turn.summary().startswith("<Turn demo · complete · finish=stop")
+
+
+def test_a_turn_without_a_wire_capture_says_how_to_get_one(tmp_path):
+    with pytest.raises(OptionError, match="run it with --wire"):
+        Turn(None).save_wire(tmp_path / "x.sse")
+
+
+def test_cancelling_keeps_what_arrived():
+    turn = Turn(None, model="demo")
+    state = turn.new_step()
+    state.mark_request_sent()
+    state.feed(_delta({"type": "text.delta", "text": "partial"}))
+    turn.mark_cancelled("stopped")
+    assert turn.status == "cancelled" and turn.text == "partial" and turn.error_message is None
+
+
+def test_a_turn_in_flight_wakes_its_watchers_once_per_change_seen():
+    run = TurnRun(Turn(None))
+    woken = []
+    run.add_waker(lambda: woken.append(1))
+    run.notify()
+    run.notify()  # not seen yet: no second wake
+    assert run.changed.is_set() and woken == [1]
+    run.changed.clear()
+    run.notify()
+    assert woken == [1, 1]
+    run.abort("because")
+    assert run.signal.aborted
