@@ -1,0 +1,229 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { JSDOM } from "jsdom";
+import exploreWidget from "../src/explore.js";
+
+const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+const EVIL = "<script>alert(1)</script> <img src=x onerror=alert(1)>";
+
+/** A fake anywidget model: on/off/send, and custom() to play the kernel. */
+function fakeModel() {
+  const handlers = new Map();
+  const m = {
+    sent: [],
+    get: () => undefined,
+    set: () => {},
+    save_changes() {},
+    on(name, fn) {
+      if (!handlers.has(name)) handlers.set(name, new Set());
+      handlers.get(name).add(fn);
+    },
+    off(name, fn) {
+      handlers.get(name)?.delete(fn);
+    },
+    send(msg) {
+      m.sent.push(msg);
+    },
+    custom(msg) {
+      for (const fn of handlers.get("msg:custom") || []) fn(msg, []);
+    },
+    listeners: () => [...handlers.values()].reduce((n, s) => n + s.size, 0),
+  };
+  return m;
+}
+
+const COLUMNS = [["trace_id", "trace", false], ["turn", "turn", true], ["model", "model", false], ["status", "status", false],
+  ["finish_reason", "finish", false], ["latency", "latency", true], ["error", "error", false]];
+
+function page(over = {}) {
+  return {
+    type: "page",
+    query: { text: "", model: [], status: [], finish: [], ranges: {}, quick: [], sort: null, desc: false, page: 0, page_size: 25 },
+    columns: COLUMNS,
+    rows: [
+      [0, "complete", "stop", ["c/000", "0", "demo", "complete", "stop", "1.20 s", ""]],
+      [1, "error", "", ["c/000", "1", "demo", "error", "", "250 ms", `UpstreamError: ${EVIL}`]],
+      [2, "complete", "length", ["c/001", "0", "glm", "complete", "length", "3.40 s", ""]],
+    ],
+    total: 100000, matched: 3, pages: 1, selected: null,
+    summary: "3 of 100,000 turns · answered in 12 ms", page_label: "page 1 of 1",
+    facets: { model: [["demo", "demo (2)"], ["glm", "glm (1)"]], status: [["complete", "complete (2)"], ["error", "error (1)"]], finish: [] },
+    quick: [["errors", "errors (1)"], ["truncated", "truncated (1)"], ["tool_errors", "tool errors"], ["slow_ttft", "slowest TTFT (2)"]],
+    code: 'turns[turns["status"] != "complete"]',
+    took_ms: 12,
+    ranges: ["latency", "ttft"],
+    ...over,
+  };
+}
+
+function turnVm(text) {
+  return {
+    id: "t1", model: "demo", status: "complete",
+    items: [{ i: 0, kind: "text", status: "done", text }],
+    banner: null,
+    footer: { stats: [["tokens", "tokens prompt 3 · response 4"], ["ttft", "TTFT 120 ms"]] },
+  };
+}
+
+function detail() {
+  return {
+    type: "detail", row: 1, title: "c/000 · turn 1", selected: "f0", index: null, replayable: false,
+    source: "/x/c/000.json · /x/c/000.timing.jsonl", notes: [],
+    entries: [
+      { kind: "user", key: "m0", label: "user · message 0", text: EVIL, images: [{ src: PNG, alt: "attached image" }, { src: "javascript:alert(1)", alt: "x" }], notes: [] },
+      { kind: "assistant", key: "m1", label: "assistant · turn 0", vm: turnVm("**hello** " + EVIL), lines: ["timing: text 1.00 s"], notes: [] },
+      { kind: "failed", key: "f0", label: "assistant · turn 1 · error (sidecar only)", vm: { status: "error", items: [], banner: { kind: "error", lead: "UpstreamError: ", text: EVIL }, footer: null }, note: "arrived before it ended: text 12" },
+      { kind: "damaged", key: "m3", label: "message 3", text: "message 3 is damaged: " + EVIL },
+    ],
+    waterfall: {
+      key: "f0", status: "error", summary: "total 250 ms · error",
+      bars: [{ kind: "wait", label: "waiting for the first token", left: 0, width: 40, text: "0 ms → 100 ms (100 ms)", selected: true },
+        { kind: "text", label: "text (cut off: error)", left: 40, width: 60, text: "100 ms → 250 ms (150 ms)", selected: true },
+        { kind: "<b>", label: EVIL, left: "12%; background:url(x)", width: 5, text: "x" }],
+      ticks: [{ left: 0, text: "0 ms" }, { left: 40, text: "100 ms" }],
+    },
+  };
+}
+
+function setup() {
+  const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+  const win = jsdom.window;
+  const el = win.document.createElement("div");
+  win.document.body.appendChild(el);
+  const model = fakeModel();
+  const dispose = exploreWidget.render({ model, el });
+  const q = (s) => el.querySelector(s);
+  const qa = (s) => [...el.querySelectorAll(s)];
+  return { win, el, model, dispose, q, qa };
+}
+
+function noScript(el) {
+  assert.equal(el.querySelectorAll("script, iframe, svg").length, 0);
+  for (const node of el.querySelectorAll("*")) {
+    for (const a of node.attributes) {
+      assert.ok(!/^on/i.test(a.name), `${node.tagName} ${a.name}`);
+      if (a.name === "src" || a.name === "href") assert.ok(!/^\s*javascript:/i.test(a.value), a.value);
+    }
+  }
+}
+
+test("explore: says hello and draws the page the kernel sent, every number as written", () => {
+  const { model, q, qa, el } = setup();
+  assert.deepEqual(model.sent, [{ type: "hello" }]);
+  model.custom({ type: "state", page: page(), detail: { type: "detail", row: null } });
+  assert.equal(qa(".mmsp-x-table tbody tr").length, 3);
+  assert.deepEqual(qa(".mmsp-x-table thead th").map((th) => th.textContent), COLUMNS.map((c) => c[1]));
+  const cells = qa(".mmsp-x-table tbody tr:nth-child(2) td").map((td) => td.textContent);
+  assert.deepEqual(cells.slice(0, 6), ["c/000", "1", "demo", "error", "", "250 ms"]);
+  assert.equal(cells[6], `UpstreamError: ${EVIL}`, "an error is text");
+  assert.equal(q(".mmsp-x-table tbody tr:nth-child(2)").dataset.status, "error");
+  assert.equal(q(".mmsp-x-summary").textContent, "3 of 100,000 turns · answered in 12 ms");
+  assert.equal(q(".mmsp-x-page").textContent, "page 1 of 1");
+  assert.deepEqual(qa(".mmsp-x-chip").map((b) => b.textContent), ["errors (1)", "truncated (1)", "tool errors", "slowest TTFT (2)"]);
+  assert.deepEqual(qa("[data-facet=model] option").map((o) => o.textContent), ["all models", "demo (2)", "glm (1)"]);
+  assert.ok(q(".mmsp-x-prev").disabled && q(".mmsp-x-next").disabled);
+  assert.equal(q(".mmsp-x-replay").disabled, true);
+  noScript(el);
+});
+
+test("explore: controls ask the kernel, which answers with a page", async () => {
+  const { model, q, qa, win } = setup();
+  model.custom({ type: "page", ...page() });
+  const last = () => model.sent.at(-1);
+  qa(".mmsp-x-chip")[0].click();
+  assert.deepEqual(last(), { type: "query", patch: { quick: ["errors"], page: 0 } });
+  assert.equal(q(".mmsp-x-summary").dataset.busy, "true");
+  model.custom(page({ query: { ...page().query, quick: ["errors"] } }));
+  assert.equal(q(".mmsp-x-summary").dataset.busy, undefined);
+  assert.equal(qa(".mmsp-x-chip")[0].getAttribute("aria-pressed"), "true");
+  qa(".mmsp-x-chip")[0].click();
+  assert.deepEqual(last().patch.quick, [], "pressing it again turns it off");
+  q(".mmsp-x-sort[data-col=latency]").click();
+  assert.deepEqual(last(), { type: "query", patch: { sort: "latency", desc: true, page: 0 } }, "numbers sort most first");
+  q(".mmsp-x-sort[data-col=model]").click();
+  assert.deepEqual(last().patch, { sort: "model", desc: false, page: 0 });
+  const facet = q("[data-facet=model]");
+  facet.value = "glm";
+  facet.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(last().patch, { model: ["glm"], page: 0 });
+  q(".mmsp-x-range-col").value = "latency";
+  const lo = q(".mmsp-x-range-input");
+  lo.value = "10";
+  lo.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(last().patch, { ranges: { latency: [10, null] }, page: 0 });
+  const search = q(".mmsp-x-search");
+  search.value = "latency>10 model:demo";
+  search.dispatchEvent(new win.Event("input"));
+  const before = model.sent.length;
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(model.sent.length, before + 1, "typing is debounced into one query");
+  assert.deepEqual(last().patch, { text: "latency>10 model:demo", page: 0 });
+  model.custom(page({ pages: 3, page_label: "page 1 of 3" }));
+  q(".mmsp-x-next").click();
+  assert.deepEqual(last().patch, { page: 1 });
+  q(".mmsp-x-last").click();
+  assert.deepEqual(last().patch, { page: 2 });
+  const size = q(".mmsp-x-size");
+  size.value = "100";
+  size.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(last().patch, { page_size: 100, page: 0 });
+  model.custom({ type: "error", error: "OptionError: latency: 'soon' is not a number" });
+  assert.ok(q(".mmsp-x-summary").classList.contains("mmsp-error"));
+  assert.match(q(".mmsp-x-summary").textContent, /not a number/);
+});
+
+test("explore: a row selects, and its conversation, waterfall and replay are drawn", () => {
+  const { model, q, qa, el } = setup();
+  model.custom({ type: "state", page: page(), detail: { type: "detail", row: null } });
+  const row = qa(".mmsp-x-table tbody tr")[1];
+  row.click();
+  assert.deepEqual(model.sent.at(-1), { type: "select", row: 1 });
+  assert.equal(row.getAttribute("aria-selected"), "true");
+  const key = new el.ownerDocument.defaultView.KeyboardEvent("keydown", { key: "Enter", bubbles: true });
+  qa(".mmsp-x-table tbody tr")[2].dispatchEvent(key);
+  assert.deepEqual(model.sent.at(-1), { type: "select", row: 2 });
+  model.custom(detail());
+  assert.equal(q(".mmsp-x-detail-title").textContent, "c/000 · turn 1");
+  assert.deepEqual(qa(".mmsp-conv-msg").map((s) => s.dataset.key), ["m0", "m1", "f0", "m3"]);
+  assert.ok(q(".mmsp-conv-msg[data-key=f0]").classList.contains("mmsp-conv-selected"));
+  assert.equal(q(".mmsp-conv-user-text").textContent, EVIL);
+  assert.equal(qa(".mmsp-conv-user img").length, 1, "only a data: image is shown");
+  assert.equal(q(".mmsp-conv-assistant .mmsp-text strong").textContent, "hello");
+  assert.equal(q(".mmsp-conv-failed .mmsp-banner-lead").textContent, "UpstreamError: ");
+  assert.equal(q(".mmsp-conv-failed .mmsp-banner-text").textContent, EVIL);
+  assert.equal(q(".mmsp-conv-timing").textContent, "timing: text 1.00 s");
+  const bars = qa(".mmsp-x-wf-bar");
+  assert.deepEqual(bars.slice(0, 2).map((b) => [b.style.left, b.style.width]), [["0%", "40%"], ["40%", "60%"]]);
+  assert.equal(bars[2].style.left, "0%", "a position that is not a number is not styled");
+  assert.ok(qa(".mmsp-x-wf-row")[2].classList.contains("mmsp-x-wf-data"));
+  assert.equal(qa(".mmsp-x-wf-label")[2].textContent, EVIL);
+  assert.equal(q(".mmsp-x-replay").disabled, true, "a response never recorded cannot be replayed");
+  noScript(el);
+  // a recorded one can: Replay sends the speed, the kernel streams ops into the replay area
+  model.custom({ ...detail(), selected: "m1", index: 1, replayable: true, waterfall: null });
+  assert.match(q(".mmsp-x-waterfall").textContent, /no timing sidecar/);
+  assert.equal(q(".mmsp-x-replay").disabled, false);
+  q(".mmsp-x-speed").value = "10";
+  q(".mmsp-x-replay").click();
+  assert.deepEqual(model.sent.at(-1), { type: "replay", speed: 10 });
+  model.custom({ type: "replay", phase: "start", title: "replay of c/000 · turn 0 at 10×" });
+  assert.equal(q(".mmsp-x-replay-area").hidden, false);
+  assert.equal(q(".mmsp-x-stop").hidden, false);
+  model.custom({ type: "replay", phase: "ops", ops: [["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "hel"]] });
+  model.custom({ type: "replay", phase: "end", vm: turnVm("hello") });
+  assert.equal(q(".mmsp-x-replay-area .mmsp-text").textContent.trim(), "hello");
+  assert.equal(q(".mmsp-x-stop").hidden, true);
+  model.custom({ type: "detail", row: 4, title: "c/009 · turn 0", error: "TraceError: /x/c/009.json: not valid JSON" });
+  assert.match(q(".mmsp-conv-damaged-text").textContent, /not valid JSON/);
+  assert.equal(q(".mmsp-x-replay").disabled, true);
+});
+
+test("explore: dispose removes every listener and the DOM", () => {
+  const { model, el, dispose } = setup();
+  model.custom({ type: "state", page: page(), detail: detail() });
+  assert.ok(model.listeners() > 0);
+  dispose();
+  assert.equal(model.listeners(), 0);
+  assert.equal(el.children.length, 0);
+  assert.ok(!el.classList.contains("mmsp-explorer"));
+});
