@@ -128,3 +128,15 @@ def test_compare(tmp_path, monkeypatch):
     assert history.count("<td>user</td>") == 2 and history.count("<td>assistant</td>") == 2 and "My name is Ada." in history
     loaded = html(find(cells, "traces.load_turns("))
     assert loaded.count("<td>complete</td>") == 2 and "demo+nothink" in loaded
+
+
+def test_quickstart(tmp_path, monkeypatch):
+    cells = run("quickstart.ipynb", tmp_path, monkeypatch)
+    assert 'data-status="complete"' in html(find(cells, "%%mmsp -o first"))
+    assert "complete stop" in text(find(cells, "print(first.status"))
+    assert "def summarize" in html(find(cells, "--to-cell python"))
+    assert "KeyError" in text(find(cells, 'prices["banana"]'))
+    fixed = html(find(cells, "%mmsp fix"))
+    assert "except KeyError" in fixed and 'prices["banana"]' in fixed.replace("&quot;", '"')
+    assert 'data-status="complete"' in html(find(cells, "{Err}"))
+    assert "incomplete" in text(find(cells, "cut.status"))
