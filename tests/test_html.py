@@ -12,6 +12,7 @@ import mmsp_notebook as m
 from mmsp_notebook.engine.tools import ToolSet
 from mmsp_notebook.views.html import render_html, render_markdown, render_text
 from mmsp_notebook.views.model import present_view
+from mmsp_notebook.views.static import turn_bundle
 
 PAYLOADS = [
     "<script>alert(1)</script>",
@@ -117,7 +118,7 @@ def test_statuses_show_in_static_view(fresh_session):
     assert ('class="mmsp-status mmsp-banner mmsp-error" role="status" aria-live="polite">'
             '<strong class="mmsp-banner-lead">UpstreamError: </strong>') in html
     assert 'data-status="error"' in html
-    bundle = turn._repr_mimebundle_()
+    bundle = turn_bundle(turn)
     assert set(bundle) == {"text/plain", "text/html"}
 
 

@@ -22,6 +22,7 @@ from mmsp_notebook.engine.session import Session
 from mmsp_notebook.views.wire import render_wire_html, render_wire_text
 from mmsp_notebook.wire.pairing import pair_events
 from mmsp_notebook.wire.sse import Frame, split_frames, split_timed_frames
+from mmsp_notebook.views.static import turn_bundle
 
 CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
 PROTOCOLS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")
@@ -401,7 +402,7 @@ def test_keys_sent_through_the_wire_reach_no_file_output_log_or_record(fresh_ses
         assert saved.read_bytes() == turn.wire.exchanges[-1].record.response
         html = render_wire_html(turn.wire)
         assert "raw SSE frame" in html and "text.delta" in html
-        assert CANARY not in html + out.getvalue() + repr(turn.wire) + turn._repr_mimebundle_()["text/html"]
+        assert CANARY not in html + out.getvalue() + repr(turn.wire) + turn_bundle(turn)["text/html"]
         turns.append(turn)
     proxies = fresh_session.wire_proxies.running()
     assert {proxy.upstream for proxy in proxies} == {srv.base_url, srv.root_url}  # one per upstream

@@ -271,9 +271,3 @@ class Turn:
 
             raise OptionError("this turn has no wire capture: run it with --wire (ask(..., wire=True))")
         return self.wire.save(path, step)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        # the one edge from core up to the views, taken only when Jupyter shows a turn
-        from ..views.static import turn_bundle
-
-        return turn_bundle(self)

@@ -22,10 +22,12 @@ from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine.session import Session, session
 from ..views.live import LiveView, TextLive, WidgetLive, drive, in_kernel
-from ..views.static import running_cell
+from ..views.static import register_formatters, running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
 __all__ = ["live_view", "present", "present_group", "finish_turn"]
+
+register_formatters()  # Jupyter shows a Turn through the views, whichever door made it
 
 
 def live_view(stream: TextIO | None = None, events: bool = False) -> LiveView:

@@ -1,11 +1,19 @@
 """What a finished turn leaves in a cell: its static rendering, or only its summary where the live
-view already drew it."""
+view already drew it.
+
+Jupyter shows a :class:`~mmsp_notebook.Turn` through the formatter :func:`register_formatters` gives
+the running IPython shell (every front door loads this module, and the extension registers it when
+loaded), so the core's result object never imports a view.
+"""
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 from ..core.turn import Turn
 
-__all__ = ["running_cell", "turn_bundle"]
+__all__ = ["running_cell", "turn_bundle", "register_formatters"]
 
 
 def running_cell() -> int | None:
@@ -25,3 +33,15 @@ def turn_bundle(turn: Turn) -> dict[str, str]:
     from .html import render_html, render_text
 
     return {"text/plain": render_text(turn), "text/html": render_html(turn)}
+
+
+def register_formatters(shell: Any = None) -> bool:
+    """Have IPython show a :class:`Turn` as :func:`turn_bundle` says; returns whether a shell took it."""
+    if shell is None:
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
+    formatter = getattr(getattr(shell, "display_formatter", None), "mimebundle_formatter", None)
+    if formatter is None:
+        return False
+    formatter.for_type(Turn, turn_bundle)
+    return True
