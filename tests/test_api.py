@@ -48,12 +48,12 @@ def test_text_and_thinking_stream_with_footer_trace_and_sidecar(fresh_session, t
     assert turn.cost is None and "price unknown" in printed
     assert turn.timings["ttft"] is not None and turn.timings["total"] >= turn.timings["ttft"]
     # mmsp's own trace (saved here for the mmsp wire client) and the timing sidecar beside it
-    base = tmp_path / "cache" / "tests" / "default"
-    trace = json.loads((base / "turn_000.json").read_text())
+    base = tmp_path / "cache" / "tests"  # one trace per conversation: <notebook>/<chat>
+    trace = json.loads((base / "default.json").read_text())
     assert trace["config"]["model"] == "demo"
     assert [msg["role"] for msg in trace["history"]] == ["user", "assistant"]
     assert trace["history"][1]["content_items"] == turn.message["content_items"]
-    [record] = list(read_sidecar(base / "turn_000.timing.jsonl"))
+    [record] = list(read_sidecar(base / "default.timing.jsonl"))
     assert record["status"] == "complete" and record["turn"] == 0 and record["message_index"] == 1
     assert record["events"][-1][1] == "stop" and len(record["events"]) == len(turn.events)
     assert record["usage"] == turn.usage
@@ -143,7 +143,7 @@ def test_history_accumulates_only_complete_turns(fresh_session):
     assert texts == ["first question", "third question"]
     quiet_ask("fresh", new=True)
     assert len(fresh_session.conversation(None).history()) == 2
-    assert fresh_session.conversation(None).turns[-1].trace_id.endswith("default~2/turn_003")
+    assert fresh_session.conversation(None).turns[-1].trace_id.endswith("default~2")
 
 
 def test_strict_raises_turn_error_with_the_partial_turn(fresh_session):

@@ -28,8 +28,8 @@ def test_a_headless_run_shows_each_cell_and_names_traces_after_the_notebook(tmp_
     assert [ln.split("]")[0].strip() for ln in lines[1:5]] == ["[1/4", "[2/4", "[3/4", "[4/4"]
     assert "%%mmsp" in lines[2] and " s " in lines[2]
     assert "TCP" not in done.stderr and "WARNING" not in done.stderr, done.stderr
-    traces = sorted(p.name for p in (tmp_path / "out" / "cache" / "tour" / "default").glob("*.json"))
-    assert traces == ["turn_000.json", "turn_001.json"]
+    traces = sorted(p.name for p in (tmp_path / "out" / "cache" / "tour").glob("*.json"))
+    assert traces == ["default.json"]  # one trace per conversation, both turns in it
     assert (tmp_path / "out" / "tour.html").stat().st_size > 0
 
 

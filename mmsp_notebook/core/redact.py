@@ -1,11 +1,42 @@
-"""Keep API keys out of everything shown or saved: errors, outputs, widget state, traces, reprs."""
+"""Keep API keys out of everything shown or saved: errors, outputs, widget state, traces, captures, reprs.
+
+The rule
+    *Configured keys* are the values of mmsp's key variables (``OPENAI_API_KEY``...), of every
+    variable named ``*_API_KEY``, ``*_TOKEN`` or ``*_SECRET``, and of each variable named with
+    ``--api-key-env`` (at least 6 characters). A configured key is redacted wherever it appears in
+    what this project shows or writes, whole or cut: a prefix of it of at least
+    :data:`MIN_PREFIX` characters that ends the text or is followed by a character no key has
+    (a 401 body cut at 200 characters in the middle of ``Bearer sk-...``) is redacted too.
+
+    * Errors and messages (a turn's error, the banner, ``%mmsp error``, the sidecar's error, a
+      listener's warning): :func:`redact` — configured keys, and any string shaped like a
+      provider key (``sk-...``, ``AIza...``, ``Bearer ...``), configured or not.
+    * Content the project renders or writes — the views (text, HTML, widget state), the trace the
+      engine saves, the wire captures (``turn.save_wire``, the proxy's ``save_transcript`` and
+      ``--save-dir``): configured keys wherever they appear, in text, thinking, tool arguments
+      and tool results (:func:`redact_secrets`, :func:`redact_data`); raw captured bytes also key
+      shapes (:func:`redact_bytes`, the one redaction of every capture file).
+    * Python values are the data as received: ``turn.text``, ``.thinking``, ``.tool_calls``,
+      ``.message``, ``.events`` and a conversation's history (what its next turn sends) are what
+      the model sent, unchanged, as any client library returns them; printing one is the
+      program's own output.
+    * Traces: the engine saves every trace itself through mmsp's Tracer, handing it the history
+      with configured keys redacted (the clients are given the config without ``trace_id``, so
+      mmsp writes no other copy). What mmsp's Tracer does with what it is handed is mmsp's.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
-__all__ = ["redact", "redact_exception", "exception_chain", "register_secret_env"]
+__all__ = ["redact", "redact_secrets", "redact_data", "redact_bytes", "redact_exception", "exception_chain",
+           "register_secret_env", "secret_values", "MIN_PREFIX", "REDACTED"]
+
+REDACTED = "[redacted]"
+#: The shortest prefix of a configured key that is redacted where a cut left it.
+MIN_PREFIX = 6
 
 _EXTRA_ENVS: set[str] = set()
 # shapes of common provider keys, masked even when the key is not in this process's environment
@@ -13,6 +44,8 @@ _KEY_PATTERNS = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{6,}|sk-[A-Za-z0-9_\-]{16,}|AIza[0-9A-Za-z_\-]{20,}|xai-[A-Za-z0-9]{16,}|"
     r"(?i:bearer)\s+[A-Za-z0-9_\-\.=]{16,})"
 )
+# the characters a key is made of: a prefix followed by one of them is another token, not a cut
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
 def register_secret_env(name: str) -> None:
@@ -20,23 +53,95 @@ def register_secret_env(name: str) -> None:
     _EXTRA_ENVS.add(name)
 
 
-def _secret_values() -> list[str]:
+def secret_values() -> list[str]:
+    """The configured keys (see the module docstring), longest first."""
     from mmsp.credentials import CLIENT_CREDENTIALS
 
     names = {cred.api_key_env for cred in CLIENT_CREDENTIALS.values()} | _EXTRA_ENVS
     names |= {name for name in os.environ if name.endswith(("_API_KEY", "_TOKEN", "_SECRET"))}
     values = [os.environ.get(name, "") for name in names]
-    return sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
+    return sorted({v for v in values if len(v) >= MIN_PREFIX}, key=len, reverse=True)
+
+
+def _without(text: str, secret: str) -> str:
+    """``text`` with ``secret`` and each prefix of it left by a cut replaced by :data:`REDACTED`."""
+    head = secret[:MIN_PREFIX]
+    at = text.find(head)
+    if at < 0:
+        return text
+    out: list[str] = []
+    start, n, size = 0, len(text), len(secret)
+    while at >= 0:
+        k = MIN_PREFIX
+        while k < size and at + k < n and text[at + k] == secret[k]:
+            k += 1
+        if k == size or at + k == n or text[at + k] not in _KEY_CHARS:
+            out += [text[start:at], REDACTED]
+            start = at + k
+            at = text.find(head, start)
+        else:  # another token that begins like the key
+            at = text.find(head, at + 1)
+    out.append(text[start:])
+    return "".join(out)
+
+
+def _redact_known(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = _without(text, secret)
+    return text
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every configured key, whole or cut (see the module docstring), replaced by ``[redacted]``.
+
+    For content (a model's text, thinking, tool arguments): only configured keys, so text that
+    merely looks like a key is left as written.
+    """
+    if not text:
+        return text
+    return _redact_known(text, secret_values())
 
 
 def redact(text: str) -> str:
-    """``text`` with every known key value and every key-shaped string replaced by ``[redacted]``."""
+    """``text`` with every configured key (whole or cut) and every key-shaped string replaced by ``[redacted]``."""
     if not text:
         return text
-    for value in _secret_values():
-        if value in text:
-            text = text.replace(value, "[redacted]")
-    return _KEY_PATTERNS.sub("[redacted]", text)
+    return _KEY_PATTERNS.sub(REDACTED, _redact_known(text, secret_values()))
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """Raw bytes (a captured stream) redacted as :func:`redact` redacts text; ``data`` itself when clean.
+
+    Bytes that are not UTF-8 pass through unchanged (decoded with ``surrogateescape``).
+    """
+    text = data.decode("utf-8", errors="surrogateescape")
+    clean = redact(text)
+    return data if clean == text else clean.encode("utf-8", errors="surrogateescape")
+
+
+def redact_data(value: Any, secrets: list[str] | None = None) -> Any:
+    """A JSON-like value (messages, a history) with configured keys redacted in every string in it.
+
+    Strings in dicts and lists, at any depth, go through :func:`redact_secrets`; dict keys, bytes
+    and numbers are kept. Returns ``value`` itself when nothing in it changed (and at once when no
+    key is configured), else a copy of the parts that changed.
+    """
+    secrets = secret_values() if secrets is None else secrets
+    if not secrets:
+        return value
+    return _walk(value, secrets)
+
+
+def _walk(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return _redact_known(value, secrets)
+    if isinstance(value, dict):
+        out = {k: _walk(v, secrets) for k, v in value.items()}
+        return value if all(out[k] is v for k, v in value.items()) else out
+    if isinstance(value, list):
+        items = [_walk(v, secrets) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
 
 
 def _redacted(value: object, depth: int = 0) -> object:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,16 +21,33 @@ class TurnRun:
     repaints waits on :attr:`changed`, an event loop that repaints registers a waker
     (:meth:`add_waker`), called from whichever thread notified when ``changed`` goes from clear to
     set. ``listeners`` get every UniEvent as it is fed (on the worker loop).
+
+    Waiting for data
+        While a step's request is open, :attr:`waiting_since` is the ``time.monotonic()`` of the
+        last sign of life from the server (the request sent, then every byte or event received),
+        and ``None`` otherwise (before the first request, while a tool runs, once the turn ended).
+        :attr:`idle_timeout` is the turn's limit in seconds (``None``: no limit): a step whose
+        server stays silent that long ends with "no data for N s". A view shows "waiting… N s"
+        from :meth:`waiting_for` (and the limit, when it has one).
     """
 
-    def __init__(self, turn: Turn) -> None:
+    def __init__(self, turn: Turn, idle_timeout: float | None = None) -> None:
         self.turn = turn
         self.signal = AbortSignal()
         self.changed = threading.Event()
         self.finished = threading.Event()
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.listener_errors: set[int] = set()  # listeners already reported as raising (see the engine)
+        self.idle_timeout = idle_timeout
+        self.waiting_since: float | None = None
         self._wakers: list[Callable[[], None]] = []
+
+    def waiting_for(self, now: float | None = None) -> float | None:
+        """Seconds since the server last sent anything while a request is open; ``None`` when none is."""
+        since = self.waiting_since
+        if since is None:
+            return None
+        return max(0.0, (time.monotonic() if now is None else now) - since)
 
     def notify(self) -> None:
         if not self.changed.is_set():

@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                              "(keys are forwarded, never stored or printed)")
     parser.add_argument("--save-dir", metavar="DIR",
                         help="with --proxy: write each streamed response to DIR/<id>.sse (replayable with --replay)")
+    parser.add_argument("--max-body-mb", type=float, default=32.0, metavar="MB",
+                        help="with --proxy: refuse request bodies larger than this with HTTP 413 (default 32)")
     return parser
 
 
@@ -47,7 +49,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
     from urllib.parse import urlsplit
 
     try:
-        proxy = WireProxy(args.proxy, args.host, args.port).start()
+        proxy = WireProxy(args.proxy, args.host, args.port, max_body=max(1, int(args.max_body_mb * 1024 * 1024))).start()
     except DemoServerError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

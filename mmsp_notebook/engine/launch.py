@@ -8,19 +8,20 @@ from __future__ import annotations
 import concurrent.futures
 import inspect
 import re
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from mmsp.credentials import routed_client_type
 
-from . import worker as _worker
+from .._errors import OptionError
 from ..core.run import TurnRun
 from ..core.store import tracer_path
-from .stream import run_turn
-from .._errors import OptionError
-from .options import TurnOptions
-from .session import Session, image_item, is_demo_model, session
-from .tools import ToolSet
 from ..core.turn import Turn
+from . import worker as _worker
+from .options import TurnOptions, idle_limit
+from .session import Lease, Session, image_item, is_demo_model, session
+from .stream import run_turn
+from .tools import ToolSet
 
 __all__ = ["launch", "interpolate", "user_message", "check_trace_id"]
 
@@ -92,7 +93,7 @@ def _evaluate(expr: str, namespace: Mapping[str, Any]) -> tuple[Any, bool]:
     except SyntaxError:
         return None, False
     try:
-        return eval(code, {"__builtins__": __builtins__}, dict(namespace)), True  # noqa: S307 - the user's own namespace
+        return eval(code, {"__builtins__": __builtins__}, dict(namespace)), True
     except Exception:
         return None, False
 
@@ -132,6 +133,7 @@ def launch(
     temperature: float | None = None,
     tools: Sequence[Callable[..., Any]] | ToolSet | None = None,
     max_steps: int | None = None,
+    timeout: float | None = None,
     chat: str | None = None,
     new: bool = False,
     trace: bool | str | None = None,
@@ -139,17 +141,20 @@ def launch(
     sess: Session | None = None,
     listeners: Sequence[Callable[[dict[str, Any]], None]] = (),
     wire: bool = False,
-) -> tuple[TurnRun, "concurrent.futures.Future[Turn]"]:
+) -> tuple[TurnRun, concurrent.futures.Future[Turn]]:
     """Start a turn on the worker loop; returns the run (to watch or abort) and its future.
 
     ``wire=True`` sends the turn through the session's recording wire proxy and sets ``turn.wire``
     (the raw SSE frames next to their UniEvents, see :mod:`mmsp_notebook.wire.capture`) when it ends.
+    ``timeout`` is the idle limit in seconds (default the kernel's, 120): a step whose server sends
+    no byte and no event for that long ends with "no data for N s" (``"none"`` or ``math.inf``: no
+    limit).
     """
     sess = sess or session()
     settings = sess.settings
     opts = TurnOptions(model=model, client_type=client_type, base_url=base_url, api_key_env=api_key_env,
                        system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
-                       max_steps=max_steps).resolve(settings)
+                       max_steps=max_steps, timeout=timeout).resolve(settings)
     if isinstance(trace, str) and trace:
         check_trace_id(trace)
     model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env
@@ -166,33 +171,40 @@ def launch(
     routed = client_type or ("mmsp" if is_demo_model(model) and not base_url else routed_client_type(model))
     turn = Turn(message, model=model, client_type=routed, chat=conv.name, trace_id=trace_id, config=config,
                 api_key_env=api_key_env)
-    conv.turns.append(turn)
+    conv.add_turn(turn)
     sess.turns.append(turn)
-    run = TurnRun(turn)
+    sess.usage.start(turn)
+    run = TurnRun(turn, idle_timeout=idle_limit(opts.timeout))
     run.listeners.extend(listeners)
 
     async def go() -> Turn:
+        lease: Lease | None = None
         try:
-            if wire:
-                from .wiretap import wire_client
+            try:
+                if wire:
+                    from .wiretap import wire_client
 
-                tap = await wire_client(sess, conv, model, client_type, base_url, api_key_env)
-                client = tap.client
-            else:
-                client = await sess.ensure_client(conv, model, client_type, base_url, api_key_env)
-        except Exception as exc:  # a refused configuration: no step ever started
-            turn.fail_before_stream(exc)
-            run.notify()
-            run.finished.set()
-            return turn
-        # mmsp's wire client leaves tracing to its server: the trace of such a turn is saved here
-        done = await run_turn(run, client, message, config, toolset, steps, trace=bool(trace_id),
-                              save_trace_here=routed == "mmsp")
-        if wire:  # captured before the future resolves: a front door showing the wire finds it
-            from .wiretap import capture_wire
+                    tap = await wire_client(sess, conv, model, client_type, base_url, api_key_env)
+                    lease = tap.lease
+                else:
+                    lease = await sess.lease_client(model, client_type, base_url, api_key_env)
+                client = lease.client
+                conv.endpoint = lease.key
+            except Exception as exc:  # a refused configuration: no step ever started
+                turn.fail_before_stream(exc)
+                run.notify()
+                run.finished.set()
+                return turn
+            done = await run_turn(run, client, conv, message, config, toolset, steps, trace=bool(trace_id))
+            if wire:  # captured before the future resolves: a front door showing the wire finds it
+                from .wiretap import capture_wire
 
-            await capture_wire(done, tap)
-        return done
+                await capture_wire(done, tap)
+            return done
+        finally:
+            sess.usage.end(turn)
+            if lease is not None:
+                await lease.release()
 
     return run, _worker.submit(go())
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from .._errors import OptionError
 
-__all__ = ["THINKING_LEVELS", "TurnOptions", "Settings", "check_option", "check_client_type", "parse_alias"]
+__all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "check_option", "check_client_type",
+           "parse_alias", "idle_limit"]
 
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 _NONE_WORDS = ("none", "null", "")
@@ -104,6 +105,35 @@ def _temperature(name: str, value: Any) -> float:
     return number
 
 
+#: The idle timeout of a turn when none is configured: seconds without a byte or an event.
+DEFAULT_TIMEOUT = 120.0
+_NO_LIMIT = ("none", "off", "never", "inf", "infinity")
+
+
+def _timeout(name: str, value: Any) -> float:
+    """Seconds (a number above 0, ``"30s"`` too); ``none``/``off``/``inf`` for no limit (``math.inf``)."""
+    problem = f"{name} takes a number of seconds above 0, or none for no limit, not {value!r}"
+    if isinstance(value, bool):
+        raise OptionError(problem)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _NO_LIMIT:
+            return math.inf
+        word = word[:-1].strip() if word.endswith("s") else word
+        try:
+            value = float(word)
+        except ValueError:
+            raise OptionError(problem) from None
+    if not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
+        raise OptionError(problem)
+    return float(value)
+
+
+def idle_limit(timeout: float | None) -> float | None:
+    """The idle timeout a turn runs with: ``None`` (no limit) for ``None`` or infinity, else the seconds."""
+    return None if timeout is None or math.isinf(timeout) else float(timeout)
+
+
 def _switch(name: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -123,6 +153,7 @@ _CHECKS: dict[str, tuple[Callable[[str, Any], Any], bool]] = {
     "max_tokens": (_count, True),
     "temperature": (_temperature, True),
     "max_steps": (_count, False),
+    "timeout": (_timeout, True),
     "trace": (_switch, False),
     "strict": (_switch, False),
     "events": (_switch, False),
@@ -159,6 +190,7 @@ class TurnOptions:
     max_tokens: int | None = None
     temperature: float | None = None
     max_steps: int | None = None
+    timeout: float | None = None  # idle seconds; math.inf: no limit
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -226,6 +258,7 @@ class Settings:
     max_tokens: int | None = None
     temperature: float | None = None
     max_steps: int = 8
+    timeout: float | None = DEFAULT_TIMEOUT  # idle seconds; None (or math.inf): no limit
     trace: bool = True
     strict: bool = False
     events: bool = False

@@ -8,16 +8,38 @@ repaint; it never renders anything itself.
 from __future__ import annotations
 
 import asyncio
-import threading
-from typing import Any, Callable
+import contextvars
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, Literal
 
-from ..core.redact import redact, redact_exception
-from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
-from .tools import ToolSet
+import httpx
+
+from .._errors import MMSPNotebookError
+from ..core.redact import redact, redact_data, redact_exception
 from ..core.run import TurnRun
+from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
 from ..core.turn import Turn
+from .session import Conversation
+from .tools import ToolSet
 
-__all__ = ["TurnRun", "run_turn"]
+__all__ = ["TurnRun", "run_turn", "IdleTimeoutError", "watch_bytes"]
+
+
+class IdleTimeoutError(MMSPNotebookError, httpx.ReadTimeout):
+    """The server sent nothing (no byte, no event) for the turn's idle timeout (``--timeout``).
+
+    A read timeout: the step ends ``incomplete`` when events had arrived (they are kept), else
+    ``error``. ``seconds`` is the limit that was reached.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(
+            f"no data for {seconds:g} s: the server sent nothing (no byte, no event) for that long, so the turn "
+            f"was ended; what arrived is kept. Allow longer with --timeout SECONDS (%mmsp config timeout=..., "
+            f"ask(timeout=...), Chat(timeout=...)), or timeout=none for no limit")
 
 
 def _assistant_count(history: list[dict[str, Any]]) -> int:
@@ -27,42 +49,46 @@ def _assistant_count(history: list[dict[str, Any]]) -> int:
 async def run_turn(
     run: TurnRun,
     client: Any,
+    conversation: Conversation,
     message: dict[str, Any],
     config: dict[str, Any],
     tools: ToolSet | None = None,
     max_steps: int = 8,
     trace: bool = True,
-    save_trace_here: bool = False,
 ) -> Turn:
-    """Stream ``message`` through ``client`` (stateful), running tool calls until the model stops.
+    """Stream ``message`` through ``client`` with the conversation's history, running tool calls until the model stops.
 
     Args:
-        run: The turn in flight (its turn collects the steps).
-        client: An ``mmsp.AutoLLMClient`` created on this loop; its history is the conversation.
+        run: The turn in flight (its turn collects the steps; ``run.idle_timeout`` bounds silence).
+        client: An ``mmsp.AutoLLMClient`` created on this loop, maybe shared with other conversations:
+            it is used statelessly, each request carrying the history.
+        conversation: Whose history the turn continues, and records into once it completes.
         message: The user message of the turn.
         config: The UniConfig (``trace_id`` in it when traced).
         tools: The Python functions offered as tools.
         max_steps: The most model responses one turn may take.
-        trace: Write the timing sidecar next to the trace.
-        save_trace_here: Save the mmsp trace from here (the mmsp wire client leaves it to its server).
+        trace: Save the trace and write the timing sidecar.
 
     The conversation records the turn only when it completes, as mmsp's stateful calls record a call
     only at its stop event: a failed, cut-off or cancelled turn leaves the history as it was. Each
     step streams through mmsp's ``streaming_response`` with the history so far (what
-    ``streaming_response_stateful`` sends), and the history is stored back in the client once the
-    turn completes; two turns of one conversation at once are refused with mmsp's
-    ``ConcurrentCallError``.
+    ``streaming_response_stateful`` sends); two turns of one conversation at once are refused with
+    mmsp's ``ConcurrentCallError``. The trace is saved from here for every client type, with the
+    configured keys redacted (:func:`~mmsp_notebook.core.redact.redact_data`): the client is given
+    the config without ``trace_id``, so mmsp writes no copy of its own.
     """
     from mmsp import ConcurrentCallError
 
     turn = run.turn
-    if id(client) in _in_flight:
-        turn.fail_before_stream(ConcurrentCallError(type(client).__name__))
+    if conversation.streaming:
+        turn.fail_before_stream(ConcurrentCallError(f"conversation {conversation.name!r}"))
         run.notify()
         run.finished.set()
         return turn
-    _in_flight.add(id(client))
-    history = client.get_history()
+    conversation.streaming = True
+    trace_id = config.get("trace_id") if trace else None
+    client_config = {key: value for key, value in config.items() if key != "trace_id"}
+    history = conversation.messages()
     next_message = message
     if history and history[-1].get("role") == "user":
         # the previous turn stopped with tool calls unanswered and recorded why (see below): that
@@ -79,21 +105,23 @@ async def run_turn(
                 state.mark_request_sent()
             run.notify()
             try:
-                await _consume(run, client, request, config, state)
+                await _consume(run, client, request, client_config, state)
             except (Exception, asyncio.CancelledError) as exc:
                 with turn.lock:
-                    state.fail(redact_exception(exc))
+                    state.fail(redact_exception(exc) or exc)
                 if isinstance(exc, asyncio.CancelledError) and not run.signal.aborted:
                     raise
             finally:
+                run.waiting_since = None
                 run.notify()
-                if trace and config.get("trace_id"):
-                    _write_sidecar(turn, state, config["trace_id"], turn_index, len(request))
+                if trace_id:
+                    _write_sidecar(turn, state, trace_id, turn_index, len(request))
             if state.status != "complete":
                 break
             history = request + [state.message()]
-            if save_trace_here and config.get("trace_id"):
+            if trace_id:
                 _save_trace(history, turn, config)
+                conversation.traced = True
             calls = [item for item in state.items if item.kind == "tool_call" and item.done is not None]
             if not calls:
                 break
@@ -122,40 +150,61 @@ async def run_turn(
             with turn.lock:
                 turn.tool_messages.append(next_message)
         if turn.status == "complete":
-            client.set_history(history)
+            conversation.record(history)
     except asyncio.CancelledError:
         turn.mark_cancelled()  # e.g. cancelled between two steps: nothing more runs, nothing is recorded
         raise
     finally:
-        _in_flight.discard(id(client))
+        conversation.streaming = False
+        run.waiting_since = None
         run.notify()
         run.finished.set()
     return turn
 
 
-async def _unless_aborted(run: TurnRun, task: "asyncio.Future[Any]") -> bool:
-    """Wait for ``task`` or the turn's abort signal, whichever comes first; ``False`` when the abort did.
+Outcome = Literal["done", "aborted", "idle"]
 
-    The signal is watched once for the whole task. An abort cancels the task and waits for it to
-    wind down; cancelling this wait cancels the task too.
+
+async def _race(run: TurnRun, task: asyncio.Future[Any], idle: float | None = None) -> Outcome:
+    """Wait for ``task``, the turn's abort signal, or ``idle`` seconds since ``run.waiting_since``.
+
+    The signal is watched once for the whole task. An abort or the idle limit cancels the task and
+    waits for it to wind down; cancelling this wait cancels the task too.
     """
     aborted = asyncio.ensure_future(run.signal.wait())
+    outcome: Outcome = "done"
     try:
-        await asyncio.wait({task, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            timeout = None
+            if idle is not None:
+                timeout = max(0.0, (run.waiting_since or time.monotonic()) + idle - time.monotonic())
+            await asyncio.wait({task, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                return "done"
+            if aborted.done():
+                outcome = "aborted"
+                break
+            since = run.waiting_since
+            if idle is not None and since is not None and time.monotonic() - since >= idle:
+                outcome = "idle"
+                break
     except asyncio.CancelledError:
         task.cancel()
         raise
     finally:
         if not aborted.done():
             aborted.cancel()
-    if task.done():
-        return True
-    task.cancel(run.signal.reason)
+    task.cancel(run.signal.reason if outcome == "aborted" else "idle timeout")
     try:
         await task
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, Exception):
         pass
-    return False
+    return outcome
+
+
+async def _unless_aborted(run: TurnRun, task: asyncio.Future[Any]) -> bool:
+    """Wait for ``task`` or the turn's abort signal, whichever comes first; ``False`` when the abort did."""
+    return await _race(run, task) == "done"
 
 
 async def _run_tool(run: TurnRun, tools: ToolSet, item: Any) -> Any:
@@ -171,7 +220,81 @@ async def _run_tool(run: TurnRun, tools: ToolSet, item: Any) -> Any:
     return None
 
 
-_in_flight: set[int] = set()  # clients with a turn streaming (touched on the worker loop only)
+# ------------------------------------------------------------------------------- bytes as signs of life
+#: What the task reading a step's stream calls on every byte received (set in that task only, so a
+#: client shared by several conversations credits each response to the turn that asked for it).
+_beat: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("mmsp_notebook_beat", default=None)
+
+
+class _Beating:
+    """A response body that calls ``beat`` on every chunk as it arrives (made a subclass of the
+    ``AsyncByteStream`` of the response's own httpx, see :func:`_beating_class`)."""
+
+    def __init__(self, stream: Any, beat: Callable[[], None]) -> None:
+        self._stream, self._beat = stream, beat
+
+    async def __aiter__(self) -> Any:
+        async for chunk in self._stream:
+            self._beat()
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+_beating_classes: dict[type, type] = {}
+
+
+def _beating_class(base: type) -> type:
+    """:class:`_Beating` as a subclass of ``base`` (httpx checks the type of a response's stream; the
+    provider SDKs run a copy of httpx of their own, ``httpx2``)."""
+    cls = _beating_classes.get(base)
+    if cls is None:
+        cls = _beating_classes[base] = type("Beating", (_Beating, base), {})
+    return cls
+
+
+async def _on_response(response: Any) -> None:
+    beat = _beat.get()
+    if beat is None:
+        return
+    beat()
+    base = getattr(sys.modules.get(type(response).__module__.partition(".")[0]), "AsyncByteStream", None)
+    if isinstance(base, type) and isinstance(response.stream, base):
+        response.stream = _beating_class(base)(response.stream, beat)
+
+
+def _is_http_client(value: Any) -> bool:
+    """An httpx ``AsyncClient`` (or the same class of the SDKs' ``httpx2``): it has response hooks."""
+    hooks = getattr(value, "event_hooks", None)
+    return isinstance(hooks, dict) and isinstance(hooks.get("response"), list) and hasattr(value, "send")
+
+
+def _http_client(client: Any) -> Any:
+    """The HTTP client under an mmsp client: the MMSP wire client's own, or its provider SDK's."""
+    inner = getattr(client, "_client", None)  # AutoLLMClient -> the client of its type
+    http = getattr(inner, "_client", None)
+    if _is_http_client(http):
+        return http
+    sdk = getattr(http, "_client", None)  # the OpenAI and Anthropic SDKs keep theirs here
+    return sdk if _is_http_client(sdk) else None
+
+
+def watch_bytes(client: Any) -> bool:
+    """Count every byte ``client`` receives as a sign of life of the turn that asked for it (idempotent).
+
+    Heartbeats and keep-alive comments then keep a silent-but-alive stream from timing out. A
+    client whose HTTP layer is not found (not httpx) is watched by its events only. Returns
+    whether bytes are watched.
+    """
+    http = _http_client(client)
+    if http is None:
+        return False
+    hooks = http.event_hooks
+    if _on_response not in hooks["response"]:
+        hooks["response"].append(_on_response)
+        http.event_hooks = hooks
+    return True
 
 
 BATCH = 64  # events fed to the turn state at once, at most, while they arrive faster than it runs
@@ -179,7 +302,7 @@ BATCH = 64  # events fed to the turn state at once, at most, while they arrive f
 
 async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], config: dict[str, Any],
                    state: Any) -> None:
-    """Feed one stream into ``state``; the turn's AbortSignal cancels it at any point.
+    """Feed one stream into ``state``; the turn's AbortSignal cancels it at any point, silence ends it.
 
     Events are stamped as they arrive and fed to the turn state in batches: right away when the
     stream pauses (a callback scheduled on the loop runs as soon as the reader waits for the
@@ -189,8 +312,9 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
 
     The signal is watched once for the whole stream rather than handed to mmsp, which would race
     every single event against it: the abort cancels the reading task, which closes mmsp's stream
-    and with it the provider's request. A grammar violation found while feeding ends the stream
-    the same way and is raised.
+    and with it the provider's request. So does ``run.idle_timeout`` seconds without a byte or an
+    event (:class:`IdleTimeoutError`). A grammar violation found while feeding ends the stream the
+    same way and is raised.
     """
     turn = run.turn
     loop = asyncio.get_running_loop()
@@ -199,6 +323,9 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
     scheduled = False
     failure: list[BaseException] = []
     clock = state._clock
+    idle = run.idle_timeout
+    if idle is not None:
+        watch_bytes(client)
 
     def flush() -> None:
         nonlocal scheduled
@@ -225,14 +352,19 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
                     _report_listener_error(run, listener, exc)
         run.notify()
 
+    def beat() -> None:
+        run.waiting_since = time.monotonic()
+
     async def read() -> None:
         nonlocal scheduled
+        _beat.set(beat)
         stream = client.streaming_response(messages=messages, config=config)
         keep, stamp = pending.append, stamps.append
         try:
             async for event in stream:
                 keep(event)
                 stamp(clock())
+                run.waiting_since = time.monotonic()
                 if len(pending) >= BATCH:
                     flush()
                     if failure:  # a flush from here cannot cancel the task it runs in
@@ -248,10 +380,14 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
         with turn.lock:
             state.finish()
 
+    run.waiting_since = time.monotonic()
     reader = asyncio.ensure_future(read())
-    if not await _unless_aborted(run, reader):
-        flush()  # what arrived before the abort is kept
-        raise asyncio.CancelledError(run.signal.reason)
+    outcome = await _race(run, reader, idle)
+    if outcome != "done":
+        flush()  # what arrived before the abort or the silence is kept
+        if outcome == "aborted":
+            raise asyncio.CancelledError(run.signal.reason)
+        raise IdleTimeoutError(idle or 0.0)
     if not reader.cancelled() and reader.exception() is not None:  # (retrieved, so asyncio does not log it)
         flush()  # what arrived before the error is kept
     if failure:
@@ -274,7 +410,12 @@ def _report_listener_error(run: TurnRun, listener: Any, exc: Exception) -> None:
 
 
 def _save_trace(history: list[dict[str, Any]], turn: Turn, config: dict[str, Any]) -> None:
-    save_trace(turn.model, history, config["trace_id"], config)
+    """Save the conversation's trace through mmsp's Tracer, configured keys redacted; a disk error
+    does not fail the turn (the sidecar says it completed)."""
+    try:
+        save_trace(turn.model, redact_data(history), config["trace_id"], redact_data(config))
+    except OSError:
+        pass
 
 
 def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, message_index: int) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import OptionError
 from ..core.turn import Turn
 from ..wire.capture import Wire, build_wire
-from .session import Conversation, Session, api_key_from_env, is_demo_model
+from .session import Conversation, Lease, Session, api_key_from_env, is_demo_model, key_digest
 
 if TYPE_CHECKING:
     from ..wire.proxy import WireProxy
@@ -38,13 +38,17 @@ _ROOT_TYPES = ("ant-messages", "anthropic-official")
 
 @dataclass(frozen=True)
 class WireTap:
-    """Where one turn's requests go: the conversation's client, the proxy and tap it goes through, and
+    """Where one turn's requests go: the lease of its client, the proxy and tap it goes through, and
     when the turn began (``time.monotonic()``; the proxy's records of the turn begin after it)."""
 
-    client: Any
+    lease: Lease
     proxy: WireProxy
     tap: str
     since: float
+
+    @property
+    def client(self) -> Any:
+        return self.lease.client
 
 
 def tap_name(conversation: str) -> str:
@@ -55,13 +59,15 @@ def tap_name(conversation: str) -> str:
 
 async def wire_client(sess: Session, conv: Conversation, model: str, client_type: str | None, base_url: str | None,
                       api_key_env: str | None) -> WireTap:
-    """The conversation's client for this endpoint, through the session's wire proxy (on the worker loop).
+    """A client for this endpoint through the session's wire proxy, on the conversation's tap (on the worker loop).
 
     Demo models without a base URL go through a proxy in front of the session's local model
     server; any other endpoint through a proxy in front of ``base_url`` (else the client type's
     default endpoint). The key is resolved as the client would resolve it for the upstream (mmsp's
     ``resolve_credentials``) and handed to the client, which sends it to the proxy, which forwards
-    it and forgets it. A new endpoint keeps the conversation's history.
+    it and forgets it. The client is the session's shared one for the tap's URL
+    (:class:`~mmsp_notebook.engine.session.ClientPool`); the history is the conversation's, as
+    for any turn. Release ``tap.lease`` when the turn ends.
 
     Raises:
         OptionError: The endpoint of ``model`` cannot be told without a client type and a base URL.
@@ -83,14 +89,10 @@ async def wire_client(sess: Session, conv: Conversation, model: str, client_type
     proxy = await asyncio.to_thread(sess.wire_proxies.get, upstream)
     tap = tap_name(conv.name)
     url = proxy.tap_url(tap, root=kind in _ROOT_TYPES and proxy.base_url.endswith("/v1"))
-    endpoint = (model, client_type, base_url, api_key_env, "wire", url)
-    if conv.client is None or conv.endpoint != endpoint:
-        history = conv.history()
-        client = mmsp.AutoLLMClient(model=model, api_key=api_key, base_url=url, client_type=client_type or kind)
-        if history:
-            client.set_history(history)
-        conv.client, conv.endpoint, conv.pending_history = client, endpoint, None
-    return WireTap(conv.client, proxy, tap, time.monotonic())
+    key = ("wire", model, client_type or kind, url, api_key_env, key_digest(api_key))
+    lease = await sess.clients.lease(
+        key, lambda: mmsp.AutoLLMClient(model=model, api_key=api_key, base_url=url, client_type=client_type or kind))
+    return WireTap(lease, proxy, tap, time.monotonic())
 
 
 async def capture_wire(turn: Turn, tap: WireTap, settle: float = 1.0) -> Wire:

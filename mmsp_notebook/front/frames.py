@@ -10,34 +10,13 @@ from ..core.turn import Turn
 __all__ = ["usage_frame", "models_frame", "history_frame"]
 
 
-def usage_frame(turns: Sequence[Turn]) -> Any:
-    """A DataFrame of turns: tokens per bucket, cost, latency (pandas imported here only)."""
+def usage_frame(turns: Sequence[Turn | dict[str, Any]]) -> Any:
+    """A DataFrame of turns (or of the session's usage rows): tokens per bucket, cost, latency (pandas imported here only)."""
     import pandas as pd
 
-    rows = []
-    for turn in turns:
-        usage = turn.usage or {}
-        t = turn.timings
-        rows.append(
-            {
-                "turn": turn.id,
-                "chat": turn.chat,
-                "model": turn.model,
-                "client_type": turn.client_type,
-                "status": turn.status,
-                "finish_reason": turn.finish_reason,
-                "steps": len(turn.steps),
-                "cached_tokens": usage.get("cached_tokens"),
-                "prompt_tokens": usage.get("prompt_tokens"),
-                "thoughts_tokens": usage.get("thoughts_tokens"),
-                "response_tokens": usage.get("response_tokens"),
-                "ttft_s": t["ttft"],
-                "total_s": t["total"],
-                "tokens_per_s": t["tokens_per_second"],
-                "cost": turn.cost,
-                "trace_id": turn.trace_id,
-            }
-        )
+    from ..engine.session import usage_row
+
+    rows = [turn if isinstance(turn, dict) else usage_row(turn) for turn in turns]
     df = pd.DataFrame(rows, columns=["turn", "chat", "model", "client_type", "status", "finish_reason", "steps",
                                      "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "ttft_s",
                                      "total_s", "tokens_per_s", "cost", "trace_id"])

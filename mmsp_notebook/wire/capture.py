@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.redact import redact
+from ..core.redact import redact_bytes
 from .pairing import pair_events
 from .sse import Frame, parse_frame, split_timed_frames
 
@@ -31,13 +31,6 @@ if TYPE_CHECKING:
     from .proxy import WireTranscript
 
 __all__ = ["Exchange", "Frame", "Wire", "build_wire", "redact_bytes"]
-
-
-def redact_bytes(data: bytes) -> bytes:
-    """``data`` with every API key in it replaced by ``[redacted]`` (see :func:`~mmsp_notebook.core.redact.redact`)."""
-    text = data.decode("utf-8", errors="surrogateescape")
-    clean = redact(text)
-    return data if clean == text else clean.encode("utf-8", errors="surrogateescape")
 
 
 def _redacted_frame(frame: Frame) -> Frame:

@@ -20,7 +20,16 @@ Keys
     ``api-key``, ``x-goog-api-key``... are forwarded, then forgotten), never stores the query
     string (``?key=`` goes upstream only; httpx's request log lines get it masked), and stores the request body with every field named like
     a credential removed. Errors reaching the upstream are reported by exception type only, so a
-    URL holding a key never reaches a message. It listens on loopback addresses only.
+    URL holding a key never reaches a message. It listens on loopback addresses only. A saved
+    stream (:meth:`WireProxy.save_transcript`, ``--save-dir``) has every key redacted as
+    ``turn.save_wire`` has (:func:`~mmsp_notebook.core.redact.redact_bytes`: a key the upstream
+    echoed back is written ``[redacted]``).
+
+Request bodies
+    A request body larger than ``max_body`` bytes (:data:`MAX_BODY`, 32 MiB, by default) is
+    refused with HTTP 413 and a JSON error saying so, without being forwarded; one declared that
+    large by its ``Content-Length`` is refused before it is read. A record keeps the (scrubbed)
+    JSON of a body up to :data:`KEEP_REQUEST` bytes, only the size and model of a larger one.
 
 Server stack
     The proxy is a :class:`~mmsp_notebook._loopback.LoopbackServer` (Starlette on uvicorn, its own
@@ -52,14 +61,22 @@ from urllib.parse import urlsplit
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
 from .._loopback import AbruptClose, LoopbackServer, Transcript, TranscriptLog, scrub, until_disconnect
+from ..core.redact import redact_bytes
 from .sse import detect_protocol
 
-__all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query"]
+__all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query", "MAX_BODY",
+           "KEEP_REQUEST"]
+
+#: The largest request body the proxy forwards by default (bytes); a larger one is refused with 413.
+MAX_BODY = 32 * 1024 * 1024
+#: The largest request body whose JSON a record keeps (a larger one: its size and model only).
+KEEP_REQUEST = 1024 * 1024
 
 #: Headers that belong to one connection and are never forwarded (RFC 9110 §7.6.1), plus the ones
 #: the proxy's own HTTP stack sets (host, content-length, date, server).
@@ -255,7 +272,20 @@ class _ProxyApp:
             await self._http.aclose()
             self._http = None
 
-    async def forward(self, request: Request) -> _Forward:
+    async def _body(self, request: Request) -> bytes | int:
+        """The request body, or the number of bytes that showed it is over the limit."""
+        limit = self.proxy.max_body
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return int(declared)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                return len(body)
+        return bytes(body)
+
+    async def forward(self, request: Request) -> _Forward | Response:
         raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
         raw_path = raw_path.split(b"?", 1)[0]
         tap = ""
@@ -264,20 +294,34 @@ class _ProxyApp:
             tap = match.group(1)
             raw_path = (match.group(2) or "/").encode("latin-1")
         path = raw_path.decode("latin-1")
-        body = await request.body()
-        parsed: Any = None
+        body = await self._body(request)
+        record = WireTranscript(id=uuid.uuid4().hex[:16], endpoint=path, protocol=_protocol_of(path), model="",
+                                request=None, tap=tap, method=request.method)
+        if isinstance(body, int):
+            return self._too_large(record, body)
         if body:
             try:
-                parsed = scrub(json.loads(body))
+                parsed = json.loads(body)
             except ValueError:
-                parsed = {"bytes": len(body)}  # not JSON: only its size is kept
-        record = WireTranscript(
-            id=uuid.uuid4().hex[:16], endpoint=path, protocol=_protocol_of(path),
-            model=parsed.get("model", "") if isinstance(parsed, dict) and isinstance(parsed.get("model"), str) else "",
-            request=parsed, tap=tap, method=request.method,
-        )
+                record.request = {"bytes": len(body)}  # not JSON: only its size is kept
+            else:
+                model = parsed.get("model") if isinstance(parsed, dict) else None
+                record.model = model if isinstance(model, str) else ""
+                record.request = (scrub(parsed) if len(body) <= KEEP_REQUEST
+                                  else {"bytes": len(body), "model": record.model})
         self.proxy._log.add(record)
         return _Forward(self, request, body, record, raw_path)
+
+    def _too_large(self, record: WireTranscript, size: int) -> Response:
+        limit = self.proxy.max_body
+        message = (f"the wire proxy forwards request bodies of up to {limit:,} bytes; this one has at least "
+                   f"{size:,}: it was not sent upstream (start the proxy with a larger max_body to allow it)")
+        body = json.dumps({"error": {"type": "RequestTooLarge", "message": message, "status": 413}}).encode()
+        record.request = {"bytes": size}
+        record.status, record.outcome = 413, "refused"
+        record.add(body)
+        self.proxy._log.add(record)
+        return Response(body, status_code=413, media_type="application/json", headers={"connection": "close"})
 
     def build(self) -> Starlette:
         methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
@@ -297,6 +341,8 @@ class WireProxy:
         host: A loopback address (``127.0.0.1`` default, ``::1``, ``localhost``); nothing else.
         port: The port; 0 picks a free one.
         max_transcripts: How many request records are kept (oldest dropped first).
+        max_body: The largest request body forwarded, in bytes (:data:`MAX_BODY` by default); a
+            larger one is answered HTTP 413 with a JSON error, and not forwarded.
 
     Attributes:
         upstream: The upstream base URL, normalised (no trailing slash).
@@ -306,7 +352,11 @@ class WireProxy:
         DemoServerError: ``upstream`` is not an http(s) URL, or ``host`` is not a loopback address.
     """
 
-    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, *, max_transcripts: int = 200) -> None:
+    def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, *, max_transcripts: int = 200,
+                 max_body: int = MAX_BODY) -> None:
+        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+            raise DemoServerError(f"max_body is a number of bytes above 0, not {max_body!r}")
+        self.max_body = max_body
         self._server = LoopbackServer("wire proxy", host, port)
         parts = urlsplit(str(upstream))
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -431,9 +481,17 @@ class WireProxy:
         return True
 
     def save_transcript(self, request_id: str, path: str | Path) -> Path:
-        """Write the raw response bytes of one streamed request to a file ``DemoServer(replay=...)`` serves.
+        """Write the response bytes of one streamed request to a file ``DemoServer(replay=...)`` serves.
+
+        Keys are redacted as in every file this project writes (``turn.save_wire`` too): an upstream
+        that echoed a key has it written ``[redacted]``.
 
         Raises:
             DemoServerError: No record has that id, or the response was not a stream.
         """
-        return self._log.save(request_id, path)
+        record = self._log.get(request_id)
+        if record.protocol == "embeddings" or record.status != 200:
+            raise DemoServerError(f"transcript {request_id} is not an SSE stream (status {record.status})")
+        target = Path(path)
+        target.write_bytes(redact_bytes(record.response))
+        return target

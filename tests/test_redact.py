@@ -1,0 +1,183 @@
+"""Keys stay out of what the project shows and writes: cut keys in errors, keys echoed in the stream."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from sse_scripts import chat_chunk, mmsp_event, mmsp_text, script_server
+
+import mmsp_notebook as mn
+from mmsp_notebook.core.redact import MIN_PREFIX, redact, redact_bytes, redact_data, redact_secrets
+from mmsp_notebook.core.store import sidecar_path, tracer_path
+from mmsp_notebook.demo import DemoServer, WireProxy
+from mmsp_notebook.views.static import turn_bundle
+
+KEY = "CNRYq7f3a9cXk2Lm8Qp4Zt6Wv1Bn5Hd0"  # no provider's shape: only known as a configured key
+ENV = "LOOPBACK_PROVIDER_API_KEY"
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv(ENV, KEY)
+    return KEY
+
+
+def test_a_configured_key_is_redacted_whole_or_cut(key):
+    assert redact(f"x {key} y") == "x [redacted] y"
+    assert redact(f"Header: Bearer {key[:11]}") == "Header: Bearer [redacted]"  # cut at the end
+    assert redact(f"got {key[:11]}… (truncated)") == "got [redacted]… (truncated)"  # cut before a non-key char
+    assert redact(f"'{key[:MIN_PREFIX]}'") == "'[redacted]'"
+    assert redact(f"{key[:MIN_PREFIX - 1]}") == key[:MIN_PREFIX - 1]  # too short to tell
+    other = key[:8] + "ZZZZ"  # another token that begins like the key: not a cut
+    assert redact(other) == other
+    assert redact(f"{key}{key[:9]}") == "[redacted][redacted]"
+    assert redact_secrets(f"a {key[:20]}") == "a [redacted]"
+    assert redact_secrets("sk-abcdefghijklmnopqrstu") == "sk-abcdefghijklmnopqrstu"  # shapes are redact()'s
+    assert redact("sk-abcdefghijklmnopqrstu") == "[redacted]"
+    assert redact_bytes(f"data: {key}\n\n".encode()) == b"data: [redacted]\n\n"
+    clean = {"a": ["b", {"c": b"\x00"}], "n": 1}
+    assert redact_data(clean) is clean  # nothing changed: not copied
+    assert redact_data({"a": [f"k={key}"], "b": "x"}) == {"a": ["k=[redacted]"], "b": "x"}
+
+
+@pytest.fixture
+def cut_key_server():
+    """A provider that refuses with a 401 whose text body quotes the key it got, long enough that mmsp
+    cuts the message at 200 characters in the middle of the key."""
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            auth = self.headers.get("authorization") or ""
+            lead = "Unauthorized. The request carried the header Authorization: "
+            head = f"HTTP 401: {lead}"
+            pad = "." * (200 - len(head) - len("Bearer ") - 11)
+            body = f"{lead}{pad}{auth} and nothing else matched".encode()
+            self.send_response(401)
+            self.send_header("content-type", "text/plain")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_key_cut_by_the_error_message_is_redacted_everywhere(fresh_session, key, cut_key_server):
+    out = io.StringIO()
+    turn = mn.ask("hi", model="m", client_type="mmsp", base_url=cut_key_server, api_key_env=ENV, stream=out)
+    assert turn.status == "error"
+    raw = str(turn.error.__dict__) + repr(turn.error.args)
+    assert "Bearer [redacted]" in turn.error_message  # the cut was here: mmsp keeps 200 characters
+    shown = [turn.error_message, str(turn.error), raw, out.getvalue(), json.dumps(turn_bundle(turn)),
+             sidecar_path(turn.trace_id).read_text()]
+    for text in shown:
+        assert key[:MIN_PREFIX] not in text, text
+
+
+def _echo(request, auth):
+    """A model that echoes the key it was sent in its thinking, its text and a tool call's arguments."""
+    sent = auth.split()[-1]
+    args = json.dumps({"token": sent})
+    return [
+        mmsp_event({"type": "thinking.delta", "thinking": f"the key is {sent[:10]}"}),
+        mmsp_event({"type": "thinking.delta", "thinking": sent[10:]}),
+        mmsp_event({"type": "thinking.done", "thinking": f"the key is {sent}"}),
+        *mmsp_text("Your key: ", sent, "."),
+        mmsp_event({"type": "tool_call.delta", "name": "save", "tool_call_id": "c1", "arguments": args}),
+        mmsp_event({"type": "tool_call.done", "name": "save", "tool_call_id": "c1", "arguments": {"token": sent}}),
+        mmsp_event(stop=True),
+    ]
+
+
+def _files_under(root):
+    return {p: p.read_text(encoding="utf-8", errors="replace") for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_key_echoed_in_the_stream_is_redacted_in_the_trace_and_sidecar(fresh_session, key, tmp_path):
+    with script_server(_echo) as url:
+        turn = mn.ask("what is my key?", model="m", client_type="mmsp", base_url=url, api_key_env=ENV,
+                      stream=io.StringIO())
+    assert turn.status == "complete", turn.error_message
+    # the Python values are the data as received (documented): the program decides what to print
+    assert key in turn.text and key in turn.thinking and turn.tool_calls[0]["arguments"] == {"token": key}
+    assert key in json.dumps(fresh_session.conversation(None).history())
+    files = _files_under(tmp_path / "cache")
+    assert tracer_path(turn.trace_id) in files and sidecar_path(turn.trace_id) in files
+    for path, text in files.items():
+        assert key[:MIN_PREFIX] not in text, path
+    trace = json.loads(files[tracer_path(turn.trace_id)])
+    assistant = trace["history"][1]["content_items"]
+    assert [item["type"] for item in assistant] == ["thinking.done", "text.done", "tool_call.done"]
+    assert assistant[1]["text"] == "Your key: [redacted]." and assistant[2]["arguments"] == {"token": "[redacted]"}
+
+
+def test_a_trace_mmsp_wrote_itself_before_is_redacted_too(fresh_session, key, tmp_path):
+    """openai-chat: mmsp's own client used to save the trace, key and all; the engine saves it now."""
+    transcript = tmp_path / "echo.sse"
+    transcript.write_bytes(chat_chunk(f"Your key is {KEY}") + chat_chunk(finish="stop") + chat_chunk(usage=True)
+                           + b"data: [DONE]\n\n")
+    with DemoServer(replay=transcript, instant=True) as server:
+        turn = mn.ask("what is my key?", model="m", client_type="openai-chat", base_url=server.base_url,
+                      api_key_env=ENV, stream=io.StringIO())
+    assert turn.status == "complete" and key in turn.text
+    files = _files_under(tmp_path / "cache")
+    assert tracer_path(turn.trace_id) in files
+    for path, text in files.items():
+        assert key[:MIN_PREFIX] not in text, path
+
+
+def test_the_proxy_saves_an_echoed_key_redacted_as_save_wire_does(fresh_session, key, tmp_path):
+    with script_server(_echo) as url, WireProxy(url) as proxy:
+        turn = mn.ask("what is my key?", model="m", client_type="mmsp", base_url=proxy.base_url, api_key_env=ENV,
+                      stream=io.StringIO())
+        assert proxy.settle()
+        [record] = proxy.transcripts
+        assert key.encode() in record.response  # what crossed the wire
+        saved = proxy.save_transcript(record.id, tmp_path / "proxy.sse").read_bytes()
+    assert turn.status == "complete"
+    assert key[:MIN_PREFIX].encode() not in saved and b"[redacted]" in saved
+    assert saved == redact_bytes(record.response)  # the one redaction of every capture file
+
+
+def test_the_proxy_command_save_dir_writes_no_key(key, tmp_path):
+    """``python -m mmsp_notebook.demo --proxy URL --save-dir DIR``, end to end."""
+    import asyncio
+
+    import mmsp
+
+    save_dir = tmp_path / "captures"
+    with script_server(_echo) as url:
+        proc = subprocess.Popen([sys.executable, "-m", "mmsp_notebook.demo", "--proxy", url, "--port", "0",
+                                 "--save-dir", str(save_dir)], stdout=subprocess.PIPE, text=True)
+        try:
+            base = proc.stdout.readline().split(" on ", 1)[1].split(" -> ")[0].strip()
+            client = mmsp.AutoLLMClient("m", api_key=key, base_url=base, client_type="mmsp")
+
+            async def consume():
+                return [e async for e in client.streaming_response(
+                    messages=[{"role": "user", "content_items": [{"type": "text.done", "text": "key?"}]}], config={})]
+
+            events = asyncio.run(consume())
+            assert events[-1]["event_type"] == "stop"
+            line = ""
+            while "saved" not in line:
+                line = proc.stdout.readline()
+                assert line, "the proxy ended without saving"
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    [saved] = list(save_dir.glob("*.sse"))
+    data = saved.read_bytes()
+    assert b"[redacted]" in data and key[:MIN_PREFIX].encode() not in data

@@ -1,0 +1,148 @@
+"""What a session keeps: shared clients per endpoint, bounded turns, usage rows, one trace per conversation."""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import math
+import os
+
+from sse_scripts import mmsp_event, mmsp_text, script_server
+
+import mmsp_notebook as mn
+from mmsp_notebook import traces
+from mmsp_notebook.core.store import read_sidecar, sidecar_path, tracer_path
+from mmsp_notebook.engine.session import KEEP_TURNS
+from mmsp_notebook.front.frames import usage_frame
+
+
+def ask(prompt, **kw):
+    return mn.ask(prompt, stream=io.StringIO(), **kw)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def test_conversations_share_one_client_per_endpoint_and_keep_their_own_history(fresh_session):
+    for i in range(12):
+        turn = ask(f"question {i}", chat=f"c{i}", max_tokens=20)
+        assert turn.status == "complete"
+    ask("again", chat="c3", max_tokens=20)
+    assert len(fresh_session.clients) == 1  # was one client (and its HTTP connection pool) per conversation
+    for i in range(12):
+        history = fresh_session.conversation(f"c{i}").history()
+        users = [m["content_items"][0]["text"] for m in history if m["role"] == "user"]
+        assert users == ([f"question {i}", "again"] if i == 3 else [f"question {i}"])
+    ask("through another protocol", chat="c0", client_type="openai-chat", max_tokens=20)
+    assert len(fresh_session.clients) == 2
+    assert len(fresh_session.conversation("c0").history()) == 4  # a new endpoint keeps the history
+
+
+def test_idle_clients_beyond_the_limit_are_closed_and_close_closes_the_rest(fresh_session):
+    fresh_session.clients.limit = 2
+    kept = []
+    for n in range(4):
+        ask("hi", model=f"demo+tps={100 + n}", chat=f"m{n}", max_tokens=5)
+        kept.append(next(reversed(fresh_session.clients._clients.values())))
+    assert len(fresh_session.clients) == 2 and fresh_session.clients.closed == 2
+    http = [client._client._client for client in kept]
+    assert [h.is_closed for h in http] == [True, True, False, False]
+    fresh_session.close()
+    assert all(h.is_closed for h in http)
+    assert ask("after close", max_tokens=5).status == "complete"  # the session stays usable
+
+
+def test_a_new_value_of_the_key_variable_gets_a_new_client(fresh_session, monkeypatch):
+    def script(request, auth):
+        return [*mmsp_text(auth.split()[-1]), mmsp_event(stop=True)]
+
+    with script_server(script) as url:
+        monkeypatch.setenv("ROTATED_API_KEY", "first-key-000")
+        assert ask("hi", model="m", client_type="mmsp", base_url=url, api_key_env="ROTATED_API_KEY").text == \
+            "first-key-000"
+        monkeypatch.setenv("ROTATED_API_KEY", "second-key-000")
+        assert ask("hi", model="m", client_type="mmsp", base_url=url, api_key_env="ROTATED_API_KEY").text == \
+            "second-key-000"
+
+
+def test_the_session_keeps_recent_turns_whole_and_every_turn_as_a_usage_row(fresh_session):
+    n = KEEP_TURNS + 8
+    for i in range(n):
+        ask(f"q{i}", chat="even" if i % 2 == 0 else "odd", max_tokens=5)
+    assert len(fresh_session.turns) == KEEP_TURNS
+    rows = fresh_session.usage.rows()
+    assert len(rows) == n and [r["status"] for r in rows] == ["complete"] * n
+    df = usage_frame(rows)
+    assert len(df) == n and str(df["prompt_tokens"].dtype) == "Int64"
+    assert len(fresh_session.usage.rows(chat="odd")) == n // 2
+    gc.collect()
+    assert len(fresh_session.conversation("even").turns) <= KEEP_TURNS  # only turns still alive somewhere
+
+
+def test_memory_per_new_conversation_stays_small(fresh_session):
+    for i in range(20):
+        ask("warm up", chat=f"w{i}", max_tokens=20)
+    gc.collect()
+    before = rss_mb()
+    for i in range(200):
+        ask("Tell me about pandas", chat=f"c{i}", max_tokens=20)
+    gc.collect()
+    grown = rss_mb() - before
+    # a client per conversation cost ~860 KB each (~170 MB here); now the demo server's own records
+    # and the conversations' histories are most of it
+    assert grown < 20, f"RSS grew {grown:.1f} MB over 200 conversations"
+
+
+def _bytes_under(root):
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def test_a_conversation_has_one_trace_whose_size_grows_with_its_content(fresh_session, tmp_path):
+    cache = tmp_path / "cache"
+    sizes = {}
+    for i in range(1, 31):
+        turn = ask(f"question {i}", max_tokens=20)
+        assert turn.status == "complete"
+        if i in (10, 30):
+            sizes[i] = _bytes_under(cache)
+    assert turn.trace_id == "tests/default"
+    assert sorted(p.name for p in (cache / "tests").iterdir()) == ["default.json", "default.timing.jsonl",
+                                                                   "default.txt"]
+    # linear: three times the turns, about three times the bytes (a trace per turn grew ~7x here)
+    assert sizes[30] < 3.6 * sizes[10], sizes
+    records = list(read_sidecar(sidecar_path(turn.trace_id)))
+    assert [r["turn"] for r in records] == list(range(30))
+    assert [r["message_index"] for r in records] == list(range(1, 60, 2))
+    history = json.loads(tracer_path(turn.trace_id).read_text())["history"]
+    assert len(history) == 60
+    # the loaders and replay find each turn of the conversation
+    rows = traces.load_turns(cache)
+    assert len(rows) == 30 and set(rows["trace_id"]) == {"tests/default"}
+    fifth = mn.replay(turn.trace_id, turn=4, speed=math.inf, display=False)
+    assert fifth.text == history[9]["content_items"][-1]["text"]
+    assert mn.replay(rows.iloc[4], speed=math.inf, display=False, root=cache).text == fifth.text
+
+
+def test_a_fresh_start_or_a_replaced_history_starts_a_new_trace(fresh_session):
+    first = ask("one", max_tokens=5)
+    fresh = ask("two", max_tokens=5, new=True)
+    assert (first.trace_id, fresh.trace_id) == ("tests/default", "tests/default~2")
+    conv = fresh_session.conversation(None)
+    conv.set_history(conv.history()[:2])
+    replaced = ask("three", max_tokens=5)
+    assert replaced.trace_id == "tests/default~3"
+    history = json.loads(tracer_path(replaced.trace_id).read_text())["history"]
+    assert [m["content_items"][0].get("text") for m in history if m["role"] == "user"] == ["two", "three"]
+
+
+def test_a_trace_id_per_turn_still_works(fresh_session, tmp_path):
+    """Traces named per turn (the earlier default, or --trace ID) still load and replay."""
+    a = ask("first", trace="old/chat/turn_000", max_tokens=5)
+    b = ask("second", trace="old/chat/turn_001", max_tokens=5)
+    assert tracer_path(a.trace_id).is_file() and tracer_path(b.trace_id).is_file()
+    assert mn.replay("old/chat/turn_000", speed=math.inf, display=False).text == a.text
+    rows = traces.load_turns(tmp_path / "cache")
+    assert sorted(rows["trace_id"]) == ["old/chat/turn_000", "old/chat/turn_001"]

@@ -1,0 +1,191 @@
+"""The engine's turn: an idle timeout for servers that go silent, through every door."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.testing.globalipapp import start_ipython
+from sse_scripts import HOLD, chat_chunk, mmsp_event, mmsp_text, script_server
+
+import mmsp_notebook as mn
+from mmsp_notebook import OptionError
+from mmsp_notebook.core.store import read_sidecar, sidecar_path
+from mmsp_notebook.engine.launch import launch
+from mmsp_notebook.engine.options import DEFAULT_TIMEOUT, Settings, TurnOptions, check_option, idle_limit
+from mmsp_notebook.engine.stream import IdleTimeoutError
+
+
+def _goes_silent(request, auth):
+    """Two fragments of text, then nothing: the connection stays open."""
+    return [mmsp_event({"type": "text.delta", "text": "Hello"}), mmsp_event({"type": "text.delta", "text": " wor"}),
+            HOLD]
+
+
+def _answer(*pieces):
+    return [*mmsp_text(*pieces), mmsp_event(stop=True)]
+
+
+@pytest.fixture
+def silent_url():
+    with script_server(_goes_silent) as url:
+        yield url
+
+
+def test_a_server_that_goes_silent_ends_the_turn_after_the_idle_timeout(fresh_session, silent_url):
+    run, future = launch("hi", model="m", client_type="mmsp", base_url=silent_url, timeout=0.5)
+    started = time.monotonic()
+    turn = future.result(timeout=15)  # without an idle timeout this waited forever
+    took = time.monotonic() - started
+    assert 0.5 <= took < 3, took
+    assert turn.status == "incomplete"  # events had arrived: a stream cut short, its content kept
+    assert turn.text == "Hello wor"
+    assert isinstance(turn.error, IdleTimeoutError) and turn.error.seconds == 0.5
+    assert turn.error_message.startswith("no data for 0.5 s") and "--timeout" in turn.error_message
+    assert fresh_session.conversation(None).history() == []  # nothing recorded
+    [record] = list(read_sidecar(sidecar_path(turn.trace_id)))
+    assert record["status"] == "incomplete" and record["error"]["message"].startswith("no data for 0.5 s")
+    assert run.waiting_since is None and run.waiting_for() is None  # no request is open any more
+
+
+def test_the_provider_sdk_path_times_out_too(fresh_session, monkeypatch):
+    """openai-chat goes through the OpenAI SDK (its own httpx client, read timeout 600 s, retries)."""
+    def script(request, auth):
+        return [chat_chunk("Partial"), chat_chunk(" answer"), HOLD]
+
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(script) as url:
+        started = time.monotonic()
+        turn = mn.ask("hi", model="m", client_type="openai-chat", base_url=url, api_key_env="LOOPBACK_API_KEY",
+                      timeout=0.5, stream=io.StringIO())
+        assert time.monotonic() - started < 5
+    assert turn.status == "incomplete" and turn.text == "Partial answer"
+    assert "no data for 0.5 s" in turn.error_message
+
+
+def test_a_silence_before_any_event_is_an_error(fresh_session):
+    with script_server(lambda request, auth: [HOLD]) as url:
+        turn = mn.ask("hi", model="m", client_type="mmsp", base_url=url, timeout=0.4, stream=io.StringIO())
+    assert turn.status == "error" and turn.text == "" and "no data for 0.4 s" in turn.error_message
+
+
+@pytest.mark.parametrize("client_type", ["mmsp", "openai-chat"])
+def test_heartbeats_are_signs_of_life_a_silent_but_alive_stream_completes(fresh_session, monkeypatch, client_type):
+    """Bytes count, not only events: keep-alive comments every 0.15 s for 1.2 s under a 0.5 s limit
+    (through the MMSP wire client's httpx and through the OpenAI SDK's)."""
+    def script(request, auth):
+        beats = [step for _ in range(8) for step in (0.15, b": keep-alive\n\n")]
+        if client_type == "openai-chat":
+            return [chat_chunk("Thinking"), *beats, chat_chunk(" it over"), chat_chunk(finish="stop"),
+                    chat_chunk(usage=True), b"data: [DONE]\n\n"]
+        first = mmsp_text("Thinking it over")
+        return [first[0], *beats, *first[1:], mmsp_event(stop=True)]
+
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(script) as url:
+        run, future = launch("hi", model="m", client_type=client_type, base_url=url, timeout=0.5,
+                             api_key_env="LOOPBACK_API_KEY" if client_type != "mmsp" else None)
+        seen = []
+        while not future.done():
+            waited = run.waiting_for()
+            if waited is not None:
+                seen.append(waited)
+            time.sleep(0.02)
+        turn = future.result()
+    assert turn.status == "complete", turn.error_message
+    assert turn.text == "Thinking it over"
+    assert seen and max(seen) < 0.5  # a view showing "waiting… N s" never saw the limit reached
+
+
+def test_the_waiting_time_a_view_shows_grows_while_the_server_is_silent(fresh_session):
+    with script_server(lambda request, auth: [*_answer("x")[:1], 0.8, *_answer("x")[1:]]) as url:
+        run, future = launch("hi", model="m", client_type="mmsp", base_url=url, timeout=5)
+        assert run.idle_timeout == 5
+        longest = 0.0
+        while not future.done():
+            longest = max(longest, run.waiting_for() or 0.0)
+            time.sleep(0.02)
+    assert future.result().status == "complete"
+    assert 0.5 < longest < 1.5
+    assert run.waiting_for() is None
+
+
+def test_no_limit_waits_past_the_default(fresh_session):
+    """timeout=none: a 0.6 s pause is fine when the kernel's default is 0.3 s."""
+    fresh_session.settings.set("timeout", "0.3")
+    with script_server(lambda request, auth: [*_answer("x")[:1], 0.6, *_answer("x")[1:]]) as url:
+        limited = mn.ask("hi", model="m", client_type="mmsp", base_url=url, stream=io.StringIO())
+        unlimited = mn.ask("hi", model="m", client_type="mmsp", base_url=url, timeout="none", stream=io.StringIO())
+    assert limited.status == "incomplete" and "no data for 0.3 s" in limited.error_message
+    assert unlimited.status == "complete"
+
+
+def test_the_timeout_is_an_option_of_every_door(fresh_session, silent_url):
+    start_ipython()
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "mmsp_notebook")
+    ip.run_cell_magic("mmsp", f"-m m --client-type mmsp --base-url {silent_url} --timeout 0.4 -o t", "hi")
+    turn = ip.user_ns["t"]
+    assert turn.status == "incomplete" and "no data for 0.4 s" in turn.error_message
+    ip.run_line_magic("mmsp", "config timeout=0.3")
+    assert fresh_session.settings.timeout == 0.3
+    turn = mn.ask("hi", model="m", client_type="mmsp", base_url=silent_url, stream=io.StringIO())
+    assert "no data for 0.3 s" in turn.error_message
+    from mmsp_notebook import Chat
+
+    chat = Chat(model="m", client_type="mmsp", base_url=silent_url, timeout=0.35)
+    turn = chat.send("hi")
+    assert turn.status == "incomplete" and "no data for 0.35 s" in turn.error_message
+    for bad in ("0", "-2", "soon", "nan"):
+        with pytest.raises(UsageError, match="timeout takes a number of seconds above 0, or none"):
+            ip.run_line_magic("mmsp", f"config timeout={bad}")
+        with pytest.raises(UsageError, match="timeout takes a number of seconds"):
+            ip.run_cell_magic("mmsp", f"--timeout {bad}", "hi")
+        with pytest.raises(OptionError, match="timeout takes a number of seconds"):
+            mn.ask("hi", timeout=bad, stream=io.StringIO())
+        with pytest.raises(OptionError, match="timeout takes a number of seconds"):
+            Chat(timeout=bad)
+    assert fresh_session.settings.timeout == 0.3  # a refused value changed nothing
+
+
+def test_timeout_values():
+    assert Settings().timeout == DEFAULT_TIMEOUT == 120.0
+    assert check_option("timeout", "30") == 30.0 and check_option("timeout", "2.5s") == 2.5
+    assert check_option("timeout", 7) == 7.0 and math.isinf(check_option("timeout", "none"))
+    assert check_option("timeout", "none", text=True) is None  # %mmsp config timeout=none: no limit
+    assert idle_limit(None) is None and idle_limit(math.inf) is None and idle_limit(4.0) == 4.0
+    for bad in (True, 0, -1, "", "x", math.nan):
+        with pytest.raises(OptionError, match="timeout"):
+            check_option("timeout", bad)
+    assert TurnOptions(timeout="45").timeout == 45.0
+    assert "timeout" not in TurnOptions(timeout=45).config()  # not a UniConfig field
+    settings = Settings()
+    settings.set("timeout", "off")
+    assert math.isinf(settings.timeout)
+    settings.set("timeout", "none")
+    assert settings.timeout is None
+
+
+def test_two_conversations_share_a_client_and_stream_at_once(fresh_session):
+    """One client per endpoint serves both; each request carries its own conversation's history."""
+    seen = []
+
+    def script(request, auth):
+        seen.append([m["content_items"][0].get("text") for m in request["messages"] if m["role"] == "user"])
+        return [*_answer("one", " two")[:1], 0.3, *_answer("one", " two")[1:]]
+
+    with script_server(script) as url:
+        opts = {"model": "m", "client_type": "mmsp", "base_url": url}
+        mn.ask("first of a", chat="a", stream=io.StringIO(), **opts)
+        runs = [launch("second of a", chat="a", **opts), launch("first of b", chat="b", **opts)]
+        a, b = (future.result(10) for _, future in runs)
+    assert a.status == b.status == "complete"
+    assert len(fresh_session.clients) == 1
+    assert sorted(seen[1:]) == [["first of a", "second of a"], ["first of b"]]
+    assert [json.dumps(m["content_items"]) for m in fresh_session.conversation("b").history()][0] == \
+        json.dumps([{"type": "text.done", "text": "first of b"}])
