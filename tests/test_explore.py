@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from mmsp.integration.tracer import Tracer
-from tools import broken_tool, get_weather, weather_in
+from tools import get_weather, weather_in
 
 from mmsp_notebook import OptionError, OptionTypeError, TraceError, TraceNotFoundError, traces
 from mmsp_notebook.demo import XSS_PAYLOADS

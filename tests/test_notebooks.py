@@ -140,3 +140,24 @@ def test_quickstart(tmp_path, monkeypatch):
     assert "except KeyError" in fixed and 'prices["banana"]' in fixed.replace("&quot;", '"')
     assert 'data-status="complete"' in html(find(cells, "{Err}"))
     assert "incomplete" in text(find(cells, "cut.status"))
+
+
+def test_explore(tmp_path, monkeypatch):
+    cells = run("explore.ipynb", tmp_path, monkeypatch)
+    stock = html(find(cells, 'traces.show("explore/stock")'))
+    assert 'class="mmsp-root mmsp-static mmsp-conversation"' in stock and "<script" not in stock
+    assert '<div class="mmsp-tool-result mmsp-err">' in stock and "ConnectionError: market data feed unreachable" in stock
+    assert "step 1: " in stock and "TTFT" in stock
+    chat1 = find(cells, 'traces.show("explore/chat_1")')
+    assert "'failed'" in text(chat1) and "(sidecar only)" in html(chat1) and "UpstreamError" in html(chat1)
+    shown = find(cells, "explorer = traces.explore(CACHE)").outputs[-1]["data"]
+    assert WIDGET in shown and '<table class="mmsp-x-table">' in shown["text/html"]
+    assert re.search(r"<Explorer: (\d+) of \1 turns>", shown["text/plain"])
+    errors = text(find(cells, 'quick=["errors"]'))
+    assert "same rows: True" in errors and "explore/bad_args" in errors and "RemoteProtocolError" in errors
+    assert "explore/stock" in text(find(cells, 'quick=["tool_errors"]'))
+    selected = find(cells, "select(0)")
+    assert "'finish_reason': 'length'" in text(selected)
+    page = selected.outputs[-1]["data"]["text/html"]
+    assert 'aria-selected="true"' in page and "mmsp-conv-selected" in page and "⚠ truncated (length)" in page
+    assert "complete length True" in text(find(cells, "mn.replay(explorer.selection"))

@@ -171,8 +171,12 @@ class Explorer(anywidget.AnyWidget):
         """What the front end gets for the current page: the query, formatted rows, counts and code."""
         q, total, matched = self.q.query, len(self._df), len(self.q.order)
         rows = []
-        for pos in self.q.page().tolist():
-            row = self._df.iloc[pos]
+        positions = self.q.page()
+        wanted = [c for c in (*(c for c, _, _ in COLUMNS), "error_type", "error_message") if c in self._df]
+        window = self._df.iloc[positions][wanted]
+        values = {c: window[c].astype(object).tolist() for c in wanted}  # the page's values, column by column
+        for k, pos in enumerate(positions.tolist()):
+            row = {c: v[k] for c, v in values.items()}
             rows.append([pos, _s(row.get("status")), _s(row.get("finish_reason")), [_cell(row, c) for c, _, _ in COLUMNS]])
         counts = self.q.counts
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
@@ -345,7 +349,8 @@ def _speed(value: Any) -> float:
 
 def _counts(col: pd.Series) -> list[list[str]]:
     """A facet's values with their counts, most frequent first: ``[[value, "value (count)"], ...]``."""
-    counts = col.astype("string").value_counts(dropna=True)
+    counts = col.value_counts(dropna=True)
+    counts = counts[counts > 0]
     return [[str(k), f"{k} ({fmt.integer(int(v))})"] for k, v in counts.items()]
 
 
@@ -355,7 +360,7 @@ def _s(value: Any) -> str:
     return str(value)
 
 
-def _cell(row: pd.Series, col: str) -> str:
+def _cell(row: dict[str, Any], col: str) -> str:
     if col == "error":
         kind, message = _s(row.get("error_type")), _s(row.get("error_message"))
         text = f"{kind}: {message}" if kind and message else kind or message
@@ -366,7 +371,7 @@ def _cell(row: pd.Series, col: str) -> str:
     if col == "cost":
         return format_cost(float(value)) if fmt.is_number(value) else ""
     if col.endswith("_tokens") or col == "turn":
-        return fmt.integer(int(value)) if _s(value) != "" else ""
+        return fmt.integer(int(value)) if value is not None and _s(value) != "" else ""
     return _s(value)
 
 

@@ -152,7 +152,7 @@ class TurnQuery:
         for facet, col in FACETS.items():
             wanted = [str(v) for v in q[facet]]
             if wanted and col in df:
-                masks.append(np.asarray(df[col].astype("string").isin(wanted).fillna(False), dtype=bool))
+                masks.append(isin(df[col], wanted))
                 code.append(f'{_ref(col)}.astype("string").isin({_js(wanted)}).fillna(False)')
         for col, (lo, hi) in q["ranges"].items():
             values = self.key(col)
@@ -225,10 +225,19 @@ def terms(text: str) -> list[str]:
         return (text or "").split()
 
 
+def isin(col: pd.Series, values: list[str]) -> np.ndarray:
+    """Rows whose value, as text, is one of ``values`` (a category column: on its categories)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        hit = np.asarray(col.cat.categories.astype("string").isin(values), dtype=bool)
+        codes = np.asarray(col.cat.codes)
+        return np.where(codes >= 0, np.append(hit, False)[codes], False)
+    return np.asarray(col.astype("string").isin(values).fillna(False), dtype=bool)
+
+
 def _eq(df: pd.DataFrame, col: str, value: str, negate: bool = False) -> np.ndarray:
     if col not in df:
         return np.full(len(df), negate)
-    eq = np.asarray((df[col].astype("string") == value).fillna(False), dtype=bool)
+    eq = isin(df[col], [value])
     return ~eq & np.asarray(df[col].notna()) if negate else eq
 
 
