@@ -27,8 +27,9 @@ Keys
 
 Request bodies
     A request body larger than ``max_body`` bytes (:data:`MAX_BODY`, 32 MiB, by default) is
-    refused with HTTP 413 and a JSON error saying so, without being forwarded; one declared that
-    large by its ``Content-Length`` is refused before it is read. A record keeps the (scrubbed)
+    refused with HTTP 413 and a JSON error saying so, without being forwarded; it is read to its
+    end and dropped as it arrives (memory stays flat), unless it is over four times the limit,
+    when the connection is closed instead. A record keeps the (scrubbed)
     JSON of a body up to :data:`KEEP_REQUEST` bytes, only the size and model of a larger one.
 
 Server stack
@@ -273,17 +274,28 @@ class _ProxyApp:
             self._http = None
 
     async def _body(self, request: Request) -> bytes | int:
-        """The request body, or the number of bytes that showed it is over the limit."""
+        """The request body, or its size when it is over the limit.
+
+        A body over the limit is read to its end and dropped as it comes (so the client, still
+        sending, then reads the 413 rather than a broken connection), up to four times the limit;
+        one declared larger than that is not read at all.
+        """
         limit = self.proxy.max_body
+        drain = 4 * limit
         declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isdigit() and int(declared) > drain:
             return int(declared)
         body = bytearray()
+        size = 0
         async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                return len(body)
-        return bytes(body)
+            size += len(chunk)
+            if size <= limit:
+                body += chunk
+            elif body:
+                body = bytearray()  # over the limit: nothing more is kept
+            if size > drain:
+                break
+        return bytes(body) if size <= limit else size
 
     async def forward(self, request: Request) -> _Forward | Response:
         raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
@@ -314,8 +326,9 @@ class _ProxyApp:
 
     def _too_large(self, record: WireTranscript, size: int) -> Response:
         limit = self.proxy.max_body
-        message = (f"the wire proxy forwards request bodies of up to {limit:,} bytes; this one has at least "
-                   f"{size:,}: it was not sent upstream (start the proxy with a larger max_body to allow it)")
+        message = (f"request body too large (HTTP 413): the wire proxy forwards request bodies of up to {limit:,} "
+                   f"bytes, this one has at least {size:,}; it was not sent upstream (start the proxy with a larger "
+                   "max_body, --max-body-mb, to allow it)")
         body = json.dumps({"error": {"type": "RequestTooLarge", "message": message, "status": 413}}).encode()
         record.request = {"bytes": size}
         record.status, record.outcome = 413, "refused"
