@@ -280,7 +280,8 @@ class Explorer(anywidget.AnyWidget):
         row = self._df.iloc[self.selected]
         run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
         self._run = run
-        live = _ExplorerLive(self, f"replay of {row['trace_id']} · turn {_s(row.get('turn'))} at {speed:g}×")
+        pace = "at once" if speed >= 1e6 else f"at {speed:g}×"
+        live = _ExplorerLive(self, f"replay of {row['trace_id']} · turn {_s(row.get('turn'))} {pace}")
         threading.Thread(target=drive, args=(run, future, live), name="mmsp-explorer-replay", daemon=True).start()
         return future
 
