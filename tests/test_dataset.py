@@ -309,14 +309,44 @@ def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(cor
     res = quiet_sync(corpus, ds_dir, chunk_files=3)
     assert 0 < res.converted < res.converted + res.unchanged
     assert_same(ds_dir, corpus)
-    # a re-sync that fails after dropping the changed traces' old rows is finished by the next
-    save(corpus, "app/chat_1", conversation(4, T0))
-    save(corpus, "agent/00001", conversation(1, T0 + 2 * DAY, "agent-changed"), model="gemini-3.8-flash")
+    # a re-sync that fails after dropping a replaced trace's old rows is finished by the next
+    save(corpus, "app/chat_1", conversation(4, T0))  # grew by a turn: its new rows are added
+    save(corpus, "agent/00001", conversation(1, T0 + 2 * DAY, "agent-changed"), model="gemini-3.8-flash")  # replaced
     with pytest.raises(RuntimeError, match="worker lost"):
-        quiet_sync(corpus, ds_dir, chunk_files=1, executor=FailingExecutor(ok=0))
-    assert stored(ds_dir).num_rows < want.num_rows
+        quiet_sync(corpus, ds_dir, chunk_files=1, executor=FailingExecutor(ok=2))
+    tids = set(stored(ds_dir)["trace_id"].to_pylist())
+    assert "agent/00001" not in tids and "app/chat_1" in tids
     quiet_sync(corpus, ds_dir)
     assert_same(ds_dir, corpus)
+
+
+def test_a_trace_that_grew_gets_only_its_new_rows(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    before = mtimes(ds_dir)
+    save(corpus, "app/chat_1", conversation(4, T0))  # the Tracer rewrites the file with one more turn
+    append_sidecar(record("app/chat_1", 3, 7, started=T0 + 30_002.0), base=corpus)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 1
+    after = mtimes(ds_dir)
+    assert {f: after[f] for f in before} == before  # no file rewritten
+    added = set(after) - set(before)
+    assert len(added) == 1
+    assert pq_rows(added.pop()) == 1
+    assert_same(ds_dir, corpus)
+    # a changed config changes every row of the trace (they carry the latest config): replaced
+    save(corpus, "app/chat_1", conversation(4, T0), temperature=0.9)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 1
+    assert_same(ds_dir, corpus)
+    chat = stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "app/chat_1"))
+    assert set(chat["temperature"].to_pylist()) == {0.9}
+
+
+def pq_rows(path: str) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows
 
 
 _KILLED = """

@@ -11,6 +11,7 @@ dot) and renamed into place, so a reader never sees half a file.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import uuid
@@ -60,16 +61,20 @@ class Job:
     payloads: bool = False
     #: trace id -> message indexes whose rows are shown from another trace
     hide: dict[str, list[int]] = field(default_factory=dict)
+    #: trace id -> (rows, digest) of what the dataset holds for a changed trace
+    prior: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 @dataclass
 class ChunkResult:
     """What a chunk wrote: files (name, rows, trace ids), de-duplication units (fp, trace id,
-    message index, preference, shown) and per trace whether it loaded and its skip notes."""
+    message index, preference, shown), per trace whether it loaded, its skip notes and the rows
+    and digest it has now, and the changed traces left to be replaced (nothing of them written)."""
 
     files: list[tuple[str, int, list[str]]]
     units: list[tuple[int, str, int, int, int]]
-    traces: dict[str, tuple[bool, list[dict[str, str]]]]
+    traces: dict[str, tuple[bool, list[dict[str, str]], int, str]]
+    replaced: list[str]
     rows: int
 
 
@@ -81,6 +86,7 @@ def _builder(job: Job) -> Any:
     return EventBuilder()
 
 
+@functools.cache
 def file_schema(kind: str, payloads: bool = False) -> pa.Schema:
     """The schema of a data file: the frame's columns as :func:`to_arrow` types them, without the
     ``model`` partition column."""
@@ -92,10 +98,14 @@ def file_schema(kind: str, payloads: bool = False) -> pa.Schema:
 def convert(job: Job) -> ChunkResult:
     """Read the chunk's traces as the loaders do, build the kind's frame, drop the copies of
     repeated messages it holds twice (and those shown from other traces), write one Parquet file
-    per (date, model) partition."""
+    per (date, model) partition.
+
+    A changed trace (``job.prior``) whose first rows are still those the dataset holds (the Tracer
+    appended a turn, a sidecar a record) gets only its new rows written; any other changed trace
+    is returned in ``replaced`` with nothing written, for its old rows to be removed first."""
     builder = _builder(job)
     need_trace = job.kind != "events"
-    traces: dict[str, tuple[bool, list[dict[str, str]]]] = {}
+    loaded: dict[str, tuple[bool, list[dict[str, str]]]] = {}
     item_fps: list[tuple[int, str, int]] = []
     for tid, path, sidecar in job.sources:
         notes: list[dict[str, str]] = []
@@ -106,7 +116,7 @@ def convert(job: Job) -> ChunkResult:
             except TraceError as exc:
                 if exc.reason != IS_A_DIRECTORY:  # a directory matched by the pattern: not reported
                     notes.append({"path": path, "reason": exc.reason})
-                traces[tid] = (False, notes)
+                loaded[tid] = (False, notes)
                 continue
         records = None
         if sidecar is not None:
@@ -123,15 +133,64 @@ def convert(job: Job) -> ChunkResult:
                     item_fps.extend(_message_fps(tid, data["history"]))
         elif records:
             builder.add(tid, records)
-        traces[tid] = (True, notes)
+        loaded[tid] = (True, notes)
     df = builder.frame()
+    spans = _spans(df)
+    hashes = row_hashes(df)
+    traces: dict[str, tuple[bool, list[dict[str, str]], int, str]] = {}
+    replaced: list[str] = []
+    drop = np.zeros(len(df), dtype=bool)
+    known_units: set[tuple[str, int]] = set()
+    mi = df["message_index"].to_numpy(dtype=np.int64, na_value=-1) if job.prior and len(df) else np.empty(0, np.int64)
+    for tid, (ok, notes) in loaded.items():
+        lo, hi = spans.get(tid, (0, 0))
+        digest = _digest(hashes[lo:hi])
+        prior = job.prior.get(tid)
+        if prior is not None:
+            n_old, old_digest = prior
+            if hi - lo < n_old or _digest(hashes[lo : lo + n_old]) != old_digest:
+                replaced.append(tid)
+                drop[lo:hi] = True
+                continue
+            drop[lo : lo + n_old] = True  # already in the dataset
+            if n_old:
+                known_units.update((tid, m) for m in mi[lo : lo + n_old].tolist() if m >= 0)
+        traces[tid] = (ok, notes, hi - lo, digest)
+    if replaced:
+        gone = set(replaced)
+        item_fps = [u for u in item_fps if u[1] not in gone]
+    if known_units:
+        item_fps = [u for u in item_fps if (u[1], u[2]) not in known_units]
+    if drop.any():
+        df = df.loc[~drop].reset_index(drop=True)
     units: list[tuple[int, str, int, int, int]] = []
     if job.dedupe and job.kind != "events" and len(df):
         df, units = _dedupe(job, df, item_fps)
     elif job.hide and len(df):
         df = df.loc[~_unit_mask(df, job.kind, {(t, m) for t, ms in job.hide.items() for m in ms})].reset_index(drop=True)
     files = _write(job, df)
-    return ChunkResult(files, units, traces, len(df))
+    return ChunkResult(files, units, traces, replaced, len(df))
+
+
+def _spans(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """trace id -> (first row, end row): a builder adds each trace's rows together."""
+    if not len(df):
+        return {}
+    tids = df["trace_id"].to_numpy(dtype=object)
+    starts = np.flatnonzero(np.concatenate(([True], tids[1:] != tids[:-1])))
+    ends = np.append(starts[1:], len(tids))
+    return {tids[a]: (int(a), int(b)) for a, b in zip(starts, ends)}
+
+
+def row_hashes(df: pd.DataFrame) -> np.ndarray:
+    """A 64-bit hash of every row (all columns), to tell the rows a changed trace still has."""
+    if not len(df):
+        return np.empty(0, dtype=np.uint64)
+    return np.asarray(pd.util.hash_pandas_object(df, index=False), dtype=np.uint64)
+
+
+def _digest(hashes: np.ndarray) -> str:
+    return hashlib.blake2b(hashes.tobytes(), digest_size=16).hexdigest()
 
 
 # --------------------------------------------------------------------------- de-duplication

@@ -173,34 +173,88 @@ class _Scan:
     changed: list[str]
     deleted: list[str]
     unchanged: int
+    dirs: dict[str, int] | None  # directory -> mtime, after a full scan
+    settled: list[str]  # unchanged traces whose content hash is no longer needed
 
 
-def _scan(src: str, pattern: str, known: dict[str, tuple[Signature, str | None]], started: float) -> _Scan:
-    found = collect_sources(src, pattern)
+def _walk_dirs(src: str, racy_ns: int) -> dict[str, int]:
+    """Every directory below ``src`` (through links, each real one once) with its mtime; -1 for
+    one modified within the racy window, so that the next scan does not trust it."""
+    out: dict[str, int] = {}
+    seen: set[tuple[int, int]] = set()
+    stack = [src]
+    while stack:
+        d = stack.pop()
+        try:
+            st = os.stat(d)
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
+        for e in entries:
+            try:
+                if e.is_dir():
+                    stack.append(e.path)
+            except OSError:
+                pass
+    return out
+
+
+def _same_dirs(dirs: dict[str, int]) -> bool:
+    """Whether no directory changed since the last full scan (no file added, removed, renamed)."""
+    if not dirs:
+        return False
+    for d, mtime in dirs.items():
+        try:
+            if os.stat(d).st_mtime_ns != mtime:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _scan(src: str, pattern: str, m: Manifest, started: float) -> _Scan:
+    """The traces under ``src`` against the manifest: new, changed, deleted, unchanged.
+
+    When no directory changed since the last full scan the manifest's list of files is the
+    list (only their stats are taken); else the loaders' ``collect_sources`` finds them again,
+    after the directories' mtimes are taken (a file added meanwhile changes them again)."""
+    racy_ns = int((started - RACY_S) * 1e9)
+    known = m.signatures()
+    dirs: dict[str, int] | None = None
+    if _same_dirs(m.dirs()):
+        found = [(tid, v[2], v[3]) for tid, v in known.items()]
+    else:
+        dirs = _walk_dirs(src, racy_ns)
+        found = [(s.trace_id, s.path, s.sidecar) for s in collect_sources(src, pattern)]
     sources: dict[str, tuple[str | None, str | None]] = {}
     sigs: dict[str, Signature] = {}
     hashes: dict[str, str | None] = {}
     new: list[str] = []
     changed: list[str] = []
+    settled: list[str] = []
     unchanged = 0
-    racy_ns = int((started - RACY_S) * 1e9)
-    for s in found:
-        tid = s.trace_id
-        sources[tid] = (s.path, s.sidecar)
-        sig = (*_stat(s.path), *_stat(s.sidecar))
+    for tid, path, sidecar in found:
+        sources[tid] = (path, sidecar)
+        sig = (*_stat(path), *_stat(sidecar))
         sigs[tid] = sig
         old = known.get(tid)
         racy = sig[1] >= racy_ns or sig[3] >= racy_ns
-        digest = _content_hash(s.path, s.sidecar) if racy or (old is not None and old[1] is not None) else None
+        digest = _content_hash(path, sidecar) if racy or (old is not None and old[1] is not None) else None
         hashes[tid] = digest if racy else None
         if old is None:
             new.append(tid)
         elif old[0] == sig and (old[1] is None or old[1] == digest):
             unchanged += 1
+            if old[1] is not None and not racy:
+                settled.append(tid)
         else:
             changed.append(tid)
     deleted = sorted(set(known) - set(sources))
-    return _Scan(sources, sigs, hashes, new, changed, deleted, unchanged)
+    return _Scan(sources, sigs, hashes, new, changed, deleted, unchanged, dirs, settled)
 
 
 # --------------------------------------------------------------------------- the dataset's files
@@ -334,19 +388,31 @@ def sync(
             with m.transaction() as db:  # other options: the rows would differ, start again
                 m.reset(db)
         with m.transaction() as db:
-            m.set_meta(db, {**options, "src": src_path})
+            first = not m.db.execute("SELECT 1 FROM sources LIMIT 1").fetchone()
+            # a first sync settles every fingerprint at the end instead of listing them one by one
+            m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True} if first else {})})
         _clean(root, m.file_names())
-        scan = _scan(src_path, pattern, m.signatures(), t0)
+        scan = _scan(src_path, pattern, m, t0)
         result = SyncResult(kind, root, unchanged=scan.unchanged)
         state = _Sync(m, root, options, scan, executor, chunk_files, progress)
         try:
-            state.remove(scan.changed + scan.deleted)
+            state.remove(scan.deleted)
             result.removed = len(scan.deleted)
-            dirty = sorted(scan.new + scan.changed)
-            result.new_skipped = state.convert(dirty, {})
-            result.converted = len(dirty)
+            notes = state.convert(sorted(scan.new), {})
+            # a changed trace that only grew gets its new rows; any other is removed, then converted
+            replaced: list[str] = []
+            notes += state.convert(sorted(scan.changed), {}, m.priors(scan.changed), replaced)
+            state.remove(replaced)
+            notes += state.convert(sorted(replaced), {})
+            result.new_skipped = notes
+            result.converted = len(scan.new) + len(scan.changed)
             if options["dedupe"]:
                 state.resolve()
+            if scan.dirs is not None or scan.settled:
+                with m.transaction() as db:
+                    if scan.dirs is not None:  # the listing is complete: later scans may trust it
+                        m.put_dirs(db, scan.dirs)
+                    m.settle(db, scan.settled)
         finally:
             state.runner.close()
         result.skipped = m.notes()
@@ -366,6 +432,7 @@ class _Sync:
         self.m, self.root, self.options, self.scan = m, root, options, scan
         self.runner = _Runner(executor)
         self.chunk_files, self.progress = chunk_files, progress
+        self.grown: set[str] = set()  # traces converted against their prior rows (those not replaced grew)
 
     def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
         """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
@@ -385,22 +452,28 @@ class _Sync:
                 self.m.set_rows(db, name, rows)
             self.m.forget(db, trace_ids)
 
-    def convert(self, trace_ids: list[str], hide: dict[str, list[int]]) -> list[dict[str, str]]:
-        """Convert these traces chunk by chunk, committing each chunk as it finishes; returns
-        the skip notes found."""
+    def convert(self, trace_ids: list[str], hide: dict[str, list[int]], prior: dict[str, tuple[int, str]] | None = None,
+                replaced: list[str] | None = None) -> list[dict[str, str]]:
+        """Convert these traces chunk by chunk, committing each chunk as it finishes; returns the
+        skip notes found. With ``prior``, traces that did not only grow are added to ``replaced``
+        (nothing of them written or committed)."""
         if not trace_ids:
             return []
         o, scan = self.options, self.scan
+        prior = prior or {}
+        self.grown = set(prior)
         jobs = []
         for i in range(0, len(trace_ids), self.chunk_files):
             part = trace_ids[i : i + self.chunk_files]
             jobs.append((Job(o["kind"], str(self.root), [(t, *scan.sources[t]) for t in part], o["dedupe"], o["prices"],
-                             o["payloads"], {t: hide[t] for t in part if t in hide}),))
+                             o["payloads"], {t: hide[t] for t in part if t in hide}, {t: prior[t] for t in part if t in prior}),))
         notes: list[dict[str, str]] = []
         bar = _progress_bar(len(trace_ids), self.progress, f"syncing {o['kind']}")
         try:
             for (job,), res in self.runner.run(convert, jobs):
-                notes.extend(self._commit(job, res))
+                notes.extend(self._commit(res))
+                if replaced is not None:
+                    replaced.extend(res.replaced)
                 if bar is not None:
                     bar.update(len(job.sources))
         finally:
@@ -408,21 +481,29 @@ class _Sync:
                 bar.close()
         return notes
 
-    def _commit(self, job: Job, res: ChunkResult) -> list[dict[str, str]]:
+    def _commit(self, res: ChunkResult) -> list[dict[str, str]]:
         import orjson
 
         scan = self.scan
         notes: list[dict[str, str]] = []
+        where: dict[str, list[str]] = {}
+        for name, _n, tids in res.files:
+            for t in tids:
+                where.setdefault(t, []).append(name)
         rows = []
-        for tid, (loaded, tnotes) in res.traces.items():
+        for tid, (loaded, tnotes, n_rows, digest) in res.traces.items():
             notes.extend(tnotes)
-            rows.append((tid, *scan.sigs[tid], scan.hashes[tid], orjson.dumps(tnotes).decode() if tnotes else None, int(loaded)))
+            files = where.get(tid, [])
+            if tid in self.grown:  # its earlier rows stay where they are
+                files = self.m.trace_files(tid) + files
+            rows.append((tid, *scan.sigs[tid], scan.hashes[tid], orjson.dumps(tnotes).decode() if tnotes else None,
+                         int(loaded), n_rows, digest, *scan.sources[tid], orjson.dumps(files).decode()))
         with self.m.transaction() as db:
             self.m.put_sources(db, rows)
-            for name, n, tids in res.files:
-                self.m.put_file(db, name, n, tids)
+            for name, n, _tids in res.files:
+                self.m.put_file(db, name, n)
             if res.units:
-                self.m.put_units(db, res.units)
+                self.m.put_units(db, res.units, pending=not self.m.meta().get("resolve_all"))
         return notes
 
     def resolve(self) -> None:

@@ -8,13 +8,18 @@ skip names starting with ``_``). Tables:
 ``sources``    one row per trace (its trace id): the stat signature of its trace file and sidecar
                (size, mtime in ns), a content hash when the files were modified within
                :data:`RACY_S` of the scan (a same-size rewrite in the same mtime tick would go
-               unseen), and the skip notes the loaders reported for it
+               unseen), the skip notes the loaders reported for it, the number and digest of its
+               rows (so that a trace that only grew gets only its new rows written) and the data
+               files holding them
+``dirs``       every directory below the source directory with its mtime at the last full scan:
+               while none changed, no file was added, removed or renamed, and a scan only stats
+               the files it knows
 ``files``      the Parquet files of the dataset (path relative to the kind's directory) and rows
-``placement``  which files hold rows of which trace
 ``units``      one row per de-duplicated unit (a turn for ``turns``, a message for ``items``): its
                fingerprint, trace id, message index, preference and whether it is the copy shown
 ``pending``    fingerprints whose shown copy must be decided again (kept until that is done, so a
-               sync interrupted before it resumes it)
+               sync interrupted before it resumes it; ``meta.resolve_all`` stands for every one
+               during a first sync)
 
 Every change is a transaction committed after the data files it describes are in place.
 """
@@ -34,7 +39,7 @@ MANIFEST_NAME = "_manifest.sqlite"
 LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
-_VERSION = "1"
+_VERSION = "4"
 
 #: (trace size, trace mtime ns, sidecar size, sidecar mtime ns); -1 where a file is absent
 Signature = tuple[int, int, int, int]
@@ -43,13 +48,13 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sources (
     trace_id TEXT PRIMARY KEY, t_size INTEGER, t_mtime INTEGER, s_size INTEGER, s_mtime INTEGER,
-    hash TEXT, notes TEXT, loaded INTEGER NOT NULL);
+    hash TEXT, notes TEXT, loaded INTEGER NOT NULL, n_rows INTEGER NOT NULL, digest TEXT NOT NULL,
+    path TEXT, sidecar TEXT, files TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, mtime INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, rows INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS placement (trace_id TEXT NOT NULL, name TEXT NOT NULL, PRIMARY KEY (trace_id, name));
-CREATE INDEX IF NOT EXISTS placement_by_file ON placement (name);
 CREATE TABLE IF NOT EXISTS units (
     fp INTEGER NOT NULL, trace_id TEXT NOT NULL, mi INTEGER NOT NULL, pref INTEGER NOT NULL,
-    kept INTEGER NOT NULL, PRIMARY KEY (trace_id, mi));
+    kept INTEGER NOT NULL, PRIMARY KEY (trace_id, mi)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS units_by_fp ON units (fp);
 CREATE TABLE IF NOT EXISTS pending (fp INTEGER PRIMARY KEY);
 """
@@ -99,16 +104,23 @@ class Manifest:
 
     def reset(self, db: sqlite3.Connection) -> None:
         """Forget everything (the caller removes the data files)."""
-        for table in ("meta", "sources", "files", "placement", "units", "pending"):
+        for table in ("meta", "sources", "dirs", "files", "units", "pending"):
             db.execute(f"DELETE FROM {table}")
 
     # sources ---------------------------------------------------------------------------------
-    def signatures(self) -> dict[str, tuple[Signature, str | None]]:
-        """trace id -> (signature, content hash or None) of every trace converted."""
+    def signatures(self) -> dict[str, tuple[Signature, str | None, str | None, str | None]]:
+        """trace id -> (signature, content hash or None, trace file, sidecar) of every trace converted."""
         return {
-            r[0]: ((r[1], r[2], r[3], r[4]), r[5])
-            for r in self.db.execute("SELECT trace_id, t_size, t_mtime, s_size, s_mtime, hash FROM sources")
+            r[0]: ((r[1], r[2], r[3], r[4]), r[5], r[6], r[7])
+            for r in self.db.execute("SELECT trace_id, t_size, t_mtime, s_size, s_mtime, hash, path, sidecar FROM sources")
         }
+
+    def dirs(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT path, mtime FROM dirs").fetchall())
+
+    def put_dirs(self, db: sqlite3.Connection, dirs: dict[str, int]) -> None:
+        db.execute("DELETE FROM dirs")
+        db.executemany("INSERT INTO dirs VALUES (?, ?)", dirs.items())
 
     def notes(self) -> list[dict[str, str]]:
         """The skip notes of every trace, as the loaders report them (``{"path", "reason"}``)."""
@@ -123,50 +135,66 @@ class Manifest:
         return int(row[0]), int(row[1])
 
     def put_sources(self, db: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
-        """Rows of (trace_id, t_size, t_mtime, s_size, s_mtime, hash, notes json, loaded)."""
-        db.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        """Rows of (trace_id, t_size, t_mtime, s_size, s_mtime, hash, notes json, loaded, n_rows, digest,
+        trace file, sidecar, data files json)."""
+        db.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def settle(self, db: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
+        """Traces whose files are no longer recent: their stat signature suffices from now on."""
+        db.executemany("UPDATE sources SET hash = NULL WHERE trace_id = ?", ((t,) for t in trace_ids))
+
+    def priors(self, trace_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+        """trace id -> (rows, digest) of the rows the dataset holds for it."""
+        out: dict[str, tuple[int, str]] = {}
+        for tid in trace_ids:
+            row = self.db.execute("SELECT n_rows, digest FROM sources WHERE trace_id = ?", (tid,)).fetchone()
+            if row is not None:
+                out[tid] = (int(row[0]), str(row[1]))
+        return out
 
     # files -----------------------------------------------------------------------------------
     def file_names(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT name FROM files")}
 
     def files_of(self, trace_ids: Iterable[str]) -> dict[str, list[str]]:
-        """file name -> the given traces that have rows in it."""
+        """file name -> the given traces that have rows in it (a file since emptied may be named)."""
         out: dict[str, list[str]] = {}
         for tid in trace_ids:
-            for (name,) in self.db.execute("SELECT name FROM placement WHERE trace_id = ?", (tid,)):
+            row = self.db.execute("SELECT files FROM sources WHERE trace_id = ?", (tid,)).fetchone()
+            for name in json.loads(row[0]) if row is not None else ():
                 out.setdefault(name, []).append(tid)
         return out
 
-    def put_file(self, db: sqlite3.Connection, name: str, rows: int, trace_ids: Iterable[str]) -> None:
+    def trace_files(self, trace_id: str) -> list[str]:
+        row = self.db.execute("SELECT files FROM sources WHERE trace_id = ?", (trace_id,)).fetchone()
+        return json.loads(row[0]) if row is not None else []
+
+    def put_file(self, db: sqlite3.Connection, name: str, rows: int) -> None:
         db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (name, rows))
-        db.executemany("INSERT OR IGNORE INTO placement VALUES (?, ?)", ((t, name) for t in trace_ids))
 
     def set_rows(self, db: sqlite3.Connection, name: str, rows: int) -> None:
-        """A file rewritten with ``rows`` rows (0: removed, with its placement)."""
+        """A file rewritten with ``rows`` rows (0: removed)."""
         if rows:
             db.execute("UPDATE files SET rows = ? WHERE name = ?", (rows, name))
         else:
             db.execute("DELETE FROM files WHERE name = ?", (name,))
-            db.execute("DELETE FROM placement WHERE name = ?", (name,))
 
     # removing traces -------------------------------------------------------------------------
     def forget(self, db: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
-        """Remove traces whose rows were dropped from the files: their source rows, placement and
-        units; their units' fingerprints become pending."""
+        """Remove traces whose rows were dropped from the files: their source rows and units; their
+        units' fingerprints become pending."""
         tids = [(t,) for t in trace_ids]
         db.executemany("INSERT OR IGNORE INTO pending SELECT fp FROM units WHERE trace_id = ?", tids)
-        for table in ("sources", "units", "placement"):
+        for table in ("sources", "units"):
             db.executemany(f"DELETE FROM {table} WHERE trace_id = ?", tids)
 
     # de-duplication --------------------------------------------------------------------------
-    def put_units(self, db: sqlite3.Connection, rows: list[tuple[int, str, int, int, int]]) -> None:
-        """Units (fp, trace_id, message_index, preference, kept); their fingerprints become pending."""
+    def put_units(self, db: sqlite3.Connection, rows: list[tuple[int, str, int, int, int]], pending: bool = True) -> None:
+        """Units (fp, trace_id, message_index, preference, kept); their fingerprints become pending
+        (not one by one while ``meta.resolve_all`` stands for all)."""
         db.executemany("INSERT OR REPLACE INTO units VALUES (?, ?, ?, ?, ?)", rows)
-        db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", ((r[0],) for r in rows))
-
-    def has_pending(self) -> bool:
-        return self.db.execute("SELECT 1 FROM pending LIMIT 1").fetchone() is not None
+        if pending:
+            db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", ((r[0],) for r in rows))
 
     def flips(self) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         """Units of pending fingerprints whose shown state is wrong: (to hide, to show).
@@ -175,12 +203,20 @@ class Manifest:
         message index): the copy timed by a sidecar, else the first file in trace id order
         (SQLite compares text as UTF-8 bytes, which orders as Python orders ``str``).
         """
+        # first the fingerprints that can be wrong (shared, or a copy hidden), usually none
+        every = bool(self.meta().get("resolve_all"))
+        self.db.execute("DROP TABLE IF EXISTS temp.suspect")
+        self.db.execute(
+            "CREATE TEMP TABLE suspect AS SELECT fp FROM units"
+            + ("" if every else " WHERE fp IN (SELECT fp FROM pending)")
+            + " GROUP BY fp HAVING count(*) > 1 OR min(kept) = 0"
+        )
         rows = self.db.execute(
             """
             SELECT trace_id, mi, kept, rn FROM (
                 SELECT trace_id, mi, kept,
                        row_number() OVER (PARTITION BY fp ORDER BY pref, trace_id, mi) AS rn
-                FROM units WHERE fp IN (SELECT fp FROM pending))
+                FROM units WHERE fp IN (SELECT fp FROM temp.suspect))
             WHERE (rn = 1) != (kept = 1)
             """
         ).fetchall()
@@ -202,3 +238,4 @@ class Manifest:
 
     def clear_pending(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM pending")
+        db.execute("DELETE FROM meta WHERE key = 'resolve_all'")
