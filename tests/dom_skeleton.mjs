@@ -6,7 +6,7 @@
 //
 // A skeleton lists every element (tag, classes, the attributes that change what is shown) and every
 // non-blank text, with its depth. Left out: what only one side has by design: the widget's copy
-// buttons and hidden (empty) status/footer, the static view's <style>, its "mmsp-static" marker and
+// buttons and hidden (empty) status/footer, the static view's <style> and copy <script>, its "mmsp-static" marker and
 // its footer separators (not drawn where the stylesheet applies).
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
@@ -26,7 +26,7 @@ function skeleton(el, out = [], depth = 0) {
       continue;
     }
     if (c.nodeType !== 1) continue;
-    if (c.tagName === "STYLE" || c.tagName === "BUTTON" || c.hidden || c.classList.contains("mmsp-sep")) continue;
+    if (c.tagName === "STYLE" || c.tagName === "SCRIPT" || c.tagName === "BUTTON" || c.hidden || c.classList.contains("mmsp-sep")) continue;
     const attrs = {};
     for (const a of ATTRS) if (c.hasAttribute(a)) attrs[a] = c.getAttribute(a);
     const cls = [...c.classList].filter((x) => x !== "mmsp-static").sort().join(" ");

@@ -37,6 +37,9 @@ class Collector(HTMLParser):
 
 
 def assert_inert(markup: str) -> None:
+    from mmsp_notebook.views.html import COPY_SCRIPT
+
+    markup = markup.replace(COPY_SCRIPT, "")  # the copy buttons' own script, the only one a view writes
     parser = Collector()
     parser.feed(markup)
     for tag, attrs in parser.tags:
@@ -265,7 +268,7 @@ def test_static_html_is_the_live_views_last_frame(fresh_session):
 def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session):
     from pathlib import Path
 
-    from mmsp_notebook.views.html import CSS, TURN_CLASSES, turn_rules
+    from mmsp_notebook.views.html import CSS, TURN_CLASSES, css_for, turn_rules
     from mmsp_notebook.views.model import view_model
 
     tools = ToolSet({"get_weather": lambda city: f"sunny in {city}"})
@@ -285,12 +288,16 @@ def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session
                for c in attr.split()}
     assert {c for c in written if c.startswith("mmsp-")} <= TURN_CLASSES, \
         {c for c in written if c.startswith("mmsp-")} - TURN_CLASSES
-    assert html.count("<style>") == 1 and f"<style>{CSS}</style>" in html
+    # one stylesheet, with the rules of the classes this turn uses only: a tool turn's, not an image's
+    style = re.search(r"<style>(.*?)</style>", html).group(1)
+    assert html.count("<style>") == 1 and style == css_for(html) and len(style) < len(CSS)
+    assert ".mmsp-tool-result-label" in style and ".mmsp-img" not in style and ".mmsp-events-table" not in style
+    rules = [rule for rule in style.replace("}", "}\n").splitlines() if "{" in rule and not rule.startswith(("@", "0%", "50%", "}"))]
     assert '<div class="mmsp-root mmsp-turn mmsp-static" data-status="complete">' in html
-    rules = [rule for rule in CSS.replace("}", "}\n").splitlines() if "{" in rule and not rule.startswith(("@", "0%", "50%", "}"))]
     # scoped: nothing leaks into the page (but the padding JupyterLab puts around HTML outputs only,
-    # taken off around this view so it keeps the live view's width)
-    assert rules and all(rule.startswith((".mmsp-root", ".jp-RenderedHTMLCommon:has(>.mmsp-root.mmsp-static)"))
+    # taken off around this view so it keeps the live view's width; and the theme JupyterLab names)
+    assert rules and all(rule.startswith((".mmsp-root", ".jp-RenderedHTMLCommon:has(>.mmsp-root.mmsp-static)",
+                                          "[data-jp-theme-light=true] .mmsp-root", "[data-jp-theme-light=false] .mmsp-root"))
                          for rule in rules), [r for r in rules if not r.startswith(".mmsp-root")]
     for tag in ("<button", "<script", "<input", "<textarea", "<select", "<form", "onclick", "contenteditable"):
         assert tag not in html

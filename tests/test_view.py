@@ -123,8 +123,10 @@ def test_a_tool_card_is_worded_by_the_model_from_call_to_result(fresh_session):
     assert result["took"].endswith((" ms", " s")) and result["took"][0].isdigit()
     # the live view saw the card go through its states, each sent once (never "not run": the turn
     # is shown streaming from the end of its first step until its tools ran and the next step ends)
+    # and "queued", not "running…", from the end of the call until its tool starts (after the step)
     states = [op[2]["state"] for b in batches for op in b if op[0] in ("item", "set") and "state" in op[2]]
-    assert states == ["streaming", "running", "done"], states
+    assert states[0] == "streaming" and states[-1] == "done" and states[1] == "queued", states
+    assert set(states) <= {"streaming", "queued", "running", "done"} and len(states) == len(set(states)), states
 
     turn, _ = run_with_tracker("please call broken for Oslo", tools=[broken])
     card = _item(view_model(turn), "tool_call")
@@ -217,7 +219,7 @@ def test_the_view_fields_cost_little_next_to_the_text(fresh_session):
 @pytest.mark.parametrize("facts, status, state, text", [
     ({"status": "streaming"}, "streaming", "streaming", "…"),
     ({"status": "streaming"}, "cancelled", "stopped", "stopped"),
-    ({"status": "done", "result": None}, "streaming", "running", "running…"),
+    ({"status": "done", "result": None}, "streaming", "queued", "queued"),
     ({"status": "done", "result": None}, "complete", "not_run", "not run"),
     ({"status": "done", "result": {"running": True}}, "streaming", "running", "running…"),
     ({"status": "done", "result": {"running": True}}, "error", "stopped", "stopped"),

@@ -75,6 +75,10 @@ function decorateCode(doc, root) {
     bar.appendChild(
       h(doc, "button", "mmsp-btn mmsp-copy-code", { type: "button", "aria-label": "Copy code", title: "Copy code" }, "Copy"),
     );
+    // shown in the chat only (widget.css): a new notebook cell below, with this code
+    bar.appendChild(
+      h(doc, "button", "mmsp-btn mmsp-insert-code", { type: "button", "aria-label": "Insert into a new cell", title: "Insert into a new cell below the chat" }, "Insert"),
+    );
     pre.parentNode.insertBefore(wrap, pre);
     wrap.appendChild(bar);
     wrap.appendChild(pre);

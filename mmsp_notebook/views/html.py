@@ -22,7 +22,8 @@ from typing import Any
 from .model import event_row, event_view, events_label, turn_events, view_model
 from .text import footer_line, render_text
 
-__all__ = ["render_markdown", "render_html", "render_text", "render_events", "footer_line", "CSS"]
+__all__ = ["render_markdown", "render_html", "render_text", "render_events", "render_transcript_html", "turn_markup",
+           "footer_line", "css_for", "CSS", "HTML_TEXT_LIMIT"]
 
 
 def _read_widget_css() -> str:
@@ -69,7 +70,7 @@ TURN_CLASSES = frozenset(f"mmsp-{name}" for name in (
     "tool-result tool-result-head tool-result-label tool-output ok err running stopped image img audio "
     "audio-player embedding embedding-preview data code code-bar code-lang status streaming dot "
     "streaming-label banner banner-lead banner-text banner-detail hint warn error muted footer stat sep "
-    "tokens truncated finish ttft total speed cost steps events events-scroll events-table").split())
+    "tokens truncated finish ttft total speed cost steps events events-scroll events-table cut").split())
 _CLASS = re.compile(r"\.(mmsp-[\w-]+)")
 
 
@@ -83,12 +84,12 @@ def _split_selectors(head: str) -> list[str]:
     return [*out, head[start:]]
 
 
-def turn_rules(css: str) -> str:
-    """The rules of a minified stylesheet that can apply to a turn's static view.
+def turn_rules(css: str, classes: frozenset[str] | set[str] = TURN_CLASSES) -> str:
+    """The rules of a minified stylesheet that can apply to an output using only ``classes``.
 
     A static turn has no chat (toolbar, composer, messages) and no buttons: a selector is kept when
-    every ``mmsp-`` class it names is one of :data:`TURN_CLASSES`, a rule when one of its
-    selectors is; ``@media`` blocks are filtered the same way, other at-rules kept whole.
+    every ``mmsp-`` class it names is one of ``classes`` (by default :data:`TURN_CLASSES`), a rule
+    when one of its selectors is; ``@media`` blocks are filtered the same way, other at-rules kept whole.
     """
     out, i = [], 0
     while True:
@@ -101,21 +102,70 @@ def turn_rules(css: str) -> str:
             end += 1
         body = css[start + 1:end - 1]
         if head.startswith(("@media", "@supports")):
-            inner = turn_rules(body)
+            inner = turn_rules(body, classes)
             if inner:
                 out.append(f"{head}{{{inner}}}")
         elif head.startswith("@"):
             out.append(css[i:end].strip())
         else:
-            kept = [sel for sel in _split_selectors(head) if set(_CLASS.findall(sel)) <= TURN_CLASSES]
+            kept = [sel for sel in _split_selectors(head) if set(_CLASS.findall(sel)) <= classes]
             if kept:
                 out.append(f"{','.join(kept)}{{{body}}}")
         i = end
 
 
-#: What the static view embeds in its ``<style>``: resets, the widget's rules for a turn, the static extras.
+#: Every rule a static turn may need: resets, the widget's rules for a turn, the static extras.
 CSS = (_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", turn_rules(WIDGET_CSS))
        + _STATIC_CSS).replace("</", "<\\/")  # never closes its <style> element
+
+#: Classes of the chat's static transcript (the chat's messages, without its controls).
+TRANSCRIPT_CLASSES = frozenset({"mmsp-chat-static", "mmsp-chat-log", "mmsp-msg", "mmsp-msg-user",
+                                "mmsp-msg-assistant", "mmsp-msg-body", "mmsp-bubble", "mmsp-user-text",
+                                "mmsp-thumbs", "mmsp-thumb"})
+#: Classes the copy script adds to code blocks (in a trusted output, where scripts run).
+COPY_CLASSES = frozenset({"mmsp-btn", "mmsp-copy-code"})
+_CLASS_ATTR = re.compile(r'class="([^"]*)"')
+
+
+@lru_cache(maxsize=256)
+def _css_for(classes: frozenset[str]) -> str:
+    rules = turn_rules(WIDGET_CSS, classes | {"mmsp-root", "mmsp-static"})
+    return (_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", rules)
+            + _STATIC_CSS).replace("</", "<\\/")
+
+
+def css_for(markup: str) -> str:
+    """The stylesheet an output needs: the rules of :data:`CSS` (or the transcript's) whose classes it uses.
+
+    A text-only answer does not carry the rules of tool cards, media, banners or the events table.
+    """
+    used = {c for attr in _CLASS_ATTR.findall(markup) for c in attr.split() if c.startswith("mmsp-")}
+    if "mmsp-code" in used:
+        used |= COPY_CLASSES
+    return _css_for(frozenset(used))
+
+
+# In a trusted output (JupyterLab, Notebook 7, VS Code, nbconvert's page) this adds the live view's
+# Copy button to each code block of its own output; where scripts do not run (GitHub, an untrusted
+# notebook) it is dropped and the code stays selectable text.
+COPY_SCRIPT = (
+    "<script data-mmsp-copy>(()=>{const s=document.currentScript,r=s&&s.parentElement;"
+    "if(!r||!navigator.clipboard)return;for(const c of r.querySelectorAll('.mmsp-code')){"
+    "const bar=c.querySelector('.mmsp-code-bar'),pre=c.querySelector('pre');"
+    "if(!bar||!pre||bar.querySelector('.mmsp-copy-code'))continue;"
+    "const b=document.createElement('button');b.type='button';b.className='mmsp-btn mmsp-copy-code';"
+    "b.textContent='Copy';b.title='Copy code';b.setAttribute('aria-label','Copy code');"
+    "b.addEventListener('click',()=>navigator.clipboard.writeText(pre.textContent).then("
+    "()=>{b.textContent='Copied';setTimeout(()=>{b.textContent='Copy'},1200)},()=>{b.textContent='Copy failed'}));"
+    "bar.appendChild(b)}})()</script>"
+)
+
+
+def styled(body: str) -> str:
+    """An output's markup with the stylesheet it needs before it (and the copy script inside its root)."""
+    if 'class="mmsp-code"' in body and body.endswith("</div>"):
+        body = body[:-6] + COPY_SCRIPT + "</div>"
+    return f"<style>{css_for(body)}</style>{body}"
 
 
 _ALLOWED_TAGS = {
@@ -214,21 +264,42 @@ def _details(item: Mapping[str, Any], cls: str, body: str, open_: bool) -> str:
             f'{badge_html}</span></summary><div class="mmsp-thinking-body">{body}</div></details></div>')
 
 
-def _text(item: Mapping[str, Any]) -> str:
-    return _open("mmsp-text mmsp-md", item) + _decorate_code(render_markdown(item.get("text") or "")) + "</div>"
+#: Characters of one text, thinking or arguments area drawn in the static HTML (``turn.text`` has them all).
+HTML_TEXT_LIMIT = 200_000
+
+
+def _capped(text: str, limit: int | None) -> tuple[str, str]:
+    """``text`` cut at ``limit`` characters, and the note that says so (``""`` when it is whole)."""
+    if limit is None or len(text) <= limit:
+        return text, ""
+    return text[:limit], f"{len(text) - limit:,} characters not shown"
+
+
+def _cut_note(note: str, where: str) -> str:
+    return f'<div class="mmsp-meta mmsp-cut">… {_e(note)} — <code>{_e(where)}</code> has all</div>' if note else ""
+
+
+_WHERE = {"text": "turn.text", "thinking": "turn.thinking", "tool_call": "turn.tool_calls"}
+
+
+def _text(item: Mapping[str, Any], limit: int | None = HTML_TEXT_LIMIT) -> str:
+    text, note = _capped(item.get("text") or "", limit)
+    return (_open("mmsp-text mmsp-md", item) + _decorate_code(render_markdown(text)) + "</div>"
+            + _cut_note(note, _WHERE["text"]))
 
 
 def _tool(item: Mapping[str, Any]) -> str:
     title = f' title="{_e(item["title"])}"' if item.get("title") else ""
     args = item.get("args")
     parsed = isinstance(args, str)
+    shown, note = _capped(args if parsed else item.get("text") or "", HTML_TEXT_LIMIT)
     out = [_open("mmsp-tool", item, f' data-state="{_e(item.get("state") or "")}"'),
            '<div class="mmsp-tool-head"><span class="mmsp-tool-icon" aria-hidden="true">⚙</span> '
            f'<span class="mmsp-tool-label">{_e(item.get("tag"))}</span> '
            f'<code class="mmsp-tool-name"{title}>{_e(item.get("name"))}</code> '
            f'<span class="mmsp-tool-state">{_e(item.get("state_text"))}</span></div>',
            f'<pre class="mmsp-tool-args{" mmsp-parsed" if parsed else ""}" aria-label="arguments">'
-           f'{_e(args if parsed else item.get("text"))}</pre>']
+           f'{_e(shown)}</pre>']
     r = item.get("result")
     if isinstance(r, Mapping):
         state = _word(r.get("state"), ("ok", "err", "running", "stopped"), "ok")
@@ -239,7 +310,7 @@ def _tool(item: Mapping[str, Any]) -> str:
     else:
         out.append('<div class="mmsp-tool-result"></div>')
     out.append("</div>")
-    return "".join(out)
+    return "".join(out) + _cut_note(note, _WHERE["tool_call"])
 
 
 def _image(item: Mapping[str, Any]) -> str:
@@ -280,7 +351,8 @@ def _item_html(item: Mapping[str, Any], last: bool = False) -> str:
     if kind == "text":
         return _text(item)
     if kind == "thinking":
-        return _details(item, "", _e(item.get("text")), last)
+        text, note = _capped(item.get("text") or "", HTML_TEXT_LIMIT)
+        return _details(item, "", _e(text), last) + _cut_note(note, _WHERE["thinking"])
     if kind == "inline_thinking":
         return _details(item, "mmsp-inline-thinking", f'<div class="mmsp-meta">{_e(item.get("meta"))}</div>', last)
     if kind == "tool_call":
@@ -327,16 +399,11 @@ def _footer_html(footer: Any) -> str:
     return f'<div class="mmsp-footer">{_SEP.join(stats)}</div>'
 
 
-def render_html(turn: Any, vm: Mapping[str, Any] | None = None, events: bool = False) -> str:
-    """The static view of a turn as sanitized HTML: the live widget's DOM and stylesheet, no script.
-
-    ``vm`` is the turn's view model (:func:`~.model.view_model`, made when not given); ``events``
-    adds the turn's UniEvents table inside the view, where the live view draws it.
-    """
-    vm = vm or view_model(turn)
+def turn_markup(vm: Mapping[str, Any], events_html: str = "") -> str:
+    """A turn's static view without its stylesheet: the root ``div`` of :func:`render_html`."""
     status = vm.get("status")
     items = sorted(vm.get("items") or [], key=lambda it: it.get("i") or 0)
-    parts = [f'<style>{CSS}</style><div class="mmsp-root mmsp-turn mmsp-static" data-status="{_e(status or "")}">'
+    parts = [f'<div class="mmsp-root mmsp-turn mmsp-static" data-status="{_e(status or "")}">'
              '<div class="mmsp-items">']
     for k, item in enumerate(items):
         # a thinking block is open only while nothing follows it (render.js syncThinkingOpen)
@@ -344,10 +411,22 @@ def render_html(turn: Any, vm: Mapping[str, Any] | None = None, events: bool = F
     parts.append("</div>")
     parts.append(_status_html(vm.get("banner")))
     parts.append(_footer_html(vm.get("footer")))
-    if events:
-        parts.append(_events_details(turn))
+    parts.append(events_html)
     parts.append("</div>")
     return "".join(parts)
+
+
+def render_html(turn: Any, vm: Mapping[str, Any] | None = None, events: bool = False) -> str:
+    """The static view of a turn as sanitized HTML: the live widget's DOM and stylesheet, no script
+    of the model's (only the copy buttons' own, where the output is trusted).
+
+    ``vm`` is the turn's view model (:func:`~.model.view_model`, made when not given); ``events``
+    adds the turn's UniEvents table inside the view, where the live view draws it. Each text area
+    is cut at :data:`HTML_TEXT_LIMIT` characters, saying how many are not shown. The stylesheet
+    holds only the rules of the classes the view uses.
+    """
+    vm = vm or view_model(turn)
+    return styled(turn_markup(vm, _events_details(turn) if events else ""))
 
 
 def _events_details(turn: Any, limit: int = 500) -> str:
@@ -374,5 +453,50 @@ def render_events(turn: Any, limit: int = 500) -> str:
 
     The same table :func:`render_html` puts inside the turn with ``events=True``, here on its own.
     """
-    return (f'<style>{CSS}</style><div class="mmsp-root mmsp-static">'
-            f"{_events_details(turn, limit)}</div>")
+    return styled(f'<div class="mmsp-root mmsp-static">{_events_details(turn, limit)}</div>')
+
+
+# ---------------------------------------------------------------------------------------------- chat
+# The chat's saved view: its messages as the widget draws them, without its controls. It is the
+# second output of a chat's cell, after the widget: hidden while the widget beside it is live, and
+# the widget's output hidden when its model is gone (a reopened notebook, a new kernel), so the
+# page shows the conversation, not "Error displaying widget". Where no stylesheet applies (GitHub)
+# or no widget renders (nbconvert, nbviewer), it is what shows.
+_CHAT_SWITCH = (
+    ".jp-OutputArea-child:has(.mmsp-chat-widget)+.jp-OutputArea-child:has(.mmsp-chat-static){display:none}"
+    ".jp-OutputArea-child:has(>.jp-OutputArea-output.jupyter-widgets:not(:has(.mmsp-root)))"
+    ":has(+.jp-OutputArea-child .mmsp-chat-static){display:none}"
+)
+
+
+def _user_html(entry: Mapping[str, Any]) -> str:
+    text = entry.get("text") if isinstance(entry.get("text"), str) else ""
+    parts = ['<div class="mmsp-msg mmsp-msg-user"><div class="mmsp-bubble">']
+    if text:
+        parts.append(f'<div class="mmsp-user-text">{_e(text)}</div>')
+    images = [src for src in entry.get("images") or [] if isinstance(src, str)]
+    if images:
+        parts.append('<div class="mmsp-thumbs">')
+        for k, src in enumerate(images, 1):
+            if _IMAGE_SRC.fullmatch(src):
+                parts.append(f'<img class="mmsp-thumb" src="{_e(src)}" alt="attached image {k}"/>')
+            else:
+                parts.append(f'<span class="mmsp-meta">image {k} not shown</span>')
+        parts.append("</div>")
+    parts.append("</div></div>")
+    return "".join(parts)
+
+
+def render_transcript_html(transcript: Iterable[Mapping[str, Any]]) -> str:
+    """A chat's conversation as sanitized static HTML: user messages, then each answer as its turn's static view."""
+    parts = ['<div class="mmsp-root mmsp-static mmsp-chat-static" aria-label="Conversation">'
+             '<div class="mmsp-chat-log">']
+    for entry in transcript:
+        if entry.get("role") == "user":
+            parts.append(_user_html(entry))
+        elif entry.get("role") == "assistant" and isinstance(entry.get("turn"), Mapping):
+            parts.append('<div class="mmsp-msg mmsp-msg-assistant"><div class="mmsp-msg-body">'
+                         f'{turn_markup(entry["turn"])}</div></div>')
+    parts.append("</div></div>")
+    return f"<style>{_CHAT_SWITCH}</style>" + styled("".join(parts))
+

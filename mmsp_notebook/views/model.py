@@ -29,7 +29,8 @@ from .hints import error_hint
 from .media import media_src
 
 __all__ = ["status_text", "shown_status", "view_model", "present_item", "present_turn", "present_view", "OpsTracker",
-           "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT"]
+           "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT", "SIGNATURE_KEYS",
+           "REDACTED_THINKING", "redacted_blocks"]
 
 _TEXT_KINDS = ("text", "thinking", "tool_call")
 
@@ -206,22 +207,43 @@ def _fidelity(facts: Mapping[str, Any]) -> list[str]:
     return [str(k) for k in fid] if isinstance(fid, (dict, list, tuple)) else []
 
 
+#: Fidelity keys that carry a provider's signature of the thinking (Anthropic's and Gemini's
+#: ``signature``, OpenAI Responses' ``encrypted_content``); other keys (``item_id``, DeepSeek-style
+#: ``reasoning_field``, ``channel``…) only say where the text came from.
+SIGNATURE_KEYS = ("signature", "encrypted_content")
+
+#: mmsp's placeholder text for a thinking block the provider sent redacted (Anthropic's redacted_thinking).
+REDACTED_THINKING = "_REDACTED_THINKING"
+
+
+def redacted_blocks(text: Any) -> int:
+    """How many redacted thinking blocks ``text`` is made of (0 when it holds any real thinking)."""
+    if not isinstance(text, str) or REDACTED_THINKING not in text:
+        return 0
+    n = text.count(REDACTED_THINKING)
+    return n if not text.replace(REDACTED_THINKING, "").strip() else 0
+
+
 def _badge(facts: Mapping[str, Any]) -> dict[str, str] | None:
     keys = _fidelity(facts)
-    return {"text": "signed", "title": "fidelity: " + ", ".join(keys)} if keys else None
+    if not any(key in SIGNATURE_KEYS for key in keys):
+        return None
+    return {"text": "signed", "title": "fidelity: " + ", ".join(keys)}
 
 
-TOOL_STATE_TEXT = {"streaming": "…", "running": "running…", "stopped": "stopped", "not_run": "not run",
-                   "done": "returned", "raised": "raised"}
+TOOL_STATE_TEXT = {"streaming": "…", "queued": "queued", "running": "running…", "stopped": "stopped",
+                   "not_run": "not run", "done": "returned", "raised": "raised"}
 
 
 def _tool_state(facts: Mapping[str, Any], stopped: bool) -> str:
-    """Where a tool call stands: streaming → running → done | raised; stopped or not run if the turn ended first."""
+    """Where a tool call stands: streaming → queued → running → done | raised; stopped or not run if
+    the turn ended first. A call is queued from its end until its tool starts: tools run once the
+    model's step has ended, so while the model still streams (the next call, its text) it is not running."""
     result = facts.get("result")
     if facts.get("status") == "streaming":
         return "stopped" if stopped else "streaming"
     if not isinstance(result, Mapping):
-        return "not_run" if stopped else "running"
+        return "not_run" if stopped else "queued"
     if result.get("running"):
         return "stopped" if stopped else "running"
     return "done" if result.get("ok") is not False and result.get("error") is None else "raised"
@@ -276,7 +298,15 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
 
     if kind == "text":  # its text is all it shows
         return out
-    if kind == "thinking":
+    redacted = facts.get("redacted")
+    if kind == "thinking" and isinstance(redacted, int) and redacted > 0:
+        out["tag"] = "thinking"
+        blocks = "1 block" if redacted == 1 else f"{redacted} blocks"
+        out["label"] = f"redacted thinking ({blocks}, kept for the next turn)"
+        out["text"] = ""  # the placeholder is not thinking: nothing to read
+        out["redacted"] = redacted
+        out["badge"] = _badge(facts)
+    elif kind == "thinking":
         out["tag"] = "thinking"
         if streaming:
             out["label"] = "Thinking (stopped)" if stopped else "Thinking…"
@@ -410,6 +440,8 @@ def view_model(turn: Turn) -> dict[str, Any]:
             f = _header_facts(i, item)
             if item.kind in _TEXT_KINDS:
                 f["text"] = item.content()
+                if item.kind == "thinking" and redacted_blocks(f["text"]):
+                    f["redacted"] = redacted_blocks(f["text"])
             if item.status == "done":
                 f.update(_done_facts(item))
             if item.kind == "tool_call":
@@ -508,14 +540,22 @@ class OpsTracker:
                     if result != facts.get("result", _MISSING):
                         facts["result"] = result
                         changed = True
+                appended = None
+                if item.kind in _TEXT_KINDS and item.size != self._text_len[i]:
+                    text = item.content()
+                    blocks = redacted_blocks(text) if item.kind == "thinking" else 0
+                    if blocks:  # mmsp's placeholder is not shown: the label says what it is
+                        if facts.get("redacted") != blocks:
+                            facts["redacted"] = blocks
+                            changed = True
+                    elif len(text) > self._text_len[i]:
+                        appended = text[self._text_len[i]:]
+                    self._text_len[i] = len(text)
                 if new:
                     self._views[i] = view = present_item(facts, status)
                     out.append(["item", i, view])
-                if item.kind in _TEXT_KINDS and item.size != self._text_len[i]:
-                    text = item.content()
-                    if len(text) > self._text_len[i]:
-                        out.append(["append", i, text[self._text_len[i]:]])
-                    self._text_len[i] = len(text)
+                if appended:
+                    out.append(["append", i, appended])
                 if not new and (changed or restyle):
                     view = present_item(facts, status)
                     old = self._views[i]
