@@ -62,7 +62,6 @@ def _read_css() -> str:
 #: The explorer's stylesheet (``static/explore.css``) as the static view embeds it.
 CONVERSATION_CSS = _read_css()
 _STYLE = f"<style>{CSS}{CONVERSATION_CSS}</style>"
-_TURN_STYLE = f"<style>{CSS}</style>"
 
 
 def _e(value: Any) -> str:
@@ -505,8 +504,13 @@ def _assistant_entry(history: Sequence[Any], group: list[int], numbers: list[int
 
 
 # ---------------------------------------------------------------------------------------------- templates
+_LEADING_STYLE = re.compile(r"<style>.*?</style>", re.S)  # a stylesheet never holds "</" (html.CSS)
+
+
 def _strip_style(markup: str) -> str:
-    return markup[len(_TURN_STYLE):] if markup.startswith(_TURN_STYLE) else markup
+    """A turn's static HTML without its stylesheet: the conversation carries one for all its turns."""
+    found = _LEADING_STYLE.match(markup)
+    return markup[found.end():] if found else markup
 
 
 def _entry_html(entry: Mapping[str, Any], conversation: Mapping[str, Any], selected: str | None) -> str:
