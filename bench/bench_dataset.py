@@ -88,11 +88,11 @@ def vm(key):
 
 
 class Sampler(threading.Thread):
-    """Peak RSS of every process below this one (the pool's workers), every 20 ms."""
+    """Peak RSS and CPU time of every process below this one (the pool's workers), every 20 ms."""
 
     def __init__(self):
         super().__init__(daemon=True)
-        self.stop, self.worker_peak, self.n_workers = threading.Event(), 0, 0
+        self.stop, self.worker_peak, self.cpu = threading.Event(), 0, {{}}
 
     def run(self):
         me = psutil.Process()
@@ -101,16 +101,14 @@ class Sampler(threading.Thread):
                 kids = me.children(recursive=True)
             except psutil.Error:
                 continue
-            busy = 0
             for p in kids:
                 try:
-                    rss = p.memory_info().rss
-                    if p.cpu_percent(None) > 0 or rss > 0:
-                        self.worker_peak = max(self.worker_peak, rss)
-                    busy += 1
+                    with p.oneshot():
+                        self.worker_peak = max(self.worker_peak, p.memory_info().rss)
+                        t = p.cpu_times()
+                        self.cpu[p.pid] = t.user + t.system
                 except psutil.Error:
                     pass
-            self.n_workers = max(self.n_workers, busy)
 
 
 def timed(fn):
@@ -162,9 +160,12 @@ if __name__ == "__main__":
     base_rss = vm("VmRSS")
     sampler = Sampler()
     sampler.start()
+    cpu0 = time.process_time()
     out["first"], res = timed(lambda: traces.sync(SRC, DS, progress=False))
+    out["main_cpu"] = time.process_time() - cpu0
     sampler.stop.set()
     sampler.join()
+    out["worker_cpu"] = sum(sampler.cpu.values())
     out["main_peak"] = vm("VmHWM")
     out["main_base"] = base_rss
     out["worker_peak"] = sampler.worker_peak
@@ -185,7 +186,9 @@ if __name__ == "__main__":
             open(f, "wb").write(raw)
         time.sleep(2.1)
         traces.sync(SRC, DS, progress=False)  # back to the corpus as generated
+    cpu0 = time.process_time()
     out["load_turns"], df = timed(lambda: traces.load_turns(SRC, progress=False))
+    out["load_cpu"] = time.process_time() - cpu0
     out["load_rows"] = len(df)
     sql = ("SELECT model, quantile_cont(latency, 0.5) AS p50, quantile_cont(latency, 0.9) AS p90, "
            "quantile_cont(latency, 0.99) AS p99 FROM turns GROUP BY model ORDER BY model")
@@ -213,9 +216,12 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
     w = r["workers"]
     per_core = r["rows"] / r["first"] / w
     loader = r["load_rows"] / r["load_turns"]
+    cpu = r["main_cpu"] + r["worker_cpu"]
     return [
         f"{n_turns:,} turns ({r['traces']:,} files): first sync {r['first']:.2f} s on {w} workers = "
-        f"{per_core:,.0f} turns/s per worker (load_turns alone: {loader:,.0f} turns/s, {per_core / loader:.2f}x); "
+        f"{per_core:,.0f} turns/s per worker; load_turns alone {r['load_turns']:.2f} s = {loader:,.0f} turns/s on one core",
+        f"  CPU: sync {cpu:.2f} s (workers {r['worker_cpu']:.2f} + main {r['main_cpu']:.2f}) = {r['rows'] / cpu:,.0f} turns per "
+        f"CPU-second; load_turns {r['load_cpu']:.2f} s = {r['load_rows'] / r['load_cpu']:,.0f}; "
         f"{r['rows']:,} rows in {r['files']} files, {r['bytes'] / 1e6:.1f} MB",
         f"  peak RSS: main {r['main_peak'] / 1e6:.0f} MB (after imports {r['main_base'] / 1e6:.0f} MB), largest worker "
         f"{r['worker_peak'] / 1e6:.0f} MB",
@@ -237,13 +243,13 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
     sizes = sorted(figures)
     small, big = figures[sizes[0]], figures[sizes[-1]]
     table = [
-        "| turns | first sync | turns/s per worker (load_turns alone) | peak RSS main / worker | nothing changed | 1 % grew | 1 % replaced | DuckDB vs pandas quantiles |",
+        "| turns | first sync | turns per CPU-second: sync (load_turns) | peak RSS main / worker | nothing changed | 1 % grew | 1 % replaced | DuckDB vs pandas quantiles |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for n in sizes:
         r = figures[n]
         table.append(
-            f"| {n:,} | {r['first']:.1f} s | {r['rows'] / r['first'] / r['workers']:,.0f} ({r['load_rows'] / r['load_turns']:,.0f}) | "
+            f"| {n:,} | {r['first']:.1f} s | {r['rows'] / (r['main_cpu'] + r['worker_cpu']):,.0f} ({r['load_rows'] / r['load_cpu']:,.0f}) | "
             f"{r['main_peak'] / 1e6:.0f} / {r['worker_peak'] / 1e6:.0f} MB | {r['nothing'] * 1000:.0f} ms "
             f"(**{r['first'] / r['nothing']:.0f}×** faster) | {r['append'] * 1000:.0f} ms (**{100 * r['append'] / r['first']:.1f} %**) | "
             f"{r['config'] * 1000:.0f} ms ({100 * r['config'] / r['first']:.1f} %) | {r['duckdb'] * 1000:.0f} vs {r['pandas'] * 1000:.0f} ms |"

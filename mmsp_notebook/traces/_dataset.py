@@ -15,6 +15,7 @@ UTC ``date`` of ``started`` (``created_at`` for items); model ids are URI-encode
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import time
@@ -88,16 +89,25 @@ class _Runner:
     def __init__(self, executor: Executor | None) -> None:
         self.given = executor
         self.pool: Executor | None = None
+        self.threads: Executor | None = None
 
-    def run(self, fn: Callable[..., Any], tasks: list[tuple[Any, ...]]) -> Iterator[tuple[tuple[Any, ...], Any]]:
-        """(task, result) as tasks finish; the first failure cancels the rest and is raised."""
+    def run(self, fn: Callable[..., Any], tasks: list[tuple[Any, ...]], io: bool = False) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """(task, result) as tasks finish; the first failure cancels the rest and is raised.
+        ``io`` tasks (Parquet rewrites: Arrow releases the GIL) run on threads by default."""
         if not tasks:
             return
         ex = self.given
         if ex is None and len(tasks) > 1:
-            if self.pool is None:
-                self.pool = _process_pool(len(tasks))
-            ex = self.pool
+            if io:
+                if self.threads is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self.threads = ThreadPoolExecutor(max(2, os.cpu_count() or 1))
+                ex = self.threads
+            else:
+                if self.pool is None:
+                    self.pool = _process_pool(len(tasks))
+                ex = self.pool
         if ex is None:
             for t in tasks:
                 yield t, fn(*t)
@@ -116,9 +126,10 @@ class _Runner:
                 f.cancel()
 
     def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        for ex in (self.pool, self.threads):
+            if ex is not None:
+                ex.shutdown(wait=True, cancel_futures=True)
+        self.pool = self.threads = None
 
 
 def _process_pool(n_tasks: int) -> Executor:
@@ -130,7 +141,7 @@ def _process_pool(n_tasks: int) -> Executor:
         # not fork: a kernel has threads (the worker loop), and forking a threaded process can
         # deadlock; the fork server imports the converter once and forks workers from it
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["mmsp_notebook.traces._convert"])
+        ctx.set_forkserver_preload(["mmsp_notebook.traces._convert", "mmsp_notebook.core.pricing", "mmsp"])
     else:  # pragma: no cover - Windows
         ctx = mp.get_context("spawn")
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
@@ -438,7 +449,7 @@ class _Sync:
         """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
         kind = self.options["kind"]
         tasks = [(str(self.root), name, kind, tids, units) for name, (tids, units) in sorted(by_file.items())]
-        return {task[1]: left for task, left in self.runner.run(rewrite, tasks)}
+        return {task[1]: left for task, left in self.runner.run(rewrite, tasks, io=True)}
 
     def remove(self, trace_ids: list[str]) -> None:
         """Drop every row of these traces from the files, then forget them."""
@@ -570,6 +581,7 @@ def _partition_schema() -> Any:
     return pa.schema([("date", pa.date32()), ("model", pa.string())])
 
 
+@functools.cache
 def _full_schema(kind: str, payloads: bool) -> Any:
     """The dataset's schema: the frame's columns in the loader's order, then ``date``."""
     import pyarrow as pa
@@ -582,11 +594,19 @@ def _full_schema(kind: str, payloads: bool) -> Any:
 
 
 def _meta_of(root: Path) -> dict[str, Any]:
-    if not (root / MANIFEST_NAME).is_file():
+    """The manifest's meta, read without writing (a sync may be running)."""
+    path = root / MANIFEST_NAME
+    if not path.is_file():
         raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
                                  reason="no such trace dataset")
-    with Manifest(str(root)) as m:
-        return m.meta()
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    finally:
+        db.close()
 
 
 def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
