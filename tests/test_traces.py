@@ -1117,7 +1117,7 @@ def test_directory_links_are_not_followed_into_loops(tmp_path: Path) -> None:
             df = traces.load_turns(tmp_path)
     finally:
         os.open = real_open
-    assert len(reads) == 3  # the trace, its sidecar and the broken link, once each
+    assert len(reads) == 2  # the trace and its sidecar, once each (the broken link is refused from its stat)
     assert df["trace_id"].tolist() == ["a/one", "a/one"] and df.attrs["duplicates"] == 0
     assert df.attrs["n_files"] == 1
     assert [s["reason"].split(":")[0] for s in df.attrs["skipped"]] == ["broken symbolic link"]
@@ -1144,3 +1144,177 @@ def test_directories_matched_by_the_pattern_are_ignored(tmp_path: Path) -> None:
     df = no_warnings_load(traces.load_turns, tmp_path, pattern="**/*")
     assert df["trace_id"].tolist() == ["agent/one"] and df.attrs["skipped"] == []
     assert no_warnings_load(traces.load_turns, tmp_path).attrs["skipped"] == []
+
+
+# --------------------------------------------------------------------------- the loader never stops
+
+
+def load_in_child(path: Path | str, code: str = "traces.load_turns(p, progress=False)", timeout: float = 60.0) -> dict[str, Any]:
+    """Run a load in a fresh process with a time limit (a hang fails the test instead of the run)
+    and a 2 GiB address-space limit; returns rows, skipped entries and n_files."""
+    script = (
+        "import json, resource, sys, warnings\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "warnings.simplefilter('ignore')\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from mmsp_notebook import traces\n"
+        "p = sys.argv[1]\n"
+        f"df = {code}\n"
+        "print(json.dumps({'rows': len(df), 'skipped': df.attrs['skipped'], 'n_files': df.attrs['n_files'],"
+        " 'trace_ids': sorted(set(df['trace_id'])) if 'trace_id' in df else []}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(params=["fast", "plain"])
+def decode_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the typed decoding of load_turns (msgspec) and without it (dicts)."""
+    if request.param == "plain":
+        from mmsp_notebook.traces import _load
+
+        monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
+    return str(request.param)
+
+
+def test_item_types_that_are_not_strings_are_unknown_items(tmp_path: Path, decode_path: str) -> None:
+    odd = answer("a", T0 + 1000)
+    odd["content_items"] += [{"type": ["text.done"], "text": "xx"}, {"type": {"kind": "text"}}, {"type": 5}, {"text": "no type"}]
+    write_json(tmp_path / "odd.json", {"history": [user("q", T0), odd], "config": {"model": "demo"}})
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    row = df.iloc[0]
+    assert (row["n_items"], row["n_text"], row["text_chars"]) == (5, 1, 1)
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert [t if isinstance(t, str) else None for t in items["type"]][1:] == ["text.done", "['text.done']", "{'kind': 'text'}", "5", None]
+
+
+def test_lone_surrogates_in_config_tool_names_export(tmp_path: Path, decode_path: str) -> None:
+    tools = [{"name": "get_weather\ud800"}, {"name": "run_\udcffsql"}, "raw\ud83d"]
+    write_json(tmp_path / "t.json", {"history": [user("q", T0), answer("a", T0 + 1000)],
+                                     "config": {"model": "demo", "tools": tools, "thinking_level": "hi\ud800"}})
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["tool_names"][0] == ("get_weather\ufffd", "run_\ufffdsql", "raw\ufffd")
+    assert df["thinking_level"][0] == "hi\ufffd"
+    table = traces.to_arrow(df)
+    assert table.column("tool_names").to_pylist() == [["get_weather\ufffd", "run_\ufffdsql", "raw\ufffd"]]
+    out = traces.to_parquet(df, tmp_path / "t.parquet")
+    assert pd.read_parquet(out)["tool_names"][0].tolist() == ["get_weather\ufffd", "run_\ufffdsql", "raw\ufffd"]
+
+
+def test_two_symlink_loops_in_one_directory_load_at_once(tmp_path: Path) -> None:
+    import os
+
+    root = tmp_path / "t"
+    save(root, "sub/one", [user("q", T0), answer("a", T0 + 1000)])
+    save(root, "two", [user("q", T0 + 5), answer("b", T0 + 2000)])
+    os.symlink("..", root / "sub" / "loop")  # ln -s .. t/sub/loop
+    os.symlink(".", root / "self")  # ln -s . t/self
+    os.symlink("self", root / "selfish")
+    os.symlink("knot.json", root / "knot.json")  # a link to itself (ELOOP)
+    started = time.monotonic()
+    got = load_in_child(root, timeout=60)
+    assert time.monotonic() - started < 30
+    assert got["trace_ids"] == ["sub/one", "two"] and got["rows"] == 2
+    assert [(Path(s["path"]).name, s["reason"].split(":")[0]) for s in got["skipped"]] == [("knot.json", "unreadable")]
+    # each file once, under its shortest path, also through a link into another tree
+    other = tmp_path / "other"
+    save(other, "three", [user("q", T0 + 9), answer("c", T0 + 3000)])
+    os.symlink(other, root / "sub" / "elsewhere")
+    with pytest.warns(traces.TraceLoadWarning, match="1 unreadable"):
+        df = traces.load_turns(root)
+    assert sorted(df["trace_id"]) == ["sub/elsewhere/three", "sub/one", "two"]
+
+
+@pytest.mark.skipif(not hasattr(os_module := __import__("os"), "mkfifo"), reason="no FIFOs on this platform")
+def test_fifos_devices_and_huge_files_never_block_and_are_named(tmp_path: Path) -> None:
+    import os
+
+    from mmsp_notebook.core import store
+
+    save(tmp_path, "good", [user("q", T0), answer("a", T0 + 1000)])
+    save(tmp_path, "timed", [user("q", T0), answer("b", T0 + 1001)])
+    os.mkfifo(tmp_path / "x.json")
+    os.mkfifo(tmp_path / "x.timing.jsonl")
+    os.mkfifo(tmp_path / "timed.timing.jsonl")  # the sidecar of a good trace
+    os.symlink("/dev/zero", tmp_path / "zero.json")
+    os.symlink("/dev/urandom", tmp_path / "urandom.timing.jsonl")
+    (tmp_path / "big.json").write_bytes(json.dumps({"history": [user("q" * 5000, T0)], "config": {}}).encode())
+    got = load_in_child(tmp_path, "traces.load_turns(p, progress=False, max_size=4000)", timeout=60)
+    assert got["trace_ids"] == ["good", "timed"] and got["n_files"] == 2
+    reasons = {Path(s["path"]).name: s["reason"] for s in got["skipped"]}
+    assert reasons == {
+        "big.json": f"too large: {(tmp_path / 'big.json').stat().st_size:,} bytes (max_size is 4,000)",
+        "timed.timing.jsonl": "sidecar not read: not a regular file",
+        "urandom.timing.jsonl": "not a regular file",
+        "x.json": "not a regular file",
+        "zero.json": "not a regular file",
+    }
+    assert store.MAX_FILE_SIZE == 256 * 2**20 and "256 MiB" in (store.__doc__ or "")
+    with pytest.warns(traces.TraceLoadWarning, match=r"skipped 4 of 6 trace files \(3 not a regular file; 1 too large\); 1 timing sidecars not read"):
+        df = traces.load_turns(tmp_path, max_size=4000)
+    assert len(df) == 2
+    assert len(traces.load_turns(tmp_path / "big.json")) == 0  # under the default limit it is a trace
+    with pytest.raises(traces_errors().OptionError):
+        traces.load_turns(tmp_path, max_size=-1)
+
+
+def traces_errors() -> Any:
+    import mmsp_notebook
+
+    return mmsp_notebook
+
+
+def test_a_device_given_directly_is_named_for_what_it_is(tmp_path: Path) -> None:
+    with pytest.warns(traces.TraceLoadWarning, match="not a regular file"):
+        df = traces.load_turns("/dev/null")
+    assert df.attrs["skipped"] == [{"path": "/dev/null", "reason": "not a regular file"}] and len(df) == 0
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere.json")
+    with pytest.raises(FileNotFoundError, match="broken symbolic link"):
+        traces.load_turns(tmp_path / "dangling.json")
+
+
+def test_patterns_follow_glob_rules(tmp_path: Path) -> None:
+    for tid in ("top", "a/mid", "a/b/deep", ".hidden/h", "a/.dot", "x.txt/inner"):
+        save(tmp_path, tid, [user("q", T0), answer(tid, T0 + 1000)])
+    (tmp_path / "notes.txt").write_text("x")
+    ids = lambda pattern: sorted(set(traces.load_turns(tmp_path, pattern=pattern)["trace_id"]))  # noqa: E731
+    assert ids("**/*.json") == ["a/b/deep", "a/mid", "top", "x.txt/inner"]
+    assert ids("*.json") == ["top"]
+    assert ids("*/*.json") == ["a/mid", "x.txt/inner"]
+    assert ids("a/**/*.json") == ["a/b/deep", "a/mid"]
+    assert ids(".hidden/*.json") == [".hidden/h"]
+    assert ids("a/.*.json") == ["a/.dot"]
+    assert ids("[at]*.json") == ["top"] and ids("?op.json") == ["top"]
+    for bad in ("../*.json", "/abs/*.json", ""):
+        with pytest.raises(ValueError, match="relative to the directory"):
+            traces.load_turns(tmp_path, pattern=bad)
+
+
+def test_bytes_that_are_not_utf8_become_replacement_characters(tmp_path: Path, decode_path: str) -> None:
+    body = json.dumps({"history": [user("q", T0), answer("caf\u00e9 ok", T0 + 1000)], "config": {"model": "demo"}}).encode()
+    body = body.replace(b"caf\\u00e9", b"caf\xe9")  # Latin-1 in a UTF-8 file
+    (tmp_path / "latin.json").write_bytes(body)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["text_chars"].tolist() == [len("caf\ufffd ok")]
+    assert no_warnings_load(traces.load_items, tmp_path)["text"].tolist()[1] == "caf\ufffd ok"
+
+
+def test_typed_decoding_gives_the_same_frame_as_dicts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gen_corpus
+
+    from mmsp_notebook.traces import _fast, _load
+
+    for shape, files in (("mixed", 30), ("agent", 3), ("tiny", 40), ("large", 3), ("images", 3)):
+        gen_corpus.generate(tmp_path / shape, files=files, turns=4, seed=3, shape=shape)
+    save(tmp_path / "mixed", "rich", rich_history())
+    write_json(tmp_path / "mixed" / "odd.json", {"history": [{"role": "system", "content_items": []}, user("q", T0),
+                                                             answer("a", T0 + 5)], "config": [1]})
+    decoded = [_fast.decode_trace(p.read_bytes()) for p in sorted(tmp_path.rglob("*.json"))]
+    assert sum(d is not None for d in decoded) >= len(decoded) - 2  # the rich trace (bytes) and the system role
+    fast = no_warnings_load(traces.load_turns, tmp_path)
+    monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
+    plain = no_warnings_load(traces.load_turns, tmp_path)
+    pd.testing.assert_frame_equal(fast, plain)
+    assert len(fast) > 300 and fast["n_tool_calls"].sum() > 50 and fast["n_images"].sum() > 0

@@ -11,10 +11,14 @@ Where a trace lives
     of that rule). It records no timing and no failed turn.
 
 Reading a trace file (:func:`read_trace`, the one read policy)
-    Only regular files are read (a FIFO or a device is refused without blocking on it). The JSON
-    is parsed with orjson when installed, else (and when orjson refuses: NaN, integers beyond 64
-    bits, a UTF-8 BOM) with the standard library. It must be an object with a ``history`` list of
-    message objects (``config`` is made ``{}`` when it is not an object). The Tracer rewrites a
+    Only regular files are read: a FIFO, a socket or a device (a link to ``/dev/zero`` included)
+    is refused from its ``stat`` without being opened, so nothing blocks on it, and a file larger
+    than ``max_size`` bytes (default :data:`MAX_FILE_SIZE`, 256 MiB) is refused as ``too large``
+    without being read (at most ``max_size + 1`` bytes are ever read, also from a file that grows
+    or lies about its size). The JSON is parsed with orjson when installed, else (and when orjson
+    refuses: NaN, integers beyond 64 bits, a UTF-8 BOM) with the standard library; bytes that are
+    not UTF-8 become U+FFFD rather than losing the whole file. It must be an object with a
+    ``history`` list of message objects (``config`` is made ``{}`` when it is not an object). The Tracer rewrites a
     trace in place (truncate, then write), so a reader can catch one empty or half written: a file
     that does not parse and was modified less than :data:`REWRITE_WINDOW` seconds ago is read
     once more after :data:`RETRY_DELAY` seconds; an older one is damaged at once (a corpus of old
@@ -70,9 +74,9 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar, overload
 
 from .._errors import TraceError, TraceNotFoundError
 
@@ -86,10 +90,14 @@ __all__ = [
     "FORMAT_VERSION",
     "REWRITE_WINDOW",
     "RETRY_DELAY",
+    "MAX_FILE_SIZE",
+    "IS_A_DIRECTORY",
+    "NOT_REGULAR",
     "cache_dir",
     "tracer_path",
     "sidecar_path",
     "read_trace",
+    "IS_A_DIRECTORY",
     "save_trace",
     "parse_json",
     "JSON_PARSER",
@@ -110,9 +118,13 @@ FORMAT_VERSION = 1
 REWRITE_WINDOW = 2.0
 #: Seconds to wait before reading such a file again.
 RETRY_DELAY = 0.05
+#: Trace files and sidecars larger than this many bytes are refused (``too large``) unread; the
+#: readers take a ``max_size`` argument to change it.
+MAX_FILE_SIZE = 256 * 2**20
 
 JSON_PARSER = "orjson" if _orjson is not None else "json"
 _PathLike = str | os.PathLike[str]
+_T = TypeVar("_T")
 
 
 # ----------------------------------------------------------------------------------------- where
@@ -146,36 +158,79 @@ def sidecar_path(trace_id: str, base: _PathLike | None = None) -> Path:
 
 
 # ------------------------------------------------------------------------------------ reading files
-def _read_regular(path: _PathLike) -> tuple[bytes, float]:
+def _read_regular(path: _PathLike, max_size: int = MAX_FILE_SIZE) -> tuple[bytes, float]:
     """``(bytes, mtime)`` of a regular file; TraceError (TraceNotFoundError) naming what is wrong.
 
-    Opened non-blocking, so that a FIFO is refused instead of waiting for a writer; read with
-    plain ``os.read`` calls (the size known from ``fstat``, then on to the end in case it grew).
+    The file's ``stat`` is checked before it is opened: anything but a regular file (a FIFO, a
+    socket, a device) is refused unopened, and so is one over ``max_size`` bytes. It is then
+    opened non-blocking (a FIFO swapped in meanwhile cannot block either), checked again with
+    ``fstat`` and read with plain ``os.read`` calls, never more than ``max_size + 1`` bytes.
     """
     name = os.fspath(path)
     try:
+        st = os.stat(name)
+    except FileNotFoundError:
+        raise _missing(name) from None
+    except OSError as exc:  # a link loop (ELOOP), a path through a file (ENOTDIR), no permission
+        raise _unreadable(name, exc) from None
+    _check_regular(name, st, max_size)
+    try:
         fd = os.open(name, _READ_FLAGS)
     except FileNotFoundError:
-        if os.path.islink(name):
-            reason = f"broken symbolic link: to {os.readlink(name)}"
-        else:
-            reason = "vanished (deleted or renamed)"
-        raise TraceNotFoundError(f"{name}: {reason}", path=name, reason=reason) from None
+        raise _missing(name) from None
     except OSError as exc:
         raise _unreadable(name, exc) from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            reason = IS_A_DIRECTORY if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise TraceError(f"{name}: {reason}", path=name, reason=reason)
-        chunks = [os.read(fd, st.st_size + 1)]
-        while chunks[-1]:  # to the end: one more read, or more when the file grew meanwhile
-            chunks.append(os.read(fd, max(st.st_size, 1 << 16)))
+        _check_regular(name, st, max_size)
+        first = os.read(fd, st.st_size + 1)
+        if len(first) <= st.st_size:  # a short read of a regular file: its end
+            return first, st.st_mtime
+        chunks = [first]
+        total = len(first)
+        while chunks[-1]:  # it grew meanwhile: on to the end
+            if total > max_size:
+                raise _too_large(name, total, max_size)
+            chunks.append(os.read(fd, min(max(st.st_size, 1 << 16), max_size + 1 - total)))
+            total += len(chunks[-1])
         return (chunks[0] if len(chunks) == 2 else b"".join(chunks)), st.st_mtime
     except OSError as exc:
         raise _unreadable(name, exc) from None
     finally:
         os.close(fd)
+
+
+def _missing(name: str) -> TraceNotFoundError:
+    if os.path.islink(name):
+        try:
+            reason = f"broken symbolic link: to {os.readlink(name)}"
+        except OSError:  # pragma: no cover - the link went away meanwhile
+            reason = "vanished (deleted or renamed)"
+    else:
+        reason = "vanished (deleted or renamed)"
+    return TraceNotFoundError(f"{name}: {reason}", path=name, reason=reason)
+
+
+def _check_regular(name: str, st: os.stat_result, max_size: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        reason = IS_A_DIRECTORY if stat.S_ISDIR(st.st_mode) else NOT_REGULAR
+        raise TraceError(f"{name}: {reason} ({_file_kind(st.st_mode)})", path=name, reason=reason)
+    if st.st_size > max_size:
+        raise _too_large(name, st.st_size, max_size)
+
+
+def _too_large(name: str, size: int, max_size: int) -> TraceError:
+    more = "more than " if size == max_size + 1 else ""
+    reason = f"too large: {more}{size:,} bytes (max_size is {max_size:,})"
+    return TraceError(f"{name}: {reason}", path=name, reason=reason)
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return kind
+    return "not a file"  # pragma: no cover - a door, a whiteout...
 
 
 def _unreadable(name: str, exc: OSError) -> TraceError:
@@ -185,6 +240,8 @@ def _unreadable(name: str, exc: OSError) -> TraceError:
 
 #: The ``reason`` of a TraceError for a directory where a trace file was expected.
 IS_A_DIRECTORY = "a directory, not a file"
+#: The ``reason`` of a TraceError for a FIFO, a socket or a device (the message says which).
+NOT_REGULAR = "not a regular file"
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
 
@@ -194,13 +251,17 @@ def parse_json(raw: bytes) -> Any:
 
     orjson rejects ``NaN``, integers beyond 64 bits and a UTF-8 BOM, all of which Python's
     ``json`` (and so mmsp's Tracer, or an editor) can write; those go through the stdlib parser.
+    Bytes that are not valid UTF-8 are replaced by U+FFFD.
     """
     if _orjson is not None:
         try:
             return _orjson.loads(raw)
         except ValueError:
             pass
-    return json.loads(raw)
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:  # bytes that are not UTF-8 (nor UTF-16/32) become U+FFFD
+        return json.loads(raw.decode("utf-8-sig", errors="replace"))
 
 
 def _trace_object(raw: bytes) -> dict[str, Any] | str:
@@ -216,7 +277,7 @@ def _trace_object(raw: bytes) -> dict[str, Any] | str:
         return f"not an mmsp trace: top level is a JSON {_json_kind(data)}, not an object"
     history = data.get("history")
     if history is None:
-        return "not an mmsp trace: no 'history' key"
+        return "not an mmsp trace: " + ("'history' is null, not a list" if "history" in data else "no 'history' key")
     if not isinstance(history, list):
         return f"not an mmsp trace: 'history' is a {type(history).__name__}, not a list"
     for i, message in enumerate(history):
@@ -231,26 +292,48 @@ def _json_kind(value: Any) -> str:
     return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "null")
 
 
-def read_trace(path: _PathLike) -> dict[str, Any]:
+@overload
+def read_trace(path: _PathLike, *, max_size: int = ...) -> dict[str, Any]: ...
+
+
+@overload
+def read_trace(
+    path: _PathLike, *, max_size: int = ..., decode: Callable[[bytes], _T | None] | None
+) -> _T | dict[str, Any]: ...
+
+
+def read_trace(path: _PathLike, *, max_size: int = MAX_FILE_SIZE, decode: Callable[[bytes], Any] | None = None) -> Any:
     """The checked JSON object of one trace file (see "Reading a trace file" above).
 
     Returns ``{"history": [...], "config": {...}, ...}`` as stored (bytes still base64 text).
+    ``max_size`` is the largest file read, in bytes. ``decode``, when given, is tried first on
+    the file's bytes: what it returns is returned as it is, unless None (it cannot take this
+    file), in which case the file is parsed and checked as usual. A reader that needs only some
+    fields uses it to skip the rest.
 
     Raises:
         TraceNotFoundError: no such file (``reason`` says vanished, or a broken link).
-        TraceError: not a regular file, unreadable, empty, not JSON or not an mmsp trace; its
-            ``reason`` says which, without the path (``str()`` has the path first).
+        TraceError: not a regular file, too large, unreadable, empty, not JSON or not an mmsp
+            trace; its ``reason`` says which, without the path (``str()`` has the path first).
     """
-    raw, mtime = _read_regular(path)
-    result = _trace_object(raw)
+    raw, mtime = _read_regular(path, max_size)
+    result = _decode_trace(raw, decode)
     if isinstance(result, str) and time.time() - mtime < REWRITE_WINDOW:  # maybe being rewritten
         time.sleep(RETRY_DELAY)
-        raw, _ = _read_regular(path)
-        result = _trace_object(raw)
+        raw, _ = _read_regular(path, max_size)
+        result = _decode_trace(raw, decode)
     if isinstance(result, str):
         name = os.fspath(path)
         raise TraceError(f"{name}: {result}", path=name, reason=result)
     return result
+
+
+def _decode_trace(raw: bytes, decode: Callable[[bytes], Any] | None) -> Any:
+    if decode is not None:
+        fast = decode(raw)
+        if fast is not None:
+            return fast
+    return _trace_object(raw)
 
 
 def save_trace(model: str, history: list[dict[str, Any]], trace_id: str, config: dict[str, Any],
@@ -351,11 +434,13 @@ def append_sidecar(record: SidecarRecord, base: _PathLike | None = None) -> Path
 
 
 class Sidecar(list[SidecarRecord]):
-    """The records of a sidecar, in file order; ``damaged`` counts the lines that are not records."""
+    """The records of a sidecar, in file order; ``damaged`` counts the lines that are not records,
+    ``error`` is the reason the file could not be read at all (None when it was)."""
 
-    def __init__(self, records: Iterable[SidecarRecord] = (), damaged: int = 0) -> None:
+    def __init__(self, records: Iterable[SidecarRecord] = (), damaged: int = 0, error: str | None = None) -> None:
         super().__init__(records)
         self.damaged = damaged
+        self.error = error
 
 
 _EVENTS_KEY = b',"events":'
@@ -434,14 +519,15 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
     return out
 
 
-def read_sidecar(path: _PathLike, events: bool = True) -> Sidecar:
+def read_sidecar(path: _PathLike, events: bool = True, max_size: int = MAX_FILE_SIZE) -> Sidecar:
     """The records of a timing sidecar file (see :func:`parse_sidecar`); ``.damaged`` counts bad lines.
 
-    A file that cannot be read (missing, not a regular file, unreadable) has no records and no
-    damaged lines: timing is a bonus, its absence is never an error.
+    A file that cannot be read (missing, not a regular file, larger than ``max_size`` bytes,
+    unreadable) has no records and no damaged lines: timing is a bonus, its absence is never an
+    error. ``.error`` then holds the reason (what a loader that listed the file reports).
     """
     try:
-        raw, _ = _read_regular(path)
-    except TraceError:
-        return Sidecar()
+        raw, _ = _read_regular(path, max_size)
+    except TraceError as exc:
+        return Sidecar(error=exc.reason)
     return parse_sidecar(raw, events)

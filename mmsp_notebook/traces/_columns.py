@@ -179,7 +179,7 @@ class Cat:
         return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
 
 
-def int_col(a: array) -> pd.arrays.IntegerArray:
+def int_col(a: array | np.ndarray) -> pd.arrays.IntegerArray:
     """A nullable Int64 array from an ``array('q')`` holding ``INT_NA`` for missing values."""
     v = np.array(a, dtype=np.int64)
     mask = v == INT_NA
@@ -187,7 +187,7 @@ def int_col(a: array) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(v, mask)
 
 
-def float_col(a: array) -> np.ndarray:
+def float_col(a: array | np.ndarray) -> np.ndarray:
     """A float64 array (NaN = missing)."""
     return np.array(a, dtype=np.float64)
 
@@ -244,9 +244,15 @@ def str_col(values: Any) -> Any:
         return pd.array([utf8_safe(v) if v.__class__ is str else v for v in values], dtype="str")
 
 
-def cat_col(values: list[str | None] | np.ndarray) -> pd.Categorical:
-    """A categorical column of strings (None = missing); lone surrogates become U+FFFD."""
+def cat_col(values: Any) -> pd.Categorical:
+    """A categorical column of strings (None = missing), categories sorted as ``pd.Categorical``
+    sorts them; lone surrogates become U+FFFD. Factorized from an object array (several times
+    faster than ``pd.Categorical(list)``, which infers the values first)."""
+    arr = values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
+    codes, uniques = pd.factorize(arr, sort=True)
+    if not len(uniques):  # all missing: what pd.Categorical makes of it
+        return pd.Categorical.from_codes(codes, categories=pd.Index([], dtype=np.float64))
     try:
-        return pd.Categorical(values)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(uniques.tolist()))
     except UnicodeEncodeError:
-        return pd.Categorical([utf8_safe(v) if v.__class__ is str else v for v in values])
+        return pd.Categorical([utf8_safe(v) if v.__class__ is str else v for v in arr])

@@ -1,12 +1,11 @@
 """Finding the traces under a path, and choosing the records of a sidecar's latest run.
 
 Reading and parsing files is the trace store's (:mod:`mmsp_notebook.core.store`: ``read_trace``,
-``read_sidecar``); nothing here opens a file or writes anywhere.
+``read_sidecar``); nothing here opens a file (only directories, to list them) or writes anywhere.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,8 +15,9 @@ from typing import Any
 from .._errors import TraceNotFoundError
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
+from ._walk import Pattern, walk
 
-__all__ = ["Source", "collect_sources", "latest_run", "config_trace_id"]
+__all__ = ["Source", "collect_sources", "find_sources", "latest_run", "config_trace_id"]
 
 #: Files the Tracer (and this project) write next to a trace that are not traces themselves.
 _COMPANION_SUFFIXES = (SIDECAR_SUFFIX, ".txt")
@@ -35,7 +35,8 @@ class Source:
 
 
 def _rel_id(path: str, root: str) -> str:
-    rel = os.path.relpath(path, root)
+    # path is root + separator + the rest (both absolute and normalized): no os.path.relpath needed
+    rel = path[len(root) + 1 :] if path.startswith(root) and path[len(root) : len(root) + 1] == os.sep else os.path.relpath(path, root)
     if os.sep != "/":  # pragma: no cover - Windows
         rel = rel.replace(os.sep, "/")
     if rel.endswith(SIDECAR_SUFFIX):
@@ -53,31 +54,6 @@ def _is_companion(name: str) -> bool:
     return name.endswith(_COMPANION_SUFFIXES)
 
 
-def _through_link(paths: Iterable[str], root: str) -> bool:
-    """Whether any of ``paths`` (found under ``root``) goes through a link to a directory."""
-    sep = os.sep
-    dirs = {p[: p.rfind(sep)] for p in paths}  # os.path.dirname, without its overhead per file
-    below: set[str] = set()
-    n = len(root)
-    for d in dirs:
-        while len(d) > n and d not in below:
-            below.add(d)
-            d = os.path.dirname(d)
-    return any(os.path.islink(d) for d in below)
-
-
-def _one_path_per_file(paths: Iterable[str]) -> list[str]:
-    """One path per file reached through directory links (the shortest), sorted: ``**`` follows
-    links, so a link loop would otherwise yield every file once per level of the loop."""
-    best: dict[str, str] = {}
-    for f in paths:
-        key = os.path.realpath(f)
-        cur = best.get(key)
-        if cur is None or (f.count(os.sep), f) < (cur.count(os.sep), cur):
-            best[key] = f
-    return sorted(best.values())
-
-
 def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
     if isinstance(paths, (str, os.PathLike)):
         return [os.fspath(paths)]
@@ -88,82 +64,119 @@ def collect_sources(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     pattern: str = "**/*.json",
 ) -> list[Source]:
+    """The traces under ``paths`` (see :func:`find_sources`), without the directories that could
+    not be listed."""
+    return find_sources(paths, pattern)[0]
+
+
+def find_sources(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    pattern: str = "**/*.json",
+) -> tuple[list[Source], list[dict[str, str]]]:
     """Find the traces under ``paths`` (directories, files, or a list of both).
 
-    A directory is globbed with ``pattern`` (recursive ``**`` allowed); the trace id of a file
-    found there is its path relative to that directory without ``.json``. Tracer companions
-    (``.txt``) and timing sidecars are never taken for traces; a sidecar whose trace file is
-    missing (every turn of that trace failed) becomes a sidecar-only source. A file given on its
-    own is a trace whatever its name; a ``.timing.jsonl`` given on its own stands for its trace.
+    A directory is walked once (:func:`~mmsp_notebook.traces._walk.walk`: each real directory
+    entered once, link loops included) and its entries matched with ``pattern`` (recursive
+    ``**`` allowed); the trace id of a file found there is its path relative to that directory
+    without ``.json``. Tracer companions (``.txt``) and timing sidecars are never taken for
+    traces; a sidecar whose trace file is missing (every turn of that trace failed) becomes a
+    sidecar-only source. A path given on its own that is not a directory is a trace whatever its
+    name and kind (reading it says what is wrong with a FIFO or a device); a ``.timing.jsonl``
+    given on its own stands for its trace.
+
+    Returns:
+        The sources, and the directories that could not be listed (``{"path", "reason"}``).
 
     Raises:
-        TraceNotFoundError: a given path does not exist (a ``FileNotFoundError`` too).
+        TraceNotFoundError: a given path does not exist, or is a broken link (a
+            ``FileNotFoundError`` too).
+        OptionError: ``pattern`` is not a glob relative to the directory.
     """
     out: list[Source] = []
+    problems: list[dict[str, str]] = []
     seen: set[str] = set()
     for raw in _expand(paths):
         p = os.path.abspath(raw)
         if os.path.isdir(p):
-            root = p
-            esc = glob.escape(root)
-            found = sorted(glob.glob(os.path.join(esc, pattern), recursive=True))
-            side = set(glob.glob(os.path.join(esc, _sidecar_pattern(pattern)), recursive=True))
-            side = {s for s in side if s.endswith(SIDECAR_SUFFIX)}
-            if "**" in pattern and _through_link([*found, *side], root):
-                found = _one_path_per_file(found)
-                side = set(_one_path_per_file(side))
-            used: set[str] = set()
-            start = len(out)
-            for f in found:
-                if _is_companion(f) or f in seen:
-                    continue
-                seen.add(f)
-                sc = None
-                if f.endswith(".json"):
-                    cand = f[:-5] + SIDECAR_SUFFIX
-                    if cand in side:
-                        sc = cand
-                        used.add(cand)
-                out.append(Source(_rel_id(f, root), f, sc))
-            by_path = {src.path: src for src in out[start:]}
-            for s in sorted(side - used):
-                stem = s[: -len(SIDECAR_SUFFIX)]
-                if stem + ".json" in seen or s in seen:
-                    continue
-                # mmsp's Tracer names the file Path(trace_id).with_suffix(".json"): a trace id
-                # with a dot in its last part ("run_1.5") lands in "run_1.json"
-                dotted = tracer_path(_rel_id(s, root), root)
-                twin_src = by_path.get(str(dotted)) if dotted is not None else None
-                if twin_src is not None and twin_src.sidecar is None:
-                    twin_src.sidecar = s
-                    continue
-                seen.add(s)
-                out.append(Source(_rel_id(s, root), None, s))
-            out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
-        elif os.path.isfile(p):
-            if p.endswith(SIDECAR_SUFFIX):
-                twin = p[: -len(SIDECAR_SUFFIX)] + ".json"
-                path = twin if os.path.isfile(twin) else None
-                sc = p
-                key = path or p
-            else:
-                path = p
-                cand = (p[:-5] if p.endswith(".json") else p) + SIDECAR_SUFFIX
-                sc = cand if os.path.isfile(cand) else None
-                key = p
-            if key in seen:
-                continue
-            seen.add(key)
-            base = os.path.basename(key)
-            if base.endswith(SIDECAR_SUFFIX):
-                base = base[: -len(SIDECAR_SUFFIX)]
-            elif base.endswith(".json"):
-                base = base[:-5]
-            out.append(Source(base, path, sc, standalone=True))
+            problems += _from_directory(p, Pattern(pattern), Pattern(_sidecar_pattern(pattern)), out, seen)
+        elif os.path.lexists(p):
+            if not os.path.exists(p) and os.path.islink(p):
+                reason = f"broken symbolic link: to {os.readlink(p)}"
+                raise TraceNotFoundError(f"{raw}: {reason}", path=raw, reason=reason)
+            src = _given_file(p)
+            key = src.path or src.sidecar or p
+            if key not in seen:
+                seen.add(key)
+                out.append(src)
         else:
             raise TraceNotFoundError(f"no such trace file or directory: {raw}", path=raw,
                                      reason="no such trace file or directory")
-    return out
+    return out, problems
+
+
+def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: list[Source], seen: set[str]) -> list[dict[str, str]]:
+    """Append the sources found under ``root`` to ``out`` (sorted by trace id); returns the
+    directories that could not be listed."""
+    found, unlisted = walk(root, pattern)
+    n = len(root) + 1
+    traces: list[str] = []
+    side: set[str] = set()
+    for f in found:
+        rel = f[n:] if os.sep == "/" else f[n:].replace(os.sep, "/")
+        if f.endswith(SIDECAR_SUFFIX):
+            if side_pattern.match(rel):
+                side.add(f)
+        elif pattern.match(rel) and not _is_companion(f):
+            traces.append(f)
+    used: set[str] = set()
+    start = len(out)
+    for f in traces:
+        if f in seen:
+            continue
+        seen.add(f)
+        sc = None
+        if f.endswith(".json"):
+            cand = f[:-5] + SIDECAR_SUFFIX
+            if cand in side:
+                sc = cand
+                used.add(cand)
+        out.append(Source(_rel_id(f, root), f, sc))
+    by_path = {src.path: src for src in out[start:]}
+    for s in sorted(side - used):
+        stem = s[: -len(SIDECAR_SUFFIX)]
+        if stem + ".json" in seen or s in seen:
+            continue
+        # mmsp's Tracer names the file Path(trace_id).with_suffix(".json"): a trace id with a
+        # dot in its last part ("run_1.5") lands in "run_1.json"
+        dotted = tracer_path(_rel_id(s, root), root)
+        twin_src = by_path.get(str(dotted)) if dotted is not None else None
+        if twin_src is not None and twin_src.sidecar is None:
+            twin_src.sidecar = s
+            continue
+        seen.add(s)
+        out.append(Source(_rel_id(s, root), None, s))
+    out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
+    return unlisted
+
+
+def _given_file(p: str) -> Source:
+    """The source of a path given on its own (a file, or a FIFO, a device... that reading refuses)."""
+    if p.endswith(SIDECAR_SUFFIX):
+        twin = p[: -len(SIDECAR_SUFFIX)] + ".json"
+        path = twin if os.path.isfile(twin) else None
+        sc: str | None = p
+        key = path or p
+    else:
+        path = p
+        cand = (p[:-5] if p.endswith(".json") else p) + SIDECAR_SUFFIX
+        sc = cand if os.path.lexists(cand) else None
+        key = p
+    base = os.path.basename(key)
+    if base.endswith(SIDECAR_SUFFIX):
+        base = base[: -len(SIDECAR_SUFFIX)]
+    elif base.endswith(".json"):
+        base = base[:-5]
+    return Source(base, path, sc, standalone=True)
 
 
 def _turn(r: dict[str, Any]) -> int | None:

@@ -11,12 +11,13 @@ from typing import Any, cast
 
 import pandas as pd
 
-from .._errors import TraceError
+from .._errors import OptionError, TraceError
 from ..core.pricing import Prices
-from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
+from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
 from ._events import EventBuilder
-from ._io import collect_sources, config_trace_id, latest_run
+from ._fast import Decoded, decode_trace
+from ._io import config_trace_id, find_sources, latest_run
 from ._items import ItemBuilder
 from ._turns import TurnBuilder
 
@@ -59,13 +60,21 @@ def _finish(df: pd.DataFrame, n_files: int, skipped: list[dict[str, str]], otel:
     df.attrs["n_files"] = n_files
     df.attrs["n_skipped"] = len(skipped)
     if skipped:
-        n_damaged = sum(1 for s in skipped if s["reason"].startswith(_DAMAGED))
-        n_skip = len(skipped) - n_damaged
-        kinds = Counter(s["reason"].split(":")[0] for s in skipped if not s["reason"].startswith(_DAMAGED))
-        detail = "; ".join(f"{n} {k}" for k, n in kinds.most_common())
-        parts = [f"skipped {n_skip} of {n_files + n_skip} trace files ({detail})"] if n_skip else []
-        if n_damaged:
-            parts.append(f"{n_damaged} damaged timing sidecars (their readable lines were used)")
+        groups: dict[str, list[str]] = {"file": [], _DAMAGED: [], _UNREAD: [], _UNLISTED: []}
+        for s in skipped:
+            reason = s["reason"]
+            kind = next((k for k in (_DAMAGED, _UNREAD, _UNLISTED) if reason.startswith(k)), "file")
+            groups[kind].append(reason[len(_UNREAD) + 2:] if kind == _UNREAD else reason)
+        parts = []
+        if groups["file"]:
+            n_skip = len(groups["file"])
+            parts.append(f"skipped {n_skip} of {n_files + n_skip} trace files ({_kinds(groups['file'])})")
+        if groups[_DAMAGED]:
+            parts.append(f"{len(groups[_DAMAGED])} damaged timing sidecars (their readable lines were used)")
+        if groups[_UNREAD]:
+            parts.append(f"{len(groups[_UNREAD])} timing sidecars not read ({_kinds(groups[_UNREAD])})")
+        if groups[_UNLISTED]:
+            parts.append(f"{len(groups[_UNLISTED])} directories could not be listed")
         warnings.warn(
             f"mmsp_notebook.traces: {'; '.join(parts)}; see df.attrs['skipped'] for paths and reasons",
             TraceLoadWarning,
@@ -74,7 +83,14 @@ def _finish(df: pd.DataFrame, n_files: int, skipped: list[dict[str, str]], otel:
     return df
 
 
+def _kinds(reasons: list[str]) -> str:
+    return "; ".join(f"{n} {k}" for k, n in Counter(r.split(":")[0] for r in reasons).most_common())
+
+
 _DAMAGED = "damaged sidecar"
+#: the reason of a sidecar that could not be read at all starts with this (its trace is loaded)
+_UNREAD = "sidecar not read"
+_UNLISTED = "unreadable directory"
 
 
 def _drive(
@@ -82,21 +98,24 @@ def _drive(
     pattern: str,
     progress: bool | None,
     desc: str,
-    each: Callable[[str, dict[str, Any] | None, list[dict[str, Any]] | None], None],
+    each: Callable[[str, Any, list[dict[str, Any]] | None], None],
     *,
     need_trace: bool = True,
     events: bool = True,
+    max_size: int = MAX_FILE_SIZE,
+    decode: Callable[[bytes], Any] | None = None,
 ) -> tuple[int, list[dict[str, str]]]:
-    sources = collect_sources(paths, pattern)
+    if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0:
+        raise OptionError(f"max_size must be a number of bytes (an int >= 0), not {max_size!r}")
+    sources, skipped = find_sources(paths, pattern)
     bar = _progress(len(sources), progress, desc)
-    skipped: list[dict[str, str]] = []
     loaded = 0
     try:
         for src in sources:
             data = None
             if src.path is not None and need_trace:
                 try:
-                    data = read_trace(src.path)
+                    data = read_trace(src.path, max_size=max_size, decode=decode)
                 except TraceError as exc:
                     if exc.reason != IS_A_DIRECTORY:  # a directory matched by the pattern: not reported
                         skipped.append({"path": src.path, "reason": exc.reason})
@@ -105,7 +124,14 @@ def _drive(
                     continue
             records = None
             if src.sidecar is not None:
-                sidecar = read_sidecar(src.sidecar, events)
+                sidecar = read_sidecar(src.sidecar, events, max_size)
+                if sidecar.error is not None:
+                    if src.path is None:  # nothing else to load from this source
+                        skipped.append({"path": src.sidecar, "reason": sidecar.error})
+                        if bar is not None:
+                            bar.update(1)
+                        continue
+                    skipped.append({"path": src.sidecar, "reason": f"{_UNREAD}: {sidecar.error}"})
                 if sidecar.damaged:
                     skipped.append(
                         {"path": src.sidecar, "reason": f"{_DAMAGED}: {sidecar.damaged} unreadable lines ({len(sidecar)} records read)"}
@@ -115,7 +141,7 @@ def _drive(
             tid = src.trace_id
             if src.standalone:
                 if data is not None:
-                    tid = config_trace_id(src, data["config"])
+                    tid = config_trace_id(src, data.config if isinstance(data, Decoded) else data["config"])
                 elif records:
                     rec_tid = records[-1].get("trace_id")
                     tid = config_trace_id(src, {"trace_id": rec_tid})
@@ -139,6 +165,7 @@ def load_turns(
     progress: bool | None = None,
     dedupe: bool = True,
     prices: Prices | None = None,
+    max_size: int = MAX_FILE_SIZE,
 ) -> pd.DataFrame:
     """One row per assistant turn of the traces under ``path_or_paths`` (see the module docstring).
 
@@ -156,17 +183,22 @@ def load_turns(
             shape of the registry's ``pricing``: ``{"prompt_tokens": 1.0, "response_tokens":
             4.0, ...}``); they take precedence over mmsp's registry. The same mapping prices a
             turn in ``Turn.cost_at(prices)``.
+        max_size: the largest file read, in bytes (default 256 MiB,
+            :data:`mmsp_notebook.core.store.MAX_FILE_SIZE`); a larger trace file or sidecar is
+            skipped unread and named in ``attrs["skipped"]`` as ``too large``.
 
     Raises:
         TraceNotFoundError: a given path does not exist (a ``FileNotFoundError`` too).
-        OptionError: a price without ``prompt_tokens`` / ``response_tokens`` or not a number.
+        OptionError: a price without ``prompt_tokens`` / ``response_tokens`` or not a number; a
+            ``pattern`` that is not relative to the directory; a ``max_size`` that is not an int.
 
     Returns:
         The turns frame, sorted by trace then turn order; ``attrs`` holds ``skipped``,
         ``n_files``, ``n_skipped`` and ``duplicates``.
     """
     builder = TurnBuilder(_to_ms(since), _to_ms(until), _model_set(models), dedupe, prices)
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False)
+    n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False, max_size=max_size,
+                        decode=decode_trace)
     return _finish(builder.frame(), n, skipped, otel)
 
 
@@ -180,11 +212,13 @@ def load_items(
     progress: bool | None = None,
     payloads: bool = False,
     dedupe: bool = True,
+    max_size: int = MAX_FILE_SIZE,
 ) -> pd.DataFrame:
     """One row per content item of every message, user and assistant (see the module docstring).
 
     Args:
-        path_or_paths, since, until, models, pattern, otel, progress: as for :func:`load_turns`.
+        path_or_paths, since, until, models, pattern, otel, progress, max_size: as for
+            :func:`load_turns`.
         payloads: also keep ``data`` (base64 text), ``embedding``, ``images`` and ``fidelity``, so
             that grouping by ``(trace_id, message_index)`` rebuilds each message's items exactly.
         dedupe: keep one copy of a message repeated in several files (see "Repeated histories").
@@ -198,7 +232,7 @@ def load_items(
         if data is not None:
             builder.add(tid, data, records)
 
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading items", each, events=False)
+    n, skipped = _drive(path_or_paths, pattern, progress, "loading items", each, events=False, max_size=max_size)
     return _finish(builder.frame(), n, skipped, otel)
 
 
@@ -210,6 +244,7 @@ def load_events(
     pattern: str = "**/*.json",
     otel: bool = False,
     progress: bool | None = None,
+    max_size: int = MAX_FILE_SIZE,
 ) -> pd.DataFrame:
     """One row per streamed event, from the timing sidecars (see the module docstring).
 
@@ -217,8 +252,8 @@ def load_events(
     trace files themselves are not read, except to name a standalone file's trace.
 
     Args:
-        path_or_paths, since, until, models, pattern, otel, progress: as for :func:`load_turns`;
-            ``since``/``until`` apply to the turn's ``started``.
+        path_or_paths, since, until, models, pattern, otel, progress, max_size: as for
+            :func:`load_turns`; ``since``/``until`` apply to the turn's ``started``.
 
     Returns:
         The events frame, in sidecar order.
@@ -229,5 +264,5 @@ def load_events(
         if records:
             builder.add(tid, records)
 
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading events", each, need_trace=False)
+    n, skipped = _drive(path_or_paths, pattern, progress, "loading events", each, need_trace=False, max_size=max_size)
     return _finish(builder.frame(), n, skipped, otel)

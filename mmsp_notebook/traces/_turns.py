@@ -14,19 +14,14 @@ import numpy as np
 import pandas as pd
 
 from ..core.pricing import LIST_PRICES, Prices, PriceTable
-from ._build import INLINE as _INLINE
-from ._build import TEXT as _TEXT
-from ._build import THINKING as _THINKING
-from ._build import TOOL_CALL as _TOOL_CALL
 from ._build import Window, config_fields, error_fields, split_sidecar
 from ._columns import (
     _DUR_HI,
     _NAN,
-    INT_HI,
-    INT_LO,
     INT_NA,
     MS_HI,
     MS_LO,
+    _encodable,
     as_int,
     as_ms,
     as_str,
@@ -39,16 +34,33 @@ from ._columns import (
     sidecar_timing,
     str_col,
     time_col,
+    utf8_safe,
 )
+from ._fast import Decoded, Summary, summarize
+
+#: integer values of a row, in this order, in one flat ``array('q')``: the file, the turn, the
+#: message index, the source (0 trace, 1 trace+sidecar, 2 sidecar), the four usage buckets, the
+#: eight content counts, the fingerprint of the assistant message (0 = none)
+_INTS = ("file_no", "turn", "message_index", "source", "cached_tokens", "prompt_tokens", "thoughts_tokens",
+         "response_tokens", "n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio", "text_chars",
+         "thinking_chars", "fp")
+_I = {name: k for k, name in enumerate(_INTS)}
+_N_INTS = len(_INTS)
+#: float values of a row, in one flat ``array('d')`` (Unix ms, ms, s, s; NaN = missing)
+_FLOATS = ("started", "ended", "latency", "ttft")
+_N_FLOATS = len(_FLOATS)
+_NO_COUNTS = (INT_NA,) * 8
 
 
 class TurnBuilder(Window):
     """Collects one row per assistant turn (plus sidecar-only turns).
 
-    The hot path appends raw values to ``array.array`` columns; per-file values (trace id, config
-    fields) are stored once per file and expanded by index at the end, and derived columns
-    (input/output/total tokens, cost, tokens per second, fallback latency) are computed
-    vectorized in :meth:`frame`.
+    :meth:`add` takes a trace as :func:`~mmsp_notebook.core.store.read_trace` returns it, or as
+    :func:`~mmsp_notebook.traces._fast.decode_trace` decodes it (the fields this frame needs,
+    nothing else). Each row's integers go to one flat ``array('q')`` and its floats to one
+    ``array('d')`` (one ``extend`` each per row); per-file values (trace id, config fields) are
+    stored once per file and expanded by index at the end, and derived columns (input/output/total
+    tokens, cost, tokens per second, fallback latency) are computed vectorized in :meth:`frame`.
     """
 
     _COUNTS = ("n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio", "text_chars", "thinking_chars")
@@ -64,97 +76,73 @@ class TurnBuilder(Window):
         super().__init__(since_ms, until_ms, models)
         self.prices = PriceTable(prices) if prices else LIST_PRICES  # a bad price fails here, before any file
         self.dedupe = dedupe
-        # per row: hash of the assistant message's fingerprint (0 = none), see frame()
-        self.fp = array("q")
         # per file
         self.f_trace_id: list[str] = []
         self.f_cfg: list[tuple[Any, ...]] = []
         # per row
-        self.file_no = array("i")
-        self.turn = array("q")
-        self.message_index = array("q")
+        self.ints = array("q")
+        self.floats = array("d")
         self.model: list[str | None] = []
         self.client: list[str | None] = []
         self.finish: list[str | None] = []
-        self.source = array("b")  # 0 trace, 1 trace+sidecar, 2 sidecar
-        self.started = array("d")
-        self.ended = array("d")
-        self.latency = array("d")
-        self.ttft = array("d")
-        self.cached = array("q")
-        self.prompt = array("q")
-        self.thoughts = array("q")
-        self.response = array("q")
-        self.counts = tuple(array("q") for _ in self._COUNTS)
         # sparse: row -> value, for the few sidecar-only rows
         self.status: dict[int, str] = {}
         self.errors: dict[int, tuple[str | None, str | None]] = {}
-
-    def _usage(self, usage: Any) -> None:
-        if usage.__class__ is dict:
-            for arr, key in (
-                (self.cached, "cached_tokens"),
-                (self.prompt, "prompt_tokens"),
-                (self.thoughts, "thoughts_tokens"),
-                (self.response, "response_tokens"),
-            ):
-                arr.append(int_or_na(usage.get(key)))
-        else:
-            for arr in (self.cached, self.prompt, self.thoughts, self.response):
-                arr.append(INT_NA)
 
     def _sidecar_row(self, fno: int, cfg_model: str | None, rec: dict[str, Any]) -> None:
         started = as_ms(rec.get("started_at"))
         model = as_str(rec.get("model")) or cfg_model
         latency, ttft = sidecar_timing(rec)
-        row = len(self.file_no)
+        row = len(self.model)
         status = rec.get("status")
         self.status[row] = status if isinstance(status, str) and status else "unknown"
         err = error_fields(rec)
         if err != (None, None):
             self.errors[row] = err
-        self.file_no.append(fno)
-        self.turn.append(as_int(rec.get("turn")) or 0)
+        usage = rec.get("usage")
+        if usage.__class__ is dict:
+            buckets = tuple(int_or_na(usage.get(k)) for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
+        else:
+            buckets = (INT_NA,) * 4
         mi = as_int(rec.get("message_index"))
-        self.message_index.append(INT_NA if mi is None else mi)
+        self.ints.extend((fno, as_int(rec.get("turn")) or 0, INT_NA if mi is None else mi, 2, *buckets, *_NO_COUNTS, 0))
+        self.floats.extend((_NAN if started is None else started, _NAN if started is None else started + latency * 1000.0,
+                            latency, ttft))
         self.model.append(model)
         self.client.append(as_str(rec.get("client_type")))
         self.finish.append(as_str(rec.get("finish_reason")))
-        self.source.append(2)
-        self.started.append(_NAN if started is None else started)
-        self.ended.append(_NAN if started is None else started + latency * 1000.0)
-        self.latency.append(latency)
-        self.ttft.append(ttft)
-        self._usage(rec.get("usage"))
-        for arr in self.counts:
-            arr.append(INT_NA)
-        self.fp.append(0)
 
-    def add(self, trace_id: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
+    def add(self, trace_id: str, data: dict[str, Any] | Decoded | None, records: list[dict[str, Any]] | None) -> None:
         """Add the turns of one trace (``data`` None: sidecar only) joined with its sidecar records."""
-        history = data["history"] if data is not None else []
-        config = data["config"] if data is not None else {}
+        messages: list[Summary]
+        config: dict[str, Any]
+        if data is None:
+            messages, config = [], {}
+        elif isinstance(data, Decoded):
+            messages, config = data.messages, data.config
+        else:
+            messages, config = summarize(data["history"]), data["config"]
         cfg = config_fields(config)
+        names = cfg[5]
+        if names and not _encodable(names):  # lone surrogates in a tool name: U+FFFD, so Arrow can store it
+            cfg = (*cfg[:5], tuple(utf8_safe(name) for name in names))
         cfg_model = cfg[0]
         fno = len(self.f_trace_id)
         self.f_trace_id.append(trace_id)
         self.f_cfg.append(cfg)
         done, failed = split_sidecar(records) if records else ({}, [])
         fi, nf = 0, len(failed)
-        # bound appends: this loop runs once per turn of the whole corpus
-        a_file, a_turn, a_mi = self.file_no.append, self.turn.append, self.message_index.append
-        a_model, a_client, a_finish, a_source = self.model.append, self.client.append, self.finish.append, self.source.append
-        a_start, a_end, a_lat, a_ttft = self.started.append, self.ended.append, self.latency.append, self.ttft.append
-        a_ca, a_pr, a_th, a_re = self.cached.append, self.prompt.append, self.thoughts.append, self.response.append
-        c_items, c_text, c_think, c_tool, c_img, c_aud, c_tch, c_kch = (a.append for a in self.counts)
-        TEXT, THINKING, TOOL_CALL, INLINE = _TEXT, _THINKING, _TOOL_CALL, _INLINE
-        a_fp = self.fp.append
-        lo, hi, ms_lo, ms_hi, dur_hi = INT_LO, INT_HI, MS_LO, MS_HI, _DUR_HI
+        # bound methods and constants: this loop runs once per message of the whole corpus
+        ints, floats = self.ints.extend, self.floats.extend
+        a_model, a_client, a_finish = self.model.append, self.client.append, self.finish.append
+        ms_lo, ms_hi, dur_hi = MS_LO, MS_HI, _DUR_HI
         turn = 0
         prev: Any = None
-        for i, msg in enumerate(history):
-            if msg.get("role") != "assistant":
-                prev = msg
+        lat_s: Any
+        ttft_s: Any
+        for i, m in enumerate(messages):
+            if m[0] != "assistant":
+                prev = m
                 continue
             while fi < nf and as_int(failed[fi].get("turn")) <= turn:  # type: ignore[operator]
                 self._sidecar_row(fno, cfg_model, failed[fi])
@@ -162,104 +150,43 @@ class TurnBuilder(Window):
             rec = done.pop(turn, None) if done else None
             if rec is None:
                 started = None
-                if prev is not None and prev.get("role") == "user":
-                    started = prev.get("created_at")
+                if prev is not None and prev[0] == "user":
+                    started = prev[1]
                     if started.__class__ is not int or not ms_lo < started < ms_hi:
                         started = as_ms(started)
                 model = cfg_model
             else:
                 started = as_ms(rec.get("started_at"))
-                if started is None and prev is not None and prev.get("role") == "user":
-                    started = as_ms(prev.get("created_at"))
+                if started is None and prev is not None and prev[0] == "user":
+                    started = as_ms(prev[1])
                 model = as_str(rec.get("model")) or cfg_model
-            prev = msg
-            # content counts
-            items = msg.get("content_items")
-            n_items = n_text = n_think = n_tool = n_img = n_aud = text_chars = think_chars = 0
-            if items.__class__ is list:
-                n_items = len(items)
-                for it in items:
-                    if it.__class__ is not dict:
-                        continue
-                    t = it.get("type")
-                    if t in TEXT:
-                        n_text += 1
-                        s = it.get("text")
-                        if s.__class__ is str:
-                            text_chars += len(s)
-                    elif t in THINKING:
-                        n_think += 1
-                        s = it.get("thinking")
-                        if s.__class__ is str:
-                            think_chars += len(s)
-                    elif t in TOOL_CALL:
-                        n_tool += 1
-                    elif t in INLINE:
-                        mt = it.get("mime_type")
-                        if mt.__class__ is str:
-                            if mt.startswith("image/"):
-                                n_img += 1
-                            elif mt.startswith("audio/"):
-                                n_aud += 1
-            ended = msg.get("created_at")
+            prev = m
+            ended = m[1]
             if ended.__class__ is not int or not ms_lo < ended < ms_hi:
                 ended = as_ms(ended)
-            finish = msg.get("finish_reason")
-            if finish is not None and finish.__class__ is not str:
-                finish = str(finish)
-            a_file(fno)
-            a_turn(turn)
-            a_mi(i)
+            finish = m[2]
             a_model(model)
-            a_finish(finish or None)
-            a_start(_NAN if started is None else started)
-            a_end(_NAN if ended is None else ended)
+            a_finish(finish)
             if rec is None:
                 a_client(None)
-                a_source(0)
-                a_lat(_NAN)
-                a_ttft(_NAN)
+                source = 0
+                lat_s = ttft_s = _NAN
             else:
                 a_client(as_str(rec.get("client_type")))
-                a_source(1)
+                source = 1
                 # sidecar_timing(rec), inlined: negative / non-finite durations and ttft > total are NA
-                lat_s: Any = rec.get("total_ms")
+                lat_s = rec.get("total_ms")
                 c = lat_s.__class__
                 lat_s = lat_s / 1000.0 if (c is float or c is int) and 0 <= lat_s < dur_hi else _NAN
-                ttft_s: Any = rec.get("ttft_ms")
+                ttft_s = rec.get("ttft_ms")
                 c = ttft_s.__class__
                 ttft_s = ttft_s / 1000.0 if (c is float or c is int) and 0 <= ttft_s < dur_hi else _NAN
-                a_lat(lat_s)
-                a_ttft(_NAN if ttft_s > lat_s else ttft_s)
-            usage = msg.get("usage_metadata")
-            if usage.__class__ is dict:
-                u0 = usage.get("cached_tokens")
-                if u0.__class__ is not int or not lo < u0 < hi:
-                    u0 = INT_NA if (u0 := as_int(u0)) is None else u0
-                u1 = usage.get("prompt_tokens")
-                if u1.__class__ is not int or not lo < u1 < hi:
-                    u1 = INT_NA if (u1 := as_int(u1)) is None else u1
-                u2 = usage.get("thoughts_tokens")
-                if u2.__class__ is not int or not lo < u2 < hi:
-                    u2 = INT_NA if (u2 := as_int(u2)) is None else u2
-                u3 = usage.get("response_tokens")
-                if u3.__class__ is not int or not lo < u3 < hi:
-                    u3 = INT_NA if (u3 := as_int(u3)) is None else u3
-            else:
-                u0 = u1 = u2 = u3 = INT_NA
-            a_ca(u0)
-            a_pr(u1)
-            a_th(u2)
-            a_re(u3)
-            c_items(n_items)
-            c_text(n_text)
-            c_think(n_think)
-            c_tool(n_tool)
-            c_img(n_img)
-            c_aud(n_aud)
-            c_tch(text_chars)
-            c_kch(think_chars)
-            a_fp(0 if ended is None else hash((ended, finish, n_items, text_chars, think_chars, n_tool, u0, u1, u2, u3)))
+                if ttft_s > lat_s:
+                    ttft_s = _NAN
+            # the assistant message's fingerprint: ended, finish, n_items, characters, tool calls, usage
+            fp = 0 if ended is None else hash((ended, finish, m[7], m[13], m[14], m[10], m[3], m[4], m[5], m[6]))
+            ints((fno, turn, i, source, *m[3:15], fp))
+            floats((_NAN if started is None else started, _NAN if ended is None else ended, lat_s, ttft_s))
             turn += 1
         while fi < nf:
             self._sidecar_row(fno, cfg_model, failed[fi])
@@ -281,10 +208,17 @@ class TurnBuilder(Window):
 
         The builder is consumed: each raw column is released as soon as it is converted.
         """
-        n = len(self.file_no)
+        n = len(self.model)
+        ints = np.frombuffer(self._take("ints"), dtype=np.int64).reshape(n, _N_INTS) if n else np.empty((0, _N_INTS), np.int64)
+        floats = np.frombuffer(self._take("floats"), dtype=np.float64).reshape(n, _N_FLOATS) if n else np.empty((0, _N_FLOATS))
+
+        def icol(name: str) -> np.ndarray:
+            return ints[:, _I[name]]
+
         # de-duplicate first, then filter: a filter must not change which copy of a turn is kept
-        drop = _duplicates(np.array(self._take("fp"), dtype=np.int64), np.array(self.source, dtype=np.int8)) if self.dedupe else None
-        fno = np.array(self._take("file_no"), dtype=np.int64)
+        source = icol("source").astype(np.int8)
+        drop = _duplicates(icol("fp"), source) if self.dedupe else None
+        fno = icol("file_no")
         f_cfg = self._take("f_cfg")
 
         def per_file(k: int) -> np.ndarray:
@@ -294,8 +228,8 @@ class TurnBuilder(Window):
         tids = obj_col(self._take("f_trace_id"))[fno] if n else np.empty(0, dtype=object)
         cols["trace_id"] = str_col(tids)
         del tids
-        cols["turn"] = int_col(self._take("turn"))
-        cols["message_index"] = int_col(self._take("message_index"))
+        cols["turn"] = int_col(icol("turn"))
+        cols["message_index"] = int_col(icol("message_index"))
         model = cols["model"] = cat_col(self._take("model"))
         client = cols["client_type"] = cat_col(self._take("client"))
         status = np.full(n, "complete", dtype=object)
@@ -303,11 +237,10 @@ class TurnBuilder(Window):
             status[row] = s
         cols["status"] = cat_col(status)
         del status
-        src_codes = np.array(self._take("source"), dtype=np.int8)
-        cols["source"] = pd.Categorical.from_codes(src_codes, categories=["trace", "trace+sidecar", "sidecar"])
-        started = float_col(self._take("started"))
-        ended = float_col(self._take("ended"))
-        latency = float_col(self._take("latency"))
+        cols["source"] = pd.Categorical.from_codes(source, categories=["trace", "trace+sidecar", "sidecar"])
+        started = float_col(floats[:, 0])
+        ended = float_col(floats[:, 1])
+        latency = float_col(floats[:, 2])
         fallback = np.isnan(latency)
         latency[fallback] = (ended[fallback] - started[fallback]) / 1000.0  # NaN when either is NA
         latency[latency < 0] = np.nan  # an answer stamped before its question
@@ -316,15 +249,16 @@ class TurnBuilder(Window):
         cols["started"] = time_col(started)
         cols["ended"] = time_col(ended)
         del started, ended
-        ttft = float_col(self._take("ttft"))
+        ttft = float_col(floats[:, 3])
+        del floats
         cols["latency"] = latency
         cols["ttft"] = ttft
         cols["tokens_per_s"] = None  # placed here, computed below from output_tokens
         cols["finish_reason"] = cat_col(self._take("finish"))
-        ca = cols["cached_tokens"] = int_col(self._take("cached"))
-        pr = cols["prompt_tokens"] = int_col(self._take("prompt"))
-        th = cols["thoughts_tokens"] = int_col(self._take("thoughts"))
-        re_ = cols["response_tokens"] = int_col(self._take("response"))
+        ca = cols["cached_tokens"] = int_col(icol("cached_tokens"))
+        pr = cols["prompt_tokens"] = int_col(icol("prompt_tokens"))
+        th = cols["thoughts_tokens"] = int_col(icol("thoughts_tokens"))
+        re_ = cols["response_tokens"] = int_col(icol("response_tokens"))
         inp = cols["input_tokens"] = _nasum(ca, pr)
         out = cols["output_tokens"] = _nasum(th, re_)
         tot = cols["total_tokens"] = _nasum(inp, out)
@@ -333,10 +267,8 @@ class TurnBuilder(Window):
             outf = out.to_numpy(dtype=np.float64, na_value=np.nan)
             cols["tokens_per_s"] = np.where(window > 0, outf / window, np.nan)
         del window, outf
-        counts = self._take("counts")
-        for name, i in zip(self._COUNTS, range(len(counts))):
-            cols[name] = int_col(counts[i])
-        del counts
+        for name in self._COUNTS:
+            cols[name] = int_col(icol(name))
         prices = _row_prices(model, client, self.prices)
         cost = np.zeros(n, dtype=np.float64)
         for bucket, price in zip((ca, pr, th, re_), prices):
@@ -350,7 +282,7 @@ class TurnBuilder(Window):
         cols["max_tokens"] = pd.array(per_file(2), dtype="Int64")
         cols["thinking_level"] = str_col(per_file(3))
         cols["n_tools"] = pd.array(per_file(4), dtype="Int64")
-        cols["tool_names"] = obj_series(per_file(5))
+        cols["tool_names"] = obj_series(per_file(5))  # names made UTF-8 safe in add()
         err_t = np.full(n, None, dtype=object)
         err_m = np.full(n, None, dtype=object)
         for row, (et, em) in self._take("errors").items():

@@ -1,0 +1,234 @@
+"""What the turns frame needs of each message of a trace, from parsed dicts or straight from the
+file's bytes.
+
+``load_turns`` needs, of every message, its role and ``created_at``, and of an assistant message
+its finish reason, its usage buckets and counts of its content items (items, text, thinking, tool
+calls, images, audio, characters of text and of thinking). :func:`summarize` computes them from a
+parsed history (dicts, as :func:`mmsp_notebook.core.store.read_trace` returns it);
+:func:`decode_trace` computes the same from a file's bytes with msgspec, decoding only those
+fields: other fields (tool arguments, signatures, base64 payloads, data URLs) are skipped
+unparsed, and the content items of user messages (prompts, tool results, images) are never
+decoded. Skipping is what makes a load cheaper than parsing the file;
+text and thinking are decoded (their length is a column), which is as costly as the standard parse.
+
+A file msgspec cannot take as a trace (not JSON, NaN, a BOM, a lone surrogate, bytes that are not
+UTF-8 where a field is decoded, a history that is not a list of objects, a usage that is not an
+object, a role other than mmsp's ``user`` and ``assistant``...) makes :func:`decode_trace` return None, and the loader falls back to the standard read
+policy and :func:`summarize`. The two give the same values for every file
+(``tests/test_traces_fuzz.py`` compares them on every fuzzed file). Without msgspec installed the
+standard path is taken for every file.
+
+A message's summary is ``(role, created_at)`` for any role but ``assistant``, and for an
+assistant message ``(role, created_at, finish_reason, cached, prompt, thoughts, response, n_items,
+n_text, n_thinking, n_tool_calls, n_images, n_audio, text_chars, thinking_chars)``: usage buckets
+are int64 values or ``INT_NA``, ``finish_reason`` a string or None, ``created_at`` as stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._build import INLINE, TEXT, THINKING, TOOL_CALL
+from ._columns import INT_HI, INT_LO, INT_NA, as_int
+
+try:
+    import msgspec
+except ImportError:  # pragma: no cover - exercised only without msgspec
+    msgspec = None  # type: ignore[assignment]
+
+__all__ = ["FAST", "Summary", "Decoded", "summarize", "decode_trace"]
+
+Summary = tuple[Any, ...]
+
+#: whether :func:`decode_trace` can decode (msgspec is installed)
+FAST = msgspec is not None
+
+
+def _bucket(usage: dict[str, Any], key: str) -> int:
+    v = usage.get(key)
+    if v.__class__ is not int or not INT_LO < v < INT_HI:
+        v = as_int(v)
+        return INT_NA if v is None else v
+    return v
+
+
+def _usage(usage: Any) -> tuple[int, int, int, int]:
+    if usage.__class__ is not dict:
+        return INT_NA, INT_NA, INT_NA, INT_NA
+    return (_bucket(usage, "cached_tokens"), _bucket(usage, "prompt_tokens"), _bucket(usage, "thoughts_tokens"),
+            _bucket(usage, "response_tokens"))
+
+
+def _finish(finish: Any) -> str | None:
+    if finish is not None and finish.__class__ is not str:
+        finish = str(finish)
+    return finish or None
+
+
+def _counts(items: Any) -> tuple[int, int, int, int, int, int, int, int]:
+    """Content counts of a parsed ``content_items`` value (anything but a list counts nothing)."""
+    n_text = n_think = n_tool = n_img = n_aud = text_chars = think_chars = 0
+    if items.__class__ is not list:
+        return 0, 0, 0, 0, 0, 0, 0, 0
+    for it in items:
+        if it.__class__ is not dict:
+            continue
+        t = it.get("type")
+        if t.__class__ is not str:  # a list or an object as a type: an unknown item
+            continue
+        if t in TEXT:
+            n_text += 1
+            s = it.get("text")
+            if s.__class__ is str:
+                text_chars += len(s)
+        elif t in THINKING:
+            n_think += 1
+            s = it.get("thinking")
+            if s.__class__ is str:
+                think_chars += len(s)
+        elif t in TOOL_CALL:
+            n_tool += 1
+        elif t in INLINE:
+            mt = it.get("mime_type")
+            if mt.__class__ is str:
+                if mt.startswith("image/"):
+                    n_img += 1
+                elif mt.startswith("audio/"):
+                    n_aud += 1
+    return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
+
+
+def summarize(history: list[dict[str, Any]]) -> list[Summary]:
+    """The summary of every message of a parsed history (see the module docstring)."""
+    out: list[Summary] = []
+    for msg in history:
+        role = msg.get("role")
+        if role != "assistant":
+            out.append((role, msg.get("created_at")))
+            continue
+        out.append((role, msg.get("created_at"), _finish(msg.get("finish_reason")),
+                    *_usage(msg.get("usage_metadata")), *_counts(msg.get("content_items"))))
+    return out
+
+
+class Decoded:
+    """A trace decoded by :func:`decode_trace`: its config (an object, else ``{}``) and the
+    summary of each message."""
+
+    __slots__ = ("config", "messages")
+
+    def __init__(self, config: dict[str, Any], messages: list[Summary]) -> None:
+        self.config = config
+        self.messages = messages
+
+
+if msgspec is not None:
+
+    class _Item(msgspec.Struct):
+        type: Any = None
+        text: Any = None
+        thinking: Any = None
+        mime_type: Any = None
+
+    class _Usage(msgspec.Struct):
+        cached_tokens: Any = None
+        prompt_tokens: Any = None
+        thoughts_tokens: Any = None
+        response_tokens: Any = None
+
+    # messages as a union tagged by "role" (mmsp's roles): an assistant message's items are
+    # decoded in the same pass, a user message's are skipped; another role takes the plain way
+    class _User(msgspec.Struct, tag="user", tag_field="role"):
+        created_at: Any = None
+
+    class _Assistant(msgspec.Struct, tag="assistant", tag_field="role"):
+        created_at: Any = None
+        finish_reason: Any = None
+        usage_metadata: _Usage | None = None
+        content_items: list[_Item] | None = None
+
+    class _Trace(msgspec.Struct):
+        history: list[_User | _Assistant]
+        config: Any = None
+
+    _TRACE = msgspec.json.Decoder(_Trace)
+    _FAILED = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
+
+    def _item_counts(items: list[_Item] | None) -> tuple[int, int, int, int, int, int, int, int]:
+        """:func:`_counts` of an assistant message's decoded items."""
+        if items is None:
+            return 0, 0, 0, 0, 0, 0, 0, 0
+        n_text = n_think = n_tool = n_img = n_aud = text_chars = think_chars = 0
+        for it in items:
+            t = it.type
+            if t.__class__ is not str:
+                continue
+            if t in TEXT:
+                n_text += 1
+                s = it.text
+                if s.__class__ is str:
+                    text_chars += len(s)
+            elif t in THINKING:
+                n_think += 1
+                s = it.thinking
+                if s.__class__ is str:
+                    think_chars += len(s)
+            elif t in TOOL_CALL:
+                n_tool += 1
+            elif t in INLINE:
+                mt = it.mime_type
+                if mt.__class__ is str:
+                    if mt.startswith("image/"):
+                        n_img += 1
+                    elif mt.startswith("audio/"):
+                        n_aud += 1
+        return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
+
+    def decode_trace(raw: bytes) -> Decoded | None:
+        """The config and message summaries of a trace file's bytes, or None when msgspec
+        cannot take the file (the standard read policy then parses and checks it)."""
+        try:
+            trace = _TRACE.decode(raw)
+            out: list[Summary] = []
+            append = out.append
+            lo, hi, na = INT_LO, INT_HI, INT_NA
+            u0: Any
+            u1: Any
+            u2: Any
+            u3: Any
+            user = _User
+            for m in trace.history:
+                if m.__class__ is user:
+                    append(("user", m.created_at))
+                    continue
+                u = m.usage_metadata  # type: ignore[union-attr]
+                if u is None:
+                    u0 = u1 = u2 = u3 = na
+                else:  # _usage(), on the struct: an int64 as it is, anything else through as_int
+                    u0 = u.cached_tokens
+                    if u0.__class__ is not int or not lo < u0 < hi:
+                        u0 = na if (u0 := as_int(u0)) is None else u0
+                    u1 = u.prompt_tokens
+                    if u1.__class__ is not int or not lo < u1 < hi:
+                        u1 = na if (u1 := as_int(u1)) is None else u1
+                    u2 = u.thoughts_tokens
+                    if u2.__class__ is not int or not lo < u2 < hi:
+                        u2 = na if (u2 := as_int(u2)) is None else u2
+                    u3 = u.response_tokens
+                    if u3.__class__ is not int or not lo < u3 < hi:
+                        u3 = na if (u3 := as_int(u3)) is None else u3
+                finish = m.finish_reason  # type: ignore[union-attr]
+                if finish is not None and finish.__class__ is not str:
+                    finish = str(finish)
+                append(("assistant", m.created_at, finish or None, u0, u1, u2, u3,
+                        *_item_counts(m.content_items)))  # type: ignore[union-attr]
+        except _FAILED:
+            return None
+        config = trace.config
+        return Decoded(config if config.__class__ is dict else {}, out)
+
+else:  # pragma: no cover
+
+    def decode_trace(raw: bytes) -> Decoded | None:
+        """Without msgspec every file takes the standard way."""
+        return None

@@ -1,0 +1,147 @@
+"""One walk of a trace directory: every real directory visited once, nothing opened but directories.
+
+``glob.glob(root + "/**/*.json", recursive=True)`` follows links to directories on every path that
+reaches them, so two link loops in one tree (``ln -s .. t/sub/loop; ln -s . t/self``) make it
+enumerate an exponential number of paths and never finish. Here the tree is walked breadth first
+with :func:`os.scandir`, entering each real directory (device + inode) once, under the first path
+that reaches it (a shortest one); the glob pattern is then matched against the relative paths
+found, with :mod:`glob`'s rules: ``*``, ``?`` and ``[...]`` stay within one path part, ``**`` spans
+any number of parts, and wildcards match no name that starts with a dot (hidden files and
+directories), as glob's defaults do.
+
+A directory that cannot be listed is reported, not raised. Files are not opened, nor stat'ed: a
+FIFO, a device or a dangling link found here is a candidate like any file, and the trace store
+(:func:`mmsp_notebook.core.store.read_trace`) says what it is when the loader reads it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from .._errors import OptionError
+
+__all__ = ["Pattern", "walk"]
+
+
+def _part_regex(part: str) -> str:
+    """The regex of one path part of a glob pattern (wildcards do not cross ``/``)."""
+    out: list[str] = [] if part.startswith(".") else [r"(?!\.)"]  # glob: wildcards skip hidden names
+    i, n = 0, len(part)
+    while i < n:
+        c = part[i]
+        i += 1
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            j = i
+            if j < n and part[j] == "!":
+                j += 1
+            if j < n and part[j] == "]":
+                j += 1
+            while j < n and part[j] != "]":
+                j += 1
+            if j >= n:  # no closing bracket: a literal "["
+                out.append(r"\[")
+                continue
+            body = part[i:j].replace("\\", "\\\\")
+            i = j + 1
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            elif body.startswith("^"):
+                body = "\\" + body
+            out.append(f"(?!/)[{body}]")
+        else:
+            out.append(re.escape(c))
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A glob pattern relative to a directory, compiled once for matching relative paths."""
+
+    text: str
+    regex: re.Pattern[str] = field(init=False, repr=False)
+    #: path parts at most (None with ``**``): the walk goes no deeper
+    depth: int | None = field(init=False)
+    #: whether hidden directories can match (a part of the pattern starts with a dot)
+    hidden: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        text = self.text.replace(os.sep, "/") if os.sep != "/" else self.text
+        parts = text.split("/")
+        if not text or text.startswith("/") or ".." in parts or os.path.isabs(self.text):
+            raise OptionError(f"pattern {self.text!r}: a glob relative to the directory is expected (like '**/*.json')")
+        parts = [p for p in parts if p not in ("", ".")]
+        rx: list[str] = []
+        for k, part in enumerate(parts):
+            last = k == len(parts) - 1
+            if part == "**":
+                rx.append(r"(?:(?!\.)[^/]+/)*(?!\.)[^/]+" if last else r"(?:(?!\.)[^/]+/)*")
+            else:
+                rx.append(_part_regex(part) + ("" if last else "/"))
+        object.__setattr__(self, "regex", re.compile("".join(rx) + r"\Z", re.DOTALL))
+        object.__setattr__(self, "depth", None if "**" in parts else len(parts))
+        object.__setattr__(self, "hidden", any(p.startswith(".") for p in parts))
+
+    def match(self, rel: str) -> bool:
+        """Whether a relative path (``/``-separated) matches."""
+        return self.regex.match(rel) is not None
+
+
+def walk(root: str, pattern: Pattern) -> tuple[list[str], list[dict[str, str]]]:
+    """Every entry under ``root`` that is not a directory (files, links, FIFOs...), as absolute
+    paths in breadth-first, name-sorted order, and the directories that could not be listed
+    (``{"path", "reason"}``).
+
+    Each real directory (by device and inode) is entered once: a link to a directory already
+    seen (a loop, or a second way into the same tree) is not followed again. The walk goes no
+    deeper than the pattern can match, and into hidden directories only when a part of the
+    pattern starts with a dot.
+    """
+    files: list[str] = []
+    problems: list[dict[str, str]] = []
+    try:
+        st = os.stat(root)
+    except OSError as exc:
+        return files, [{"path": root, "reason": _unlisted(exc)}]
+    seen = {(st.st_dev, st.st_ino)}
+    queue: deque[tuple[str, int]] = deque([(root, 1)])
+    max_depth, hidden = pattern.depth, pattern.hidden
+    while queue:
+        d, depth = queue.popleft()
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            problems.append({"path": d, "reason": _unlisted(exc)})
+            continue
+        deeper = max_depth is None or depth < max_depth
+        for e in entries:
+            try:
+                is_dir = e.is_dir()  # follows a link (the kind comes from readdir otherwise)
+            except OSError:  # a link in a loop of links (ELOOP): reading it will say so
+                is_dir = False
+            if not is_dir:
+                files.append(e.path)
+                continue
+            if not deeper or (not hidden and e.name.startswith(".")):
+                continue
+            try:
+                s = e.stat()
+            except OSError as exc:
+                problems.append({"path": e.path, "reason": _unlisted(exc)})
+                continue
+            key = (s.st_dev, s.st_ino)
+            if key not in seen:
+                seen.add(key)
+                queue.append((e.path, depth + 1))
+    return files, problems
+
+
+def _unlisted(exc: OSError) -> str:
+    return f"unreadable directory: {exc.__class__.__name__}: {exc.strerror or exc}"
