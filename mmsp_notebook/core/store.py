@@ -97,7 +97,6 @@ __all__ = [
     "tracer_path",
     "sidecar_path",
     "read_trace",
-    "IS_A_DIRECTORY",
     "save_trace",
     "parse_json",
     "JSON_PARSER",
