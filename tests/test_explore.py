@@ -442,3 +442,41 @@ def test_explorer_over_a_frame_and_its_static_view(big):
     assert "1 of 191 turns · page 1 of 1" in static and "<td>c/005</td>" in static
     assert 'aria-selected="true"' in static and "mmsp-conv-selected" in static and "⚠ truncated (length)" in static
     assert math.isclose(len(explorer.filtered), 1)
+
+
+def test_show_and_explore_in_a_kernel_on_the_magic_s_traces(tmp_path, monkeypatch):
+    """%%mmsp cells trace a conversation (a failed turn only in its sidecar); show and explore it in the kernel."""
+    import nbformat
+    from helpers import html_of, text_of
+    from nbclient import NotebookClient
+    from tools import WEATHER_SOURCE
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "%load_ext mmsp_notebook\n" + WEATHER_SOURCE,
+        "%%mmsp --tools get_weather\nWhat's the weather in Paris?",
+        "%%mmsp -m demo+error\nAnd tomorrow?",
+        "%%mmsp\nThanks!",
+        "import os\nfrom mmsp_notebook import traces\nturns = traces.load_turns(os.environ['MMSP_CACHE_DIR'])\n"
+        "print(turns[['trace_id', 'turn', 'status', 'source']].to_string())",
+        "traces.show(turns[turns['status'] == 'complete'].iloc[-1])",
+        "traces.show(turns[turns['status'] == 'error'].iloc[0])",
+        "explorer = traces.explore(turns)\nexplorer.filter(quick=['errors']).select(0)\nexplorer",
+    )]
+    monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    listed = text_of(nb.cells[4])
+    assert listed.count("trace+sidecar") == 3 and listed.count(" sidecar") == 1 and "error" in listed
+    whole = html_of(nb.cells[5])
+    assert_inert(whole)
+    assert whole.count('class="mmsp-conv-msg mmsp-conv-user"') == 2  # the failed turn's prompt was never recorded
+    assert '<pre class="mmsp-tool-output">' + weather_in("Paris") + "</pre>" in whole
+    assert "TTFT" in whole and "step 2: " in whole and "mmsp-conv-selected" in whole
+    failed = html_of(nb.cells[6])
+    assert "mmsp-conv-failed mmsp-conv-selected" in failed and "(sidecar only)" in failed
+    assert "UpstreamError" in failed and "mmsp-x-wf-bar" in failed and "cut off: error" in failed
+    shown = nb.cells[7].outputs[-1]["data"]
+    assert "application/vnd.jupyter.widget-view+json" in shown and "1 of 4 turns" in shown["text/html"]
+    assert "mmsp-conv-failed mmsp-conv-selected" in shown["text/html"]

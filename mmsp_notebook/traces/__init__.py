@@ -16,6 +16,8 @@ token, per-event timing, and the failed turns the Tracer never records) when one
     traces.summary(turns, by="model")              # latency / ttft / speed percentiles, cost, rates
     traces.to_parquet(turns, "turns.parquet")      # or traces.to_parquet("cache/", "turns.parquet")
     traces.plot_latency(turns); traces.plot_usage_over_time(turns)   # needs matplotlib
+    traces.show("agent1/conversation_001")         # a whole conversation, drawn with the turn view
+    traces.explore("cache/")                       # a widget: filter, sort, page, open, replay
 
 Paths
     ``path_or_paths`` is a directory, a file or a list of both. A directory is globbed with
