@@ -7,14 +7,15 @@ import { createTurnView } from "./render.js";
 import { h, button, isSafeImageSrc, copyText, flashCopied, covers } from "./util.js";
 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
+const FAILED = new Set(["error", "incomplete"]);
 const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
 
-function optionList(list) {
+function optionList(list, emptyLabel) {
   if (!Array.isArray(list)) return [];
   return list
     .map((m) => {
-      if (typeof m === "string") return { value: m, label: m };
+      if (typeof m === "string") return { value: m, label: m || emptyLabel || "default" };
       if (Array.isArray(m) && m.length >= 2) return { value: String(m[1]), label: String(m[0]) };
       if (m && typeof m === "object") {
         const value = m.value ?? m.id ?? m.name;
@@ -64,9 +65,13 @@ export function renderChatWidget({ model, el }) {
   errorBanner.append(errorText, errorClose);
   errorBanner.hidden = true;
 
+  const body = h(doc, "div", "mmsp-chat-body");
   const log = h(doc, "div", "mmsp-chat-log", { tabindex: "0", role: "region", "aria-label": "Conversation" });
   const empty = h(doc, "div", "mmsp-chat-empty mmsp-meta", null, "Ask something. Enter sends, Shift+Enter adds a new line; paste or drop images to attach them.");
   log.appendChild(empty);
+  const jump = button(doc, "mmsp-btn mmsp-jump", "↓ Latest", "Jump to the latest message");
+  jump.hidden = true;
+  body.append(log, jump);
 
   const composer = h(doc, "div", "mmsp-composer");
   const attachments = h(doc, "div", "mmsp-attachments", { "aria-label": "Attached images" });
@@ -86,7 +91,7 @@ export function renderChatWidget({ model, el }) {
   row.append(input, attachBtn, sendBtn, fileInput);
   composer.append(attachments, note, row);
 
-  root.append(toolbar, errorBanner, log, composer);
+  root.append(toolbar, errorBanner, body, composer);
   el.appendChild(root);
 
   // ------------------------------------------------------------------ state
@@ -99,12 +104,47 @@ export function renderChatWidget({ model, el }) {
   const busy = () => !!model.get("busy");
 
   // ------------------------------------------------------------------ scrolling
+  // The log follows the bottom while the reader has not scrolled up: after every change of its
+  // content's size (text drawn, an image decoded, a footer added), not only when ops arrive.
+  // Scrolled up, it stays put and "Latest" brings them back down.
+  let lastTop = 0;
+  const atBottom = () => log.scrollHeight - log.scrollTop - log.clientHeight < 40;
   listen(log, "scroll", () => {
-    stick = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    const up = log.scrollTop < lastTop - 1;
+    lastTop = log.scrollTop;
+    if (atBottom()) stick = true;
+    else if (up) stick = false; // the reader scrolled up (content growing below never unsticks)
+    jump.hidden = stick;
   });
+  listen(log, "wheel", (e) => {
+    if (e.deltaY < 0 && log.scrollHeight > log.clientHeight + 1) {
+      stick = false;
+      jump.hidden = false;
+    }
+  }, { passive: true });
   function scrollToEnd() {
-    if (stick) log.scrollTop = log.scrollHeight;
+    if (stick) {
+      log.scrollTop = log.scrollHeight;
+      lastTop = log.scrollTop;
+    } else if (!atBottom()) jump.hidden = false;
   }
+  listen(jump, "click", () => {
+    stick = true;
+    jump.hidden = true;
+    scrollToEnd();
+    log.focus({ preventScroll: true });
+  });
+  // images decode after they are added: their height arrives later than the ops that drew them
+  listen(log, "load", () => scrollToEnd(), true);
+  let resizeObserver = null;
+  if (typeof win.ResizeObserver === "function") {
+    resizeObserver = new win.ResizeObserver(() => scrollToEnd());
+    resizeObserver.observe(log);
+    cleanups.push(() => resizeObserver.disconnect());
+  }
+  const observeSize = (el) => {
+    if (resizeObserver) resizeObserver.observe(el);
+  };
 
   // ------------------------------------------------------------------ messages
   function actionsBar() {
@@ -147,6 +187,7 @@ export function renderChatWidget({ model, el }) {
     const body = h(doc, "div", "mmsp-msg-body");
     const view = createTurnView(body, { onCopy: copy, onUpdate: () => { scrollToEnd(); } });
     if (vm) view.render(vm);
+    observeSize(body);
     const actions = actionsBar();
     actions.appendChild(copyButton(() => view.getText(), "answer"));
     const retry = button(doc, "mmsp-btn mmsp-btn-small mmsp-retry", "Retry", "Retry this answer");
@@ -240,11 +281,68 @@ export function renderChatWidget({ model, el }) {
       if (!e.retry) continue;
       e.retry.hidden = !(e === last && RETRYABLE.has(e.view.status) && !busy());
     }
+    drawError();
   }
 
+  // ------------------------------------------------------------------ code blocks: insert into a new cell
+  // In JupyterLab and Notebook 7 the chat's output sits in a notebook cell: the code goes into a
+  // new cell below it, through the notebook's own UI (the chat's cell made active, the toolbar's
+  // "insert a cell below", the new cell's editor given the code as a paste). Anywhere else (or if
+  // the notebook does not answer as expected) the code is copied, and the note says so.
+  const sleep = (ms) => new Promise((r) => win.setTimeout(r, ms));
+  async function waitFor(get, ms = 2000) {
+    const end = Date.now() + ms;
+    for (;;) {
+      const v = get();
+      if (v || Date.now() > end) return v;
+      await sleep(25);
+    }
+  }
+  function pasteInto(editor, code) {
+    editor.focus();
+    const dt = new win.DataTransfer();
+    dt.setData("text/plain", code);
+    editor.dispatchEvent(new win.ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
+  }
+  async function insertIntoNewCell(code) {
+    const cell = el.closest(".jp-Cell");
+    const panel = el.closest(".jp-NotebookPanel");
+    const nb = el.closest(".jp-Notebook");
+    const insert = panel && panel.querySelector('.jp-Toolbar [data-command="notebook:insert-cell-below"]');
+    if (!cell || !nb || !insert) return false;
+    const before = new Set(nb.querySelectorAll(".jp-Cell"));
+    const prompt = cell.querySelector(".jp-InputPrompt") || cell;
+    for (const type of ["mousedown", "mouseup"]) prompt.dispatchEvent(new win.MouseEvent(type, { bubbles: true, button: 0 }));
+    if (!(await waitFor(() => cell.classList.contains("jp-mod-active"), 1000))) return false;
+    (insert.querySelector("button") || insert).click();
+    const added = await waitFor(() => Array.from(nb.querySelectorAll(".jp-Cell")).find((c) => !before.has(c)));
+    const editor = added && (await waitFor(() => added.querySelector(".cm-content")));
+    if (!editor) return false;
+    pasteInto(editor, code);
+    const text = () => Array.from(added.querySelectorAll(".cm-line")).map((l) => l.textContent).join("\n");
+    if (await waitFor(() => text().trim() === code.trim(), 1000)) return true;
+    return false;
+  }
+  listen(log, "click", (e) => {
+    const btn = e.target && e.target.closest ? e.target.closest(".mmsp-insert-code") : null;
+    if (!btn || !log.contains(btn)) return;
+    const pre = btn.closest(".mmsp-code") && btn.closest(".mmsp-code").querySelector("pre");
+    if (!pre) return;
+    const code = pre.textContent.replace(/\n$/, "");
+    insertIntoNewCell(code).then(
+      (ok) => {
+        if (ok) return;
+        return Promise.resolve(copy(code)).then((copied) =>
+          showNote(copied !== false ? "No notebook to insert into here: the code is copied, paste it into a cell." : "Could not insert or copy the code."),
+        );
+      },
+      () => showNote("Could not insert the code into a new cell."),
+    );
+  });
+
   // ------------------------------------------------------------------ pickers
-  function fillSelect(sel, list, value) {
-    const opts = optionList(list);
+  function fillSelect(sel, list, value, emptyLabel) {
+    const opts = optionList(list, emptyLabel);
     if (value !== undefined && value !== null && value !== "" && !opts.some((o) => o.value === String(value))) {
       opts.unshift({ value: String(value), label: String(value) });
     }
@@ -264,7 +362,7 @@ export function renderChatWidget({ model, el }) {
   }
   function drawThinking() {
     const levels = model.get("thinking_levels");
-    fillSelect(thinkSel, levels, model.get("thinking"));
+    fillSelect(thinkSel, levels, model.get("thinking"), "model default");
     thinkLabel.hidden = !Array.isArray(levels) || levels.length === 0;
   }
   listen(modelSel, "change", () => {
@@ -287,11 +385,18 @@ export function renderChatWidget({ model, el }) {
     root.classList.toggle("mmsp-busy", b);
     updateRetry();
   }
+  // A failed turn says so in its own banner, with a Retry under it: the chat's banner is for what
+  // failed outside a turn (a message that could not be sent), never a second copy of the turn's.
+  function lastTurnFailed() {
+    const all = live ? [...entries, live] : entries;
+    for (let k = all.length - 1; k >= 0; k--) if (all[k].view) return FAILED.has(all[k].view.status);
+    return false;
+  }
   function drawError() {
     const e = model.get("error");
     const text = typeof e === "string" ? e : e ? JSON.stringify(e) : "";
     errorText.textContent = text;
-    errorBanner.hidden = !text || text === errorDismissed;
+    errorBanner.hidden = !text || text === errorDismissed || lastTurnFailed();
   }
   listen(errorClose, "click", () => {
     errorDismissed = errorText.textContent;
@@ -417,6 +522,30 @@ export function renderChatWidget({ model, el }) {
     stick = true;
     scrollToEnd();
     return true;
+  }
+
+  // ------------------------------------------------------------------ keys stay in the widget
+  // JupyterLab and Notebook 7 bind Shift+Enter, Ctrl+Enter, Esc and single letters to notebook
+  // commands (run the cell — which wipes this chat's output —, command mode, insert/delete cells).
+  // Typed in the chat's own fields they belong to the chat: Lumino's key bindings skip an element
+  // marked data-lm-suppress-shortcuts (set just before they look, in the window's capture phase:
+  // the application listens on the document), and the event goes no further than the chat. The
+  // application's own shortcuts with Ctrl/Cmd (save, command palette, sidebar) still work.
+  const FIELD = /^(TEXTAREA|INPUT|SELECT)$/;
+  const appShortcut = (e) =>
+    (e.ctrlKey || e.metaKey) && !e.altKey && (/^[sb]$/i.test(e.key) || (e.shiftKey && /^c$/i.test(e.key)));
+  const guard = (e) => {
+    const t = e.target;
+    if (!t || !FIELD.test(t.tagName || "") || !root.contains(t)) return;
+    if (appShortcut(e)) t.removeAttribute("data-lm-suppress-shortcuts");
+    else t.setAttribute("data-lm-suppress-shortcuts", "true");
+  };
+  listen(win, "keydown", guard, true);
+  for (const type of ["keydown", "keyup", "keypress"]) {
+    listen(root, type, (e) => {
+      const t = e.target;
+      if (t && FIELD.test(t.tagName || "") && !appShortcut(e)) e.stopPropagation();
+    });
   }
 
   listen(input, "keydown", (e) => {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,9 @@ __all__ = ["Chat"]
 
 _counter = 0
 
+#: The models the picker offers when none are given (chat models only: no embedding model).
+DEFAULT_MODELS = ("demo",)
+
 
 def _next_name() -> str:
     global _counter
@@ -48,6 +52,7 @@ class Chat(anywidget.AnyWidget):
         models: The models the picker offers (default: the demo models plus ``model``).
         client_type, base_url, api_key_env: The endpoint, as in ``%%mmsp``.
         name: The conversation's name (its trace ids are ``<notebook>/<name>/turn_<n>``).
+        history: UniMessages the conversation starts from (as :attr:`history` takes them).
         trace: Trace every turn (mmsp trace + timing sidecar).
         wire: Send every turn through the recording wire proxy: each turn's ``turn.wire`` holds the
             raw SSE frames next to their UniEvents, and :meth:`send` shows them below the cell.
@@ -81,6 +86,7 @@ class Chat(anywidget.AnyWidget):
         name: str | None = None,
         trace: bool = True,
         wire: bool = False,
+        history: Sequence[dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
         # checked as every option is (a bad value is refused here, not at the first message)
@@ -89,7 +95,7 @@ class Chat(anywidget.AnyWidget):
                     max_tokens=max_tokens, temperature=temperature, max_steps=max_steps)
         if not isinstance(model, str) or not model.strip():
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
-        choices = list(models) if models else ["demo", "demo-embed"]
+        choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
         super().__init__(models=choices, model=model, thinking=thinking or "",
@@ -108,7 +114,44 @@ class Chat(anywidget.AnyWidget):
         self._last_prompt: tuple[str, list[str]] | None = None
         self.message_bytes = 0  # bytes of custom messages sent, for measurement
         self.message_count = 0
+        self._display_id = f"mmsp-chat-{uuid.uuid4().hex}"
+        self._displayed = False
         self.on_msg(self._on_front_end_msg)
+        self.observe(self._save_view, names="transcript")
+        if history is not None:
+            self.history = history
+
+    # ---------------------------------------------------------------- in a notebook
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Two outputs: the live widget, then the conversation as static HTML (its saved view).
+
+        The static view is what a saved notebook shows with no widget state (GitHub, nbviewer,
+        nbconvert, a reopened notebook on a new kernel: the widget's output then hides); while the
+        widget is live it hides itself. It is updated in place whenever the transcript changes.
+        """
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        display({**(data or {}), "text/plain": f"Chat {self._name} (its conversation is the next output)"}, raw=True)
+        display(self._saved_bundle(), raw=True, display_id=self._display_id)
+        self._displayed = True
+
+    def _saved_bundle(self) -> dict[str, str]:
+        from ..views.html import render_transcript_html
+        from ..views.text import render_transcript_text
+
+        return {"text/html": render_transcript_html(self.transcript), "text/plain": render_transcript_text(self.transcript)}
+
+    def _save_view(self, _change: Any = None) -> None:
+        if not self._displayed:
+            return
+        try:
+            from IPython.display import update_display
+
+            update_display(self._saved_bundle(), raw=True, display_id=self._display_id)
+        except Exception as exc:  # the live widget goes on; only the saved view is behind
+            self.error = redact(f"the saved view of this chat could not be updated: {type(exc).__name__}: {exc}")
 
     # ---------------------------------------------------------------- Python API
     @property

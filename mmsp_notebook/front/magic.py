@@ -228,9 +228,15 @@ class MMSPMagics(Magics):
             if args.to_cell and turn.status == "complete":
                 self._to_cell(turn, args.to_cell)
 
-        # the cell's value: the live view already shows the turn, so its repr here is the summary line
-        return present(run, future, events=True if args.events else None, strict=True if args.strict else None,
+        turn = present(run, future, events=True if args.events else None, strict=True if args.strict else None,
                        wire=args.wire, keep=keep, sess=sess)
+        if out:
+            return turn  # -o: the cell's value too (its summary line: the live view already shows the turn)
+        # no Out[n] repeating the footer under every cell; `_` (and Out[n]) still hold the turn
+        hook = getattr(self.shell, "displayhook", None)
+        if hook is not None and hasattr(hook, "update_user_ns"):
+            hook.update_user_ns(turn)
+        return None
 
     def _compare(self, args: Any, prompt: str, tools: list[Any], literal: bool) -> Any:
         """``-m a,b,c``: the prompt to every model at once, in columns (see :mod:`.compare`)."""

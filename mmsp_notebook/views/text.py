@@ -12,7 +12,8 @@ from typing import Any
 
 from .model import view_model
 
-__all__ = ["render_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail", "result_line"]
+__all__ = ["render_text", "render_transcript_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail",
+           "result_line"]
 
 
 def footer_line(footer: Mapping[str, Any] | None) -> str:
@@ -90,3 +91,19 @@ def render_text(turn: Any, vm: Mapping[str, Any] | None = None, limit: int | Non
     if footer:
         out.append(footer)
     return "\n".join(out)
+
+
+def render_transcript_text(transcript: Any, limit: int | None = 8000) -> str:
+    """A chat's conversation as plain text: ``user:`` and ``assistant:`` paragraphs, each answer as
+    :func:`render_text` writes a turn (``limit`` caps each text and thinking item)."""
+    out = []
+    for entry in transcript or []:
+        if not isinstance(entry, Mapping):
+            continue
+        if entry.get("role") == "user":
+            images = len(entry.get("images") or [])
+            said = str(entry.get("text") or "") + (f" [{images} image{'s' if images > 1 else ''}]" if images else "")
+            out.append(f"user: {said}")
+        elif entry.get("role") == "assistant" and isinstance(entry.get("turn"), Mapping):
+            out.append("assistant: " + render_text(None, entry["turn"], limit=limit))
+    return "\n\n".join(out) if out else "(an empty chat)"

@@ -11,6 +11,7 @@ is loaded (every front door that captures a wire loads it), so the wire package 
 from __future__ import annotations
 
 import html
+import json
 import sys
 from typing import Any, TextIO
 
@@ -18,22 +19,41 @@ from ..core.turn import Turn
 from ..wire.capture import Exchange, Wire
 from .model import event_row
 
-__all__ = ["render_wire_html", "render_wire_text", "show_wire", "register_formatters"]
+__all__ = ["render_wire_html", "render_wire_text", "frame_payload", "show_wire", "register_formatters"]
 
 LINE_LIMIT = 400  # characters of one raw line shown before it is cut with a note
 
-# The wire's own stylesheet, scoped under .mmsp-wire (a turn's static view has the widget's).
+# The wire's own stylesheet, scoped under .mmsp-wire, one class more specific than JupyterLab's
+# rendered-HTML rules (right-aligned cells, padding, borders): a compact monospaced table of fixed
+# columns (ms narrow, the frame and its events sharing the rest) in a box that scrolls, each raw
+# frame on its own lines (never wrapped mid-token: it scrolls sideways), colours from the theme.
+_W = ".mmsp-wire.mmsp-static"
 _WIRE_CSS = (
-    ".mmsp-wire{font-family:var(--jp-content-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,inherit);"
-    "line-height:1.5;max-width:100%}"
-    ".mmsp-wire pre{background:var(--jp-layout-color2,#f5f5f5);padding:.4em;overflow:auto;white-space:pre-wrap}"
-    ".mmsp-wire table{border-collapse:collapse}.mmsp-wire td,.mmsp-wire th{border:1px solid "
-    "var(--jp-border-color2,#ccc);padding:2px 6px}"
-    ".mmsp-wire .mmsp-warn{background:var(--jp-warn-color3,#fff3cd);padding:.3em .6em;border-radius:4px}"
-    ".mmsp-wire .mmsp-muted{color:var(--jp-ui-font-color2,#666)}"
-    ".mmsp-wire table{font-size:.85em;width:100%}.mmsp-wire td{vertical-align:top}"
-    ".mmsp-wire pre{margin:0;max-height:12em}.mmsp-wire .mmsp-ev{white-space:nowrap}"
-    ".mmsp-wire tr.mmsp-quiet td{color:var(--jp-ui-font-color2,#888)}"
+    f"{_W}{{--w-fg:var(--jp-ui-font-color1,#1f1f1f);--w-muted:color-mix(in srgb,var(--w-fg) 76%,transparent);"
+    "--w-bg2:var(--jp-layout-color2,#f0f0f0);--w-border:var(--jp-border-color1,#bdbdbd);"
+    "font-family:var(--jp-content-font-family,system-ui,sans-serif);color:var(--w-fg);"
+    "font-size:12px;line-height:1.4;max-width:100%;margin:0}"
+    f"@media (prefers-color-scheme:dark){{{_W}{{--w-fg:var(--jp-ui-font-color1,#e6e6e6);"
+    "--w-bg2:var(--jp-layout-color2,#2a2a2a);--w-border:var(--jp-border-color1,#555)}}"
+    f"[data-jp-theme-light=true] {_W}{{--w-fg:var(--jp-ui-font-color1,#1f1f1f);--w-bg2:var(--jp-layout-color2,#f0f0f0)}}"
+    f"[data-jp-theme-light=false] {_W}{{--w-fg:var(--jp-ui-font-color1,#e6e6e6);--w-bg2:var(--jp-layout-color2,#2a2a2a)}}"
+    f"{_W} .mmsp-wire-head{{color:var(--w-muted);margin:4px 0 2px;overflow-wrap:anywhere}}"
+    f"{_W} .mmsp-wire-scroll{{max-height:420px;overflow:auto;border:1px solid var(--w-border);border-radius:4px}}"
+    f"{_W} table{{border-collapse:collapse;table-layout:fixed;width:100%;margin:0;font-size:inherit;color:inherit}}"
+    f"{_W} :is(th,td){{text-align:left;vertical-align:top;padding:1px 6px;border:0;"
+    "border-bottom:1px solid var(--w-border);max-width:none;line-height:inherit;white-space:normal;background:none}"
+    f"{_W} thead th{{position:sticky;top:0;z-index:1;background:var(--w-bg2);font-weight:600}}"
+    f"{_W} tbody tr:is(:nth-child(n),:hover){{background:none}}"
+    f"{_W} :is(pre,code){{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:inherit;"
+    "background:none;color:inherit;padding:0;margin:0;border:0}"
+    f"{_W} pre{{white-space:pre;overflow:auto;max-height:8.5em}}"
+    f"{_W} .mmsp-ms{{font-family:var(--jp-code-font-family,ui-monospace,monospace);text-align:right;"
+    "white-space:nowrap;color:var(--w-muted)}"
+    f"{_W} .mmsp-ev{{display:block;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}}"
+    f"{_W} .mmsp-ev b{{font-weight:600}}"
+    f"{_W} tr.mmsp-quiet td{{color:var(--w-muted)}}"
+    f"{_W} .mmsp-warn{{background:color-mix(in srgb,var(--jp-warn-color0,#e65100) 12%,transparent);"
+    "border-left:4px solid var(--jp-warn-color0,#e65100);padding:.3em .6em;border-radius:4px}"
 )
 
 
@@ -74,25 +94,68 @@ def render_wire_html(wire: Wire) -> str:
         head = _head(exchange)
         if exchange.events:
             head += f" · paired by {exchange.rule}"
-        parts.append(f'<div class="mmsp-muted"><b>wire</b> {_e(head)}</div>')
-        parts.append("<table><thead><tr><th>ms</th><th>raw SSE frame</th><th>→ UniEvent(s)</th></tr></thead><tbody>")
+        parts.append(f'<div class="mmsp-wire-head"><b>wire</b> {_e(head)}</div>')
+        parts.append('<div class="mmsp-wire-scroll" tabindex="0" role="region" aria-label="wire frames">'
+                     '<table><colgroup><col style="width:5.5em"/><col style="width:55%"/><col/></colgroup>'
+                     '<thead><tr><th scope="col">ms</th><th scope="col">raw SSE frame</th>'
+                     '<th scope="col">→ UniEvent(s)</th></tr></thead><tbody>')
         for row in wire:
             if row["request"] != exchange.record.id:
                 continue
             quiet = ' class="mmsp-quiet"' if not row["events"] else ""
             ms = "" if row["ms"] is None else f"{row['ms']:.1f}"
-            events = "<br/>".join(
-                f'<span class="mmsp-ev"><b>{_e(ev["type"] or ev["event_type"])}</b></span> '
-                f'<code>{_e(ev["preview"])}</code>' for ev in _event_rows(row))
-            parts.append(f"<tr{quiet}><td>{_e(ms)}</td><td><pre>{_e(_cut(row['raw']))}</pre></td>"
+            events = "".join(
+                f'<span class="mmsp-ev" title="{_e(ev["preview"])}"><b>{_e(ev["type"] or ev["event_type"])}</b> '
+                f'<code>{_e(ev["preview"])}</code></span>' for ev in _event_rows(row))
+            parts.append(f'<tr{quiet}><td class="mmsp-ms">{_e(ms)}</td><td><pre>{_e(_cut(row["raw"]))}</pre></td>'
                          f"<td>{events}</td></tr>")
-        parts.append("</tbody></table>")
+        parts.append("</tbody></table></div>")
     parts.append("</div>")
     return "".join(parts)
 
 
+def _leaves(value: Any, path: str = "", depth: int = 0) -> list[tuple[int, str, str]]:
+    """The non-empty leaves of a JSON value as ``(depth, dotted path, value as JSON)``."""
+    if isinstance(value, dict):
+        return [leaf for key, v in value.items() for leaf in _leaves(v, f"{path}.{key}" if path else str(key), depth + 1)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in _leaves(v, path, depth + 1)]
+    if value is None or value == "":
+        return []
+    return [(depth, path or "data", json.dumps(value, ensure_ascii=False))]
+
+
+def frame_payload(raw: str) -> str:
+    """What a frame carries, for one line of text: its ``event:`` name, then its ``data:`` payload.
+
+    A JSON payload is shown as its non-empty leaves, the deepest first (``delta.content="Hi"``
+    before the envelope's ``id``, ``model``, ``created``), so the content of every provider's frame
+    shows within a line's width; anything else as it came.
+    """
+    event, data = "", []
+    for line in raw.rstrip("\r\n").split("\n"):
+        line = line.rstrip("\r")
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip(" "))
+        elif not line.startswith(("id:", "retry:")):
+            data.append(line)  # a comment, or a body that is not SSE (an error's JSON)
+    payload = "\n".join(data)
+    try:
+        parsed = json.loads(payload) if payload[:1] in ("{", "[") else None
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, (dict, list)):
+        # deepest first, a "type" after its siblings (stable: the rest keeps its order)
+        leaves = sorted(_leaves(parsed), key=lambda leaf: (-leaf[0], leaf[1].rsplit(".", 1)[-1] == "type"))
+        payload = " ".join(f"{path}={value}" for _, path, value in leaves) or payload
+    payload = payload.replace("\n", " ⏎ ")
+    return f"[{event}] {payload}" if event else payload
+
+
 def render_wire_text(wire: Wire, width: int = 100) -> str:
-    """The wire as plain text: one line per frame, its events below it."""
+    """The wire as plain text: one line per frame (its payload, content first), its events below it."""
     lines = []
     for exchange in wire.exchanges:
         record = exchange.record
@@ -102,9 +165,11 @@ def render_wire_text(wire: Wire, width: int = 100) -> str:
         for row in wire:
             if row["request"] != record.id:
                 continue
-            raw = _cut(row["raw"], width).replace("\n", " ⏎ ")
+            shown = frame_payload(row["raw"])
+            if len(shown) > width:
+                shown = shown[:width - 1] + "…"
             ms = "" if row["ms"] is None else f"{row['ms']:8.1f}"
-            lines.append(f"{ms:>8}  {raw[:width]}")
+            lines.append(f"{ms:>8}  {shown}")
             for ev in _event_rows(row):
                 lines.append(f"{'':>8}    → {ev['type'] or ev['event_type']} {ev['preview'][:width - 20]}")
     return "\n".join(lines) if lines else "<Wire: no request captured>"
