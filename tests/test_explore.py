@@ -228,6 +228,18 @@ def test_show_keeps_hostile_content_inert(tmp_path, fresh_session):
     assert_inert(explorer.static_html())
     detail = explorer.comm.sent[-1]
     assert detail["type"] == "detail" and any(e["kind"] == "assistant" for e in detail["entries"])
+    # a key a provider quoted in its error never reaches a page
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    (tmp_path / "leak.timing.jsonl").write_text(json.dumps({
+        "v": 1, "trace_id": "leak", "turn": 0, "message_index": None, "model": "x", "client_type": None,
+        "status": "error", "error": {"type": "AuthenticationError", "message": f"Incorrect API key provided: {key}"},
+        "started_at": float(T0), "ttft_ms": None, "total_ms": 5.0, "usage": None, "finish_reason": None,
+        "events": []}) + "\n")
+    leak = traces.explore(tmp_path)
+    capture(leak)
+    leak.filter(text="leak").select(0)
+    assert key not in json.dumps(leak.comm.sent) and key not in leak.static_html()
+    assert "[redacted]" in leak.static_html()
 
 
 # --------------------------------------------------------------------------- explore
@@ -442,6 +454,16 @@ def test_explorer_over_a_frame_and_its_static_view(big):
     assert "1 of 191 turns · page 1 of 1" in static and "<td>c/005</td>" in static
     assert 'aria-selected="true"' in static and "mmsp-conv-selected" in static and "⚠ truncated (length)" in static
     assert math.isclose(len(explorer.filtered), 1)
+    # a frame with few columns: what it lacks matches nothing, what it has still works
+    narrow = traces.explore(turns[["gen_ai.conversation.id", "turn", "message_index"]], root=big)
+    assert dict(inject_page(narrow)["quick"])["errors"] == "errors (0)"
+    narrow.filter(text="c/004").select(1)
+    assert narrow.conversation is not None and narrow.conversation.selected == "m3"
+
+
+def inject_page(explorer: Any) -> dict[str, Any]:
+    capture(explorer)
+    return inject(explorer, {"type": "query", "patch": {}})
 
 
 def test_show_and_explore_in_a_kernel_on_the_magic_s_traces(tmp_path, monkeypatch):

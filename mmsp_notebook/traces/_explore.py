@@ -45,6 +45,7 @@ import pandas as pd
 
 from .._errors import MMSPNotebookError, OptionError, OptionTypeError
 from ..core.pricing import format_cost
+from ..core.redact import redact
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_trace
 from ..views import format as fmt
 from ..views.conversation import CONVERSATION_CSS, conversation_html, tool_error
@@ -299,7 +300,7 @@ class Explorer(anywidget.AnyWidget):
                 self.send({"type": "state", "page": self.page_message(), "detail": self.detail_message()})
             elif kind == "query" and isinstance(content.get("patch"), dict):
                 self._apply(content["patch"])
-            elif kind == "select" and isinstance(content.get("row"), int) and 0 <= content["row"] < len(self._df):
+            elif kind == "select" and type(content.get("row")) is int and 0 <= content["row"] < len(self._df):
                 self.selected = content["row"]
                 self.send(self.detail_message())
             elif kind == "replay":
@@ -363,7 +364,7 @@ def _s(value: Any) -> str:
 
 def _cell(row: dict[str, Any], col: str) -> str:
     if col == "error":
-        kind, message = _s(row.get("error_type")), _s(row.get("error_message"))
+        kind, message = _s(row.get("error_type")), redact(_s(row.get("error_message")))
         text = f"{kind}: {message}" if kind and message else kind or message
         return text if len(text) <= 160 else text[:159] + "…"
     value = row.get(col)

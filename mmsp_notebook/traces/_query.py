@@ -235,8 +235,8 @@ def isin(col: pd.Series, values: list[str]) -> np.ndarray:
 
 
 def _eq(df: pd.DataFrame, col: str, value: str, negate: bool = False) -> np.ndarray:
-    if col not in df:
-        return np.full(len(df), negate)
+    if col not in df:  # nothing is known of it: no row matches, either way
+        return np.zeros(len(df), dtype=bool)
     eq = isin(df[col], [value])
     return ~eq & np.asarray(df[col].notna()) if negate else eq
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.items import GROWING_FIELD, ToolRun
+from ..core.redact import redact
 from ..core.state import TurnState
 from ..core.turn import Turn
 from . import format as fmt
@@ -300,7 +301,7 @@ def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any
     else:
         text = STATUS_TEXT.get(status, "")
     facts: dict[str, Any] = {"id": key, "model": model, "status": status, "status_text": text,
-             "error": {"type": str(error.get("type") or "") or None, "message": str(error.get("message") or ""),
+             "error": {"type": str(error.get("type") or "") or None, "message": redact(str(error.get("message") or "")),
                        "hint": ""} if error else None,
              "footer": {"usage": record.get("usage") if isinstance(record.get("usage"), Mapping) else None,
                         "finish_reason": record.get("finish_reason") if isinstance(record.get("finish_reason"), str)
