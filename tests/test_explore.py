@@ -424,6 +424,17 @@ def test_explorer_selects_a_row_and_replays_it(big, fresh_session):
     assert phases[0] == "start" and phases[-1] == "end" and "ops" in phases
     end = explorer.comm.sent[-1]
     assert end["vm"]["status"] == "complete" and end["vm"]["items"][-1]["text"] == "answer 1 of conversation 4"
+    # a message with a tool call replays to its end too (its recorded result in the card), not "streaming"
+    explorer.filter(text="c/003").sort("turn")
+    explorer.select(0)
+    explorer.comm.sent.clear()
+    explorer.replay(speed=math.inf).result(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any(m.get("phase") == "end" for m in explorer.comm.sent):
+        time.sleep(0.02)
+    end = explorer.comm.sent[-1]["vm"]
+    assert end["status"] == "complete" and end["footer"]["finish_reason"] == "tool_call"
+    assert end["items"][-1]["result"]["text"] == "error: LookupError: nothing for k"
     # a missing file is said in the detail, the explorer goes on
     (big / "c" / "011.json").rename(big / "c" / "011.json.gone")
     try:

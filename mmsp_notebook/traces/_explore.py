@@ -51,7 +51,7 @@ from ..views import format as fmt
 from ..views.conversation import CONVERSATION_CSS, conversation_html, tool_error
 from ..views.html import CSS
 from ..views.live import LiveView, drive
-from ..views.model import OpsTracker, view_model
+from ..views.model import OpsTracker, present_turn, view_model
 from ..views.widget import STATIC
 from ._common import plain
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
@@ -87,7 +87,16 @@ class _ExplorerLive(LiveView):
 
     def finish(self, turn: Any) -> None:
         self.update(turn)
-        self.explorer.send({"type": "replay", "phase": "end", "vm": view_model(turn)})
+        vm = view_model(turn)
+        if vm["status"] == "streaming" and turn.status != "streaming":
+            # a replayed message whose calls carry their recorded results reads as a turn about to take
+            # another step; a replay has no other step: it ended as its turn state says
+            timings = turn.timings
+            vm.update(present_turn({"status": turn.status, "status_text": "", "error": None, "footer": {
+                "usage": turn.usage, "finish_reason": turn.finish_reason, "ttft": timings["ttft"],
+                "total": timings["total"], "tokens_per_second": timings["tokens_per_second"], "cost": turn.cost,
+                "steps": len(turn.steps)}}))
+        self.explorer.send({"type": "replay", "phase": "end", "vm": vm})
 
 
 class Explorer(anywidget.AnyWidget):
