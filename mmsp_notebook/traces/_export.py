@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ._columns import as_num, dumps, utf8_safe
 from ._common import PathLike, Paths
 from ._load import load_turns
 
@@ -25,16 +27,68 @@ _ARROW_OBJECT_TYPES = {
 }
 
 
+def _text(v: Any) -> str | None:
+    """A value as a UTF-8-safe string: strings as they are, anything else as its JSON text."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return utf8_safe(v)
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(v).decode()
+    return utf8_safe(dumps(v))
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and as_num(v) is not None else None
+
+
+def _list_of(fit: Any) -> Any:
+    def convert(v: Any) -> list[Any] | None:
+        if v is None or (isinstance(v, float) and v != v):
+            return None
+        return [fit(x) for x in v] if isinstance(v, (list, tuple)) else [fit(v)]
+
+    return convert
+
+
+_FIT = {
+    ("list", "string"): _list_of(_text),
+    ("list", "float64"): _list_of(_number),
+    ("scalar", "string"): lambda v: None if isinstance(v, float) and v != v else _text(v),
+}
+
+
 def to_arrow(df: pd.DataFrame) -> pa.Table:
     """A ``pyarrow.Table`` of a frame from this module (index dropped).
 
     Category columns become dictionary arrays, tuples of tool names ``list<string>``, nullable
     integers stay integers with nulls, timestamps stay UTC. ``df.attrs`` is stored as JSON in the
-    schema metadata under ``PANDAS_ATTRS``, where ``pandas.read_parquet`` restores it.
+    schema metadata under ``PANDAS_ATTRS``, where ``pandas.read_parquet`` restores it. Payload
+    columns holding what their type cannot (a foreign file's number as ``data``, a string in an
+    ``embedding``) are exported as the nearest value: JSON text for a string column, null for a
+    number that is not one.
     """
     import pyarrow as pa
 
-    schema = pa.Schema.from_pandas(df, preserve_index=False)
+    try:
+        table = _table(df)
+    except (pa.ArrowException, UnicodeEncodeError, TypeError, ValueError, OverflowError):
+        # a payload column holding what its type cannot (a number as ``data``, a string in an
+        # embedding, a lone surrogate): exported as the nearest value of the column's type
+        fitted = df.assign(**{name: df[name].map(_FIT[shape, inner]) for name, (shape, inner) in _ARROW_OBJECT_TYPES.items()
+                              if name in df.columns})
+        table = _table(fitted)
+    meta = dict(table.schema.metadata or {})
+    meta[b"PANDAS_ATTRS"] = json.dumps(df.attrs, default=str).encode()
+    return table.replace_schema_metadata(meta)
+
+
+def _table(df: pd.DataFrame) -> pa.Table:
+    import pyarrow as pa
+
+    # the payload columns' types are given: object columns are not inferred (they may be all None)
+    payload = {name: spec for name, spec in _ARROW_OBJECT_TYPES.items() if name in df.columns}
+    schema = pa.Schema.from_pandas(df.drop(columns=list(payload)), preserve_index=False)
     for name, dtype in df.dtypes.items():
         # every category column is a dictionary of strings, also when it holds no value at all
         # (client_type without sidecars, finish_reason of sidecar-only turns), so that files
@@ -44,15 +98,12 @@ def to_arrow(df: pd.DataFrame) -> pa.Table:
         ):
             i = schema.get_field_index(str(name))
             schema = schema.set(i, pa.field(str(name), pa.dictionary(pa.int32(), pa.string())))
-    for name, (shape, inner) in _ARROW_OBJECT_TYPES.items():
-        if name in df.columns:
-            t = pa.string() if inner == "string" else pa.float64()
-            typ = pa.list_(t) if shape == "list" else t
-            schema = schema.set(schema.get_field_index(name), pa.field(name, typ))
-    table = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
-    meta = dict(table.schema.metadata or {})
-    meta[b"PANDAS_ATTRS"] = json.dumps(df.attrs, default=str).encode()
-    return table.replace_schema_metadata(meta)
+    fields = {f.name: f for f in schema}
+    for name, (shape, inner) in payload.items():
+        t = pa.string() if inner == "string" else pa.float64()
+        fields[name] = pa.field(name, pa.list_(t) if shape == "list" else t)
+    schema = pa.schema([fields[str(c)] for c in df.columns], metadata=schema.metadata)
+    return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
 
 
 def to_parquet(df_or_path: pd.DataFrame | Paths, out: PathLike, **load_kwargs: Any) -> Path:

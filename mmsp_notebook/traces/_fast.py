@@ -184,6 +184,34 @@ if msgspec is not None:
                         n_aud += 1
         return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
 
+    _U64, _I64 = 2**64 - 1, -(2**63)
+
+    def _as_orjson(v: Any) -> bool:
+        """Whether a value's text (``str()``, for a column of strings) is what the plain parse gives:
+        orjson reads an integer beyond 64 bits as a float, msgspec as an int. Walked without
+        recursion (the value may be nested deeply)."""
+        stack = [v]
+        while stack:
+            x = stack.pop()
+            c = x.__class__
+            if c is int:
+                if not _I64 <= x <= _U64:
+                    return False
+            elif c is list:
+                stack.extend(x)
+            elif c is dict:
+                stack.extend(x.values())
+        return True
+
+    def _config_as_orjson(config: dict[str, Any]) -> bool:
+        level = config.get("thinking_level")
+        if level.__class__ is not str and not _as_orjson(level):
+            return False
+        tools = config.get("tools")
+        if tools.__class__ is list:
+            return all(t.get("name").__class__ is str or _as_orjson(t) if t.__class__ is dict else _as_orjson(t) for t in tools)
+        return True
+
     def decode_trace(raw: bytes) -> Decoded | None:
         """The config and message summaries of a trace file's bytes, or None when msgspec
         cannot take the file (the standard read policy then parses and checks it)."""
@@ -219,13 +247,19 @@ if msgspec is not None:
                         u3 = na if (u3 := as_int(u3)) is None else u3
                 finish = m.finish_reason  # type: ignore[union-attr]
                 if finish is not None and finish.__class__ is not str:
+                    if not _as_orjson(finish):
+                        return None
                     finish = str(finish)
                 append(("assistant", m.created_at, finish or None, u0, u1, u2, u3,
                         *_item_counts(m.content_items)))  # type: ignore[union-attr]
         except _FAILED:
             return None
         config = trace.config
-        return Decoded(config if config.__class__ is dict else {}, out)
+        if config.__class__ is not dict:
+            config = {}
+        elif not _config_as_orjson(config):
+            return None
+        return Decoded(config, out)
 
 else:  # pragma: no cover
 
