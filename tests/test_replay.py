@@ -15,6 +15,7 @@ from mmsp_notebook.core.store import sidecar_path
 from mmsp_notebook.front.replay import replay_plan, strip_timings
 from mmsp_notebook.traces.recorded import load_recorded
 from mmsp_notebook.views.html import render_html
+from mmsp_notebook.views.model import view_model
 
 
 def _items(turn):
@@ -112,6 +113,8 @@ def test_replay_of_thinking_tool_calls_and_media(fresh_session):
     assert [c["output"] for c in calls] == ["19 degrees in Paris", "19 degrees in Rome"]
     assert replayed.steps[0].message()["content_items"] == tool_turn.steps[0].message()["content_items"]
     assert replayed.thinking == tool_turn.steps[0].thinking and replayed.items[0].fidelity
+    # a replayed step whose calls carry their recorded results is over, not waiting for a next step
+    assert 'data-status="complete"' in render_html(replayed) and view_model(replayed)["status"] == "complete"
     last = mn.replay(tool_turn.trace_id, speed=math.inf, display=False)
     assert last.text == tool_turn.text
 

@@ -147,18 +147,18 @@ def shown_status(turn: Turn, final: bool = True) -> str:
 
     Between two steps of a tool-using turn the turn state reads ``complete`` (its last step is)
     until the next step starts. A turn whose last step's tool calls have run always goes on to
-    another step (one that stops there was cancelled), so it is shown streaming: no footer yet,
-    its running tools shown running. While a turn is live (``final=False``), a last step that
-    ended with calls no tool has run yet, tools offered and the step limit not reached, is also
-    about to run them; once the turn is over (``final=True``) those calls were not run.
+    another step (one that stops there was cancelled), so while the turn is live (``final=False``)
+    it is shown streaming: no footer yet, its running tools shown running; so is a last step that
+    ended with calls no tool has run yet, tools offered and the step limit not reached. Once the
+    turn is over (``final=True``) its status is its state's.
     """
     status = turn.status
-    if status != "complete" or not turn.steps:
-        return status
+    if final or status != "complete" or not turn.steps:
+        return status  # a turn that is over is what its state says (a replayed step keeps its tool results)
     calls = [item for item in turn.steps[-1].items if item.kind == "tool_call"]
     if any(item.tool_run is not None for item in calls):
         return "streaming"
-    if not final and calls and turn.config.get("tools") and not turn.max_steps_reached:
+    if calls and turn.config.get("tools") and not turn.max_steps_reached:
         return "streaming"
     return status
 
