@@ -258,3 +258,37 @@ def save_screenshot(page: Any, name: str, full_page: bool = True) -> Path:
     path = ARTIFACTS / name
     page.screenshot(path=str(path), full_page=full_page)
     return path
+
+
+# --------------------------------------------------------------------------- themes and contrast
+AXE_JS = Path(__file__).resolve().parent.parent / "js" / "node_modules" / "axe-core" / "axe.min.js"
+THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
+def set_theme(server: JupyterServer, theme: str) -> None:
+    """JupyterLab's (and Notebook 7's) theme for the pages opened from now on: ``light`` or ``dark``."""
+    raw = json.dumps({"theme": THEMES[theme]})
+    server.api("PUT", "/lab/api/settings/@jupyterlab/apputils-extension:themes", {"raw": raw})
+
+
+def axe_contrast(page: Any, selector: str) -> dict[str, Any]:
+    """Run axe-core's color-contrast rule (WCAG AA) on every element matching ``selector``.
+
+    Returns ``{"checked": n elements passed, "violations": [...], "incomplete": [...]}``, each
+    finding with the element's HTML, the colours and the ratio axe measured.
+    """
+    if not page.evaluate("typeof window.axe === 'object'"):
+        page.add_script_tag(content=AXE_JS.read_text(encoding="utf-8"))
+    return page.evaluate(
+        """async (sel) => {
+          const nodes = Array.from(document.querySelectorAll(sel));
+          if (!nodes.length) return {checked: 0, violations: [], incomplete: [], roots: 0};
+          const r = await axe.run(nodes, {runOnly: {type: 'rule', values: ['color-contrast']}, resultTypes: ['violations', 'incomplete']});
+          const flat = (list) => list.flatMap((v) => v.nodes.map((n) => ({
+            html: n.html.slice(0, 160), target: n.target.join(' '),
+            data: (n.any[0] || {}).data || null, why: (n.any[0] || {}).message || ''})));
+          const passed = r.passes.reduce((k, v) => k + v.nodes.length, 0);
+          return {checked: passed, violations: flat(r.violations), incomplete: flat(r.incomplete), roots: nodes.length};
+        }""",
+        selector,
+    )

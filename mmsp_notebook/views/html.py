@@ -464,7 +464,8 @@ def render_events(turn: Any, limit: int = 500) -> str:
 # or no widget renders (nbconvert, nbviewer), it is what shows.
 _CHAT_SWITCH = (
     ".jp-OutputArea-child:has(.mmsp-chat-widget)+.jp-OutputArea-child:has(.mmsp-chat-static){display:none}"
-    ".jp-OutputArea-child:has(>.jp-OutputArea-output.jupyter-widgets:not(:has(.mmsp-root)))"
+    # (the widget renderer puts jupyter-widgets on the output itself only to say it failed)
+    ".jp-OutputArea-child:has(>.jp-OutputArea-output.jupyter-widgets)"
     ":has(+.jp-OutputArea-child .mmsp-chat-static){display:none}"
 )
 
