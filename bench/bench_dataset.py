@@ -88,7 +88,9 @@ def vm(key):
 
 
 class Sampler(threading.Thread):
-    """Peak RSS and CPU time of every process below this one (the pool's workers), every 20 ms."""
+    """Peak RSS (VmHWM) and CPU time of every process below this one (the pool's workers), read
+    every 100 ms, the list of processes once a second (so that sampling costs the main process
+    little CPU)."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -96,18 +98,22 @@ class Sampler(threading.Thread):
 
     def run(self):
         me = psutil.Process()
-        while not self.stop.wait(0.02):
-            try:
-                kids = me.children(recursive=True)
-            except psutil.Error:
-                continue
+        kids, listed = [], 0.0
+        while not self.stop.wait(0.1):
+            if time.monotonic() - listed > 1.0:  # listing processes scans /proc: once a second
+                try:
+                    kids, listed = me.children(recursive=True), time.monotonic()
+                except psutil.Error:
+                    continue
             for p in kids:
                 try:
-                    with p.oneshot():
-                        self.worker_peak = max(self.worker_peak, p.memory_info().rss)
-                        t = p.cpu_times()
-                        self.cpu[p.pid] = t.user + t.system
-                except psutil.Error:
+                    with open(f"/proc/{{p.pid}}/status") as fh:
+                        for line in fh:
+                            if line.startswith("VmHWM:"):
+                                self.worker_peak = max(self.worker_peak, int(line.split()[1]) * 1024)
+                    t = p.cpu_times()
+                    self.cpu[p.pid] = t.user + t.system
+                except (OSError, psutil.Error):
                     pass
 
 

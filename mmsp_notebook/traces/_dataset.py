@@ -44,7 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["sync", "SyncResult", "dataset", "connect", "query", "kind_dir", "iter_kinds"]
 
 #: traces per chunk: a worker holds one chunk's frame at a time
-CHUNK_FILES = 500
+CHUNK_FILES = 2000
+#: and at most this many bytes of trace files and sidecars per chunk (one large trace still makes a chunk)
+CHUNK_BYTES = 128 << 20
 
 
 @dataclass
@@ -91,13 +93,17 @@ class _Runner:
         self.pool: Executor | None = None
         self.threads: Executor | None = None
 
-    def run(self, fn: Callable[..., Any], tasks: list[tuple[Any, ...]], io: bool = False) -> Iterator[tuple[tuple[Any, ...], Any]]:
-        """(task, result) as tasks finish; the first failure cancels the rest and is raised.
-        ``io`` tasks (Parquet rewrites: Arrow releases the GIL) run on threads by default."""
-        if not tasks:
+    def run(self, fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], n: int, io: bool = False
+            ) -> Iterator[tuple[tuple[Any, ...], Any]]:
+        """(task, result) as the ``n`` tasks finish; the first failure cancels the rest and is
+        raised. Tasks are taken from the iterable as workers free up (a few in flight per worker),
+        so they are made lazily. ``io`` tasks (Parquet rewrites: Arrow releases the GIL) run on
+        threads by default."""
+        if not n:
             return
         ex = self.given
-        if ex is None and len(tasks) > 1:
+        window = 64
+        if ex is None and n > 1:
             if io:
                 if self.threads is None:
                     from concurrent.futures import ThreadPoolExecutor
@@ -106,21 +112,30 @@ class _Runner:
                 ex = self.threads
             else:
                 if self.pool is None:
-                    self.pool = _process_pool(len(tasks))
+                    self.pool = _process_pool(n)
                 ex = self.pool
+            window = 2 * max(2, os.cpu_count() or 1)
         if ex is None:
             for t in tasks:
                 yield t, fn(*t)
             return
         from concurrent.futures import FIRST_COMPLETED, wait
 
-        futures: dict[Future[Any], tuple[Any, ...]] = {ex.submit(fn, *t): t for t in tasks}
+        todo = iter(tasks)
+        futures: dict[Future[Any], tuple[Any, ...]] = {}
         try:
+            for t in todo:
+                futures[ex.submit(fn, *t)] = t
+                if len(futures) >= window:
+                    break
             while futures:
                 done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
                 for f in done:
                     task = futures.pop(f)
                     yield task, f.result()
+                    nxt = next(todo, None)
+                    if nxt is not None:
+                        futures[ex.submit(fn, *nxt)] = nxt
         finally:
             for f in futures:
                 f.cancel()
@@ -248,14 +263,17 @@ def _scan(src: str, pattern: str, m: Manifest, started: float) -> _Scan:
     changed: list[str] = []
     settled: list[str] = []
     unchanged = 0
-    for tid, path, sidecar in found:
+    found.reverse()
+    while found:  # consumed as it goes, as ``known`` is: the scan's peak memory is one copy of the list
+        tid, path, sidecar = found.pop()
         sources[tid] = (path, sidecar)
         sig = (*_stat(path), *_stat(sidecar))
         sigs[tid] = sig
-        old = known.get(tid)
+        old = known.pop(tid, None)
         racy = sig[1] >= racy_ns or sig[3] >= racy_ns
         digest = _content_hash(path, sidecar) if racy or (old is not None and old[1] is not None) else None
-        hashes[tid] = digest if racy else None
+        if racy:
+            hashes[tid] = digest
         if old is None:
             new.append(tid)
         elif old[0] == sig and (old[1] is None or old[1] == digest):
@@ -264,7 +282,7 @@ def _scan(src: str, pattern: str, m: Manifest, started: float) -> _Scan:
                 settled.append(tid)
         else:
             changed.append(tid)
-    deleted = sorted(set(known) - set(sources))
+    deleted = sorted(known)  # known and not found
     return _Scan(sources, sigs, hashes, new, changed, deleted, unchanged, dirs, settled)
 
 
@@ -345,7 +363,8 @@ def sync(
 
     Interrupting a sync leaves the dataset readable (files are written to a temporary name and
     renamed; the manifest is updated after the data it describes); the next run finishes the work.
-    Memory is bounded by ``chunk_files`` traces per worker, not by the corpus.
+    Memory is bounded by a chunk per worker (``chunk_files`` traces, at most 128 MB of files), not
+    by the corpus; the main process keeps a few hundred bytes per trace file and no rows.
 
     Args:
         src: the directory the traces are in (as for the loaders; globbed with ``pattern``).
@@ -355,7 +374,7 @@ def sync(
             ``dask.distributed.Client(...).get_executor()`` (its workers must reach ``src`` and
             ``dataset_dir`` under the same paths); default a process pool with one worker per
             CPU, or this process when there is a single chunk.
-        chunk_files: traces per chunk (task).
+        chunk_files: traces per chunk (task), at most.
         progress: a ``tqdm.auto`` bar; ``None`` = when more than 200 traces are converted.
         pattern, dedupe, prices, payloads: as for the loaders (``payloads`` for items). A sync
             with other options than the dataset was made with rebuilds it.
@@ -449,7 +468,7 @@ class _Sync:
         """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
         kind = self.options["kind"]
         tasks = [(str(self.root), name, kind, tids, units) for name, (tids, units) in sorted(by_file.items())]
-        return {task[1]: left for task, left in self.runner.run(rewrite, tasks, io=True)}
+        return {task[1]: left for task, left in self.runner.run(rewrite, tasks, len(tasks), io=True)}
 
     def remove(self, trace_ids: list[str]) -> None:
         """Drop every row of these traces from the files, then forget them."""
@@ -473,15 +492,17 @@ class _Sync:
         o, scan = self.options, self.scan
         prior = prior or {}
         self.grown = set(prior)
-        jobs = []
-        for i in range(0, len(trace_ids), self.chunk_files):
-            part = trace_ids[i : i + self.chunk_files]
-            jobs.append((Job(o["kind"], str(self.root), [(t, *scan.sources[t]) for t in part], o["dedupe"], o["prices"],
-                             o["payloads"], {t: hide[t] for t in part if t in hide}, {t: prior[t] for t in part if t in prior}),))
+        chunks = self._chunks(trace_ids)
+
+        def jobs() -> Iterator[tuple[Job]]:
+            for part in chunks:
+                yield (Job(o["kind"], str(self.root), [(t, *scan.sources[t]) for t in part], o["dedupe"], o["prices"],
+                           o["payloads"], {t: hide[t] for t in part if t in hide}, {t: prior[t] for t in part if t in prior}),)
+
         notes: list[dict[str, str]] = []
         bar = _progress_bar(len(trace_ids), self.progress, f"syncing {o['kind']}")
         try:
-            for (job,), res in self.runner.run(convert, jobs):
+            for (job,), res in self.runner.run(convert, jobs(), len(chunks)):
                 notes.extend(self._commit(res))
                 if replaced is not None:
                     replaced.extend(res.replaced)
@@ -491,6 +512,23 @@ class _Sync:
             if bar is not None:
                 bar.close()
         return notes
+
+    def _chunks(self, trace_ids: list[str]) -> list[list[str]]:
+        """Consecutive traces, at most ``chunk_files`` and :data:`CHUNK_BYTES` of files a chunk."""
+        out: list[list[str]] = []
+        part: list[str] = []
+        size = 0
+        for t in trace_ids:
+            sig = self.scan.sigs[t]
+            n = max(sig[0], 0) + max(sig[2], 0)
+            if part and (len(part) >= self.chunk_files or size + n > CHUNK_BYTES):
+                out.append(part)
+                part, size = [], 0
+            part.append(t)
+            size += n
+        if part:
+            out.append(part)
+        return out
 
     def _commit(self, res: ChunkResult) -> list[dict[str, str]]:
         import orjson
@@ -507,7 +545,7 @@ class _Sync:
             files = where.get(tid, [])
             if tid in self.grown:  # its earlier rows stay where they are
                 files = self.m.trace_files(tid) + files
-            rows.append((tid, *scan.sigs[tid], scan.hashes[tid], orjson.dumps(tnotes).decode() if tnotes else None,
+            rows.append((tid, *scan.sigs[tid], scan.hashes.get(tid), orjson.dumps(tnotes).decode() if tnotes else None,
                          int(loaded), n_rows, digest, *scan.sources[tid], orjson.dumps(files).decode()))
         with self.m.transaction() as db:
             self.m.put_sources(db, rows)
@@ -634,7 +672,7 @@ def _view_sql(root: Path, kind: str, payloads: bool) -> str | None:
     path = glob.replace("'", "''")
     return (
         f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet('{path}', hive_partitioning = true, "
-        f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}}, union_by_name = true)"
+        f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}})"
     )
 
 
