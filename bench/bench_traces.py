@@ -12,12 +12,15 @@ One run measures, on the same warm corpus (see ``bench/gen_corpus.py``):
 * **peak memory** of ``load_turns``, in a fresh process: tracemalloc peak (Python heap, NumPy
   buffers included) plus the pyarrow pool's peak (pandas string columns live there), against the
   final frame's ``memory_usage(deep=True)``; and peak RSS growth (``VmHWM`` from /proc);
-* **scaling** — load_turns on 1k, 5k and 10k files (shards of the corpus).
+* **scaling** — load_turns on 1k, 5k and 10k files (shards of the corpus);
+* **corpus shapes** — naive, floor and load_turns again on four other corpora of
+  ``gen_corpus.py`` (``--shapes``): long agent traces, many tiny files, large thinking / text
+  payloads, base64 images in the history; the goals hold on each.
 
 Usage (the full run takes a couple of minutes, mostly the naive pass)::
 
     .venv/bin/python bench/bench_traces.py                      # 10,000 files x 10 turns
-    .venv/bin/python bench/bench_traces.py --files 200 --no-results   # smoke run
+    .venv/bin/python bench/bench_traces.py --files 200 --shape-scale 0.02 --no-results   # smoke run
 
 Results are printed and written to ``bench/RESULTS_traces.md`` (unless ``--no-results``).
 """
@@ -65,10 +68,12 @@ def _files(root: Path) -> tuple[list[str], list[str]]:
     return t, s
 
 
-def ensure_corpus(corpus: Path, files: int, turns: int, seed: int, regen: bool) -> None:
+def ensure_corpus(corpus: Path, files: int, turns: int, seed: int, regen: bool, shape: str = "mixed") -> None:
     """Generate the corpus unless one with the same parameters is already there."""
     meta_path = corpus.with_name(corpus.name + ".meta.json")
-    want = {"files": files, "turns": turns, "seed": seed, "version": 1}
+    want: dict[str, Any] = {"files": files, "turns": turns, "seed": seed, "version": 1}
+    if shape != "mixed":
+        want.update(shape=shape, version=2)
     if not regen and corpus.is_dir() and meta_path.is_file():
         try:
             if json.loads(meta_path.read_text()) == want:
@@ -76,9 +81,44 @@ def ensure_corpus(corpus: Path, files: int, turns: int, seed: int, regen: bool) 
         except ValueError:
             pass
     t = time.perf_counter()
-    gen_corpus.generate(corpus, files, turns, seed)
+    gen_corpus.generate(corpus, files, turns, seed, shape=shape)
     meta_path.write_text(json.dumps(want))
-    print(f"generated corpus {corpus} ({files} files x {turns} turns) in {time.perf_counter() - t:.1f}s")
+    print(f"generated {shape} corpus {corpus} ({files} files) in {time.perf_counter() - t:.1f}s")
+
+
+#: files of each other corpus shape at full size (``--shape-scale`` multiplies them)
+SHAPE_FILES = {"agent": 500, "tiny": 20_000, "large": 600, "images": 200}
+SHAPE_WHAT = {
+    "agent": "long agent traces: 50-80 turns a file, 1-3 tool calls with code per answer, tool results",
+    "tiny": "many tiny files: 1-2 short turns each",
+    "large": "large payloads: 5-60 KB of thinking and of Markdown text per answer",
+    "images": "base64 images in the history: 1-2 PNG data URLs of 30-300 KB per user turn",
+}
+
+
+def shape_figures(shape: str, files: int, base: Path, seed: int, repeat: int, regen: bool) -> dict[str, Any]:
+    """naive, floor and load_turns on one corpus shape (floor and load_turns alternating)."""
+    corpus = base.with_name(f"{base.name}_{shape}")
+    ensure_corpus(corpus, files, 0, seed, regen, shape)
+    trace_files, sidecars = _files(corpus)
+    all_files = trace_files + sidecars
+    size_mb = sum(os.path.getsize(f) for f in all_files) / 1e6
+    floor(all_files)  # warm the page cache
+    t_floor = t_load = float("inf")
+    rows = 0
+    for _ in range(repeat):
+        t_floor = min(t_floor, best(lambda: floor(all_files), 1)[0])
+        t, df = best(lambda: traces.load_turns(str(corpus), progress=False), 1)
+        t_load, rows = min(t_load, t), len(df)
+    t = clock()
+    naive(trace_files)
+    t_naive = clock() - t
+    f = {"shape": shape, "files": len(trace_files), "sidecars": len(sidecars), "turns": rows, "size_mb": size_mb,
+         "floor": t_floor, "load_turns": t_load, "naive": t_naive}
+    print(f"shape {shape:7s} {len(trace_files):6d} files {rows:7d} turns {size_mb:5.0f} MB: floor {t_floor:6.2f} s, "
+          f"load_turns {t_load:6.2f} s ({t_load / t_floor:.2f}x the floor: {'ok' if t_load <= 2 * t_floor else 'MISSED'}), "
+          f"naive {t_naive:6.2f} s ({t_naive / t_load:.1f}x faster: {'ok' if t_naive >= 5 * t_load else 'MISSED'})")
+    return f
 
 
 def naive(trace_files: list[str]) -> pd.DataFrame:
@@ -206,6 +246,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--repeat", type=int, default=3, help="runs of floor / load_turns (best is kept)")
     ap.add_argument("--results", type=Path, default=HERE / "RESULTS_traces.md")
     ap.add_argument("--no-results", action="store_true", help="print only, write no results file")
+    ap.add_argument("--shapes", default=",".join(SHAPE_FILES), help="other corpus shapes to measure (comma-separated; '' for none)")
+    ap.add_argument("--shape-scale", type=float, default=1.0, help="multiplies the number of files of each shape")
     args = ap.parse_args(argv)
 
     corpus: Path = args.corpus
@@ -271,6 +313,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rss": rss,
         "mem_ratio": peak_total / mem["df"],
         "scaling": scale_rows,
+        "shapes": [shape_figures(shape, max(2, round(SHAPE_FILES[shape] * args.shape_scale)), corpus, args.seed, args.repeat,
+                                 args.regen) for shape in filter(None, args.shapes.split(","))],
     }
     ok_speed = figures["speedup_vs_naive"] >= 5
     ok_floor = figures["ratio_to_floor"] <= 2
@@ -346,15 +390,44 @@ def _markdown(f: dict[str, Any], cmd: str) -> str:
         "costs (price table, DataFrame construction, imports on first use) are spread over more files. "
         "The naive figure varies most between runs (11-15 s seen on this machine).",
         "",
-        "How: each file read once through the trace store (`os.open` / `os.read`, regular files "
-        "only), one pass per file with orjson, plain `array.array` columns (missing usage as a "
-        "sentinel that becomes the Int64 mask), per-file values (trace id, config) stored once and "
-        "expanded by index, derived columns (token sums, cost, tokens/s) computed vectorized, one "
-        "DataFrame construction; base64 payloads are never decoded (sizes come from their length); "
-        "a sidecar's `events` list, not needed for turns, is left unparsed when it closes the line.",
+        "How: a directory walked once (each real directory entered once), each file read once "
+        "through the trace store (`os.open` / `os.read`, regular files only), trace files decoded "
+        "with msgspec into just the fields the columns need (tool arguments, signatures, base64 "
+        "payloads and the items of user messages are skipped unparsed; a file msgspec cannot take "
+        "goes through orjson and the same column code), one flat `array('q')` of integers and one "
+        "`array('d')` of floats per row (missing usage as a sentinel that becomes the Int64 mask), "
+        "per-file values (trace id, config) stored once and expanded by index, derived columns (token "
+        "sums, cost, tokens/s) computed vectorized, categories factorized, one DataFrame "
+        "construction; a sidecar's `events` list, not needed for turns, is left unparsed when it "
+        "closes the line.",
         "",
     ]
+    if f["shapes"]:
+        lines += _shapes_markdown(f)
     return "\n".join(lines)
+
+
+def _shapes_markdown(f: dict[str, Any]) -> list[str]:
+    rows = [{"shape": "mixed", "files": f["files"], "turns": f["turns"], "size_mb": f["size_mb"], "floor": f["floor"],
+             "load_turns": f["load_turns"], "naive": f["naive"]}, *f["shapes"]]
+    what = {"mixed": "the corpus above: 10 turns a file, word salad with non-ASCII on every line", **SHAPE_WHAT}
+    lines = [
+        "### Corpus shapes",
+        "",
+        "The same measures (CPU seconds, best of the alternating runs; naive once) on corpora of other "
+        "shapes from `gen_corpus.py --shape` (sidecars for half the files in each). Goals on each: "
+        "load_turns <= 2x the floor and >= 5x faster than naive.",
+        "",
+        "| shape | files | turn rows | MB | naive | floor | load_turns | vs floor | vs naive |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['shape']} | {r['files']:,} | {r['turns']:,} | {r['size_mb']:.0f} | {r['naive']:.2f} | {r['floor']:.2f} | "
+            f"**{r['load_turns']:.2f}** | **{r['load_turns'] / r['floor']:.2f}x** | **{r['naive'] / r['load_turns']:.1f}x faster** |"
+        )
+    lines += ["", *[f"* {r['shape']}: {what[r['shape']]}." for r in rows], ""]
+    return lines
 
 
 if __name__ == "__main__":

@@ -867,11 +867,13 @@ def test_golden_through_real_clients(demo_server: Any, client_type: str, tmp_pat
 def test_bench_script_smoke(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_traces.py"), "--corpus", str(tmp_path / "corpus"), "--files", "200",
-         "--repeat", "1", "--no-results"],
+         "--repeat", "1", "--no-results", "--shape-scale", "0.01"],
         capture_output=True, text=True, timeout=240, cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr
     assert "load_turns" in out.stdout and "naive" in out.stdout and "floor" in out.stdout
+    for shape in ("agent", "tiny", "large", "images"):
+        assert f"shape {shape}" in out.stdout
     assert "2000 rows" in out.stdout or "turns" in out.stdout
     df = traces.load_turns(tmp_path / "corpus")
     assert len(df) >= 2000 and df["cost_missing"].any() and (df["source"] == "trace+sidecar").any()

@@ -157,22 +157,25 @@ def sidecar_path(trace_id: str, base: _PathLike | None = None) -> Path:
 
 
 # ------------------------------------------------------------------------------------ reading files
-def _read_regular(path: _PathLike, max_size: int = MAX_FILE_SIZE) -> tuple[bytes, float]:
+def _read_regular(path: _PathLike, max_size: int = MAX_FILE_SIZE, listed: bool = False) -> tuple[bytes, float]:
     """``(bytes, mtime)`` of a regular file; TraceError (TraceNotFoundError) naming what is wrong.
 
     The file's ``stat`` is checked before it is opened: anything but a regular file (a FIFO, a
-    socket, a device) is refused unopened, and so is one over ``max_size`` bytes. It is then
-    opened non-blocking (a FIFO swapped in meanwhile cannot block either), checked again with
-    ``fstat`` and read with plain ``os.read`` calls, never more than ``max_size + 1`` bytes.
+    socket, a device) is refused unopened, and so is one over ``max_size`` bytes (``listed``: the
+    caller's directory listing just said it is a regular file, not a link, and this ``stat`` is
+    skipped). It is then opened non-blocking (a FIFO swapped in meanwhile cannot block either),
+    checked again with ``fstat`` and read with plain ``os.read`` calls, never more than
+    ``max_size + 1`` bytes.
     """
     name = os.fspath(path)
-    try:
-        st = os.stat(name)
-    except FileNotFoundError:
-        raise _missing(name) from None
-    except OSError as exc:  # a link loop (ELOOP), a path through a file (ENOTDIR), no permission
-        raise _unreadable(name, exc) from None
-    _check_regular(name, st, max_size)
+    if not listed:
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            raise _missing(name) from None
+        except OSError as exc:  # a link loop (ELOOP), a path through a file (ENOTDIR), no permission
+            raise _unreadable(name, exc) from None
+        _check_regular(name, st, max_size)
     try:
         fd = os.open(name, _READ_FLAGS)
     except FileNotFoundError:
@@ -181,7 +184,8 @@ def _read_regular(path: _PathLike, max_size: int = MAX_FILE_SIZE) -> tuple[bytes
         raise _unreadable(name, exc) from None
     try:
         st = os.fstat(fd)
-        _check_regular(name, st, max_size)
+        if not (stat.S_ISREG(st.st_mode) and st.st_size <= max_size):
+            _check_regular(name, st, max_size)
         first = os.read(fd, st.st_size + 1)
         if len(first) <= st.st_size:  # a short read of a regular file: its end
             return first, st.st_mtime
@@ -292,30 +296,33 @@ def _json_kind(value: Any) -> str:
 
 
 @overload
-def read_trace(path: _PathLike, *, max_size: int = ...) -> dict[str, Any]: ...
+def read_trace(path: _PathLike, *, max_size: int = ..., listed: bool = ...) -> dict[str, Any]: ...
 
 
 @overload
 def read_trace(
-    path: _PathLike, *, max_size: int = ..., decode: Callable[[bytes], _T | None] | None
+    path: _PathLike, *, max_size: int = ..., decode: Callable[[bytes], _T | None] | None, listed: bool = ...
 ) -> _T | dict[str, Any]: ...
 
 
-def read_trace(path: _PathLike, *, max_size: int = MAX_FILE_SIZE, decode: Callable[[bytes], Any] | None = None) -> Any:
+def read_trace(
+    path: _PathLike, *, max_size: int = MAX_FILE_SIZE, decode: Callable[[bytes], Any] | None = None, listed: bool = False
+) -> Any:
     """The checked JSON object of one trace file (see "Reading a trace file" above).
 
     Returns ``{"history": [...], "config": {...}, ...}`` as stored (bytes still base64 text).
     ``max_size`` is the largest file read, in bytes. ``decode``, when given, is tried first on
     the file's bytes: what it returns is returned as it is, unless None (it cannot take this
     file), in which case the file is parsed and checked as usual. A reader that needs only some
-    fields uses it to skip the rest.
+    fields uses it to skip the rest. ``listed``: the caller's directory listing just said the path
+    is a regular file (not a link), so it is opened without a ``stat`` first.
 
     Raises:
         TraceNotFoundError: no such file (``reason`` says vanished, or a broken link).
         TraceError: not a regular file, too large, unreadable, empty, not JSON or not an mmsp
             trace; its ``reason`` says which, without the path (``str()`` has the path first).
     """
-    raw, mtime = _read_regular(path, max_size)
+    raw, mtime = _read_regular(path, max_size, listed)
     result = _decode_trace(raw, decode)
     if isinstance(result, str) and time.time() - mtime < REWRITE_WINDOW:  # maybe being rewritten
         time.sleep(RETRY_DELAY)
@@ -518,7 +525,7 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
     return out
 
 
-def read_sidecar(path: _PathLike, events: bool = True, max_size: int = MAX_FILE_SIZE) -> Sidecar:
+def read_sidecar(path: _PathLike, events: bool = True, max_size: int = MAX_FILE_SIZE, listed: bool = False) -> Sidecar:
     """The records of a timing sidecar file (see :func:`parse_sidecar`); ``.damaged`` counts bad lines.
 
     A file that cannot be read (missing, not a regular file, larger than ``max_size`` bytes,
@@ -526,7 +533,7 @@ def read_sidecar(path: _PathLike, events: bool = True, max_size: int = MAX_FILE_
     error. ``.error`` then holds the reason (what a loader that listed the file reports).
     """
     try:
-        raw, _ = _read_regular(path, max_size)
+        raw, _ = _read_regular(path, max_size, listed)
     except TraceError as exc:
         return Sidecar(error=exc.reason)
     return parse_sidecar(raw, events)

@@ -28,29 +28,43 @@ Paths
     failed turns. The Tracer names a file ``Path(trace_id).with_suffix(".json")``, so a trace id
     with a dot in its last part (``runs/v1.5``) lives in ``runs/v1.json`` while its sidecar keeps
     the full id; the two are paired. A file given on its own has its stem as trace id, or the
-    config's ``trace_id`` when the path ends with it. A path that does not exist raises
-    :class:`~mmsp_notebook.TraceNotFoundError` (a ``FileNotFoundError``). Directories matched by
-    ``pattern`` are ignored; with ``**``, a file reached through directory links (a link loop
-    included) is read once, under its shortest path.
+    config's ``trace_id`` when the path ends with it; anything else given on its own (a FIFO,
+    ``/dev/null``) is skipped and named for what it is (``not a regular file``). A path that does
+    not exist, or a broken link given on its own, raises :class:`~mmsp_notebook.TraceNotFoundError`
+    (a ``FileNotFoundError``). A directory is walked once, breadth first: each real directory
+    (device and inode) is entered once, so links to directories are followed but loops of them
+    (``ln -s .. t/sub/loop; ln -s . t/self``) cannot repeat or hang a load, and a file reached
+    several ways is read once, under its shortest path. ``pattern`` follows :mod:`glob`'s rules
+    (``*``, ``?``, ``[...]`` within one path part, ``**`` across parts, wildcards match no hidden
+    name) and must be relative to the directory (else ``OptionError``). Directories matched by
+    ``pattern`` are ignored; a directory that cannot be listed is named in ``attrs["skipped"]``
+    (``unreadable directory``).
 
 Robustness
     A corrupt, truncated (being written), empty, binary or foreign JSON file (``[1, 2]``,
     ``{"foo": 1}``, a ``history`` that is not a list) never stops a load: it is skipped, counted
     and named in ``df.attrs["skipped"]`` (a list of ``{"path", "reason"}``), and ONE
     :class:`TraceLoadWarning` summarizes the skips. Files are read through the trace store
-    (:func:`mmsp_notebook.core.store.read_trace`): only regular files; one that fails to parse and
-    was modified in the last two seconds is read once more after 50 ms before it is skipped, since
-    the Tracer rewrites traces in place and a reader can catch one half-written (an older damaged
-    file is skipped at once); a file deleted mid-load is skipped as vanished, a broken link as
-    such. When a
+    (:func:`mmsp_notebook.core.store.read_trace`): only regular files, checked before they are
+    opened, so a FIFO never blocks a load and a link to ``/dev/zero`` or ``/dev/urandom`` is never
+    read (``not a regular file``); a file over ``max_size`` bytes (256 MiB by default,
+    :data:`~mmsp_notebook.core.store.MAX_FILE_SIZE`; every loader takes ``max_size=``) is skipped
+    unread as ``too large``; one that fails to parse and was modified in the last two seconds is
+    read once more after 50 ms before it is skipped, since the Tracer rewrites traces in place and
+    a reader can catch one half-written (an older damaged file is skipped at once); a file deleted
+    mid-load is skipped as vanished, a broken link as such, a link loop as unreadable. When a
     trace file is skipped its sidecar is skipped with it (its failed turns alone would distort
-    error rates). A sidecar with damaged lines (not JSON, not a record) is listed in
+    error rates). A sidecar that cannot be read at all is named as ``sidecar not read: <why>``
+    (its trace loads without timing); one with damaged lines (not JSON, not a record) is listed in
     ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
     ignored. Values that cannot be what they claim never stop a load: integers beyond int64 are
     NA, timestamps outside 1970..9999 are NaT, negative durations (and a ``ttft`` longer than the
-    whole response) are NaN, lone surrogates in strings and undecodable bytes in file names become
-    U+FFFD. Unknown content item types load as they are (their ``type`` as stored, unknown fields
+    whole response) are NaN, lone surrogates in strings (tool names included), bytes that are not
+    UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
+    a string is an unknown item. ``tests/test_traces_fuzz.py`` sets every field of a trace and of
+    a sidecar to each of a list of wrong values, damages files and plants FIFOs, devices and link
+    loops: no load crashes, hangs or runs out of memory, every unusable file is named. Unknown content item types load as they are (their ``type`` as stored, unknown fields
     in ``extra``). Item types of traces written before mmsp 0.5 (``text``, ``tool_call``, ...)
     are kept as stored in the items frame and counted like their ``.done`` forms in the turns
     frame. Nothing is ever written next to the traces. ``df.attrs`` also holds ``n_files``
@@ -180,7 +194,8 @@ Export
 
 Parts
     ``_load`` (the loaders), ``_turns`` / ``_items`` / ``_events`` (one frame builder each, on
-    ``_build`` and ``_columns``), ``_io`` (finding traces), ``_summary``, ``_export``, ``_plot``;
+    ``_build`` and ``_columns``; ``_fast`` decodes only what the turns frame needs), ``_io`` and
+    ``_walk`` (finding traces), ``_summary``, ``_export``, ``_plot``;
     :mod:`mmsp_notebook.traces.recorded` locates one recorded message for ``replay``. Files are
     read through :mod:`mmsp_notebook.core.store`. Importing this package imports no pandas: each
     function loads its part when first used.

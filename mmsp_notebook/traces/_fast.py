@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._build import INLINE, TEXT, THINKING, TOOL_CALL
-from ._columns import INT_HI, INT_LO, INT_NA, as_int
+from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, as_num, as_str, utf8_safe
 
 try:
     import msgspec
@@ -112,14 +112,23 @@ def summarize(history: list[dict[str, Any]]) -> list[Summary]:
 
 
 class Decoded:
-    """A trace decoded by :func:`decode_trace`: its config (an object, else ``{}``) and the
-    summary of each message."""
+    """A trace decoded by :func:`decode_trace`: the fields the turns frame takes from its config
+    (:func:`~mmsp_notebook.traces._build.config_fields`, tool names made UTF-8 safe), the config's
+    ``trace_id`` and the summary of each message."""
 
-    __slots__ = ("config", "messages")
+    __slots__ = ("cfg", "trace_id", "messages")
 
-    def __init__(self, config: dict[str, Any], messages: list[Summary]) -> None:
-        self.config = config
+    def __init__(self, cfg: tuple[Any, ...], trace_id: Any, messages: list[Summary]) -> None:
+        self.cfg = cfg
+        self.trace_id = trace_id
         self.messages = messages
+
+
+def safe_names(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """Tool names with lone surrogates replaced by U+FFFD (Arrow stores UTF-8 only)."""
+    if names and not _encodable(names):
+        return tuple(utf8_safe(name) for name in names)
+    return names
 
 
 if msgspec is not None:
@@ -147,9 +156,22 @@ if msgspec is not None:
         usage_metadata: _Usage | None = None
         content_items: list[_Item] | None = None
 
+    class _Config(msgspec.Struct):
+        model: Any = None
+        temperature: Any = None
+        max_tokens: Any = None
+        thinking_level: Any = None
+        trace_id: Any = None
+        tools: msgspec.Raw = msgspec.Raw()
+
     class _Trace(msgspec.Struct):
         history: list[_User | _Assistant]
-        config: Any = None
+        config: _Config | None = None
+
+    _ANY = msgspec.json.Decoder()
+    #: tools (raw JSON) -> (n_tools, names) or None when only the plain parse can say: configs
+    #: repeat their tools from file to file, and a tool's schema is the larger part of a config
+    _TOOLS: dict[bytes, tuple[int | None, tuple[str, ...] | None] | None] = {}
 
     _TRACE = msgspec.json.Decoder(_Trace)
     _FAILED = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
@@ -203,14 +225,39 @@ if msgspec is not None:
                 stack.extend(x.values())
         return True
 
-    def _config_as_orjson(config: dict[str, Any]) -> bool:
-        level = config.get("thinking_level")
-        if level.__class__ is not str and not _as_orjson(level):
-            return False
-        tools = config.get("tools")
-        if tools.__class__ is list:
-            return all(t.get("name").__class__ is str or _as_orjson(t) if t.__class__ is dict else _as_orjson(t) for t in tools)
-        return True
+    def _tools(raw: Any) -> tuple[int | None, tuple[str, ...] | None] | None:
+        """(n_tools, names) of a config's raw ``tools``, as config_fields gives them."""
+        key = bytes(raw)
+        if key in _TOOLS:
+            return _TOOLS[key]
+        tools = _ANY.decode(key)
+        got: tuple[int | None, tuple[str, ...] | None] | None
+        if tools.__class__ is not list:
+            got = None, None
+        elif not all(t.get("name").__class__ is str or _as_orjson(t) if t.__class__ is dict else _as_orjson(t) for t in tools):
+            got = None
+        else:
+            names = tuple(t.get("name") if isinstance(t, dict) and isinstance(t.get("name"), str) else str(t) for t in tools)
+            got = len(names), safe_names(names)  # type: ignore[arg-type]  # str(t) or a str name
+        if len(key) <= 1 << 16:  # at most 256 tool lists of 64 KB are kept
+            if len(_TOOLS) >= 256:
+                _TOOLS.clear()
+            _TOOLS[key] = got
+        return got
+
+    def _cfg(c: _Config | None) -> tuple[Any, ...] | None:
+        """config_fields() of the decoded config; None when only the plain parse can say."""
+        if c is None:
+            return None, None, None, None, None, None
+        level = c.thinking_level
+        if level is not None and level.__class__ is not str:
+            if not _as_orjson(level):
+                return None
+            level = str(level)
+        tools = _tools(c.tools) if c.tools else (None, None)
+        if tools is None:
+            return None
+        return as_str(c.model), as_num(c.temperature), as_int(c.max_tokens), level or None, *tools
 
     def decode_trace(raw: bytes) -> Decoded | None:
         """The config and message summaries of a trace file's bytes, or None when msgspec
@@ -252,14 +299,12 @@ if msgspec is not None:
                     finish = str(finish)
                 append(("assistant", m.created_at, finish or None, u0, u1, u2, u3,
                         *_item_counts(m.content_items)))  # type: ignore[union-attr]
+            cfg = _cfg(trace.config)
         except _FAILED:
             return None
-        config = trace.config
-        if config.__class__ is not dict:
-            config = {}
-        elif not _config_as_orjson(config):
+        if cfg is None:
             return None
-        return Decoded(config, out)
+        return Decoded(cfg, trace.config.trace_id if trace.config is not None else None, out)
 
 else:  # pragma: no cover
 

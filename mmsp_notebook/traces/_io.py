@@ -32,26 +32,15 @@ class Source:
     sidecar: str | None
     #: a file given on its own: its trace id may be refined from the config's ``trace_id``
     standalone: bool = False
-
-
-def _rel_id(path: str, root: str) -> str:
-    # path is root + separator + the rest (both absolute and normalized): no os.path.relpath needed
-    rel = path[len(root) + 1 :] if path.startswith(root) and path[len(root) : len(root) + 1] == os.sep else os.path.relpath(path, root)
-    if os.sep != "/":  # pragma: no cover - Windows
-        rel = rel.replace(os.sep, "/")
-    if rel.endswith(SIDECAR_SUFFIX):
-        return rel[: -len(SIDECAR_SUFFIX)]
-    return rel[:-5] if rel.endswith(".json") else rel
+    #: the directory listing said the trace file / the sidecar is a regular file (not a link)
+    listed: bool = False
+    sidecar_listed: bool = False
 
 
 def _sidecar_pattern(pattern: str) -> str:
     if pattern.endswith(".json"):
         return pattern[:-5] + SIDECAR_SUFFIX
     return pattern
-
-
-def _is_companion(name: str) -> bool:
-    return name.endswith(_COMPANION_SUFFIXES)
 
 
 def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -117,44 +106,48 @@ def find_sources(
 def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: list[Source], seen: set[str]) -> list[dict[str, str]]:
     """Append the sources found under ``root`` to ``out`` (sorted by trace id); returns the
     directories that could not be listed."""
-    found, unlisted = walk(root, pattern)
+    found, regular, unlisted = walk(root, pattern)
     n = len(root) + 1
-    traces: list[str] = []
-    side: set[str] = set()
+    slash = os.sep == "/"
+    traces: list[tuple[str, str]] = []  # (path, path relative to root)
+    side: dict[str, str] = {}
+    match, side_match, n_side = pattern.regex.match, side_pattern.regex.match, len(SIDECAR_SUFFIX)
     for f in found:
-        rel = f[n:] if os.sep == "/" else f[n:].replace(os.sep, "/")
+        rel = f[n:] if slash else f[n:].replace(os.sep, "/")
         if f.endswith(SIDECAR_SUFFIX):
-            if side_pattern.match(rel):
-                side.add(f)
-        elif pattern.match(rel) and not _is_companion(f):
-            traces.append(f)
-    used: set[str] = set()
+            if side_match(rel):
+                side[f] = rel
+        elif match(rel) and not f.endswith(_COMPANION_SUFFIXES):
+            traces.append((f, rel))
     start = len(out)
-    for f in traces:
+    for f, rel in traces:
         if f in seen:
             continue
         seen.add(f)
         sc = None
-        if f.endswith(".json"):
+        if rel.endswith(".json"):
             cand = f[:-5] + SIDECAR_SUFFIX
             if cand in side:
                 sc = cand
-                used.add(cand)
-        out.append(Source(_rel_id(f, root), f, sc))
-    by_path = {src.path: src for src in out[start:]}
-    for s in sorted(side - used):
-        stem = s[: -len(SIDECAR_SUFFIX)]
-        if stem + ".json" in seen or s in seen:
-            continue
-        # mmsp's Tracer names the file Path(trace_id).with_suffix(".json"): a trace id with a
-        # dot in its last part ("run_1.5") lands in "run_1.json"
-        dotted = tracer_path(_rel_id(s, root), root)
-        twin_src = by_path.get(str(dotted)) if dotted is not None else None
-        if twin_src is not None and twin_src.sidecar is None:
-            twin_src.sidecar = s
-            continue
-        seen.add(s)
-        out.append(Source(_rel_id(s, root), None, s))
+                del side[cand]
+            rel = rel[:-5]
+        out.append(Source(rel, f, sc, False, f in regular, sc in regular))
+    if side:  # sidecars without a trace file of their name
+        by_path = {src.path: src for src in out[start:]}
+        for s in sorted(side):
+            if s[:-n_side] + ".json" in seen or s in seen:
+                continue
+            tid = side[s][:-n_side]
+            # mmsp's Tracer names the file Path(trace_id).with_suffix(".json"): a trace id with
+            # a dot in its last part ("run_1.5") lands in "run_1.json"
+            dotted = tracer_path(tid, root)
+            twin_src = by_path.get(str(dotted)) if dotted is not None else None
+            if twin_src is not None and twin_src.sidecar is None:
+                twin_src.sidecar = s
+                twin_src.sidecar_listed = s in regular
+                continue
+            seen.add(s)
+            out.append(Source(tid, None, s, sidecar_listed=s in regular))
     out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
     return unlisted
 

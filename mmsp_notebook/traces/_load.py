@@ -115,7 +115,7 @@ def _drive(
             data = None
             if src.path is not None and need_trace:
                 try:
-                    data = read_trace(src.path, max_size=max_size, decode=decode)
+                    data = read_trace(src.path, max_size=max_size, decode=decode, listed=src.listed)
                 except TraceError as exc:
                     if exc.reason != IS_A_DIRECTORY:  # a directory matched by the pattern: not reported
                         skipped.append({"path": src.path, "reason": exc.reason})
@@ -124,7 +124,7 @@ def _drive(
                     continue
             records = None
             if src.sidecar is not None:
-                sidecar = read_sidecar(src.sidecar, events, max_size)
+                sidecar = read_sidecar(src.sidecar, events, max_size, src.sidecar_listed)
                 if sidecar.error is not None:
                     if src.path is None:  # nothing else to load from this source
                         skipped.append({"path": src.sidecar, "reason": sidecar.error})
@@ -141,7 +141,7 @@ def _drive(
             tid = src.trace_id
             if src.standalone:
                 if data is not None:
-                    tid = config_trace_id(src, data.config if isinstance(data, Decoded) else data["config"])
+                    tid = config_trace_id(src, {"trace_id": data.trace_id} if isinstance(data, Decoded) else data["config"])
                 elif records:
                     rec_tid = records[-1].get("trace_id")
                     tid = config_trace_id(src, {"trace_id": rec_tid})

@@ -21,7 +21,6 @@ from ._columns import (
     INT_NA,
     MS_HI,
     MS_LO,
-    _encodable,
     as_int,
     as_ms,
     as_str,
@@ -34,9 +33,8 @@ from ._columns import (
     sidecar_timing,
     str_col,
     time_col,
-    utf8_safe,
 )
-from ._fast import Decoded, Summary, summarize
+from ._fast import Decoded, Summary, safe_names, summarize
 
 #: integer values of a row, in this order, in one flat ``array('q')``: the file, the turn, the
 #: message index, the source (0 trace, 1 trace+sidecar, 2 sidecar), the four usage buckets, the
@@ -115,17 +113,15 @@ class TurnBuilder(Window):
     def add(self, trace_id: str, data: dict[str, Any] | Decoded | None, records: list[dict[str, Any]] | None) -> None:
         """Add the turns of one trace (``data`` None: sidecar only) joined with its sidecar records."""
         messages: list[Summary]
-        config: dict[str, Any]
-        if data is None:
-            messages, config = [], {}
-        elif isinstance(data, Decoded):
-            messages, config = data.messages, data.config
+        if isinstance(data, Decoded):
+            messages, cfg = data.messages, data.cfg
         else:
-            messages, config = summarize(data["history"]), data["config"]
-        cfg = config_fields(config)
-        names = cfg[5]
-        if names and not _encodable(names):  # lone surrogates in a tool name: U+FFFD, so Arrow can store it
-            cfg = (*cfg[:5], tuple(utf8_safe(name) for name in names))
+            if data is None:
+                messages, cfg = [], config_fields({})
+            else:
+                messages, cfg = summarize(data["history"]), config_fields(data["config"])
+            if cfg[5]:  # lone surrogates in a tool name: U+FFFD, so Arrow can store it
+                cfg = (*cfg[:5], safe_names(cfg[5]))
         cfg_model = cfg[0]
         fno = len(self.f_trace_id)
         self.f_trace_id.append(trace_id)

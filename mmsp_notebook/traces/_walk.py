@@ -20,10 +20,13 @@ import os
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from .._errors import OptionError
 
 __all__ = ["Pattern", "walk"]
+
+_NAME = attrgetter("name")
 
 
 def _part_regex(part: str) -> str:
@@ -93,10 +96,11 @@ class Pattern:
         return self.regex.match(rel) is not None
 
 
-def walk(root: str, pattern: Pattern) -> tuple[list[str], list[dict[str, str]]]:
+def walk(root: str, pattern: Pattern) -> tuple[list[str], set[str], list[dict[str, str]]]:
     """Every entry under ``root`` that is not a directory (files, links, FIFOs...), as absolute
-    paths in breadth-first, name-sorted order, and the directories that could not be listed
-    (``{"path", "reason"}``).
+    paths in breadth-first, name-sorted order; those the directory listing says are regular files
+    (not links: the kind comes with the listing, no ``stat`` is made); and the directories that
+    could not be listed (``{"path", "reason"}``).
 
     Each real directory (by device and inode) is entered once: a link to a directory already
     seen (a loop, or a second way into the same tree) is not followed again. The walk goes no
@@ -104,11 +108,12 @@ def walk(root: str, pattern: Pattern) -> tuple[list[str], list[dict[str, str]]]:
     pattern starts with a dot.
     """
     files: list[str] = []
+    regular: set[str] = set()
     problems: list[dict[str, str]] = []
     try:
         st = os.stat(root)
     except OSError as exc:
-        return files, [{"path": root, "reason": _unlisted(exc)}]
+        return files, regular, [{"path": root, "reason": _unlisted(exc)}]
     seen = {(st.st_dev, st.st_ino)}
     queue: deque[tuple[str, int]] = deque([(root, 1)])
     max_depth, hidden = pattern.depth, pattern.hidden
@@ -116,14 +121,18 @@ def walk(root: str, pattern: Pattern) -> tuple[list[str], list[dict[str, str]]]:
         d, depth = queue.popleft()
         try:
             with os.scandir(d) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_NAME)
         except OSError as exc:
             problems.append({"path": d, "reason": _unlisted(exc)})
             continue
         deeper = max_depth is None or depth < max_depth
         for e in entries:
             try:
-                is_dir = e.is_dir()  # follows a link (the kind comes from readdir otherwise)
+                if e.is_file(follow_symlinks=False):  # the common case, known from the listing
+                    files.append(e.path)
+                    regular.add(e.path)
+                    continue
+                is_dir = e.is_dir()  # follows a link
             except OSError:  # a link in a loop of links (ELOOP): reading it will say so
                 is_dir = False
             if not is_dir:
@@ -140,7 +149,7 @@ def walk(root: str, pattern: Pattern) -> tuple[list[str], list[dict[str, str]]]:
             if key not in seen:
                 seen.add(key)
                 queue.append((e.path, depth + 1))
-    return files, problems
+    return files, regular, problems
 
 
 def _unlisted(exc: OSError) -> str:
