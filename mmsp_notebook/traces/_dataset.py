@@ -43,10 +43,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["sync", "SyncResult", "dataset", "connect", "query", "kind_dir", "iter_kinds"]
 
-#: traces per chunk: a worker holds one chunk's frame at a time
+#: traces per chunk at most: a worker holds one chunk's frame at a time
 CHUNK_FILES = 2000
-#: and at most this many bytes of trace files and sidecars per chunk (one large trace still makes a chunk)
+#: bytes of trace files and sidecars per chunk at most (one large trace still makes a chunk)
 CHUNK_BYTES = 128 << 20
+#: on the default pool a chunk is made smaller to spread the work, down to this many traces
+MIN_CHUNK = 200
 
 
 @dataclass
@@ -421,6 +423,8 @@ def sync(
             first = not m.db.execute("SELECT 1 FROM sources LIMIT 1").fetchone()
             # a first sync settles every fingerprint at the end instead of listing them one by one
             m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True} if first else {})})
+        if m.meta().get("resolve_all"):
+            m.bulk()
         _clean(root, m.file_names())
         scan = _scan(src_path, pattern, m, t0)
         result = SyncResult(kind, root, unchanged=scan.unchanged)
@@ -514,14 +518,19 @@ class _Sync:
         return notes
 
     def _chunks(self, trace_ids: list[str]) -> list[list[str]]:
-        """Consecutive traces, at most ``chunk_files`` and :data:`CHUNK_BYTES` of files a chunk."""
+        """Consecutive traces, at most ``chunk_files`` and :data:`CHUNK_BYTES` of files a chunk; on
+        the default pool, small enough for four chunks a worker (the last round finishes together)."""
+        limit = self.chunk_files
+        if self.runner.given is None:
+            workers = max(1, os.cpu_count() or 1)
+            limit = min(limit, max(MIN_CHUNK, -(-len(trace_ids) // (4 * workers))))
         out: list[list[str]] = []
         part: list[str] = []
         size = 0
         for t in trace_ids:
             sig = self.scan.sigs[t]
             n = max(sig[0], 0) + max(sig[2], 0)
-            if part and (len(part) >= self.chunk_files or size + n > CHUNK_BYTES):
+            if part and (len(part) >= limit or size + n > CHUNK_BYTES):
                 out.append(part)
                 part, size = [], 0
             part.append(t)

@@ -39,7 +39,7 @@ MANIFEST_NAME = "_manifest.sqlite"
 LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
-_VERSION = "4"
+_VERSION = "5"
 
 #: (trace size, trace mtime ns, sidecar size, sidecar mtime ns); -1 where a file is absent
 Signature = tuple[int, int, int, int]
@@ -55,7 +55,6 @@ CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, rows INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS units (
     fp INTEGER NOT NULL, trace_id TEXT NOT NULL, mi INTEGER NOT NULL, pref INTEGER NOT NULL,
     kept INTEGER NOT NULL, PRIMARY KEY (trace_id, mi)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS units_by_fp ON units (fp);
 CREATE TABLE IF NOT EXISTS pending (fp INTEGER PRIMARY KEY);
 """
 
@@ -203,13 +202,15 @@ class Manifest:
         message index): the copy timed by a sidecar, else the first file in trace id order
         (SQLite compares text as UTF-8 bytes, which orders as Python orders ``str``).
         """
-        # first the fingerprints that can be wrong (shared, or a copy hidden), usually none
+        # first the fingerprints that can be wrong (shared, or a copy hidden), usually none; both
+        # queries read an index only
         every = bool(self.meta().get("resolve_all"))
+        self.index_units()
+        where = "" if every else " WHERE fp IN (SELECT fp FROM pending)"
         self.db.execute("DROP TABLE IF EXISTS temp.suspect")
         self.db.execute(
-            "CREATE TEMP TABLE suspect AS SELECT fp FROM units"
-            + ("" if every else " WHERE fp IN (SELECT fp FROM pending)")
-            + " GROUP BY fp HAVING count(*) > 1 OR min(kept) = 0"
+            f"CREATE TEMP TABLE suspect AS SELECT fp FROM units{where} GROUP BY fp HAVING count(*) > 1"
+            f" UNION SELECT fp FROM units WHERE kept = 0{where.replace(' WHERE', ' AND')}"
         )
         rows = self.db.execute(
             """
@@ -235,6 +236,15 @@ class Manifest:
 
     def set_kept(self, db: sqlite3.Connection, units: Iterable[tuple[str, int]], kept: int) -> None:
         db.executemany("UPDATE units SET kept = ? WHERE trace_id = ? AND mi = ?", ((kept, t, m) for t, m in units))
+
+    def bulk(self) -> None:
+        """Before a first sync: the units' indexes are built once at the end, not row by row."""
+        self.db.execute("DROP INDEX IF EXISTS units_by_fp")
+        self.db.execute("DROP INDEX IF EXISTS units_hidden")
+
+    def index_units(self) -> None:
+        self.db.execute("CREATE INDEX IF NOT EXISTS units_by_fp ON units (fp, pref)")
+        self.db.execute("CREATE INDEX IF NOT EXISTS units_hidden ON units (fp) WHERE kept = 0")
 
     def clear_pending(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM pending")
