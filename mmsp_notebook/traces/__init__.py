@@ -192,10 +192,21 @@ Export
     as lists, ``df.attrs`` in the schema metadata where ``pandas.read_parquet`` restores it);
     :func:`to_parquet` writes one, from a frame or from a trace path loaded first.
 
+Datasets
+    :func:`sync` converts a trace folder into a Hive-partitioned Parquet dataset (``date`` /
+    ``model`` directories, the loaders' columns and :func:`to_arrow`'s types), incrementally: a
+    manifest records what was converted, so a re-run converts only new or changed traces (a trace
+    that only grew gets its new rows), replaces changed ones and drops deleted ones; chunks run on a
+    process pool or any ``concurrent.futures`` executor (Dask's ``client.get_executor()``), each
+    worker holding one chunk. :func:`dataset` gives it as a ``pyarrow.dataset``, :func:`query` /
+    :func:`connect` in DuckDB (views ``turns``, ``items``, ``events``), and :func:`summary` takes
+    it as well as a frame.
+
 Parts
     ``_load`` (the loaders), ``_turns`` / ``_items`` / ``_events`` (one frame builder each, on
     ``_build`` and ``_columns``; ``_fast`` decodes only what the turns frame needs), ``_io`` and
-    ``_walk`` (finding traces), ``_summary``, ``_export``, ``_plot``;
+    ``_walk`` (finding traces), ``_summary``, ``_export``, ``_plot``; ``_dataset`` (sync and the
+    readers), ``_convert`` (a chunk's work on a worker), ``_manifest`` (what a dataset holds);
     :mod:`mmsp_notebook.traces.recorded` locates one recorded message for ``replay``. Files are
     read through :mod:`mmsp_notebook.core.store`. Importing this package imports no pandas: each
     function loads its part when first used.
