@@ -323,7 +323,10 @@ def read_trace(
             trace; its ``reason`` says which, without the path (``str()`` has the path first).
     """
     raw, mtime = _read_regular(path, max_size, listed)
-    result = _decode_trace(raw, decode)
+    result = decode(raw) if decode is not None else None
+    if result is not None:
+        return result
+    result = _trace_object(raw)
     if isinstance(result, str) and time.time() - mtime < REWRITE_WINDOW:  # maybe being rewritten
         time.sleep(RETRY_DELAY)
         raw, _ = _read_regular(path, max_size)

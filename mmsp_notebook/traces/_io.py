@@ -111,7 +111,7 @@ def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: lis
     slash = os.sep == "/"
     traces: list[tuple[str, str]] = []  # (path, path relative to root)
     side: dict[str, str] = {}
-    match, side_match, n_side = pattern.regex.match, side_pattern.regex.match, len(SIDECAR_SUFFIX)
+    match, side_match, n_side = pattern.matcher(), side_pattern.matcher(), len(SIDECAR_SUFFIX)
     for f in found:
         rel = f[n:] if slash else f[n:].replace(os.sep, "/")
         if f.endswith(SIDECAR_SUFFIX):

@@ -48,6 +48,8 @@ _N_INTS = len(_INTS)
 _FLOATS = ("started", "ended", "latency", "ttft")
 _N_FLOATS = len(_FLOATS)
 _NO_COUNTS = (INT_NA,) * 8
+_NO_DONE: dict[int, dict[str, Any]] = {}  # never changed: add() pops from it only when it is not empty
+_NO_FAILED: list[dict[str, Any]] = []
 
 
 class TurnBuilder(Window):
@@ -126,8 +128,11 @@ class TurnBuilder(Window):
         fno = len(self.f_trace_id)
         self.f_trace_id.append(trace_id)
         self.f_cfg.append(cfg)
-        done, failed = split_sidecar(records) if records else ({}, [])
-        fi, nf = 0, len(failed)
+        if records:
+            done, failed = split_sidecar(records)
+            fi, nf = 0, len(failed)
+        else:
+            done, failed, fi, nf = _NO_DONE, _NO_FAILED, 0, 0
         # bound methods and constants: this loop runs once per message of the whole corpus
         ints, floats = self.ints.extend, self.floats.extend
         a_model, a_client, a_finish = self.model.append, self.client.append, self.finish.append
@@ -188,8 +193,9 @@ class TurnBuilder(Window):
             self._sidecar_row(fno, cfg_model, failed[fi])
             fi += 1
         # turns the sidecar saw complete but the trace file does not (yet) hold
-        for t in sorted(done):
-            self._sidecar_row(fno, cfg_model, done[t])
+        if done:
+            for t in sorted(done):
+                self._sidecar_row(fno, cfg_model, done[t])
 
     # the frame -------------------------------------------------------------------------------
     def _take(self, name: str) -> Any:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import Any
 
 from .._errors import OptionError
 
@@ -90,6 +92,14 @@ class Pattern:
         object.__setattr__(self, "regex", re.compile("".join(rx) + r"\Z", re.DOTALL))
         object.__setattr__(self, "depth", None if "**" in parts else len(parts))
         object.__setattr__(self, "hidden", any(p.startswith(".") for p in parts))
+
+    def matcher(self) -> Callable[[str], Any]:
+        """A function telling whether a relative path (``/``-separated) matches (truthy): for the
+        usual ``**/*<suffix>`` a suffix test and a hidden-part test, else the regex."""
+        head, _, suffix = self.text.partition("**/*")
+        if not head and suffix and not any(c in suffix for c in "*?[/"):
+            return lambda rel: rel.endswith(suffix) and rel[0] != "." and "/." not in rel
+        return self.regex.match
 
     def match(self, rel: str) -> bool:
         """Whether a relative path (``/``-separated) matches."""
