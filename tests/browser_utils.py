@@ -265,30 +265,74 @@ AXE_JS = Path(__file__).resolve().parent.parent / "js" / "node_modules" / "axe-c
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
 
+def set_setting(server: JupyterServer, plugin: str, values: dict[str, Any]) -> None:
+    """A JupyterLab setting for the pages opened from now on (``plugin`` as ``package:plugin``)."""
+    server.api("PUT", f"/lab/api/settings/{plugin}", {"raw": json.dumps(values)})
+
+
 def set_theme(server: JupyterServer, theme: str) -> None:
-    """JupyterLab's (and Notebook 7's) theme for the pages opened from now on: ``light`` or ``dark``."""
-    raw = json.dumps({"theme": THEMES[theme]})
-    server.api("PUT", "/lab/api/settings/@jupyterlab/apputils-extension:themes", {"raw": raw})
+    """JupyterLab's (and Notebook 7's) theme for the pages opened from now on: ``light`` or ``dark``.
+
+    Cells are not windowed either (every cell's DOM kept and laid out, so axe-core sees them all).
+    """
+    set_setting(server, "@jupyterlab/apputils-extension:themes", {"theme": THEMES[theme]})
+    set_setting(server, "@jupyterlab/notebook-extension:tracker", {"windowingMode": "none"})
 
 
 def axe_contrast(page: Any, selector: str) -> dict[str, Any]:
-    """Run axe-core's color-contrast rule (WCAG AA) on every element matching ``selector``.
+    """Run axe-core's color-contrast rule (WCAG AA) on the outputs holding ``selector``.
 
-    Returns ``{"checked": n elements passed, "violations": [...], "incomplete": [...]}``, each
-    finding with the element's HTML, the colours and the ratio axe measured.
+    axe-core takes JupyterLab's shell (an absolutely positioned box over the whole viewport) for an
+    open modal dialog and then skips every element outside it, that is all of them. So the outputs
+    are checked in a copy: a page with every stylesheet of the notebook page (JupyterLab's theme,
+    the widgets' CSS, the outputs' own), the body's theme attributes, the notebook's background,
+    and each cell's output area (its DOM as it is now) at its width. Returns ``{"checked": number
+    of elements that passed, "violations": [...], "incomplete": [...], "roots": outputs copied}``,
+    each finding with the element's HTML and the colours and ratio axe measured.
     """
-    if not page.evaluate("typeof window.axe === 'object'"):
-        page.add_script_tag(content=AXE_JS.read_text(encoding="utf-8"))
-    return page.evaluate(
-        """async (sel) => {
-          const nodes = Array.from(document.querySelectorAll(sel));
-          if (!nodes.length) return {checked: 0, violations: [], incomplete: [], roots: 0};
-          const r = await axe.run(nodes, {runOnly: {type: 'rule', values: ['color-contrast']}, resultTypes: ['violations', 'incomplete']});
-          const flat = (list) => list.flatMap((v) => v.nodes.map((n) => ({
-            html: n.html.slice(0, 160), target: n.target.join(' '),
-            data: (n.any[0] || {}).data || null, why: (n.any[0] || {}).message || ''})));
-          const passed = r.passes.reduce((k, v) => k + v.nodes.length, 0);
-          return {checked: passed, violations: flat(r.violations), incomplete: flat(r.incomplete), roots: nodes.length};
+    snapshot = page.evaluate(
+        """(sel) => {
+          const css = Array.from(document.styleSheets).map((s) => {
+            try { return Array.from(s.cssRules).map((r) => r.cssText).join('\\n'); } catch (e) { return ''; }
+          }).join('\\n');
+          const areas = [];
+          for (const n of document.querySelectorAll(sel)) {
+            const area = n.closest('.jp-Cell-outputArea') || n;
+            if (!areas.includes(area)) areas.push(area);
+          }
+          const nb = document.querySelector('.jp-Notebook') || document.body;
+          const bg = (el) => { for (let e = el; e; e = e.parentElement) { const c = getComputedStyle(e).backgroundColor;
+            if (c && c !== 'rgba(0, 0, 0, 0)' && c !== 'transparent') return c; } return 'rgb(255, 255, 255)'; };
+          return {css, bodyClass: document.body.className, attrs: Object.fromEntries(Array.from(document.body.attributes)
+                    .filter((a) => a.name.startsWith('data-')).map((a) => [a.name, a.value])),
+                  background: bg(nb), color: getComputedStyle(nb).color,
+                  areas: areas.map((a) => ({html: a.outerHTML, width: a.getBoundingClientRect().width, bg: bg(a)}))};
         }""",
         selector,
     )
+    copy = page.context.new_page()
+    try:
+        attrs = " ".join(f'{k}="{v}"' for k, v in snapshot["attrs"].items())
+        body = "".join(f'<div class="mmsp-axe-area" style="width:{a["width"]}px;background:{a["bg"]};padding:4px">'
+                       f'<div class="jp-Notebook">{a["html"]}</div></div>' for a in snapshot["areas"])
+        copy.set_content(f'<!doctype html><html lang="en"><body class="{snapshot["bodyClass"]}" {attrs} '
+                         f'style="background:{snapshot["background"]};overflow:auto;position:static">{body}</body></html>')
+        copy.add_style_tag(content=snapshot["css"])
+        copy.add_style_tag(content="html,body{overflow:auto!important;height:auto!important;position:static!important}")
+        copy.add_script_tag(content=AXE_JS.read_text(encoding="utf-8"))
+        copy.wait_for_timeout(200)
+        result = copy.evaluate(
+            """async () => {
+              const r = await axe.run(document, {runOnly: {type: 'rule', values: ['color-contrast']},
+                                                 resultTypes: ['violations', 'incomplete', 'passes']});
+              const flat = (list) => list.flatMap((v) => v.nodes.map((n) => ({
+                html: n.html.slice(0, 160), target: n.target.join(' '),
+                data: (n.any[0] || {}).data || null, why: (n.any[0] || {}).message || ''})));
+              return {checked: r.passes.reduce((k, v) => k + v.nodes.length, 0), violations: flat(r.violations),
+                      incomplete: flat(r.incomplete)};
+            }"""
+        )
+    finally:
+        copy.close()
+    result["roots"] = len(snapshot["areas"])
+    return result

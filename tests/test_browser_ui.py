@@ -197,7 +197,8 @@ def test_outputs_follow_the_theme_with_aa_contrast(page, server, theme):
         # every status colour follows the theme: no light box on a dark page, no dark text on it
         colours = page.evaluate("""() => {
           const lum = (c) => { const m = c.match(/[\\d.]+/g).map(Number);
-            const [r, g, b] = m.slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
+            const scale = c.startsWith('color(') ? 1 : 255;  // color-mix() computes to color(srgb r g b / a)
+            const [r, g, b] = m.slice(0, 3).map((v) => { v /= scale; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; });
             return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
           const bg = (el) => { for (let e = el; e; e = e.parentElement) { const c = getComputedStyle(e).backgroundColor;
             const a = (c.match(/[\\d.]+/g) || []).map(Number); if (a.length === 3 || (a.length === 4 && a[3] > 0.5)) return c; } return 'rgb(255,255,255)'; };
