@@ -205,8 +205,9 @@ Datasets
 Parts
     ``_load`` (the loaders), ``_turns`` / ``_items`` / ``_events`` (one frame builder each, on
     ``_build`` and ``_columns``; ``_fast`` decodes only what the turns frame needs), ``_io`` and
-    ``_walk`` (finding traces), ``_summary``, ``_export``, ``_plot``; ``_dataset`` (sync and the
-    readers), ``_convert`` (a chunk's work on a worker), ``_manifest`` (what a dataset holds);
+    ``_walk`` (finding traces), ``_summary``, ``_export``, ``_plot``; ``_dataset`` (sync), ``_scan``
+    (what changed), ``_convert`` (a chunk's work on a worker), ``_manifest`` (what a dataset
+    holds), ``_readers`` (pyarrow and DuckDB over a dataset);
     :mod:`mmsp_notebook.traces.recorded` locates one recorded message for ``replay``. Files are
     read through :mod:`mmsp_notebook.core.store`. Importing this package imports no pandas: each
     function loads its part when first used.
@@ -219,11 +220,12 @@ from typing import TYPE_CHECKING, Any
 from ._common import OTEL_COLUMNS, TraceLoadWarning
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._dataset import SyncResult, connect, dataset, query, sync
+    from ._dataset import SyncResult, sync
     from ._explore import Explorer, explore
     from ._export import to_arrow, to_parquet
     from ._load import load_events, load_items, load_turns
     from ._plot import plot_latency, plot_usage_over_time
+    from ._readers import connect, dataset, query
     from ._show import Conversation, show
     from ._summary import summary
 
@@ -265,9 +267,9 @@ _LAZY = {
     "Explorer": "._explore",
     "sync": "._dataset",
     "SyncResult": "._dataset",
-    "dataset": "._dataset",
-    "connect": "._dataset",
-    "query": "._dataset",
+    "dataset": "._readers",
+    "connect": "._readers",
+    "query": "._readers",
 }
 
 

@@ -1,5 +1,6 @@
-"""Trace datasets: mmsp traces converted incrementally into a Hive-partitioned Parquet dataset, read
-with pyarrow, DuckDB, Dask or Spark (:func:`sync`, :func:`dataset`, :func:`connect`, :func:`query`).
+"""Trace datasets: mmsp traces converted incrementally into a Hive-partitioned Parquet dataset
+(:func:`sync`), read with pyarrow, DuckDB (``_readers``: ``dataset``, ``connect``, ``query``), Dask
+or Spark.
 
 Layout of ``dataset_dir``::
 
@@ -15,8 +16,6 @@ UTC ``date`` of ``started`` (``created_at`` for items); model ids are URI-encode
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import os
 import time
 import warnings
@@ -31,17 +30,16 @@ from typing import TYPE_CHECKING, Any
 from .._errors import TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
-from ._convert import DAMAGED, KINDS, ChunkResult, Job, convert, rewrite
-from ._io import collect_sources
+from ._convert import DAMAGED, ChunkResult, Job, convert, rewrite
 from ._load import PROGRESS_THRESHOLD
-from ._manifest import LOCK_NAME, MANIFEST_NAME, RACY_S, Manifest, Signature
+from ._manifest import LOCK_NAME, Manifest
+from ._readers import kind_dir
+from ._scan import Scan, scan_sources
 
 if TYPE_CHECKING:  # pragma: no cover
-    import duckdb
-    import pandas as pd
-    import pyarrow.dataset as pads
+    pass
 
-__all__ = ["sync", "SyncResult", "dataset", "connect", "query", "kind_dir", "iter_kinds"]
+__all__ = ["sync", "SyncResult"]
 
 #: traces per chunk at most: a worker holds one chunk's frame at a time
 CHUNK_FILES = 2000
@@ -74,13 +72,6 @@ class SyncResult:
             f"{self.unchanged} unchanged; {self.traces} traces, {self.rows:,} rows in {self.files} files; "
             f"{len(self.skipped)} skipped; {self.seconds:.2f} s>"
         )
-
-
-def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
-    """The directory of one kind of a dataset (``dataset_dir/kind``)."""
-    if kind not in KINDS:
-        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    return Path(dataset_dir) / kind
 
 
 # --------------------------------------------------------------------------- running work
@@ -162,130 +153,6 @@ def _process_pool(n_tasks: int) -> Executor:
     else:  # pragma: no cover - Windows
         ctx = mp.get_context("spawn")
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
-
-
-# --------------------------------------------------------------------------- scanning
-
-
-def _stat(path: str | None) -> tuple[int, int]:
-    if path is None:
-        return -1, -1
-    try:
-        st = os.stat(path)
-    except OSError:
-        return -1, -1
-    return st.st_size, st.st_mtime_ns
-
-
-def _content_hash(*paths: str | None) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    for p in paths:
-        h.update(b"\x00")
-        if p is None:
-            continue
-        try:
-            with open(p, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-        except OSError as exc:
-            h.update(repr(exc).encode())
-    return h.hexdigest()
-
-
-@dataclass
-class _Scan:
-    sources: dict[str, tuple[str | None, str | None]]  # trace id -> (trace file, sidecar)
-    sigs: dict[str, Signature]
-    hashes: dict[str, str | None]
-    new: list[str]
-    changed: list[str]
-    deleted: list[str]
-    unchanged: int
-    dirs: dict[str, int] | None  # directory -> mtime, after a full scan
-    settled: list[str]  # unchanged traces whose content hash is no longer needed
-
-
-def _walk_dirs(src: str, racy_ns: int) -> dict[str, int]:
-    """Every directory below ``src`` (through links, each real one once) with its mtime; -1 for
-    one modified within the racy window, so that the next scan does not trust it."""
-    out: dict[str, int] = {}
-    seen: set[tuple[int, int]] = set()
-    stack = [src]
-    while stack:
-        d = stack.pop()
-        try:
-            st = os.stat(d)
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) in seen:
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
-        for e in entries:
-            try:
-                if e.is_dir():
-                    stack.append(e.path)
-            except OSError:
-                pass
-    return out
-
-
-def _same_dirs(dirs: dict[str, int]) -> bool:
-    """Whether no directory changed since the last full scan (no file added, removed, renamed)."""
-    if not dirs:
-        return False
-    for d, mtime in dirs.items():
-        try:
-            if os.stat(d).st_mtime_ns != mtime:
-                return False
-        except OSError:
-            return False
-    return True
-
-
-def _scan(src: str, pattern: str, m: Manifest, started: float) -> _Scan:
-    """The traces under ``src`` against the manifest: new, changed, deleted, unchanged.
-
-    When no directory changed since the last full scan the manifest's list of files is the
-    list (only their stats are taken); else the loaders' ``collect_sources`` finds them again,
-    after the directories' mtimes are taken (a file added meanwhile changes them again)."""
-    racy_ns = int((started - RACY_S) * 1e9)
-    known = m.signatures()
-    dirs: dict[str, int] | None = None
-    if _same_dirs(m.dirs()):
-        found = [(tid, v[2], v[3]) for tid, v in known.items()]
-    else:
-        dirs = _walk_dirs(src, racy_ns)
-        found = [(s.trace_id, s.path, s.sidecar) for s in collect_sources(src, pattern)]
-    sources: dict[str, tuple[str | None, str | None]] = {}
-    sigs: dict[str, Signature] = {}
-    hashes: dict[str, str | None] = {}
-    new: list[str] = []
-    changed: list[str] = []
-    settled: list[str] = []
-    unchanged = 0
-    found.reverse()
-    while found:  # consumed as it goes, as ``known`` is: the scan's peak memory is one copy of the list
-        tid, path, sidecar = found.pop()
-        sources[tid] = (path, sidecar)
-        sig = (*_stat(path), *_stat(sidecar))
-        sigs[tid] = sig
-        old = known.pop(tid, None)
-        racy = sig[1] >= racy_ns or sig[3] >= racy_ns
-        digest = _content_hash(path, sidecar) if racy or (old is not None and old[1] is not None) else None
-        if racy:
-            hashes[tid] = digest
-        if old is None:
-            new.append(tid)
-        elif old[0] == sig and (old[1] is None or old[1] == digest):
-            unchanged += 1
-            if old[1] is not None and not racy:
-                settled.append(tid)
-        else:
-            changed.append(tid)
-    deleted = sorted(known)  # known and not found
-    return _Scan(sources, sigs, hashes, new, changed, deleted, unchanged, dirs, settled)
 
 
 # --------------------------------------------------------------------------- the dataset's files
@@ -426,7 +293,7 @@ def sync(
         if m.meta().get("resolve_all"):
             m.bulk()
         _clean(root, m.file_names())
-        scan = _scan(src_path, pattern, m, t0)
+        scan = scan_sources(src_path, pattern, m, t0)
         result = SyncResult(kind, root, unchanged=scan.unchanged)
         state = _Sync(m, root, options, scan, executor, chunk_files, progress)
         try:
@@ -461,7 +328,7 @@ def sync(
 class _Sync:
     """One sync's steps, each committed to the manifest after the files it changed."""
 
-    def __init__(self, m: Manifest, root: Path, options: dict[str, Any], scan: _Scan, executor: Executor | None,
+    def __init__(self, m: Manifest, root: Path, options: dict[str, Any], scan: Scan, executor: Executor | None,
                  chunk_files: int, progress: bool | None) -> None:
         self.m, self.root, self.options, self.scan = m, root, options, scan
         self.runner = _Runner(executor)
@@ -618,114 +485,4 @@ def _warn(skipped: list[dict[str, str]], n: int) -> None:
         stacklevel=3,
     )
 
-
-# --------------------------------------------------------------------------- reading
-
-
-def _partition_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([("date", pa.date32()), ("model", pa.string())])
-
-
-@functools.cache
-def _full_schema(kind: str, payloads: bool) -> Any:
-    """The dataset's schema: the frame's columns in the loader's order, then ``date``."""
-    import pyarrow as pa
-
-    from ._convert import _builder  # the frame of an empty builder: the loader's columns and types
-    from ._export import to_arrow
-
-    frame_schema = to_arrow(_builder(Job(kind, "", [], payloads=payloads)).frame()).schema.remove_metadata()
-    return frame_schema.append(pa.field("date", pa.date32()))
-
-
-def _meta_of(root: Path) -> dict[str, Any]:
-    """The manifest's meta, read without writing (a sync may be running)."""
-    path = root / MANIFEST_NAME
-    if not path.is_file():
-        raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
-                                 reason="no such trace dataset")
-    import json
-    import sqlite3
-
-    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-    try:
-        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
-    finally:
-        db.close()
-
-
-def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
-    """The dataset as a ``pyarrow.dataset.Dataset`` (columns of the loader, in its order, then
-    ``date``; ``model`` and ``date`` come from the Hive partition directories, so filters on them
-    skip whole directories)::
-
-        ds = traces.dataset("traces_ds")
-        ds.to_table(filter=pc.field("model") == "glm-5.3", columns=["latency", "cost"])
-    """
-    import pyarrow.dataset as pads
-
-    root = kind_dir(dataset_dir, kind)
-    meta = _meta_of(root)
-    part = pads.partitioning(_partition_schema(), flavor="hive")
-    return pads.dataset(str(root), schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet", partitioning=part)
-
-
-def _view_sql(root: Path, kind: str, payloads: bool) -> str | None:
-    cols = [f.name for f in _full_schema(kind, payloads)]
-    glob = os.path.join(str(root), "*", "*", "*.parquet")
-    if not any(True for _ in Path(root).glob("*/*/*.parquet")):
-        return None
-    select = ", ".join(f'"{c}"' for c in cols)
-    path = glob.replace("'", "''")
-    return (
-        f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet('{path}', hive_partitioning = true, "
-        f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}})"
-    )
-
-
-def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection (a new in-memory one unless ``con`` is given) with a view per synced
-    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``date``)."""
-    try:
-        import duckdb
-    except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
-        raise ImportError("traces.query and traces.connect need DuckDB: pip install duckdb") from exc
-    con = duckdb.connect() if con is None else con
-    found = False
-    for kind in KINDS:
-        root = kind_dir(dataset_dir, kind)
-        if not (root / MANIFEST_NAME).is_file():
-            continue
-        found = True
-        meta = _meta_of(root)
-        sql = _view_sql(root, kind, bool(meta.get("payloads")))
-        if sql is None:  # nothing converted yet: an empty view with the right columns
-            empty = _full_schema(kind, bool(meta.get("payloads"))).empty_table()
-            con.register(f"_empty_{kind}", empty)
-            con.execute(f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM _empty_{kind}")
-        else:
-            con.execute(sql)
-    if not found:
-        _meta_of(kind_dir(dataset_dir, "turns"))  # raises: no dataset there
-    return con
-
-
-def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
-    """Run SQL over the dataset in DuckDB and return a DataFrame; the views ``turns``, ``items``
-    and ``events`` are the synced kinds::
-
-        traces.query("SELECT model, quantile_cont(latency, 0.9) FROM turns GROUP BY model", "traces_ds")
-    """
-    con = connect(dataset_dir)
-    try:
-        return con.sql(sql).df()
-    finally:
-        con.close()
-
-
-def iter_kinds(dataset_dir: PathLike) -> Iterable[str]:
-    """The kinds synced into ``dataset_dir``."""
-    return [k for k in KINDS if (kind_dir(dataset_dir, k) / MANIFEST_NAME).is_file()]
 

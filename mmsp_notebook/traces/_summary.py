@@ -106,7 +106,7 @@ def _q(name: str) -> str:
 
 def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     """The summary's rows computed in DuckDB over a dataset (directory or pyarrow Dataset)."""
-    from ._dataset import connect
+    from ._readers import connect
 
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)

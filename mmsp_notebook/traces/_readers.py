@@ -1,0 +1,138 @@
+"""Reading a trace dataset made by :func:`mmsp_notebook.traces.sync`: as a ``pyarrow.dataset``
+(:func:`dataset`) or in DuckDB (:func:`connect`, :func:`query`; views ``turns``, ``items``,
+``events``). Nothing here writes: the manifest is opened read-only, so a sync may run meanwhile.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._errors import TraceNotFoundError
+from ._common import PathLike
+from ._convert import KINDS, Job
+from ._manifest import MANIFEST_NAME
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
+    import pandas as pd
+    import pyarrow.dataset as pads
+
+__all__ = ["dataset", "connect", "query", "kind_dir", "iter_kinds"]
+
+
+def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
+    """The directory of one kind of a dataset (``dataset_dir/kind``)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    return Path(dataset_dir) / kind
+
+
+def _partition_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema([("date", pa.date32()), ("model", pa.string())])
+
+
+@functools.cache
+def _full_schema(kind: str, payloads: bool) -> Any:
+    """The dataset's schema: the frame's columns in the loader's order, then ``date``."""
+    import pyarrow as pa
+
+    from ._convert import _builder  # the frame of an empty builder: the loader's columns and types
+    from ._export import to_arrow
+
+    frame_schema = to_arrow(_builder(Job(kind, "", [], payloads=payloads)).frame()).schema.remove_metadata()
+    return frame_schema.append(pa.field("date", pa.date32()))
+
+
+def _meta_of(root: Path) -> dict[str, Any]:
+    """The manifest's meta, read without writing (a sync may be running)."""
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
+                                 reason="no such trace dataset")
+    import json
+    import sqlite3
+
+    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    finally:
+        db.close()
+
+
+def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
+    """The dataset as a ``pyarrow.dataset.Dataset`` (columns of the loader, in its order, then
+    ``date``; ``model`` and ``date`` come from the Hive partition directories, so filters on them
+    skip whole directories)::
+
+        ds = traces.dataset("traces_ds")
+        ds.to_table(filter=pc.field("model") == "glm-5.3", columns=["latency", "cost"])
+    """
+    import pyarrow.dataset as pads
+
+    root = kind_dir(dataset_dir, kind)
+    meta = _meta_of(root)
+    part = pads.partitioning(_partition_schema(), flavor="hive")
+    return pads.dataset(str(root), schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet", partitioning=part)
+
+
+def _view_sql(root: Path, kind: str, payloads: bool) -> str | None:
+    cols = [f.name for f in _full_schema(kind, payloads)]
+    glob = os.path.join(str(root), "*", "*", "*.parquet")
+    if not any(True for _ in Path(root).glob("*/*/*.parquet")):
+        return None
+    select = ", ".join(f'"{c}"' for c in cols)
+    path = glob.replace("'", "''")
+    return (
+        f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet('{path}', hive_partitioning = true, "
+        f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}})"
+    )
+
+
+def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection (a new in-memory one unless ``con`` is given) with a view per synced
+    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``date``)."""
+    try:
+        import duckdb
+    except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
+        raise ImportError("traces.query and traces.connect need DuckDB: pip install duckdb") from exc
+    con = duckdb.connect() if con is None else con
+    found = False
+    for kind in KINDS:
+        root = kind_dir(dataset_dir, kind)
+        if not (root / MANIFEST_NAME).is_file():
+            continue
+        found = True
+        meta = _meta_of(root)
+        sql = _view_sql(root, kind, bool(meta.get("payloads")))
+        if sql is None:  # nothing converted yet: an empty view with the right columns
+            empty = _full_schema(kind, bool(meta.get("payloads"))).empty_table()
+            con.register(f"_empty_{kind}", empty)
+            con.execute(f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM _empty_{kind}")
+        else:
+            con.execute(sql)
+    if not found:
+        _meta_of(kind_dir(dataset_dir, "turns"))  # raises: no dataset there
+    return con
+
+
+def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
+    """Run SQL over the dataset in DuckDB and return a DataFrame; the views ``turns``, ``items``
+    and ``events`` are the synced kinds::
+
+        traces.query("SELECT model, quantile_cont(latency, 0.9) FROM turns GROUP BY model", "traces_ds")
+    """
+    con = connect(dataset_dir)
+    try:
+        return con.sql(sql).df()
+    finally:
+        con.close()
+
+
+def iter_kinds(dataset_dir: PathLike) -> list[str]:
+    """The kinds synced into ``dataset_dir``."""
+    return [k for k in KINDS if (kind_dir(dataset_dir, k) / MANIFEST_NAME).is_file()]
