@@ -456,6 +456,10 @@ class _Sync:
                 tids = sorted({t for t, _ in show})
                 hidden = m.hidden(tids)
                 keep_hidden = {t: [mi for mi in hidden.get(t, []) if (t, mi) not in shown] for t in tids}
+                for t, (sig, digest) in m.stored(t for t in tids if t not in self.scan.sigs).items():
+                    self.scan.sigs[t] = sig  # unchanged traces: the scan kept no signature for them
+                    if digest is not None:
+                        self.scan.hashes[t] = digest
                 self.remove(tids)
                 self.convert(tids, {t: v for t, v in keep_hidden.items() if v})
         with m.transaction() as db:

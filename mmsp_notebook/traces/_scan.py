@@ -19,16 +19,6 @@ from ._manifest import RACY_S, Manifest, Signature
 __all__ = ["Scan", "scan_sources"]
 
 
-def _stat(path: str | None) -> tuple[int, int]:
-    if path is None:
-        return -1, -1
-    try:
-        st = os.stat(path)
-    except OSError:
-        return -1, -1
-    return st.st_size, st.st_mtime_ns
-
-
 def _content_hash(*paths: str | None) -> str:
     h = hashlib.blake2b(digest_size=16)
     for p in paths:
@@ -47,7 +37,7 @@ def _content_hash(*paths: str | None) -> str:
 @dataclass
 class Scan:
     sources: dict[str, tuple[str | None, str | None]]  # trace id -> (trace file, sidecar)
-    sigs: dict[str, Signature]
+    sigs: dict[str, Signature]  # of the traces not unchanged
     hashes: dict[str, str | None]
     new: list[str]
     changed: list[str]
@@ -106,7 +96,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float) -> Scan:
     known = m.signatures()
     dirs: dict[str, int] | None = None
     if _same_dirs(m.dirs()):
-        found = [(tid, v[2], v[3]) for tid, v in known.items()]
+        found = [(tid, v[3], v[4]) for tid, v in known.items()]
     else:
         dirs = _walk_dirs(src, racy_ns)
         found = [(s.trace_id, s.path, s.sidecar) for s in collect_sources(src, pattern)]
@@ -117,22 +107,38 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float) -> Scan:
     changed: list[str] = []
     settled: list[str] = []
     unchanged = 0
+    stat = os.stat
     found.reverse()
     while found:  # consumed as it goes, as ``known`` is: the scan's peak memory is one copy of the list
         tid, path, sidecar = found.pop()
         sources[tid] = (path, sidecar)
-        sig = (*_stat(path), *_stat(sidecar))
-        sigs[tid] = sig
+        a = b = c = d = -1
+        if path is not None:
+            try:
+                st = stat(path)
+                a, b = st.st_size, st.st_mtime_ns
+            except OSError:
+                pass
+        if sidecar is not None:
+            try:
+                st = stat(sidecar)
+                c, d = st.st_size, st.st_mtime_ns
+            except OSError:
+                pass
         old = known.pop(tid, None)
-        racy = sig[1] >= racy_ns or sig[3] >= racy_ns
-        digest = _content_hash(path, sidecar) if racy or (old is not None and old[1] is not None) else None
+        racy = b >= racy_ns or d >= racy_ns
+        if old is not None and old[2] is None and not racy and old[1] == f"{a} {b} {c} {d}":
+            unchanged += 1  # the common case, decided on one text
+            continue
+        sigs[tid] = (a, b, c, d)
+        digest = _content_hash(path, sidecar) if racy or (old is not None and old[2] is not None) else None
         if racy:
             hashes[tid] = digest
         if old is None:
             new.append(tid)
-        elif old[0] == sig and (old[1] is None or old[1] == digest):
+        elif old[1] == f"{a} {b} {c} {d}" and (old[2] is None or old[2] == digest):
             unchanged += 1
-            if old[1] is not None and not racy:
+            if old[2] is not None and not racy:
                 settled.append(tid)
         else:
             changed.append(tid)
