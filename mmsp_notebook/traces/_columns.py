@@ -204,10 +204,7 @@ def time_col(a: array | np.ndarray) -> pd.DatetimeIndex:
 
 def obj_col(values: list[Any]) -> np.ndarray:
     """An object array holding the values as they are (tuples and lists are not unpacked)."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        out[i] = v
-    return out
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def obj_series(values: np.ndarray) -> pd.Series:
