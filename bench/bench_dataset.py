@@ -282,9 +282,16 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "file (its stat signature and paths): its peak grows with the number of files "
             f"({(big['main_peak'] - small['main_peak']) / max(1, big['traces'] - small['traces']):,.0f} bytes per file "
             "between the two sizes), not with the rows.",
-            "* CPU: a worker spends about 1.5× what `load_turns` spends per turn (it also builds Arrow tables, writes "
-            "Parquet, hashes rows for the next sync); the wall-clock figures are on a shared 2-CPU machine, where "
-            "`load_turns` itself got about half a CPU (compare its wall and CPU times).",
+            f"* CPU: at {sizes[-1]:,} turns the workers spent {big['worker_cpu'] / big['load_cpu']:.2f}× the CPU time of "
+            "`load_turns` (the fork server's imports included; a warm chunk costs about 1.45× the loader's work on its files: "
+            "it also builds Arrow tables, writes Parquet and hashes rows for the next sync) and the main process "
+            f"{big['main_cpu'] / big['load_cpu']:.2f}× (the manifest). Wall-clock times are on a shared 2-CPU machine: "
+            f"`load_turns` itself got {big['load_cpu'] / big['load_turns']:.0%} of a CPU in that run.",
+            f"* Goals: nothing changed ≥ 20× faster than the first sync — {small['first'] / small['nothing']:.0f}× and "
+            f"{big['first'] / big['nothing']:.0f}×; 1 % of files changed ≤ 5 % of the first sync — the Tracer's change (a "
+            f"turn appended) {100 * small['append'] / small['first']:.1f} % and {100 * big['append'] / big['first']:.1f} %, "
+            f"a changed config {100 * small['config'] / small['first']:.1f} % and {100 * big['config'] / big['first']:.1f} % "
+            "(over the goal: every file holding one of those traces is rewritten).",
             "* Nothing changed: the scan stats the files it knows while no directory's mtime changed since the last full "
             "listing (no file added, removed or renamed), and converts nothing.",
             "* 1 % changed: the Tracer's way — a conversation rewritten with one more turn — converts those files again "
