@@ -95,11 +95,13 @@ def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
     import mmsp
 
     assert f"{len(mmsp.list_supported_models()) + 2} rows" in html_of(cells[12]) and "demo-embed" in html_of(cells[12])
-    assert "<Turn demo · complete" in text_of(cells[13])
-    # traced: mmsp trace JSON + timing sidecar per turn
+    # without -o no Out[n] repeats the turn under its live view; `_` still holds it
+    assert not [o for o in cells[13].outputs if o.output_type == "execute_result"]
+    # traced: one mmsp trace JSON and one timing sidecar per conversation (default, vectors, ev, json)
     traces = sorted(p.name for p in (tmp_path / "cache").rglob("*.json"))
-    sidecars = list((tmp_path / "cache").rglob("*.timing.jsonl"))
-    assert len(traces) >= 6 and len(sidecars) >= 7
+    sidecars = sorted(p.name for p in (tmp_path / "cache").rglob("*.timing.jsonl"))
+    assert traces == ["default.json", "ev.json", "json.json", "vectors.json"]
+    assert sidecars == [t.replace(".json", ".timing.jsonl") for t in traces]
 
 
 @pytest.mark.parametrize("fault, expect", [
@@ -190,10 +192,10 @@ def test_a_one_line_question_is_a_prompt_not_a_help_request(fresh_session, capsy
     ip = shell()
     result = ip.run_cell("%mmsp What is my name?")
     assert result.success, result.error_in_exec
-    turn = result.result
+    turn = ip.user_ns["_"]  # no Out[n] without -o, but `_` holds the turn
     assert turn.status == "complete" and "What is my name?" in turn.prompt["content_items"][0]["text"]
     assert "not found" not in capsys.readouterr().out
-    indented = ip.run_cell("if True:\n    t = %mmsp --chat q Are you there?\nt.status")
+    indented = ip.run_cell("if True:\n    %mmsp --chat q -o t Are you there?\nt.status")
     assert indented.result == "complete"
     assert "Are you there?" in ip.user_ns["t"].prompt["content_items"][0]["text"]
     # help on the magic itself still works, and a cell's prompt is left as written
@@ -209,8 +211,9 @@ def test_a_prompt_that_starts_with_a_dash_gets_a_hint(fresh_session):
     ip = shell()
     with pytest.raises(UsageError, match=r"%mmsp -- <prompt>"):
         ip.run_line_magic("mmsp", "-verbose output please")
-    turn = ip.run_line_magic("mmsp", "-- -verbose output please")
-    assert turn.status == "complete"
+    ip.run_line_magic("mmsp", "-o dash -- -verbose output please")
+    turn = ip.user_ns["dash"]
+    assert turn.status == "complete" and turn.prompt["content_items"][0]["text"] == "-verbose output please"
 
 
 def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
@@ -224,7 +227,7 @@ def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
     out = capsys.readouterr().out
     turn = ip.user_ns["t"]
     assert value is turn  # the cell's value, shown as its one-line summary
-    assert turn._repr_mimebundle_() == {"text/plain": turn.summary()}
+    assert ip.display_formatter.format(turn)[0] == {"text/plain": turn.summary()}
     assert turn.status == "complete"
     assert turn.text in out and "[thinking]" in out and "tokens cached" in out
     assert "\x1b[" not in out  # not a tty: no colour codes
@@ -240,7 +243,7 @@ def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monk
         "%%mmsp -o 1abc\nhi",
         "%mmsp config max_steps=3 thinking=ultra",
         "from mmsp_notebook.engine.session import session\nprint(session().settings.max_steps, session().settings.thinking)",
-        "r = %mmsp describe {im}",
+        "%mmsp -o r describe {im}",
         "print([i['type'] for i in r.prompt['content_items']], r.status)",
         "%mmsp histroy",
         "%%mmsp --trace exp.1\nhi",

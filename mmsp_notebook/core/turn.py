@@ -16,9 +16,18 @@ from .pricing import LIST_PRICES, Prices, PriceTable, format_cost
 from .redact import redact, redact_exception
 from .state import ItemState, Status, TurnState
 
-__all__ = ["Turn", "media_kind"]
+__all__ = ["Turn", "media_kind", "STATUS_TEXT"]
 
 _ids = itertools.count(1)
+
+#: What a turn that did not simply complete says about how it ended.
+STATUS_TEXT = {
+    "incomplete": "ended without a stop event — the answer may be cut off",
+    "cancelled": "cancelled — partial output kept",
+    "error": "failed — partial output kept",
+    "streaming": "streaming…",
+    "complete": "",
+}
 
 _IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 
@@ -245,6 +254,15 @@ class Turn:
             "tokens_per_second": tokens / window if window > 0 and tokens else None,
             "steps": [s.timings() for s in steps],
         }
+
+    @property
+    def status_text(self) -> str:
+        """How the turn ended, in words (empty for a turn that simply completed)."""
+        if self.status == "complete" and self.max_steps_reached:
+            return "stopped after --max-steps with tool calls still pending"
+        if self.status in ("error", "cancelled") and not self.items:
+            return "failed before any output" if self.status == "error" else "cancelled before any output"
+        return STATUS_TEXT.get(self.status, "")
 
     def summary(self) -> str:
         """One line: model, status, tokens, time, cost."""

@@ -23,7 +23,7 @@ from typing import Any
 from ..core.items import ItemState
 from ..core.pricing import format_cost
 from ..core.redact import redact
-from ..core.turn import Turn, media_kind
+from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
 from .hints import error_hint
 from .media import media_src
@@ -34,22 +34,9 @@ __all__ = ["status_text", "shown_status", "view_model", "present_item", "present
 
 _TEXT_KINDS = ("text", "thinking", "tool_call")
 
-STATUS_TEXT = {
-    "incomplete": "ended without a stop event — the answer may be cut off",
-    "cancelled": "cancelled — partial output kept",
-    "error": "failed — partial output kept",
-    "streaming": "streaming…",
-    "complete": "",
-}
-
-
 def status_text(turn: Turn) -> str:
-    """The line a view shows under a turn that did not simply complete."""
-    if turn.status == "complete" and turn.max_steps_reached:
-        return "stopped after --max-steps with tool calls still pending"
-    if turn.status in ("error", "cancelled") and not turn.items:
-        return "failed before any output" if turn.status == "error" else "cancelled before any output"
-    return STATUS_TEXT.get(turn.status, "")
+    """The line a view shows under a turn that did not simply complete (the turn's own words)."""
+    return turn.status_text
 
 
 # ---------------------------------------------------------------------------------------------- facts
