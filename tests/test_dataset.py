@@ -531,3 +531,27 @@ def test_traces_notebook_dataset_section(tmp_path: Path) -> None:
     table = out("FROM turns")
     assert "demo+tps=400" in table and "latency_p99" in table
     assert "summary in DuckDB over the dataset == summary in pandas over the frame" in out("in_duckdb = traces.summary(")
+
+
+def test_items_with_payloads(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir, kind="items", payloads=True, chunk_files=6)
+    assert_same(ds_dir, corpus, "items", payloads=True)
+    got = stored(ds_dir, "items")
+    assert "data" in got.column_names and pc.count(got["data"]).as_py() > 0  # base64 images kept
+    # a trace that grew keeps its earlier rows, payloads included
+    save(corpus, "app/chat_1", conversation(4, T0))
+    res = quiet_sync(corpus, ds_dir, kind="items", payloads=True)
+    assert res.converted == 1
+    assert_same(ds_dir, corpus, "items", payloads=True)
+
+
+def test_a_dataset_inside_its_source_folder(corpus: Path) -> None:
+    ds_dir = corpus / "ds"
+    first = quiet_sync(corpus, ds_dir)
+    again = quiet_sync(corpus, ds_dir)
+    assert again.converted == 0 and again.unchanged == first.converted
+    with sqlite3.connect(ds_dir / "turns" / "_manifest.sqlite") as db:
+        dirs = [r[0] for r in db.execute("SELECT path FROM dirs")]
+    assert str(corpus) in dirs and not any(d.startswith(str(ds_dir)) for d in dirs)
+    assert_same(ds_dir, corpus)

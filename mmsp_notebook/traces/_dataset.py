@@ -293,7 +293,7 @@ def sync(
         if m.meta().get("resolve_all"):
             m.bulk()
         _clean(root, m.file_names())
-        scan = scan_sources(src_path, pattern, m, t0)
+        scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
         result = SyncResult(kind, root, unchanged=scan.unchanged)
         state = _Sync(m, root, options, scan, executor, chunk_files, progress)
         try:

@@ -47,9 +47,10 @@ class Scan:
     settled: list[str]  # unchanged traces whose content hash is no longer needed
 
 
-def _walk_dirs(src: str, racy_ns: int) -> dict[str, int]:
+def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
     """Every directory below ``src`` (through links, each real one once) with its mtime; -1 for
-    one modified within the racy window, so that the next scan does not trust it."""
+    one modified within the racy window, so that the next scan does not trust it. ``skip`` (the
+    dataset's own folder, should it lie below ``src``) changes with every sync and is left out."""
     out: dict[str, int] = {}
     seen: set[tuple[int, int]] = set()
     stack = [src]
@@ -66,7 +67,7 @@ def _walk_dirs(src: str, racy_ns: int) -> dict[str, int]:
         out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
         for e in entries:
             try:
-                if e.is_dir():
+                if e.is_dir() and e.path != skip:
                     stack.append(e.path)
             except OSError:
                 pass
@@ -86,7 +87,7 @@ def _same_dirs(dirs: dict[str, int]) -> bool:
     return True
 
 
-def scan_sources(src: str, pattern: str, m: Manifest, started: float) -> Scan:
+def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str = "") -> Scan:
     """The traces under ``src`` against the manifest: new, changed, deleted, unchanged.
 
     When no directory changed since the last full scan the manifest's list of files is the
@@ -98,7 +99,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float) -> Scan:
     if _same_dirs(m.dirs()):
         found = [(tid, v[3], v[4]) for tid, v in known.items()]
     else:
-        dirs = _walk_dirs(src, racy_ns)
+        dirs = _walk_dirs(src, racy_ns, skip)
         found = [(s.trace_id, s.path, s.sidecar) for s in collect_sources(src, pattern)]
     sources: dict[str, tuple[str | None, str | None]] = {}
     sigs: dict[str, Signature] = {}
