@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from ..core.pricing import format_cost
 from ..core.turn import Turn
 from . import format as fmt
-from .html import CSS, render_html
+from .html import styled, turn_markup
 from .live import LiveView
 from .model import OpsTracker, view_model
 from .static import running_cell
@@ -84,16 +84,12 @@ def _e(value: Any) -> str:
 
 
 def render_comparison_html(labels: Sequence[str], turns: Sequence[Turn]) -> str:
-    """The comparison as sanitized HTML: a column per model (each the static turn view), then the figures."""
-    style = f"<style>{CSS}</style>"
-    compare_css = COMPARE_CSS.replace(".mmsp-root ", ".mmsp-root.mmsp-static ")
-    parts = [style, f"<style>{compare_css}</style>",
-             '<div class="mmsp-root mmsp-static mmsp-compare"><div class="mmsp-columns">']
+    """The comparison as sanitized HTML: a column per model (each the static turn view), then the figures;
+    one stylesheet for all of it."""
+    parts = ['<div class="mmsp-root mmsp-static mmsp-compare"><div class="mmsp-columns">']
     for label, turn in zip(labels, turns):
-        body = render_html(turn, view_model(turn))
-        if body.startswith(style):  # one stylesheet for every column
-            body = body[len(style):]
-        parts.append(f'<section class="mmsp-column"><div class="mmsp-column-head">{_e(label)}</div>{body}</section>')
+        parts.append(f'<section class="mmsp-column"><div class="mmsp-column-head">{_e(label)}</div>'
+                     f"{turn_markup(view_model(turn))}</section>")
     parts.append('</div><div class="mmsp-compare-figures"><table><thead><tr><th></th>')
     parts.extend(f"<th>{_e(label)}</th>" for label in labels)
     parts.append("</tr></thead><tbody>")
@@ -106,7 +102,8 @@ def render_comparison_html(labels: Sequence[str], turns: Sequence[Turn]) -> str:
                 parts.append(f"<td>{_e(cell)}</td>")
         parts.append("</tr>")
     parts.append("</tbody></table></div></div>")
-    return "".join(parts)
+    compare_css = COMPARE_CSS.replace(".mmsp-root ", ".mmsp-root.mmsp-static ")
+    return f"<style>{compare_css}</style>" + styled("".join(parts))
 
 
 def render_comparison_text(labels: Sequence[str], turns: Sequence[Turn], limit: int | None = None) -> str:
