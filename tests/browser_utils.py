@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -18,6 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from mmsp_notebook.views.html import COPY_SCRIPT
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
@@ -211,6 +214,7 @@ STREAM_RECORDER = r"""
 # area (checked on every node added to the page, so also the live views' intermediate states).
 XSS_TRAP = r"""
 (() => {
+  window.__copyScript = COPY_SCRIPT_TEXT;  // the static view's own copy script, the one script it may hold
   window.__xss = [];
   window.__xssNodes = [];
   for (const name of ['alert', 'confirm', 'prompt']) {
@@ -220,7 +224,7 @@ XSS_TRAP = r"""
   const bad = (el) => {
     if (el.nodeType !== 1 || !el.closest('.jp-OutputArea-output')) return;
     for (const e of [el, ...el.querySelectorAll('*')]) {
-      if (e.tagName === 'SCRIPT') window.__xssNodes.push('script: ' + e.textContent.slice(0, 60));
+      if (e.tagName === 'SCRIPT' && e.textContent !== window.__copyScript) window.__xssNodes.push('script: ' + e.textContent.slice(0, 60));
       for (const a of e.attributes) {
         if (/^on/i.test(a.name)) window.__xssNodes.push(e.tagName + ' ' + a.name + '=' + a.value);
         if (/^(href|src|action|formaction|xlink:href)$/i.test(a.name) && /^\s*javascript:/i.test(a.value))
@@ -237,6 +241,8 @@ XSS_TRAP = r"""
   if (document.documentElement) start(); else document.addEventListener('DOMContentLoaded', start);
 })();
 """
+XSS_TRAP = XSS_TRAP.replace("COPY_SCRIPT_TEXT", json.dumps(re.sub(r"^<script[^>]*>|</script>$", "", COPY_SCRIPT)))
+
 
 LONGTASK_OBSERVER = r"""
 () => {

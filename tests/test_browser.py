@@ -270,7 +270,9 @@ def assert_static_turn(static, *, tool: str | None = None, tool_result: str | No
     }""")
     assert styles["root"] == "flex" and styles["footer"] == "flex" and styles["sep"] == "none", styles
     assert styles["head"] == ("flex" if tool else None), styles
-    assert static.locator("button, script, input, textarea, select").count() == 0
+    # nothing to type into; the only buttons are the code blocks' Copy, added by the output's own script
+    assert static.locator("input, textarea, select").count() == 0
+    assert static.locator("button").count() == static.locator("button.mmsp-copy-code").count()
 
 
 # --------------------------------------------------------------------------- 1. %%mmsp in JupyterLab
@@ -301,7 +303,8 @@ def test_lab_magic_streams_thinking_text_tool_and_image(page, server):
     assert_static_turn(image_turn, image=True)
     # no live view left behind
     assert page.locator(".jp-OutputArea-output .mmsp-turn:not(.mmsp-static)").count() == 0
-    assert cells(page).nth(1).locator(".jp-OutputArea-output").last.inner_text().startswith("<Turn demo+tps=60 · complete")
+    # no Out[n] under a %%mmsp cell (it would repeat the footer): the value only with -o
+    assert cells(page).nth(1).locator(".jp-OutputArea-executeResult").count() == 0
     assert not page.errors, page.errors
     save_screenshot(page, "lab_magic.png")
 
@@ -346,7 +349,7 @@ def test_lab_xss_payloads_stay_text(page, server):
           const all = outs.flatMap((o) => [o, ...o.querySelectorAll('*')]);
           return {
             outputs: outs.length,
-            scripts: all.filter((e) => e.tagName === 'SCRIPT').length,
+            scripts: all.filter((e) => e.tagName === 'SCRIPT' && e.textContent !== window.__copyScript).length,
             svgs: all.filter((e) => e.tagName.toLowerCase() === 'svg').length,
             imgs: all.filter((e) => e.tagName === 'IMG').map((e) => e.getAttribute('src')),
             onAttrs: all.flatMap((e) => Array.from(e.attributes).filter((a) => /^on/i.test(a.name))
@@ -702,7 +705,7 @@ COMPARE_STYLES = r"""(cell) => {
   const walk = (el, out) => {
     out.push(el);
     for (const c of el.children) {
-      if (c.tagName === 'STYLE' || c.tagName === 'BUTTON' || c.hidden || c.classList.contains('mmsp-sep')) continue;
+      if (c.tagName === 'STYLE' || c.tagName === 'SCRIPT' || c.tagName === 'BUTTON' || c.hidden || c.classList.contains('mmsp-sep')) continue;
       // JupyterLab's own additions to headings of HTML outputs (table of contents)
       if (c.classList.contains('numbering-entry') || c.classList.contains('jp-InternalAnchorLink')) continue;
       walk(c, out);

@@ -314,7 +314,9 @@ export function renderChatWidget({ model, el }) {
     const prompt = cell.querySelector(".jp-InputPrompt") || cell;
     for (const type of ["mousedown", "mouseup"]) prompt.dispatchEvent(new win.MouseEvent(type, { bubbles: true, button: 0 }));
     if (!(await waitFor(() => cell.classList.contains("jp-mod-active"), 1000))) return false;
-    (insert.querySelector("button") || insert).click();
+    // JupyterLab's toolbar buttons act on mousedown (or on click when they say so): send the whole press
+    const press = insert.querySelector("button") || insert;
+    for (const type of ["mousedown", "mouseup", "click"]) press.dispatchEvent(new win.MouseEvent(type, { bubbles: true, cancelable: true, button: 0 }));
     const added = await waitFor(() => Array.from(nb.querySelectorAll(".jp-Cell")).find((c) => !before.has(c)));
     const editor = added && (await waitFor(() => added.querySelector(".cm-content")));
     if (!editor) return false;
