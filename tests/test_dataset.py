@@ -555,3 +555,20 @@ def test_a_dataset_inside_its_source_folder(corpus: Path) -> None:
         dirs = [r[0] for r in db.execute("SELECT path FROM dirs")]
     assert str(corpus) in dirs and not any(d.startswith(str(ds_dir)) for d in dirs)
     assert_same(ds_dir, corpus)
+
+
+def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    before = mtimes(ds_dir)
+    manifest = ds_dir / "turns" / "_manifest.sqlite"
+    for extra in ("-wal", "-shm"):
+        Path(str(manifest) + extra).unlink(missing_ok=True)
+    manifest.write_bytes(b"not a database at all" * 100)
+    from mmsp_notebook.traces._manifest import ManifestError
+
+    with pytest.raises(ManifestError, match="sync into a new dataset_dir"):
+        traces.sync(corpus, ds_dir)
+    assert mtimes(ds_dir) == before  # no data file removed
+    with pytest.raises(ValueError, match="is a file"):
+        traces.sync(corpus, manifest)

@@ -254,7 +254,10 @@ def sync(
 
     Raises:
         TraceNotFoundError: ``src`` does not exist.
-        ValueError: a bad ``kind`` or ``chunk_files``, or a dataset synced from another directory.
+        ValueError: a bad ``kind`` or ``chunk_files``, a ``dataset_dir`` that is a file, or a dataset
+            synced from another directory.
+        ManifestError: the dataset's manifest is damaged or from another version (nothing is
+            changed; a new ``dataset_dir`` starts afresh).
         RuntimeError: another sync of the same dataset kind is running.
     """
     t0 = time.time()
@@ -276,6 +279,9 @@ def sync(
         "prices": prices or None,
         "payloads": bool(payloads) if kind == "items" else False,
     }
+    for p in (Path(dataset_dir), root):
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"dataset_dir must be a directory; {p} is a file")
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root), Manifest(str(root)) as m:
         meta = m.meta()

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Manifest", "Signature", "MANIFEST_NAME", "RACY_S"]
+__all__ = ["Manifest", "ManifestError", "Signature", "MANIFEST_NAME", "RACY_S"]
 
 MANIFEST_NAME = "_manifest.sqlite"
 LOCK_NAME = "_sync.lock"
@@ -59,6 +59,10 @@ CREATE TABLE IF NOT EXISTS pending (fp INTEGER PRIMARY KEY);
 """
 
 
+class ManifestError(RuntimeError):
+    """A manifest that cannot be read (damaged, or written by another version)."""
+
+
 class Manifest:
     """The manifest of one dataset kind (see the module docstring). Use as a context manager."""
 
@@ -66,9 +70,27 @@ class Manifest:
         self.root = root
         self.path = os.path.join(root, MANIFEST_NAME)
         self.db = sqlite3.connect(self.path, isolation_level=None)  # explicit transactions
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(_SCHEMA)
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            if self._stored_version() not in (None, _VERSION):  # another layout: rebuilt, as for other options
+                for table in ("meta", "sources", "dirs", "files", "units", "pending"):
+                    self.db.execute(f"DROP TABLE IF EXISTS {table}")
+            self.db.executescript(_SCHEMA)
+            self.db.execute("SELECT trace_id, files FROM sources LIMIT 0")  # the columns this version reads
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise ManifestError(
+                f"{self.path} is not a trace dataset manifest this version can use ({exc}); the data files "
+                "are left as they are: sync into a new dataset_dir, or remove this one to rebuild it"
+            ) from exc
+
+    def _stored_version(self) -> str | None:
+        try:
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+        except sqlite3.OperationalError:  # a new file: no tables yet
+            return None
+        return json.loads(row[0]) if row is not None else None
 
     def close(self) -> None:
         self.db.close()
