@@ -242,3 +242,40 @@ def test_numbers_are_written_once_here():
         ["4 ms", "1.00 s", "1.25 s", "10.0 s", "12.5 s", "1 min 0 s", "2 min 5 s", "", "", ""]
     assert [fmt.size(n) for n in (512, 5120, 3 * 1024 * 1024, None)] == ["512 B", "5.0 KB", "3.0 MB", ""]
     assert (fmt.integer(1200), fmt.integer(True), fmt.fixed(-0.0001, 3), fmt.fixed("1", 1)) == ("1,200", "", "0.000", "")
+
+
+def test_a_configured_key_echoed_in_content_is_never_shown(monkeypatch):
+    from mmsp_notebook.core.redact import register_secret_env
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.views.html import render_html
+    from mmsp_notebook.views.text import render_text
+
+    key = "sk-view-echo-0123456789abcdef"
+    monkeypatch.setenv("VIEW_ECHO_KEY", key)
+    register_secret_env("VIEW_ECHO_KEY")
+    turn = Turn(None, model="demo")
+    state = turn.new_step()
+    state.mark_request_sent()
+
+    def delta(item):
+        return {"role": "assistant", "event_type": "delta", "content_items": [item], "usage_metadata": None,
+                "finish_reason": None}
+
+    tracker = OpsTracker()
+    sent = []
+    for piece in ("Your key is ", key[:10], key[10:], " — keep it safe."):
+        state.feed(delta({"type": "text.delta", "text": piece}))
+        sent += tracker.ops(turn)
+    text = "Your key is " + key + " — keep it safe."
+    args = {"token": key}
+    for event in (delta({"type": "text.done", "text": text}),
+                  delta({"type": "tool_call.delta", "name": "login", "tool_call_id": "c1",
+                         "arguments": json.dumps(args)}),
+                  delta({"type": "tool_call.done", "name": "login", "tool_call_id": "c1", "arguments": args}),
+                  {"role": "assistant", "event_type": "stop", "content_items": [], "usage_metadata": {},
+                   "finish_reason": "tool_call"}):
+        state.feed(event)
+    sent += tracker.ops(turn, final=True)
+    assert key in turn.text  # the Python value is the data as received
+    shown = json.dumps(sent) + json.dumps(view_model(turn)) + render_html(turn) + render_text(turn)
+    assert key not in shown and key[:10] not in shown and "[redacted]" in shown

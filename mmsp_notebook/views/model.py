@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.items import ItemState
 from ..core.pricing import format_cost
-from ..core.redact import redact
+from ..core.redact import redact, redact_data, redact_secrets
 from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
 from .hints import error_hint
@@ -70,7 +70,7 @@ def _done_facts(item: ItemState) -> dict[str, Any]:
         out["fidelity"] = sorted(item.fidelity)
     kind = _kind(item)
     if item.kind == "tool_call":
-        out["arguments"] = item.arguments
+        out["arguments"] = redact_data(item.arguments)  # keys echoed in arguments are not shown
         out["name"] = item.name
     elif kind in ("image", "audio"):
         src, secs = media_src(item)
@@ -418,6 +418,12 @@ def present_view(facts: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": facts.get("id"), "model": facts.get("model"), "items": items, **present_turn(facts)}
 
 
+def _shown_text(text: Any) -> Any:
+    """An item's text as the views show it: configured keys redacted wherever they appear (see
+    :mod:`mmsp_notebook.core.redact`; the Turn keeps the text as received)."""
+    return redact_secrets(text) if isinstance(text, str) else text
+
+
 def view_model(turn: Turn) -> dict[str, Any]:
     """The whole turn as every view draws it."""
     with turn.lock:
@@ -426,7 +432,7 @@ def view_model(turn: Turn) -> dict[str, Any]:
         for i, item in enumerate(turn.items):
             f = _header_facts(i, item)
             if item.kind in _TEXT_KINDS:
-                f["text"] = item.content()
+                f["text"] = _shown_text(item.content())
                 if item.kind == "thinking" and redacted_blocks(f["text"]):
                     f["redacted"] = redacted_blocks(f["text"])
             if item.status == "done":
@@ -498,7 +504,8 @@ class OpsTracker:
         self.events = events
         self._facts: list[dict[str, Any]] = []
         self._views: list[dict[str, Any]] = []
-        self._text_len: list[int] = []
+        self._text_len: list[int] = []  # characters of each item's shown (redacted) text sent
+        self._raw_len: list[int] = []  # the item's size when its text was last read
         self._status: str | None = None
         self._turn: dict[str, Any] = {}
         self._events_sent = 0
@@ -517,6 +524,7 @@ class OpsTracker:
                     self._facts.append(_header_facts(i, item))
                     self._views.append({})
                     self._text_len.append(0)
+                    self._raw_len.append(0)
                 facts = self._facts[i]
                 changed = new
                 if item.status == "done" and facts["status"] != "done":
@@ -528,8 +536,9 @@ class OpsTracker:
                         facts["result"] = result
                         changed = True
                 appended = None
-                if item.kind in _TEXT_KINDS and item.size != self._text_len[i]:
-                    text = item.content()
+                if item.kind in _TEXT_KINDS and item.size != self._raw_len[i]:
+                    self._raw_len[i] = item.size
+                    text = _shown_text(item.content())
                     blocks = redacted_blocks(text) if item.kind == "thinking" else 0
                     if blocks:  # mmsp's placeholder is not shown: the label says what it is
                         if facts.get("redacted") != blocks:
