@@ -11,6 +11,7 @@ from typing import Any
 from ._errors import (
     BusyError,
     DemoServerError,
+    IdleTimeoutError,
     MMSPNotebookError,
     OptionError,
     OptionTypeError,
@@ -30,6 +31,7 @@ __all__ = [
     "Chat",
     "Comparison",
     "DemoServerError",
+    "IdleTimeoutError",
     "ItemState",
     "MMSPNotebookError",
     "OptionError",

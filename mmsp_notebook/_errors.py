@@ -8,6 +8,7 @@ Hierarchy (every class is exported from ``mmsp_notebook``)::
     │   └── OptionTypeError      an argument of the wrong type (also a TypeError)
     ├── DemoServerError          the demo model server cannot start or was misused
     ├── TurnError                a turn did not complete and strict mode asked to raise
+    ├── IdleTimeoutError         the server sent nothing for the turn's --timeout (also httpx.ReadTimeout)
     ├── BusyError                a conversation already has a turn streaming
     └── TraceError               a trace or its timing cannot be found, read or used (also a
         │                        ValueError); ``path`` and ``reason`` name the file and what is wrong
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 __all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "OptionTypeError", "DemoServerError", "TurnError",
-           "BusyError", "TraceError", "TraceNotFoundError"]
+           "BusyError", "TraceError", "TraceNotFoundError", "IdleTimeoutError"]
 
 
 class MMSPNotebookError(Exception):
@@ -86,3 +89,18 @@ class TraceError(MMSPNotebookError, ValueError):
 
 class TraceNotFoundError(TraceError, FileNotFoundError):
     """No trace file where one was looked for: catchable as :class:`TraceError` and as ``FileNotFoundError``."""
+
+
+class IdleTimeoutError(MMSPNotebookError, httpx.ReadTimeout):
+    """The server sent nothing (no byte, no event) for the turn's idle timeout (``--timeout``).
+
+    A read timeout: the step ends ``incomplete`` when events had arrived (they are kept), else
+    ``error``. ``seconds`` is the limit that was reached.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        super().__init__(
+            f"no data for {seconds:g} s: the server sent nothing (no byte, no event) for that long, so the turn "
+            f"was ended; what arrived is kept. Allow longer with --timeout SECONDS (%mmsp config timeout=..., "
+            f"ask(timeout=...), Chat(timeout=...)), or timeout=none for no limit")

@@ -189,3 +189,11 @@ def test_two_conversations_share_a_client_and_stream_at_once(fresh_session):
     assert sorted(seen[1:]) == [["first of a", "second of a"], ["first of b"]]
     assert [json.dumps(m["content_items"]) for m in fresh_session.conversation("b").history()][0] == \
         json.dumps([{"type": "text.done", "text": "first of b"}])
+
+
+def test_a_silent_server_gets_its_own_hint():
+    from mmsp_notebook import IdleTimeoutError as Exported
+    from mmsp_notebook.views.hints import error_hint
+
+    assert Exported is IdleTimeoutError
+    assert "--timeout" in error_hint(IdleTimeoutError(5)) and "went silent" in error_hint(IdleTimeoutError(5))

@@ -14,9 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-import httpx
-
-from .._errors import MMSPNotebookError
+from .._errors import IdleTimeoutError
 from ..core.redact import redact, redact_data, redact_exception
 from ..core.run import TurnRun
 from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
@@ -24,22 +22,7 @@ from ..core.turn import Turn
 from .session import Conversation
 from .tools import ToolSet
 
-__all__ = ["TurnRun", "run_turn", "IdleTimeoutError", "watch_bytes"]
-
-
-class IdleTimeoutError(MMSPNotebookError, httpx.ReadTimeout):
-    """The server sent nothing (no byte, no event) for the turn's idle timeout (``--timeout``).
-
-    A read timeout: the step ends ``incomplete`` when events had arrived (they are kept), else
-    ``error``. ``seconds`` is the limit that was reached.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        super().__init__(
-            f"no data for {seconds:g} s: the server sent nothing (no byte, no event) for that long, so the turn "
-            f"was ended; what arrived is kept. Allow longer with --timeout SECONDS (%mmsp config timeout=..., "
-            f"ask(timeout=...), Chat(timeout=...)), or timeout=none for no limit")
+__all__ = ["TurnRun", "run_turn", "IdleTimeoutError", "watch_bytes"]  # IdleTimeoutError is defined in _errors
 
 
 def _assistant_count(history: list[dict[str, Any]]) -> int:

@@ -15,7 +15,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.redact import redact
+from ..core.redact import redact, redact_secrets
 
 __all__ = ["CellError", "ErrorLog", "record_errors", "forget_errors", "code_blocks", "pick_code",
            "FIX_SYSTEM", "fix_prompt", "explain_prompt"]
@@ -127,7 +127,7 @@ def code_blocks(markdown: str) -> list[tuple[str, str]]:
 def pick_code(markdown: str, which: str = "all") -> str | None:
     """The code to offer as the next cell: all blocks (``all``), the n-th (``2``) or those of a language
     (``python``); ``None`` when the answer has no such block."""
-    blocks = code_blocks(markdown)
+    blocks = code_blocks(redact_secrets(markdown))  # a cell the project writes never carries a configured key
     if which.isdigit():
         n = int(which)
         chosen = [blocks[n - 1][1]] if 1 <= n <= len(blocks) else []

@@ -82,6 +82,8 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     fault = _demo_fault(exc)
     if fault:
         return fault
+    if name == "IdleTimeoutError":
+        return "The server went silent: retry, or allow it longer with --timeout SECONDS (none for no limit)."
     if name == "ApiKeyRequiredError":
         env = getattr(exc, "api_key_env", None) or _error_object(exc).get("api_key_env")
         if name != type(exc).__name__:  # an MMSP server reported it: the key is missing there
