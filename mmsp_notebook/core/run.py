@@ -11,10 +11,35 @@ from mmsp.abort_signal import AbortSignal
 
 from .turn import Turn
 
-__all__ = ["TurnRun"]
+__all__ = ["TurnRun", "Watched"]
 
 
-class TurnRun:
+class Watched:
+    """Something that changes while watchers repaint it: an event set on every change, and wakers.
+
+    A thread that repaints waits on :attr:`changed`; an event loop that repaints registers a waker
+    (:meth:`add_waker`), called from whichever thread notified when ``changed`` goes from clear to set.
+    """
+
+    def __init__(self) -> None:
+        self.changed = threading.Event()
+        self._wakers: list[Callable[[], None]] = []
+
+    def notify(self) -> None:
+        if not self.changed.is_set():
+            self.changed.set()
+            for wake in list(self._wakers):
+                wake()
+
+    def add_waker(self, wake: Callable[[], None]) -> None:
+        self._wakers.append(wake)
+
+    def remove_waker(self, wake: Callable[[], None]) -> None:
+        if wake in self._wakers:
+            self._wakers.remove(wake)
+
+
+class TurnRun(Watched):
     """A turn in flight: the turn, its abort signal, and an event set on every change.
 
     The engine calls :meth:`notify` after each change it made under the turn's lock; a thread that
@@ -32,15 +57,14 @@ class TurnRun:
     """
 
     def __init__(self, turn: Turn, idle_timeout: float | None = None) -> None:
+        super().__init__()
         self.turn = turn
         self.signal = AbortSignal()
-        self.changed = threading.Event()
         self.finished = threading.Event()
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.listener_errors: set[int] = set()  # listeners already reported as raising (see the engine)
         self.idle_timeout = idle_timeout
         self.waiting_since: float | None = None
-        self._wakers: list[Callable[[], None]] = []
 
     def waiting_for(self, now: float | None = None) -> float | None:
         """Seconds since the server last sent anything while a request is open; ``None`` when none is."""
@@ -48,19 +72,6 @@ class TurnRun:
         if since is None:
             return None
         return max(0.0, (time.monotonic() if now is None else now) - since)
-
-    def notify(self) -> None:
-        if not self.changed.is_set():
-            self.changed.set()
-            for wake in list(self._wakers):
-                wake()
-
-    def add_waker(self, wake: Callable[[], None]) -> None:
-        self._wakers.append(wake)
-
-    def remove_waker(self, wake: Callable[[], None]) -> None:
-        if wake in self._wakers:
-            self._wakers.remove(wake)
 
     def abort(self, reason: str = "cancelled by the user") -> None:
         self.signal.abort(reason)

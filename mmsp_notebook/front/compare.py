@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from .._errors import OptionError, TurnError
+from ..core.run import Watched
 from ..core.turn import Turn
 from ..engine.launch import launch, user_message
 from ..engine.session import Session, session
@@ -53,14 +54,13 @@ def label(model: str, client_type: str | None) -> str:
     return f"{model}@{client_type}" if client_type else model
 
 
-class _GroupRun:
+class _GroupRun(Watched):
     """Several turns in flight watched as one: the pacer's ``run`` for a comparison."""
 
     def __init__(self, comparison: Comparison, runs: list[Any]) -> None:
+        super().__init__()
         self.turn = comparison
         self.runs = runs
-        self.changed = threading.Event()
-        self._wakers: list[Callable[[], None]] = []
         for run in runs:
             run.add_waker(self._waker(run))
             if run.changed.is_set():
@@ -69,20 +69,9 @@ class _GroupRun:
     def _waker(self, run: Any) -> Callable[[], None]:
         def wake() -> None:
             run.changed.clear()  # so the next change of this turn wakes the group again
-            self._notify()
+            self.changed.clear()  # (notify wakes the group's own watchers on a clear-to-set)
+            self.notify()
         return wake
-
-    def _notify(self) -> None:
-        self.changed.set()
-        for wake in list(self._wakers):
-            wake()
-
-    def add_waker(self, wake: Callable[[], None]) -> None:
-        self._wakers.append(wake)
-
-    def remove_waker(self, wake: Callable[[], None]) -> None:
-        if wake in self._wakers:
-            self._wakers.remove(wake)
 
     def abort(self, reason: str = "cancelled by the user") -> None:
         for run in self.runs:
