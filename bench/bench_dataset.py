@@ -278,8 +278,8 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             f"* Memory: the largest worker's peak RSS is bounded by a chunk (at most 2,000 traces and 128 MB of files; "
             f"smaller on the default pool to give each worker four), not the corpus: {small['worker_peak'] / 1e6:.0f} MB at "
             f"{sizes[0]:,} turns and {big['worker_peak'] / 1e6:.0f} MB at {sizes[-1]:,} ({grow:.2f}×), about 120 MB of it "
-            "the interpreter with pandas and pyarrow. The main process holds no rows, only a few hundred bytes per trace "
-            "file (its stat signature and paths): its peak grows with the number of files "
+            "the interpreter with pandas and pyarrow. The main process holds no rows (but for a sync of one chunk, run in "
+            "it), only a few hundred bytes per trace file (its stat signature and paths): its peak grows with the number of files "
             f"({(big['main_peak'] - small['main_peak']) / max(1, big['traces'] - small['traces']):,.0f} bytes per file "
             "between the two sizes), not with the rows.",
             f"* CPU: at {sizes[-1]:,} turns the workers spent {big['worker_cpu'] / big['load_cpu']:.2f}× the CPU time of "

@@ -572,3 +572,28 @@ def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_pa
     assert mtimes(ds_dir) == before  # no data file removed
     with pytest.raises(ValueError, match="is a file"):
         traces.sync(corpus, manifest)
+
+
+def test_small_files_of_many_syncs_are_merged(corpus: Path, tmp_path: Path) -> None:
+    from mmsp_notebook.traces._compact import COMPACT_FILES
+
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    part = ds_dir / "turns" / "date=2026-01-01" / "model=glm-5.3"
+    counts = []
+    for n in range(4, 4 + COMPACT_FILES + 2):  # a conversation going on, synced after every turn
+        save(corpus, "app/chat_1", conversation(n, T0))
+        time.sleep(0.01)
+        res = quiet_sync(corpus, ds_dir)
+        assert res.converted == 1
+        counts.append(len(list(part.glob("*.parquet"))))
+    assert max(counts) <= COMPACT_FILES and counts[-1] < max(counts)  # merged, not growing
+    # what a glob reader sees is what the manifest lists: no file twice, none left behind
+    on_disk = {str(p) for p in (ds_dir / "turns").rglob("*.parquet")}
+    assert on_disk == set(traces.dataset(ds_dir).files)
+    assert_same(ds_dir, corpus)
+    partitioning = {"flavor": "hive", "schema": pa.schema([("date", pa.date32()), ("model", pa.string())])}
+    import pyarrow.dataset as pads
+
+    globbed = pads.dataset(str(ds_dir / "turns"), partitioning=pads.partitioning(partitioning["schema"], flavor="hive"))
+    assert globbed.count_rows() == stored(ds_dir).num_rows

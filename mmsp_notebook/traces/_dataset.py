@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
+from ._compact import merge, plan
 from ._convert import DAMAGED, ChunkResult, Job, convert, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
@@ -45,8 +46,9 @@ __all__ = ["sync", "SyncResult"]
 CHUNK_FILES = 2000
 #: bytes of trace files and sidecars per chunk at most (one large trace still makes a chunk)
 CHUNK_BYTES = 128 << 20
-#: on the default pool a chunk is made smaller to spread the work, down to this many traces
-MIN_CHUNK = 200
+#: on the default pool a chunk is made smaller to spread the work, down to this many traces (a
+#: sync of fewer runs in this process: starting workers would cost more than it saves)
+MIN_CHUNK = 1000
 
 
 @dataclass
@@ -233,7 +235,8 @@ def sync(
     Interrupting a sync leaves the dataset readable (files are written to a temporary name and
     renamed; the manifest is updated after the data it describes); the next run finishes the work.
     Memory is bounded by a chunk per worker (``chunk_files`` traces, at most 128 MB of files), not
-    by the corpus; the main process keeps a few hundred bytes per trace file and no rows.
+    by the corpus; the main process keeps a few hundred bytes per trace file, and rows only when
+    the whole sync is one chunk (run in this process).
 
     Args:
         src: the directory the traces are in (as for the loaders; globbed with ``pattern``).
@@ -315,6 +318,7 @@ def sync(
             result.converted = len(scan.new) + len(scan.changed)
             if options["dedupe"]:
                 state.resolve()
+            state.compact()
             if scan.dirs is not None or scan.settled:
                 with m.transaction() as db:
                     if scan.dirs is not None:  # the listing is complete: later scans may trust it
@@ -340,6 +344,7 @@ class _Sync:
         self.runner = _Runner(executor)
         self.chunk_files, self.progress = chunk_files, progress
         self.grown: set[str] = set()  # traces converted against their prior rows (those not replaced grew)
+        self.touched: set[str] = set()  # partitions that got new files
 
     def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
         """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
@@ -418,6 +423,7 @@ class _Sync:
         scan = self.scan
         notes: list[dict[str, str]] = []
         where: dict[str, list[str]] = {}
+        self.touched.update(name.rsplit("/", 1)[0] for name, _n, _t in res.files)
         for name, _n, tids in res.files:
             for t in tids:
                 where.setdefault(t, []).append(name)
@@ -436,6 +442,20 @@ class _Sync:
             if res.units:
                 self.m.put_units(db, res.units, pending=not self.m.meta().get("resolve_all"))
         return notes
+
+    def compact(self) -> None:
+        """Merge the small files of the partitions this sync wrote into (see ``_compact``)."""
+        groups = plan(self.m.file_rows(), self.touched)
+        o = self.options
+        tasks = [(str(self.root), g, o["kind"], o["payloads"]) for g in groups]
+        for (_root, names, _k, _p), (new, rows, tids) in self.runner.run(merge, tasks, len(tasks), io=True):
+            with self.m.transaction() as db:
+                self.m.move(db, tids, names, new, rows)
+            for name in names:  # listed no more: readers of the manifest no longer open them
+                try:
+                    os.remove(self.root / name)
+                except FileNotFoundError:
+                    pass
 
     def resolve(self) -> None:
         """Show one copy of every repeated message: hide the copies that lost, convert again the

@@ -190,6 +190,24 @@ class Manifest:
     def file_names(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT name FROM files")}
 
+    def file_rows(self) -> dict[str, int]:
+        return dict(self.db.execute("SELECT name, rows FROM files").fetchall())
+
+    def move(self, db: sqlite3.Connection, trace_ids: Iterable[str], old: list[str], new: str, rows: int) -> None:
+        """Files ``old`` merged into ``new`` (``rows`` rows; none: not written) for these traces."""
+        gone = set(old)
+        for tid in trace_ids:
+            row = db.execute("SELECT files FROM sources WHERE trace_id = ?", (tid,)).fetchone()
+            if row is None:
+                continue
+            files = [f for f in json.loads(row[0]) if f not in gone]
+            if rows and new not in files:
+                files.append(new)
+            db.execute("UPDATE sources SET files = ? WHERE trace_id = ?", (json.dumps(files), tid))
+        db.executemany("DELETE FROM files WHERE name = ?", ((n,) for n in old))
+        if rows:
+            db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (new, rows))
+
     def files_of(self, trace_ids: Iterable[str]) -> dict[str, list[str]]:
         """file name -> the given traces that have rows in it (a file since emptied may be named)."""
         out: dict[str, list[str]] = {}

@@ -1,6 +1,8 @@
 """Reading a trace dataset made by :func:`mmsp_notebook.traces.sync`: as a ``pyarrow.dataset``
 (:func:`dataset`) or in DuckDB (:func:`connect`, :func:`query`; views ``turns``, ``items``,
-``events``). Nothing here writes: the manifest is opened read-only, so a sync may run meanwhile.
+``events``), both over the files the manifest lists (a file a sync is writing, or one left by an
+interrupted sync, is not read). Nothing here writes: the manifest is opened read-only, so a sync may
+run meanwhile.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ def _full_schema(kind: str, payloads: bool) -> Any:
     return frame_schema.append(pa.field("date", pa.date32()))
 
 
-def _meta_of(root: Path) -> dict[str, Any]:
-    """The manifest's meta, read without writing (a sync may be running)."""
+def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:
+    """The manifest's meta and the data files it lists (absolute paths), read without writing: a
+    sync may be running, and the folder may be a read-only copy."""
     path = root / MANIFEST_NAME
     if not path.is_file():
         raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
@@ -57,17 +60,23 @@ def _meta_of(root: Path) -> dict[str, Any]:
     import json
     import sqlite3
 
-    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
     try:
-        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        db.execute("SELECT 1 FROM meta LIMIT 1")
+    except sqlite3.OperationalError:  # a read-only folder: nothing can write it meanwhile
+        db = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
+    try:
+        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+        names = sorted(r[0] for r in db.execute("SELECT name FROM files"))
     finally:
         db.close()
+    return meta, [os.path.join(str(root), n) for n in names]
 
 
 def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
-    """The dataset as a ``pyarrow.dataset.Dataset`` (columns of the loader, in its order, then
-    ``date``; ``model`` and ``date`` come from the Hive partition directories, so filters on them
-    skip whole directories)::
+    """The dataset as a ``pyarrow.dataset.Dataset`` of the files the manifest lists (columns of the
+    loader, in its order, then ``date``; ``model`` and ``date`` come from the Hive partition
+    directories, so filters on them skip whole directories)::
 
         ds = traces.dataset("traces_ds")
         ds.to_table(filter=pc.field("model") == "glm-5.3", columns=["latency", "cost"])
@@ -75,20 +84,20 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
     import pyarrow.dataset as pads
 
     root = kind_dir(dataset_dir, kind)
-    meta = _meta_of(root)
+    meta, files = _state_of(root)
     part = pads.partitioning(_partition_schema(), flavor="hive")
-    return pads.dataset(str(root), schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet", partitioning=part)
+    return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet",
+                        partitioning=part, partition_base_dir=str(root))
 
 
-def _view_sql(root: Path, kind: str, payloads: bool) -> str | None:
-    cols = [f.name for f in _full_schema(kind, payloads)]
-    glob = os.path.join(str(root), "*", "*", "*.parquet")
-    if not any(True for _ in Path(root).glob("*/*/*.parquet")):
+def _view_sql(kind: str, payloads: bool, files: list[str]) -> str | None:
+    if not files:
         return None
+    cols = [f.name for f in _full_schema(kind, payloads)]
     select = ", ".join(f'"{c}"' for c in cols)
-    path = glob.replace("'", "''")
+    listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     return (
-        f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet('{path}', hive_partitioning = true, "
+        f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet([{listed}], hive_partitioning = true, "
         f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}})"
     )
 
@@ -107,8 +116,8 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
         if not (root / MANIFEST_NAME).is_file():
             continue
         found = True
-        meta = _meta_of(root)
-        sql = _view_sql(root, kind, bool(meta.get("payloads")))
+        meta, files = _state_of(root)
+        sql = _view_sql(kind, bool(meta.get("payloads")), files)
         if sql is None:  # nothing converted yet: an empty view with the right columns
             empty = _full_schema(kind, bool(meta.get("payloads"))).empty_table()
             con.register(f"_empty_{kind}", empty)
@@ -116,7 +125,7 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
         else:
             con.execute(sql)
     if not found:
-        _meta_of(kind_dir(dataset_dir, "turns"))  # raises: no dataset there
+        _state_of(kind_dir(dataset_dir, "turns"))  # raises: no dataset there
     return con
 
 

@@ -1,0 +1,79 @@
+"""Compaction of a trace dataset's partitions (:func:`mmsp_notebook.traces.sync`).
+
+Every sync that converts something writes new files in the partitions it touches: a notebook synced
+every few minutes would leave a partition with hundreds of small files, which every query then
+opens. At the end of a sync, a partition it touched that holds :data:`COMPACT_FILES` files or more
+of under :data:`SMALL_ROWS` rows has them merged into one (two when very many rows).
+
+The merged file is written under a temporary name and renamed, the manifest then lists it in place
+of the files it merged (one transaction), and those are removed last. ``traces.dataset`` and
+``traces.query`` read the files the manifest lists, so they never see a row twice; a reader that
+globs the folder (Dask, Spark) may, for the moment between the rename and the removal.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ._convert import _atomic_write, file_schema
+
+__all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS"]
+
+#: a file with fewer rows is small
+SMALL_ROWS = 20_000
+#: a partition with this many small files has them merged
+COMPACT_FILES = 8
+#: rows of one merged file at most
+MERGED_ROWS = 500_000
+
+
+def plan(files: dict[str, int], partitions: Iterable[str]) -> list[list[str]]:
+    """Groups of file names to merge, among ``files`` (name -> rows) in the given partitions."""
+    wanted = set(partitions)
+    small: dict[str, list[tuple[str, int]]] = {}
+    for name, rows in files.items():
+        part = name.rsplit("/", 1)[0]
+        if part in wanted and rows < SMALL_ROWS:
+            small.setdefault(part, []).append((name, rows))
+    groups: list[list[str]] = []
+    for part in sorted(small):
+        found = sorted(small[part])
+        if len(found) < COMPACT_FILES:
+            continue
+        group: list[str] = []
+        total = 0
+        for name, rows in found:
+            if group and total + rows > MERGED_ROWS:
+                groups.append(group)
+                group, total = [], 0
+            group.append(name)
+            total += rows
+        if len(group) > 1:
+            groups.append(group)
+    return groups
+
+
+def merge(root: str, names: list[str], kind: str, payloads: bool) -> tuple[str, int, list[str]]:
+    """Write the rows of ``names`` (one partition) as one file; returns (its name, rows, trace
+    ids). The merged files are left in place: the caller removes them once the manifest lists
+    the new one."""
+    schema = file_schema(kind, payloads)
+    tables = []
+    for name in names:
+        try:
+            tables.append(pq.ParquetFile(os.path.join(root, name)).read().cast(schema))
+        except FileNotFoundError:  # removed by a sync that stopped before its manifest said so
+            continue
+    table = pa.concat_tables(tables).unify_dictionaries() if tables else schema.empty_table()
+    part = names[0].rsplit("/", 1)[0]
+    new = f"{part}/part-{uuid.uuid4().hex[:16]}-m.parquet"
+    if table.num_rows:
+        _atomic_write(table.combine_chunks(), os.path.join(root, new))
+    tids = pc.unique(table.column("trace_id")).to_pylist() if table.num_rows else []
+    return new, table.num_rows, tids
