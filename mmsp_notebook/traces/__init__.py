@@ -207,7 +207,7 @@ Parts
     ``_build`` and ``_columns``; ``_fast`` decodes only what the turns frame needs), ``_io`` and
     ``_walk`` (finding traces), ``_summary``, ``_export``, ``_plot``; ``_dataset`` (sync), ``_scan``
     (what changed), ``_convert`` (a chunk's work on a worker), ``_manifest`` (what a dataset
-    holds), ``_readers`` (pyarrow and DuckDB over a dataset);
+    holds), ``_compact`` (merging small files), ``_readers`` (pyarrow and DuckDB over a dataset);
     :mod:`mmsp_notebook.traces.recorded` locates one recorded message for ``replay``. Files are
     read through :mod:`mmsp_notebook.core.store`. Importing this package imports no pandas: each
     function loads its part when first used.
