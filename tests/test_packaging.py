@@ -34,3 +34,11 @@ def test_the_notebooks_extra_covers_every_import_of_the_notebooks():
                         missing.add(f"{path.name}: {m.group(1)}")
     assert not missing, missing
     assert "'.[notebooks]'" in (ROOT / "Makefile").read_text() and ".[notebooks]" in (ROOT / "README.md").read_text()
+
+
+def test_the_package_says_it_is_typed_and_ships_its_front_end():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    data = project["tool"]["setuptools"]["package-data"]["mmsp_notebook"]
+    assert "py.typed" in data and (ROOT / "mmsp_notebook" / "py.typed").exists()
+    for name in ("turn.js", "chat.js", "compare.js", "widget.css"):
+        assert (ROOT / "mmsp_notebook" / "static" / name).stat().st_size > 0
