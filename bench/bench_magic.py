@@ -7,6 +7,7 @@
 2. Overhead: consuming the same instant-mode demo stream with the live view (comm captured) vs bare
    iteration over mmsp's stream. Goal: <= 1.15x.
 3. Front-end message rate: <= 30 per second, and a final update always sent.
+4. Static output size per turn and per exported notebook (``--static-only`` runs this part alone).
 
 Run: ``.venv/bin/python bench/bench_magic.py [--tokens 20000] [--rounds 5]``
 """
@@ -167,13 +168,71 @@ async def bare(model: str, stateful: bool) -> int:
     return n
 
 
+def static_sizes() -> None:
+    """4. The static output of finished turns, per turn and per exported notebook: the stylesheet
+    each output carries now (the rules of the classes it uses) side by side with the whole turn
+    stylesheet every output used to embed; and an answer of 10 MB (its HTML is cut)."""
+    import io
+
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    import mmsp_notebook as m
+    from mmsp_notebook.engine.tools import ToolSet
+    from mmsp_notebook.views import html as H
+    from mmsp_notebook.views.model import present_view, view_model
+
+    tools = ToolSet({"get_weather": lambda city: f"18 degrees and sunny in {city}"})
+    prompts = [("Explain streaming APIs", {}), ("What's the weather in Paris?", {"tools": tools}),
+               ("draw a lighthouse", {}), ("Summarize notebooks", {}), ("hello", {"model": "demo+cut-text"}),
+               ("What's the weather in Rome?", {"tools": tools})]
+    outputs_now, outputs_before = [], []
+    for prompt, kw in prompts:
+        turn = m.ask(prompt, stream=io.StringIO(), **kw)
+        body = H.turn_markup(view_model(turn))
+        now = H.render_html(turn)
+        before = f"<style>{H.CSS}</style>{body}"  # the whole turn stylesheet in every output, no copy script
+        outputs_now.append((turn, now))
+        outputs_before.append((turn, before))
+        print(f"static turn {prompt[:28]!r:32} {len(before):>8,} bytes before, {len(now):>8,} now "
+              f"(stylesheet {len(H.CSS):,} -> {len(H.css_for(now)):,})")
+
+    def export(outputs: list[Any]) -> int:
+        nb = nbformat.v4.new_notebook()
+        for turn, markup in outputs:
+            cell = nbformat.v4.new_code_cell("%%mmsp\n...")
+            cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": markup,
+                                                                          "text/plain": turn.summary()})]
+            nb.cells.append(cell)
+        body, _ = HTMLExporter().from_notebook_node(nb)
+        return len(body.encode())
+
+    empty = export([])
+    b, n = export(outputs_before), export(outputs_now)
+    print(f"6-turn notebook, nbconvert HTML: {b:,} bytes before, {n:,} now ({empty:,} of them nbconvert's page); "
+          f"the turns' own part {b - empty:,} -> {n - empty:,} bytes ({(b - empty) / (n - empty):.2f}x smaller)")
+    text = "word " * 2_000_000
+    huge = H.render_html(None, present_view({"status": "complete", "items": [
+        {"i": 0, "kind": "text", "status": "done", "text": text}]}))
+    print(f"a {len(text):,}-character answer: static HTML {len(huge):,} bytes (cut at {H.HTML_TEXT_LIMIT:,} characters)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--static-only", action="store_true", help="only the static output sizes (4.)")
     parser.add_argument("--tokens", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--rate", type=float, default=live_mod.UPDATES_PER_SECOND,
                         help="live view updates per second at most")
     args = parser.parse_args()
+    if args.static_only:
+        _session._session = _session.Session()
+        _session._session.settings.demo_instant = True
+        try:
+            static_sizes()
+        finally:
+            _session._session.stop_demo()
+        return
     global RATE
     RATE = args.rate
     sess = _session.Session()

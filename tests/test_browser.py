@@ -475,11 +475,22 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
         "%load_ext mmsp_notebook",
         "%%mmsp -m demo+tokens=20000\nWrite a long report",
     )
+    # bytes the kernel's websocket brings the page (every frame received), counted from a mark
+    received = {"bytes": 0, "frames": 0}
+
+    def on_ws(ws):
+        def frame(payload):
+            received["bytes"] += len(payload)
+            received["frames"] += 1
+        ws.on("framereceived", frame)
+
+    page.on("websocket", on_ws)
     open_lab(page, server, name, "long")
     run_cell(page, 0)
     chat = chat_in(page, 0)
     chat.locator("textarea.mmsp-input").wait_for()
     page.wait_for_timeout(500)  # let Lab settle after the cell ran
+    received.update(bytes=0, frames=0)
     page.evaluate("window.__recorderOff = true")  # measure the page, not the test's own observer
     # observe long tasks from just before the message is sent (Lab's own startup is not measured)
     assert page.evaluate(LONGTASK_OBSERVER), "this Chromium reports no longtask entries"
@@ -490,6 +501,7 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
     wait_text(chat.locator("button.mmsp-send"), "Send")
     streamed = time.monotonic() - started
     page.wait_for_timeout(500)  # the final render, and the observer's last batch
+    chat_ws = dict(received)
     take = ("window.__longtaskObserver.takeRecords().forEach((e) => window.__longtasks.push("
             "{name: e.name, start: Math.round(e.startTime), duration: Math.round(e.duration)})); window.__longtasks")
     tasks = page.evaluate(take)
@@ -503,8 +515,11 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
     count, size = (int(x) for x in re.search(r"messages (\d+) (\d+)", printed).groups())
     print(f"\n20,000-token chat answer streamed in {streamed:.1f} s as {count} widget messages ({size:,} bytes); "
           f"{len(tasks)} long tasks; worst: {worst}")
+    shown_chars = len(answer.locator(".mmsp-item.mmsp-text").last.text_content())
     report = {"threshold_ms": 100,
               "chat": {"streamed_seconds": round(streamed, 2), "widget_messages": count, "widget_message_bytes": size,
+                       "ws_bytes": chat_ws["bytes"], "ws_frames": chat_ws["frames"], "shown_chars": shown_chars,
+                       "ws_bytes_per_char": round(chat_ws["bytes"] / max(shown_chars, 1), 3),
                        "count": len(tasks), "worst": worst, "tasks": tasks}}
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "longtasks.json").write_text(json.dumps(report, indent=1))
@@ -530,6 +545,15 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
     run_cell(page, 2)
     wait_cell_done(page, 2)
     page.evaluate("window.__longtaskObserver.takeRecords(); window.__longtasks = []")
+    received.update(bytes=0, frames=0)
+    page.evaluate("""() => { window.__marks = {}; new MutationObserver(() => {
+      const cell = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell')[3];
+      if (!cell) return;
+      const m = window.__marks, now = Math.round(performance.now());
+      if (!m.live && cell.querySelector('.mmsp-turn:not(.mmsp-static) .mmsp-text')) m.live = now;
+      if (!m.footer && cell.querySelector('.mmsp-turn:not(.mmsp-static) .mmsp-footer .mmsp-stat')) m.footer = now;
+      if (!m.static && cell.querySelector('.mmsp-static')) m.static = now;
+    }).observe(document.body, {subtree: true, childList: true}); }""")
     started = time.monotonic()
     run_cell(page, 3)
     static_in(cells(page).nth(3)).wait_for(timeout=120_000)
@@ -540,8 +564,12 @@ def test_lab_chat_streams_20000_tokens_without_blocking_the_page(page, server):
     magic_worst = max(magic_tasks, key=lambda t: t["duration"], default=None)
     print(f"20,000-token %%mmsp answer streamed in {magic_seconds:.1f} s; {len(magic_tasks)} long tasks; "
           f"worst: {magic_worst}")
+    magic_ws = dict(received)
+    magic_chars = len(static_in(cells(page).nth(3)).locator(".mmsp-item.mmsp-text").last.text_content())
     report["magic"] = {"streamed_seconds": round(magic_seconds, 2), "count": len(magic_tasks), "worst": magic_worst,
-                       "tasks": magic_tasks}
+                       "ws_bytes": magic_ws["bytes"], "ws_frames": magic_ws["frames"], "shown_chars": magic_chars,
+                       "ws_bytes_per_char": round(magic_ws["bytes"] / max(magic_chars, 1), 3),
+                       "tasks": magic_tasks, "marks": page.evaluate("window.__marks")}
     (ARTIFACTS / "longtasks.json").write_text(json.dumps(report, indent=1))
     assert not page.errors, page.errors
     assert worst is None or worst["duration"] <= 100, f"chat: the main thread was blocked for {worst['duration']} ms: {worst}"

@@ -144,8 +144,9 @@ class Chat(anywidget.AnyWidget):
         return {"text/html": render_transcript_html(self.transcript), "text/plain": render_transcript_text(self.transcript)}
 
     def _save_view(self, _change: Any = None) -> None:
-        if not self._displayed:
-            return
+        transcript = self.transcript
+        if not self._displayed or (transcript and transcript[-1].get("role") == "user"):
+            return  # saved once the answer is in (a message alone would send the whole conversation again)
         try:
             from IPython.display import update_display
 

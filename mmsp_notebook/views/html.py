@@ -59,7 +59,11 @@ _RESETS = (
     f"{_R}blockquote{{margin:revert;padding:revert;border:revert}}"
     f"{_R}img{{display:revert;margin:revert}}"
 )
+# A long answer's blocks are laid out only when they come near the screen (content-visibility):
+# JupyterLab inserts a finished turn's HTML in one task, and a 20,000-token answer laid out whole
+# there blocks the page for longer than a frame budget allows.
 _STATIC_CSS = (".mmsp-root .mmsp-sep{display:none}"
+               ".mmsp-root.mmsp-static .mmsp-md>*{content-visibility:auto;contain-intrinsic-size:auto 1.5em}"
                ".mmsp-root.mmsp-static{margin:0}"
                ".jp-RenderedHTMLCommon:has(>.mmsp-root.mmsp-static){padding-right:0}")
 
@@ -127,11 +131,60 @@ COPY_CLASSES = frozenset({"mmsp-btn", "mmsp-copy-code"})
 _CLASS_ATTR = re.compile(r'class="([^"]*)"')
 
 
+_ROOT = ".mmsp-root.mmsp-static"
+
+
+def _blocks(css: str) -> list[tuple[str, str]]:
+    """The top-level ``(head, body)`` blocks of a minified stylesheet."""
+    out, i = [], 0
+    while True:
+        start = css.find("{", i)
+        if start < 0:
+            return out
+        depth, end = 1, start + 1
+        while depth and end < len(css):
+            depth += (css[end] == "{") - (css[end] == "}")
+            end += 1
+        out.append((css[i:start].strip(), css[start + 1:end - 1]))
+        i = end
+
+
+def _nested(selector: str) -> str | None:
+    """A selector under the static root written relative to it (``&``), or None when it is not under it."""
+    if selector.startswith(_ROOT):
+        rest = selector[len(_ROOT):]
+        if rest.startswith(" ") and rest[1:2] in (".", ":", "*", "[", ">"):
+            return rest[1:]  # a descendant starting with a symbol: nested as it is
+        return "&" + rest
+    head, sep, tail = selector.rpartition(" " + _ROOT)
+    return f"{head} &{tail}" if sep and not tail.strip() else None
+
+
+def nest(css: str) -> str:
+    """A flat stylesheet scoped under ``.mmsp-root.mmsp-static`` as one nested block (CSS nesting):
+    the same rules, the scope written once instead of before every selector."""
+    inner, outer = [], []
+    for head, body in _blocks(css):
+        if head.startswith("@keyframes"):
+            outer.append(f"{head}{{{body}}}")
+        elif head.startswith(("@media", "@supports")):
+            rules = [f"{','.join(_nested(x) or x for x in _split_selectors(h))}{{{b}}}" for h, b in _blocks(body)]
+            inner.append(f"{head}{{{''.join(rules)}}}")
+        else:
+            selectors = _split_selectors(head)
+            nested = [_nested(x) for x in selectors]
+            if all(x is not None for x in nested):
+                inner.append(f"{','.join(x for x in nested if x)}{{{body}}}")
+            else:
+                outer.append(f"{head}{{{body}}}")
+    return f"{_ROOT}{{{''.join(inner)}}}{''.join(outer)}"
+
+
 @lru_cache(maxsize=256)
 def _css_for(classes: frozenset[str]) -> str:
     rules = turn_rules(WIDGET_CSS, classes | {"mmsp-root", "mmsp-static"})
-    return (_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", rules)
-            + _STATIC_CSS).replace("</", "<\\/")
+    return nest(_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", rules)
+                + _STATIC_CSS.replace(".mmsp-root .mmsp-sep", ".mmsp-root.mmsp-static .mmsp-sep")).replace("</", "<\\/")
 
 
 def css_for(markup: str) -> str:
