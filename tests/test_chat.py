@@ -227,3 +227,43 @@ def test_a_tool_that_exits_is_an_error_the_model_sees_and_other_chats_go_on(fres
     [call] = turn.tool_calls
     assert call["error"] == "SystemExit: 2" and turn.status == "complete"
     assert runner.result(30).status == "complete"  # the other chat streaming meanwhile finished too
+
+
+def test_the_chat_shows_a_saved_view_of_its_conversation_kept_current(fresh_session, monkeypatch):
+    """Two outputs: the widget, then the conversation as static HTML, updated once each answer is in."""
+    import IPython.display
+
+    shown, updates = [], []
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **kw: shown.append((a, kw)))
+    monkeypatch.setattr(IPython.display, "update_display", lambda obj, **kw: updates.append((obj, kw)))
+    chat = Chat(tools=[get_weather])
+    assert chat.models == ["demo"]  # no embedding model offered in a chat
+    chat._ipython_display_()
+    (widget, _), (saved, how) = [(a[0], kw) for a, kw in shown]
+    assert "application/vnd.jupyter.widget-view+json" in widget and "object at 0x" not in widget["text/plain"]
+    assert how["display_id"] and how["raw"] and saved["text/plain"] == "(an empty chat)"
+    chat.send("What's the weather in Rome?")
+    assert len(updates) == 1  # when the answer is in, not for the message alone
+    bundle, how2 = updates[0]
+    assert how2["display_id"] == how["display_id"]
+    html = bundle["text/html"]
+    assert html.count('<div class="mmsp-msg mmsp-msg-user">') == 1 and 'class="mmsp-chat-static"' not in html
+    assert "mmsp-chat-static" in html and weather_in("Rome") in html and 'class="mmsp-tool-name"' in html
+    assert "<style>" in html and "mmsp-footer" in html and "<script>" not in html
+    assert bundle["text/plain"].startswith("user: What's the weather in Rome?\n\nassistant: ")
+    chat.new_chat()
+    wait_for(lambda: len(updates) == 2)
+    assert updates[-1][0]["text/plain"] == "(an empty chat)"
+
+
+def test_a_chat_starts_from_a_history(fresh_session):
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "hi"}]},
+               {"role": "assistant", "content_items": [
+                   {"type": "thinking.done", "thinking": "_REDACTED_THINKING", "fidelity": {"signature": "s"}},
+                   {"type": "text.done", "text": "hello"}]}]
+    chat = Chat(history=history)
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"]
+    thinking = chat.transcript[1]["turn"]["items"][0]
+    assert thinking["label"] == "redacted thinking (1 block, kept for the next turn)" and thinking["text"] == ""
+    with pytest.raises(MMSPNotebookError):
+        Chat(history=[{"role": "tool"}])
