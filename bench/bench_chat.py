@@ -58,10 +58,16 @@ def main() -> None:
     sess.settings.demo_instant = True
     _session._session = sess
 
-    # 1. a 20,000-token turn, instant and paced
+    # 1. a 20,000-token turn, instant and paced; the chat shown in a notebook (its saved view updated too)
+    import IPython.display
+
+    saved: list[int] = []
+    IPython.display.update_display = lambda obj, **kw: saved.append(len(pack(obj)))  # what the kernel would send
     for label, model in (("instant", f"demo+tokens={args.tokens}"),
                          ("paced 3000 tok/s", f"demo+tokens={args.tokens // 2}+tps=3000")):
         chat = Chat(model=model)
+        chat._displayed = True
+        saved.clear()
         counter = CommCounter(chat)
         started = time.monotonic()
         turn = chat.send("Tell me a long story")
@@ -70,6 +76,7 @@ def main() -> None:
         total = counter.custom_bytes + counter.state_bytes
         print(f"{label}: answer {answer:,} bytes; ops {counter.custom_bytes:,} bytes in {len(counter.custom_times)}"
               f" messages + synced state {counter.state_bytes:,} bytes = {total / answer:.2f}x the answer;"
+              f" + the saved view {sum(saved):,} bytes in {len(saved)} update(s) = {(total + sum(saved)) / answer:.2f}x;"
               f" {elapsed:.2f} s, most messages in any 1 s window: {most_in_one_second(counter.custom_times)}")
         chat.close()
 
