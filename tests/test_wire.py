@@ -19,10 +19,10 @@ from mmsp_notebook import DemoServerError, ask
 from mmsp_notebook.demo import DemoServer, WireProxy
 from mmsp_notebook.engine.launch import launch
 from mmsp_notebook.engine.session import Session
+from mmsp_notebook.views.static import turn_bundle
 from mmsp_notebook.views.wire import render_wire_html, render_wire_text
 from mmsp_notebook.wire.pairing import pair_events
 from mmsp_notebook.wire.sse import Frame, split_frames, split_timed_frames
-from mmsp_notebook.views.static import turn_bundle
 
 CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
 PROTOCOLS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")

@@ -174,7 +174,7 @@ class TextLive(LiveView):
         self.stream.flush()
 
 
-def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView, rate: float = UPDATES_PER_SECOND,
+def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, rate: float = UPDATES_PER_SECOND,
           abort_grace: float = 2.0) -> Turn:
     """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn.
 
@@ -227,7 +227,7 @@ def drive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView
     return turn
 
 
-async def adrive(run: TurnRun, future: "concurrent.futures.Future[Any]", live: LiveView,
+async def adrive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView,
                  rate: float = UPDATES_PER_SECOND) -> Turn:
     """:func:`drive` for an event loop: the same pacing, awaited instead of blocking a thread.
 
