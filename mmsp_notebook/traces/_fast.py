@@ -18,10 +18,11 @@ policy and :func:`summarize`. The two give the same values for every file
 (``tests/test_traces_fuzz.py`` compares them on every fuzzed file). Without msgspec installed the
 standard path is taken for every file.
 
-A message's summary is ``(role, created_at)`` for any role but ``assistant``, and for an
-assistant message ``(role, created_at, finish_reason, cached, prompt, thoughts, response, n_items,
-n_text, n_thinking, n_tool_calls, n_images, n_audio, text_chars, thinking_chars)``: usage buckets
-are int64 values or ``INT_NA``, ``finish_reason`` a string or None, ``created_at`` as stored.
+The summary of a trace is one tuple per assistant message: ``(index in the history, created_at
+of the message just before when it is a user's (else None), created_at, finish_reason, cached,
+prompt, thoughts, response, n_items, n_text, n_thinking, n_tool_calls, n_images, n_audio,
+text_chars, thinking_chars)``: usage buckets are int64 values or ``INT_NA``, ``finish_reason`` a
+string or None, times as stored.
 """
 
 from __future__ import annotations
@@ -99,15 +100,17 @@ def _counts(items: Any) -> tuple[int, int, int, int, int, int, int, int]:
 
 
 def summarize(history: list[dict[str, Any]]) -> list[Summary]:
-    """The summary of every message of a parsed history (see the module docstring)."""
+    """The summary of every assistant message of a parsed history (see the module docstring)."""
     out: list[Summary] = []
-    for msg in history:
+    before = None  # created_at of the message just before, when it is a user's
+    for i, msg in enumerate(history):
         role = msg.get("role")
         if role != "assistant":
-            out.append((role, msg.get("created_at")))
+            before = msg.get("created_at") if role == "user" else None
             continue
-        out.append((role, msg.get("created_at"), _finish(msg.get("finish_reason")),
+        out.append((i, before, msg.get("created_at"), _finish(msg.get("finish_reason")),
                     *_usage(msg.get("usage_metadata")), *_counts(msg.get("content_items"))))
+        before = None
     return out
 
 
@@ -272,9 +275,10 @@ if msgspec is not None:
             u2: Any
             u3: Any
             user = _User
-            for m in trace.history:
+            before = None
+            for i, m in enumerate(trace.history):
                 if m.__class__ is user:
-                    append(("user", m.created_at))
+                    before = m.created_at
                     continue
                 u = m.usage_metadata  # type: ignore[union-attr]
                 if u is None:
@@ -297,8 +301,9 @@ if msgspec is not None:
                     if not _as_orjson(finish):
                         return None
                     finish = str(finish)
-                append(("assistant", m.created_at, finish or None, u0, u1, u2, u3,
+                append((i, before, m.created_at, finish or None, u0, u1, u2, u3,
                         *_item_counts(m.content_items)))  # type: ignore[union-attr]
+                before = None
             cfg = _cfg(trace.config)
         except _FAILED:
             return None

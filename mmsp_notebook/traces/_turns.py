@@ -137,35 +137,27 @@ class TurnBuilder(Window):
         ints, floats = self.ints.extend, self.floats.extend
         a_model, a_client, a_finish = self.model.append, self.client.append, self.finish.append
         ms_lo, ms_hi, dur_hi = MS_LO, MS_HI, _DUR_HI
-        turn = 0
-        prev: Any = None
         lat_s: Any
         ttft_s: Any
-        for i, m in enumerate(messages):
-            if m[0] != "assistant":
-                prev = m
-                continue
+        for turn, m in enumerate(messages):
             while fi < nf and as_int(failed[fi].get("turn")) <= turn:  # type: ignore[operator]
                 self._sidecar_row(fno, cfg_model, failed[fi])
                 fi += 1
             rec = done.pop(turn, None) if done else None
-            if rec is None:
-                started = None
-                if prev is not None and prev[0] == "user":
-                    started = prev[1]
-                    if started.__class__ is not int or not ms_lo < started < ms_hi:
-                        started = as_ms(started)
+            if rec is None:  # started: the user message's created_at just before, if any
+                started = m[1]
+                if started.__class__ is not int or not ms_lo < started < ms_hi:
+                    started = as_ms(started)
                 model = cfg_model
             else:
                 started = as_ms(rec.get("started_at"))
-                if started is None and prev is not None and prev[0] == "user":
-                    started = as_ms(prev[1])
+                if started is None:
+                    started = as_ms(m[1])
                 model = as_str(rec.get("model")) or cfg_model
-            prev = m
-            ended = m[1]
+            ended = m[2]
             if ended.__class__ is not int or not ms_lo < ended < ms_hi:
                 ended = as_ms(ended)
-            finish = m[2]
+            finish = m[3]
             a_model(model)
             a_finish(finish)
             if rec is None:
@@ -185,10 +177,9 @@ class TurnBuilder(Window):
                 if ttft_s > lat_s:
                     ttft_s = _NAN
             # the assistant message's fingerprint: ended, finish, n_items, characters, tool calls, usage
-            fp = 0 if ended is None else hash((ended, finish, m[7], m[13], m[14], m[10], m[3], m[4], m[5], m[6]))
-            ints((fno, turn, i, source, *m[3:15], fp))
+            fp = 0 if ended is None else hash((ended, finish, m[8], m[14], m[15], m[11], m[4], m[5], m[6], m[7]))
+            ints((fno, turn, m[0], source, *m[4:16], fp))
             floats((_NAN if started is None else started, _NAN if ended is None else ended, lat_s, ttft_s))
-            turn += 1
         while fi < nf:
             self._sidecar_row(fno, cfg_model, failed[fi])
             fi += 1
