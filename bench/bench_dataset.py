@@ -4,10 +4,10 @@ For each corpus size (``bench/gen_corpus.py`` conversations of 10 turns, half wi
 one fresh process measures, side by side:
 
 * **first sync** into an empty dataset on the default process pool (one worker per CPU): wall
-  time, turns per second per worker, against ``load_turns`` of the same corpus in the same process
-  (one core, the loader the sync runs in each worker); peak RSS of the main process (``VmHWM``)
-  and of the largest worker (sampled every 20 ms) — the bound is ``chunk_files`` traces per
-  worker, so the worker figure must not grow with the corpus;
+  and CPU time (workers' sampled with psutil), turns per CPU-second, against ``load_turns`` of the
+  same corpus in the same process (one core, the loader the sync runs in each worker); peak RSS
+  of the main process and of the largest worker (``VmHWM``) — the bound is a chunk per worker, so
+  the worker figure must not grow with the corpus;
 * **re-sync with nothing changed** (best of ``--repeat``), against the first sync (goal ≥ 20×
   faster);
 * **1 % of the files changed** as mmsp's Tracer changes them — a turn appended to a conversation
