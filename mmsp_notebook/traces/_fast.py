@@ -27,10 +27,11 @@ string or None, times as stored.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ._build import INLINE, TEXT, THINKING, TOOL_CALL
-from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, as_num, as_str, utf8_safe
+from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, as_num, utf8_safe
 
 try:
     import msgspec
@@ -210,6 +211,8 @@ if msgspec is not None:
         return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
 
     _U64, _I64 = 2**64 - 1, -(2**63)
+    _INF = math.inf
+    _UNKNOWN = object()
 
     def _as_orjson(v: Any) -> bool:
         """Whether a value's text (``str()``, for a column of strings) is what the plain parse gives:
@@ -231,10 +234,10 @@ if msgspec is not None:
     def _tools(raw: Any) -> tuple[int | None, tuple[str, ...] | None] | None:
         """(n_tools, names) of a config's raw ``tools``, as config_fields gives them."""
         key = bytes(raw)
-        if key in _TOOLS:
-            return _TOOLS[key]
+        got = _TOOLS.get(key, _UNKNOWN)
+        if got is not _UNKNOWN:
+            return got  # type: ignore[return-value]
         tools = _ANY.decode(key)
-        got: tuple[int | None, tuple[str, ...] | None] | None
         if tools.__class__ is not list:
             got = None, None
         elif not all(t.get("name").__class__ is str or _as_orjson(t) if t.__class__ is dict else _as_orjson(t) for t in tools):
@@ -260,7 +263,12 @@ if msgspec is not None:
         tools = _tools(c.tools) if c.tools else (None, None)
         if tools is None:
             return None
-        return as_str(c.model), as_num(c.temperature), as_int(c.max_tokens), level or None, *tools
+        # as_str / as_num / as_int, their usual cases inlined (once per file)
+        model, temp, most = c.model, c.temperature, c.max_tokens
+        return (model if model.__class__ is str and model else None,
+                temp if temp.__class__ is float and -_INF < temp < _INF else as_num(temp),
+                most if most.__class__ is int and INT_LO < most < INT_HI else as_int(most),
+                level or None, *tools)
 
     def decode_trace(raw: bytes) -> Decoded | None:
         """The config and message summaries of a trace file's bytes, or None when msgspec
