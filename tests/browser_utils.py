@@ -82,6 +82,8 @@ class JupyterServer:
         )
         env.pop("JPY_SESSION_NAME", None)
         env.update(self.extra_env)
+        if os.environ.get("MMSP_BENCH_KERNEL_PATH"):  # measure another checkout's package (before/after figures)
+            env["PYTHONPATH"] = os.environ["MMSP_BENCH_KERNEL_PATH"]
         cmd = [
             sys.executable, "-m", "jupyterlab",
             "--no-browser",
