@@ -279,3 +279,23 @@ def test_a_configured_key_echoed_in_content_is_never_shown(monkeypatch):
     assert key in turn.text  # the Python value is the data as received
     shown = json.dumps(sent) + json.dumps(view_model(turn)) + render_html(turn) + render_text(turn)
     assert key not in shown and key[:10] not in shown and "[redacted]" in shown
+
+
+def test_the_terminal_wire_view_shows_each_frames_payload_content_first():
+    """A line of the text wire view is the frame's payload, deepest fields first: every provider's
+    content shows within the line, not the envelope's first 50 characters."""
+    from mmsp_notebook.views.wire import frame_payload
+
+    openai = ('data: {"id":"chatcmpl-9x","object":"chat.completion.chunk","created":1733000000,"model":"gpt-4o-mini",'
+              '"system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"Hello there"},"finish_reason":null}]}\n\n')
+    anthropic = ('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                 '"delta":{"type":"text_delta","text":"Bonjour"}}\n\n')
+    mmsp = ('data: {"role":"assistant","event_type":"delta","content_items":[{"type":"thinking.delta",'
+            '"thinking":"Let me think"}],"usage_metadata":null,"finish_reason":null}\n\n')
+    assert frame_payload(openai).startswith('choices.delta.content="Hello there" choices.index=0 id="chatcmpl-9x"')
+    assert frame_payload(anthropic) == ('[content_block_delta] delta.text="Bonjour" delta.type="text_delta" '
+                                        'index=0 type="content_block_delta"')
+    assert frame_payload(mmsp).startswith('content_items.thinking="Let me think" content_items.type="thinking.delta"')
+    assert frame_payload(": heartbeat\n\n") == ": heartbeat"
+    assert frame_payload('{"error": {"message": "bad key"}}') == 'error.message="bad key"'  # a body that is not SSE
+    assert frame_payload("data: [DONE]\n\n") == "[DONE]"
