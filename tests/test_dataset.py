@@ -597,3 +597,23 @@ def test_small_files_of_many_syncs_are_merged(corpus: Path, tmp_path: Path) -> N
 
     globbed = pads.dataset(str(ds_dir / "turns"), partitioning=pads.partitioning(partitioning["schema"], flavor="hive"))
     assert globbed.count_rows() == stored(ds_dir).num_rows
+
+
+def test_a_dataset_given_by_a_relative_path_reads(tmp_path, monkeypatch):
+    from mmsp_notebook import ask, traces
+
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    import io
+
+    from mmsp_notebook.engine import session as _session
+
+    sess = _session.Session()
+    sess.settings.demo_instant = True
+    monkeypatch.setattr(_session, "_session", sess)
+    try:
+        ask("hello", stream=io.StringIO())
+        traces.sync("cache", "ds", progress=False)
+        assert len(traces.query("SELECT * FROM turns", "ds")) == 1
+    finally:
+        sess.close()

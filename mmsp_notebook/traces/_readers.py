@@ -53,7 +53,7 @@ def _full_schema(kind: str, payloads: bool) -> Any:
 def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:
     """The manifest's meta and the data files it lists (absolute paths), read without writing: a
     sync may be running, and the folder may be a read-only copy."""
-    path = root / MANIFEST_NAME
+    path = (root / MANIFEST_NAME).absolute()  # a relative dataset path too (an URI needs an absolute path)
     if not path.is_file():
         raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
                                  reason="no such trace dataset")
