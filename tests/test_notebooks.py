@@ -103,8 +103,8 @@ def test_multimodal(tmp_path, monkeypatch):
 
 def test_chat(tmp_path, monkeypatch):
     cells = run("chat.ipynb", tmp_path, monkeypatch)
-    widget = cells[0].outputs[-1]["data"]
-    assert WIDGET in widget
+    # the live widget, then the conversation as static HTML for a saved notebook
+    assert WIDGET in cells[0].outputs[0]["data"] and "text/html" in cells[0].outputs[-1]["data"]
     assert "'complete'" in text(find(cells, 'chat.send("Hello!'))
     assert "19 degrees and clear in Paris" in text(find(cells, "What's the weather in Paris?"))
     history = text(find(cells, "for message in chat.history"))

@@ -21,9 +21,9 @@ from ..engine import worker as _worker
 from ..engine.launch import launch, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
-from ..views.hints import error_hint
 from ..views.live import LiveView, adrive
 from ..views.model import OpsTracker, view_model
+from ..views.text import banner_line
 from ..views.widget import STATIC
 from .finish import finish_turn
 from .frames import usage_frame
@@ -83,6 +83,7 @@ class Chat(anywidget.AnyWidget):
         base_url: str | None = None,
         api_key_env: str | None = None,
         max_steps: int | None = None,
+        timeout: float | str | None = None,
         name: str | None = None,
         trace: bool = True,
         wire: bool = False,
@@ -92,7 +93,7 @@ class Chat(anywidget.AnyWidget):
         # checked as every option is (a bad value is refused here, not at the first message)
         TurnOptions(model=model if isinstance(model, str) and model.strip() else None, client_type=client_type,
                     base_url=base_url, api_key_env=api_key_env, system=system, thinking=thinking,
-                    max_tokens=max_tokens, temperature=temperature, max_steps=max_steps)
+                    max_tokens=max_tokens, temperature=temperature, max_steps=max_steps, timeout=timeout)
         if not isinstance(model, str) or not model.strip():
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
         choices = list(models) if models else list(DEFAULT_MODELS)
@@ -103,7 +104,7 @@ class Chat(anywidget.AnyWidget):
         self._tools = list(tools)
         self._options = {"system": system, "max_tokens": max_tokens, "temperature": temperature,
                          "client_type": client_type, "base_url": base_url, "api_key_env": api_key_env,
-                         "max_steps": max_steps, "wire": wire}
+                         "max_steps": max_steps, "timeout": timeout, "wire": wire}
         self._trace = trace
         self._name = name or _next_name()
         self._run: TurnRun | None = None
@@ -178,17 +179,13 @@ class Chat(anywidget.AnyWidget):
             transcript = _transcript_of(messages)
         except Exception as exc:  # e.g. a .done item its own content contradicts
             raise OptionError(f"history: {type(exc).__name__}: {exc}") from None
-        conv = self.conversation
-        conv.pending_history = list(messages)
-        if conv.client is not None:
-            conv.client.set_history(list(messages))
-            conv.pending_history = None
+        self.conversation.set_history(messages)
         self.transcript = transcript
 
     @property
     def turns(self) -> Any:
         """A DataFrame of this chat's turns, like ``%mmsp usage``."""
-        return usage_frame(self.conversation.turns)
+        return usage_frame(session().usage.rows(chat=self._name))
 
     def on_event(self, callback: Callable[[dict[str, Any]], None]) -> None:
         """Call ``callback(event)`` with every UniEvent of every later turn (on the worker thread)."""
@@ -344,15 +341,14 @@ class _ChatLive(LiveView):
     def finish(self, turn: Turn) -> None:
         chat = self.chat
         try:
-            self.update(turn)
+            ops = self.tracker.ops(turn, final=True)
+            if ops:
+                chat._send_msg({"type": "ops", "turn": self.index, "ops": ops})
         finally:
             vm = view_model(turn)
             chat.transcript = [*chat.transcript[: self.index], {"role": "assistant", "turn": vm}]
             if turn.status in ("error", "incomplete"):
-                exc = turn.error
-                said = (turn.error_message or "").rstrip().rstrip(".")
-                hint = error_hint(exc, turn.api_key_env, turn.client_type)
-                chat.error = f"{type(exc).__name__}: {said}. {hint}".strip()
+                chat.error = banner_line(vm.get("banner"))  # the same words as the turn's own banner
             chat._live_index = None
             chat.busy = False
 

@@ -55,6 +55,7 @@ class MMSPMagics(Magics):
     max_tokens = Integer(None, allow_none=True, help="default cap on output tokens").tag(config=True)
     temperature = Float(None, allow_none=True, help="default sampling temperature").tag(config=True)
     max_steps = Integer(None, allow_none=True, help="most model responses in one turn's tool loop").tag(config=True)
+    timeout = Float(None, allow_none=True, help="idle seconds before a silent turn is ended").tag(config=True)
     trace = Bool(None, allow_none=True, help="trace every turn").tag(config=True)
     strict = Bool(None, allow_none=True, help="raise when a turn does not complete").tag(config=True)
     events = Bool(None, allow_none=True, help="show the UniEvents table under every turn").tag(config=True)
@@ -92,6 +93,8 @@ class MMSPMagics(Magics):
     @argument("--temperature", default=None, help="sampling temperature (a number, at least 0)")
     @argument("--tools", default=None, metavar="F,G", help="Python functions of this namespace offered as tools")
     @argument("--max-steps", default=None, help="most model responses in one turn's tool loop (default 8)")
+    @argument("--timeout", default=None, metavar="SECONDS",
+              help="end the turn after this many seconds without a byte or event from the server (default 120; none: no limit)")
     @argument("--chat", default=None, metavar="NAME", help="named conversation (default: one per notebook)")
     @argument("--new", action="store_true", help="start the conversation fresh")
     @argument("--trace", default=None, metavar="ID", help="trace id (default: notebook/chat/turn)")
@@ -213,6 +216,7 @@ class MMSPMagics(Magics):
                 temperature=args.temperature,
                 tools=tools,
                 max_steps=args.max_steps,
+                timeout=args.timeout,
                 chat=args.chat,
                 new=args.new,
                 trace=False if args.no_trace else (args.trace or None),
@@ -321,7 +325,7 @@ class MMSPMagics(Magics):
                 raise UsageError(f"%mmsp config: {exc} (nothing was changed)") from None
             return None
         if name == "usage":
-            return usage_frame(sess.turns)
+            return usage_frame(sess.usage.rows())
         if name == "error":
             exc = sess.last_error
             if exc is None:
@@ -385,7 +389,11 @@ def questions_are_prompts(lines: list[str]) -> list[str]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from ..views import static, wire
+
     ipython.register_magics(MMSPMagics)
+    static.register_formatters(ipython)  # a Turn or a Wire as a cell's value: shown through the views
+    wire.register_formatters(ipython)
     record_errors(ipython)  # failed cells become {Err} and %mmsp fix
     if questions_are_prompts not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(questions_are_prompts)
