@@ -65,6 +65,7 @@ class TurnRun(Watched):
         self.listener_errors: set[int] = set()  # listeners already reported as raising (see the engine)
         self.idle_timeout = idle_timeout
         self.waiting_since: float | None = None
+        self.pulse = 0  # chunks of response bodies received (counted by the engine; bytes are signs of life)
 
     def waiting_for(self, now: float | None = None) -> float | None:
         """Seconds since the server last sent anything while a request is open; ``None`` when none is."""
