@@ -49,9 +49,14 @@ lab: $(PY)
 	$(PY) -m pip install -e '.[notebooks]'
 	$(VENV)/bin/jupyter lab notebooks
 
+# every benchmark of bench/RESULTS.md (bench_dataset.py at 1M turns needs ~5 GB of disk: run it alone)
 bench: install-test
 	$(PY) bench/bench_magic.py
+	$(PY) bench/bench_chat.py
+	$(PY) bench/bench_compare.py
 	$(PY) bench/bench_traces.py
+	$(PY) bench/bench_memory.py
+	$(PY) bench/bench_explore.py
 
 clean:
 	rm -rf $(VENV) $(OUT) js/node_modules cache
