@@ -153,3 +153,16 @@ def test_the_pacer_repaints_every_column_as_they_stream_each_delta_once(fresh_se
     gaps = [b - a for a, b in zip(live.times, live.times[1:-1])]
     assert min(gaps) >= 0.035  # at most 25 repaints a second for all the columns together
     assert live.sent == [t.text for t in comparison.turns]
+
+
+def test_the_trace_loaders_see_a_comparison_as_ordinary_turns_with_its_name(fresh_session, tmp_path):
+    from mmsp_notebook import ask, traces
+
+    ask("hi", stream=io.StringIO())
+    c = compare("Tell me about rivers", "demo,demo+nothink", chat="rivers", stream=io.StringIO())
+    turns = traces.load_turns(tmp_path / "cache", progress=False)
+    mine = turns[turns["comparison"] == "rivers"]
+    assert sorted(mine["model"]) == sorted(c.labels) and set(mine["trace_id"]) == set(c.frame["trace_id"])
+    assert turns["comparison"].isna().sum() == len(turns) - 2  # the ordinary turn has none
+    assert str(turns["comparison"].dtype) == "category"
+    assert traces.to_arrow(turns).schema.field("comparison") is not None

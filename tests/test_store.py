@@ -203,7 +203,10 @@ def _record(**changes) -> SidecarRecord:
 
 def test_the_record_has_every_typed_key_in_the_written_order(tmp_path):
     record = _record()
-    assert list(record) == list(SidecarRecord.__annotations__)  # the TypedDict is the format
+    optional = {"comparison"}  # written only for a turn that is a column of a comparison
+    assert list(record) == [k for k in SidecarRecord.__annotations__ if k not in optional]  # the TypedDict is the format
+    with_comparison = store.sidecar_record(**{**{k: v for k, v in record.items() if k != "v"}, "comparison": "c1"})
+    assert list(with_comparison) == list(SidecarRecord.__annotations__) and list(with_comparison)[-1] == "events"
     assert list(record)[0] == "v" and record["v"] == store.FORMAT_VERSION and list(record)[-1] == "events"
     assert record["ttft_ms"] == 412.346 and store.to_ms(None) is None
     path = append_sidecar(record, base=tmp_path)
@@ -218,12 +221,13 @@ def test_the_record_has_every_typed_key_in_the_written_order(tmp_path):
 def test_the_engine_writes_the_typed_record_through_the_store(fresh_session):
     turn = ask("Tell me about lighthouses", max_tokens=20, stream=io.StringIO())
     [record] = read_sidecar(sidecar_path(turn.trace_id))
-    assert list(record) == list(SidecarRecord.__annotations__)
+    keys = [k for k in SidecarRecord.__annotations__ if k != "comparison"]  # not a column of a comparison
+    assert list(record) == keys
     assert record["status"] == "complete" and record["message_index"] == 1 and record["usage"] == turn.usage
     failed = ask("hello", model="demo+error", chat="failing", stream=io.StringIO())
     [record] = read_sidecar(sidecar_path(failed.trace_id))
     assert record["status"] == "error" and record["message_index"] is None
-    assert set(record["error"]) == {"type", "message"} and list(record) == list(SidecarRecord.__annotations__)
+    assert set(record["error"]) == {"type", "message"} and list(record) == keys
 
 
 # a record exactly as the previous writer put it (format 1), and one written before versions were stamped

@@ -76,7 +76,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar, overload
+from typing import Any, NotRequired, TypedDict, TypeVar, overload
 
 from .._errors import TraceError, TraceNotFoundError
 
@@ -385,6 +385,7 @@ class SidecarRecord(TypedDict):
     total_ms: float | None
     usage: dict[str, Any] | None
     finish_reason: str | None
+    comparison: NotRequired[str]  # the comparison the turn is a column of (written only then)
     events: list[list[Any]]
 
 
@@ -403,9 +404,10 @@ def sidecar_record(
     usage: dict[str, Any] | None,
     finish_reason: str | None,
     events: list[list[Any]],
+    comparison: str | None = None,
 ) -> SidecarRecord:
     """A :class:`SidecarRecord` of the current format, ``events`` last (times in ms, see :func:`to_ms`)."""
-    return {
+    record: SidecarRecord = {  # type: ignore[typeddict-item]  # events are added last, below
         "v": FORMAT_VERSION,
         "trace_id": trace_id,
         "turn": turn,
@@ -419,8 +421,11 @@ def sidecar_record(
         "total_ms": total_ms,
         "usage": usage,
         "finish_reason": finish_reason,
-        "events": events,
     }
+    if comparison is not None:
+        record["comparison"] = comparison
+    record["events"] = events  # last: a reader that needs no timing skips it unparsed
+    return record
 
 
 def to_ms(seconds: float | None) -> float | None:

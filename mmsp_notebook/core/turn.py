@@ -58,6 +58,7 @@ class Turn:
         trace_id: str | None = None,
         config: dict[str, Any] | None = None,
         api_key_env: str | None = None,
+        comparison: str | None = None,
     ) -> None:
         self.id = f"t{next(_ids)}"
         self.prompt = prompt
@@ -67,6 +68,7 @@ class Turn:
         self.trace_id = trace_id
         self.config = dict(config or {})
         self.api_key_env = api_key_env
+        self.comparison = comparison  # the comparison this turn is a column of (compare, -m a,b)
         self.steps: list[TurnState] = []
         self.tool_messages: list[dict[str, Any]] = []
         self.lock = threading.RLock()

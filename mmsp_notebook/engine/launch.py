@@ -141,6 +141,7 @@ def launch(
     sess: Session | None = None,
     listeners: Sequence[Callable[[dict[str, Any]], None]] = (),
     wire: bool = False,
+    comparison: str | None = None,
 ) -> tuple[TurnRun, concurrent.futures.Future[Turn]]:
     """Start a turn on the worker loop; returns the run (to watch or abort) and its future.
 
@@ -170,7 +171,7 @@ def launch(
     # the client type the turn really goes through: named, the demo server's wire, or the model's family
     routed = client_type or ("mmsp" if is_demo_model(model) and not base_url else routed_client_type(model))
     turn = Turn(message, model=model, client_type=routed, chat=conv.name, trace_id=trace_id, config=config,
-                api_key_env=api_key_env)
+                api_key_env=api_key_env, comparison=comparison)
     conv.add_turn(turn)
     sess.turns.append(turn)
     sess.usage.start(turn)

@@ -440,6 +440,7 @@ def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, messa
         usage=state.usage,
         finish_reason=state.finish_reason,
         events=state.sidecar_events(),
+        comparison=turn.comparison,
     )
     try:
         append_sidecar(record)

@@ -184,7 +184,7 @@ def start(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: st
     try:
         for (model, client_type), tag in zip(entries, labels):
             run, future = launch(message, model=model, client_type=client_type, chat=f"{name}~{tag}", sess=sess,
-                                 **options)
+                                 comparison=name, **options)
             runs.append(run)
             futures.append(future)
     except Exception:

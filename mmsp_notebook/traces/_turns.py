@@ -84,6 +84,7 @@ class TurnBuilder(Window):
         self.floats = array("d")
         self.model: list[str | None] = []
         self.client: list[str | None] = []
+        self.comparison: list[str | None] = []
         self.finish: list[str | None] = []
         # sparse: row -> value, for the few sidecar-only rows
         self.status: dict[int, str] = {}
@@ -110,6 +111,7 @@ class TurnBuilder(Window):
                             latency, ttft))
         self.model.append(model)
         self.client.append(as_str(rec.get("client_type")))
+        self.comparison.append(as_str(rec.get("comparison")))
         self.finish.append(as_str(rec.get("finish_reason")))
 
     def add(self, trace_id: str, data: dict[str, Any] | Decoded | None, records: list[dict[str, Any]] | None) -> None:
@@ -136,6 +138,7 @@ class TurnBuilder(Window):
         # bound methods and constants: this loop runs once per message of the whole corpus
         ints, floats = self.ints.extend, self.floats.extend
         a_model, a_client, a_finish = self.model.append, self.client.append, self.finish.append
+        a_comparison = self.comparison.append
         ms_lo, ms_hi, dur_hi = MS_LO, MS_HI, _DUR_HI
         lat_s: Any
         ttft_s: Any
@@ -162,10 +165,12 @@ class TurnBuilder(Window):
             a_finish(finish)
             if rec is None:
                 a_client(None)
+                a_comparison(None)
                 source = 0
                 lat_s = ttft_s = _NAN
             else:
                 a_client(as_str(rec.get("client_type")))
+                a_comparison(as_str(rec.get("comparison")))
                 source = 1
                 # sidecar_timing(rec), inlined: negative / non-finite durations and ttft > total are NA
                 lat_s = rec.get("total_ms")
@@ -225,6 +230,7 @@ class TurnBuilder(Window):
         cols["message_index"] = int_col(icol("message_index"))
         model = cols["model"] = cat_col(self._take("model"))
         client = cols["client_type"] = cat_col(self._take("client"))
+        cols["comparison"] = cat_col(self._take("comparison"))
         status = np.full(n, "complete", dtype=object)
         for row, s in self._take("status").items():
             status[row] = s
