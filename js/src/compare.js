@@ -1,6 +1,7 @@
 // anywidget front end of CompareView: several turns streaming side by side, one column per model.
 // Python sends one message per repaint for all columns: {type: "ops", cols: [[i, ops], ...]}; a view
-// that appears mid-stream says hello and gets {type: "snapshot", labels, turns}.
+// that appears mid-stream says hello and gets {type: "snapshot", labels, turns}; the labels are also the
+// synced trait `labels`, so the columns are drawn at once.
 import { createTurnView } from "./render.js";
 
 export function renderCompareWidget({ model, el }) {
@@ -43,6 +44,10 @@ export function renderCompareWidget({ model, el }) {
     }
   };
 
+  // the columns exist from the start (their labels are a synced trait): ops that arrive while the
+  // kernel is busy streaming, before any snapshot could answer a hello, have somewhere to go
+  const labels = model.get("labels");
+  if (Array.isArray(labels) && labels.length) setup(labels);
   model.on("msg:custom", onMsg);
   model.send({ type: "hello" });
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
+import traitlets
 
 __all__ = ["TurnView", "CompareView", "STATIC"]
 
@@ -56,8 +57,10 @@ class CompareView(anywidget.AnyWidget):
     _esm = STATIC / "compare.js"
     _css = "\n".join((STATIC / name).read_text(encoding="utf-8") for name in ("widget.css", "compare.css"))
 
+    labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
     def __init__(self, source: Any = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(labels=list(getattr(source, "labels", []) or []), **kwargs)
         self._source = source
         self.sent_bytes = 0
         self.on_msg(self._on_front_end_msg)
