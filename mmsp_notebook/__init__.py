@@ -66,11 +66,16 @@ _LAZY = {
 }
 
 
+EMBEDDED_TRANSCRIPTS = 8
+
+
 def _start_demo_server(instant: bool) -> Any:
     # the demo models' server; the engine does not import the demo package, so it is handed this
     from .demo import DemoServer
 
-    return DemoServer(instant=instant).start()
+    # a kernel's server keeps the records of its last few requests only (each holds the request's whole
+    # history and the bytes sent): its memory does not grow with the turns of a long session
+    return DemoServer(instant=instant, max_transcripts=EMBEDDED_TRANSCRIPTS).start()
 
 
 provide_local_server(_start_demo_server)

@@ -146,3 +146,16 @@ def test_a_trace_id_per_turn_still_works(fresh_session, tmp_path):
     assert mn.replay("old/chat/turn_000", speed=math.inf, display=False).text == a.text
     rows = traces.load_turns(tmp_path / "cache")
     assert sorted(rows["trace_id"]) == ["old/chat/turn_000", "old/chat/turn_001"]
+
+
+def test_the_kernels_demo_server_keeps_few_request_records(fresh_session):
+    import io
+
+    import mmsp_notebook
+    from mmsp_notebook import ask
+
+    for n in range(12):
+        ask(f"turn {n}", chat="long", stream=io.StringIO())
+    server = fresh_session.demo_server()
+    assert len(server.transcripts) == mmsp_notebook.EMBEDDED_TRANSCRIPTS == 8
+    assert "turn 11" in str(server.transcripts[-1].request)  # the latest are kept
