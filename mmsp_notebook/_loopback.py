@@ -25,13 +25,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 import uvicorn
 
 from ._errors import DemoServerError
 
-__all__ = ["AbruptClose", "LoopbackServer", "Transcript", "TranscriptLog", "is_loopback", "scrub",
+__all__ = ["AbruptClose", "LoopbackServer", "Served", "Transcript", "TranscriptLog", "is_loopback", "scrub",
            "until_disconnect"]
 
 _STARTUP_TIMEOUT = 10.0
@@ -363,3 +363,38 @@ class LoopbackServer:
         self._server = None
         self._loop = None
         self._port = None
+
+
+class Served:
+    """What a server running on a :class:`LoopbackServer` (its ``_server``) shows of it: its address,
+    whether it serves, stopping it, and use as a context manager. ``start`` is each server's own."""
+
+    _server: LoopbackServer
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the real one when started with port 0)."""
+        return self._server.port
+
+    @property
+    def root_url(self) -> str:
+        """``http://HOST:PORT``."""
+        return self._server.root_url
+
+    @property
+    def running(self) -> bool:
+        """Whether it serves."""
+        return self._server.running
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Stop serving: open streams end at once (a stalled one too), then the loop ends."""
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -18,7 +18,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
-from .._loopback import AbruptClose, LoopbackServer, Transcript, TranscriptLog, scrub, until_disconnect
+from .._loopback import AbruptClose, LoopbackServer, Served, Transcript, TranscriptLog, scrub, until_disconnect
 from ._answer import build_plan
 from ._bodies import embeddings_body, http_error
 from ._protocols import ENCODERS, Encoder, MmspEncoder, StreamEnds
@@ -426,7 +426,7 @@ async def _drive(
         yield frame
 
 
-class DemoServer:
+class DemoServer(Served):
     """An offline model server speaking MMSP's wire and the Chat Completions, Responses and Messages protocols.
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`::
@@ -486,24 +486,9 @@ class DemoServer:
     # -- addresses -----------------------------------------------------------------------------
 
     @property
-    def port(self) -> int:
-        """The port the server listens on (the real one when started with port 0)."""
-        return self._server.port
-
-    @property
-    def root_url(self) -> str:
-        """``http://HOST:PORT``, the base URL Anthropic's SDK takes (it appends ``/v1/messages``)."""
-        return self._server.root_url
-
-    @property
     def base_url(self) -> str:
         """``http://HOST:PORT/v1``, the base URL of the MMSP and OpenAI clients."""
         return f"{self.root_url}/v1"
-
-    @property
-    def running(self) -> bool:
-        """Whether the server is serving."""
-        return self._server.running
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -515,16 +500,6 @@ class DemoServer:
         """
         self._server.start(self._app.build())
         return self
-
-    def stop(self) -> None:
-        """Stop serving: open streams are closed at once (a stalled one too), then the loop ends."""
-        self._server.stop()
-
-    def __enter__(self) -> DemoServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = self.base_url if self.running else "stopped"

@@ -67,7 +67,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
-from .._loopback import AbruptClose, LoopbackServer, Transcript, TranscriptLog, scrub, until_disconnect
+from .._loopback import AbruptClose, LoopbackServer, Served, Transcript, TranscriptLog, scrub, until_disconnect
 from ..core.redact import redact_bytes
 from .sse import detect_protocol
 
@@ -341,7 +341,7 @@ class _ProxyApp:
         return Starlette(routes=[Route("/{path:path}", self.forward, methods=methods)])
 
 
-class WireProxy:
+class WireProxy(Served):
     """A recording proxy on loopback in front of ``upstream`` (see the module docstring).
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. It serves no model: every
@@ -390,24 +390,9 @@ class WireProxy:
         return self._server.host
 
     @property
-    def port(self) -> int:
-        """The port the proxy listens on (the real one when started with port 0)."""
-        return self._server.port
-
-    @property
-    def root_url(self) -> str:
-        """``http://HOST:PORT``, the proxy's root."""
-        return self._server.root_url
-
-    @property
     def base_url(self) -> str:
         """The proxy's root plus the upstream's path: the base URL to hand a client instead of ``upstream``."""
         return f"{self.root_url}{self._upstream_path}"
-
-    @property
-    def running(self) -> bool:
-        """Whether the proxy is serving."""
-        return self._server.running
 
     def tap_url(self, tap: str, root: bool = False) -> str:
         """The base URL of a tap: requests through it are tagged ``tap`` in :attr:`transcripts`.
@@ -435,12 +420,6 @@ class WireProxy:
     def stop(self) -> None:
         """Stop serving: open streams end at once, then the upstream connections are closed."""
         self._server.stop()
-
-    def __enter__(self) -> WireProxy:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = self.root_url if self.running else "stopped"
