@@ -102,6 +102,20 @@ class Kernel:
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 return outputs
 
+    def interrupted(self, code: str, after: float = 2.0) -> tuple[dict, float]:
+        """Run a cell, interrupt the kernel ``after`` seconds in; its execute reply and how long the
+        interrupt took to end the cell."""
+        import time
+
+        msg_id = self.kc.execute(code)
+        time.sleep(after)
+        interrupted_at = time.monotonic()
+        self.km.interrupt_kernel()
+        reply = self.kc.get_shell_msg(timeout=10)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = self.kc.get_shell_msg(timeout=10)
+        return reply, time.monotonic() - interrupted_at
+
     def printed(self, code: str, timeout: float = 30) -> str:
         """What a cell printed."""
         return "".join(m["content"].get("text", "") for m in self.execute(code, timeout) if m["msg_type"] == "stream")
