@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from helpers import fresh_session, kernel  # noqa: F401  (fixtures shared by every module)
+from helpers import fresh_session, kernel, serve_posts  # noqa: F401  (fixtures shared by every module)
 
 from mmsp_notebook.demo import DemoServer
 
@@ -21,32 +21,22 @@ def demo_server() -> Iterator[DemoServer]:
 @pytest.fixture
 def key_echoing_server():
     """A provider that refuses every request with a 401 quoting the key it was sent (some do)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            request = self.rfile.read(int(self.headers.get("content-length") or 0))
-            auth = self.headers.get("authorization") or ""
-            error = {"error": {"message": f"Incorrect API key provided: {auth.split()[-1]}. Header: {auth}",
-                               "type": "invalid_request_error", "code": "invalid_api_key"}}
-            if b'"stream-refusal"' in request:  # refused inside a stream that began with HTTP 200
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.end_headers()
-                self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
-                return
-            body = json.dumps(error).encode()
-            self.send_response(401)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(body)))
+    def refuse(self):
+        request = self.rfile.read(int(self.headers.get("content-length") or 0))
+        auth = self.headers.get("authorization") or ""
+        error = {"error": {"message": f"Incorrect API key provided: {auth.split()[-1]}. Header: {auth}",
+                           "type": "invalid_request_error", "code": "invalid_api_key"}}
+        if b'"stream-refusal"' in request:  # refused inside a stream that began with HTTP 200
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
+            return
+        body = json.dumps(error).encode()
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    yield from serve_posts(refuse)

@@ -133,3 +133,25 @@ def kernel(tmp_path, monkeypatch):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def serve_posts(do_post):
+    """A loopback HTTP server whose handler answers POSTs with ``do_post(handler)``; yields its ``/v1``
+    base URL (a generator for a pytest fixture: ``yield from serve_posts(...)``)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            do_post(self)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()

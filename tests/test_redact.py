@@ -6,10 +6,9 @@ import io
 import json
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from helpers import serve_posts
 from sse_scripts import chat_chunk, mmsp_event, mmsp_text, script_server
 
 import mmsp_notebook as mn
@@ -50,28 +49,20 @@ def test_a_configured_key_is_redacted_whole_or_cut(key):
 def cut_key_server():
     """A provider that refuses with a 401 whose text body quotes the key it got, long enough that mmsp
     cuts the message at 200 characters in the middle of the key."""
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
+    def refuse(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        auth = self.headers.get("authorization") or ""
+        lead = "Unauthorized. The request carried the header Authorization: "
+        head = f"HTTP 401: {lead}"
+        pad = "." * (200 - len(head) - len("Bearer ") - 11)
+        body = f"{lead}{pad}{auth} and nothing else matched".encode()
+        self.send_response(401)
+        self.send_header("content-type", "text/plain")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            auth = self.headers.get("authorization") or ""
-            lead = "Unauthorized. The request carried the header Authorization: "
-            head = f"HTTP 401: {lead}"
-            pad = "." * (200 - len(head) - len("Bearer ") - 11)
-            body = f"{lead}{pad}{auth} and nothing else matched".encode()
-            self.send_response(401)
-            self.send_header("content-type", "text/plain")
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    yield from serve_posts(refuse)
 
 
 def test_a_key_cut_by_the_error_message_is_redacted_everywhere(fresh_session, key, cut_key_server):
