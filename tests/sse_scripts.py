@@ -11,8 +11,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+@dataclass
+class Reply:
+    """A whole non-streaming answer a script gives instead of steps (e.g. a 429 with Retry-After)."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b'{"error": {"message": "slow down", "type": "rate_limit"}}'
+
 
 #: A script step: bytes to send, a number of seconds to pause, or HOLD (stay silent until released).
 HOLD = "hold"
@@ -61,6 +72,14 @@ def script_server(script: Script) -> Iterator[str]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             steps = script(json.loads(body or b"{}"), self.headers.get("authorization") or "")
+            if isinstance(steps, Reply):
+                self.send_response(steps.status)
+                for name, value in steps.headers.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(steps.body)))
+                self.end_headers()
+                self.wfile.write(steps.body)
+                return
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.end_headers()

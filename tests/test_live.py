@@ -58,3 +58,65 @@ def test_no_second_carries_more_than_30_messages_with_the_first_and_the_last(fre
     assert busiest <= 30, busiest
     gaps = [b - a for a, b in zip(view.updates, view.updates[1:])]
     assert min(gaps) >= 1.0 / 25 - 0.002
+
+
+class Banners(LiveView):
+    """Keeps the banner text of every repaint that changed it, as a front end would see it."""
+
+    def __init__(self) -> None:
+        from mmsp_notebook.views.model import OpsTracker
+
+        self.tracker = OpsTracker()
+        self.texts: list[str] = []
+
+    def update(self, turn) -> None:
+        for op in self.tracker.ops(turn):
+            if op[0] == "turn" and "banner" in op[1]:
+                banner = op[1]["banner"]
+                self.texts.append(banner["text"] if banner else None)
+
+    def finish(self, turn) -> None:
+        self.update(turn)
+
+
+def _silent_then_answer(pause):
+    from sse_scripts import mmsp_event, mmsp_text
+
+    return lambda request, auth: [pause, *mmsp_text("at last"), mmsp_event(stop=True)]
+
+
+def test_the_live_banner_counts_the_seconds_a_silent_server_takes(fresh_session, monkeypatch):
+    """No event arrives for 2.6 s: the pacer repaints all the same and the banner counts (1 s, 2 s),
+    then the answer streams and completes."""
+    from sse_scripts import script_server
+
+    from mmsp_notebook.views import model
+
+    monkeypatch.setattr(model, "WAIT_SHOWN_AFTER", 1.0)
+    with script_server(_silent_then_answer(2.6)) as url:
+        run, future = launch("hi", model="m", client_type="mmsp", base_url=url, timeout=30, trace=False)
+        view = Banners()
+        turn = drive(run, future, view)
+    assert turn.status == "complete" and turn.text == "at last"
+    waiting = [t for t in view.texts if t and t.startswith("waiting for the first token")]
+    assert waiting[:2] == ["waiting for the first token… 1 s (gives up after 30 s)",
+                           "waiting for the first token… 2 s (gives up after 30 s)"], view.texts
+    assert view.texts[0] == "streaming…" and view.texts[-1] is None  # then the answer: complete, no banner
+
+
+def test_the_chat_pacer_counts_the_seconds_too(fresh_session, monkeypatch):
+    import asyncio
+
+    from sse_scripts import script_server
+
+    from mmsp_notebook.views import model
+    from mmsp_notebook.views.live import adrive
+
+    monkeypatch.setattr(model, "WAIT_SHOWN_AFTER", 1.0)
+    with script_server(_silent_then_answer(2.3)) as url:
+        run, future = launch("hi", model="m", client_type="mmsp", base_url=url, timeout=None, trace=False)
+        view = Banners()
+        turn = asyncio.run(adrive(run, future, view))
+    assert turn.status == "complete"
+    assert view.texts[1:3] == ["waiting for the first token… 1 s (gives up after 2 min 00 s)",  # the default limit
+                               "waiting for the first token… 2 s (gives up after 2 min 00 s)"], view.texts

@@ -197,3 +197,56 @@ def test_a_silent_server_gets_its_own_hint():
 
     assert Exported is IdleTimeoutError
     assert "--timeout" in error_hint(IdleTimeoutError(5)) and "went silent" in error_hint(IdleTimeoutError(5))
+
+
+def _wait_for_words(turn, future, prefix, limit=10.0):
+    from mmsp_notebook.views.model import waiting_text
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and not future.done():
+        text = waiting_text(turn)
+        if text.startswith(prefix):
+            return text
+        time.sleep(0.05)
+    return None
+
+
+def test_what_a_view_says_while_the_server_is_silent(fresh_session, silent_url, monkeypatch):
+    from mmsp_notebook.views import model
+
+    monkeypatch.setattr(model, "WAIT_SHOWN_AFTER", 0.3)
+    run, future = launch("hi", model="m", client_type="mmsp", base_url=silent_url, timeout=125)
+    words = _wait_for_words(run.turn, future, "no data from the server")
+    assert words == "no data from the server… 0 s (gives up after 2 min 05 s)"
+    assert model.waiting_text(run.turn, now=run.waiting_since + 61) == "no data from the server… 1 min 01 s (gives up after 2 min 05 s)"
+    assert model.waiting_text(run.turn, now=run.waiting_since + 0.1) == ""  # data flowed a moment ago: nothing to say
+    run.abort()
+    turn = future.result(timeout=10)
+    assert turn.status == "cancelled" and model.waiting_text(turn) == ""  # no request is open any more
+
+
+def test_a_view_says_a_provider_sdk_is_retrying_after_a_429(fresh_session, monkeypatch):
+    """The OpenAI SDK answers a 429 by waiting out its Retry-After and asking again: meanwhile the
+    view says so, then the answer streams."""
+    from sse_scripts import Reply
+
+    from mmsp_notebook.views import model
+
+    monkeypatch.setattr(model, "WAIT_SHOWN_AFTER", 0.3)
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    asked = []
+
+    def script(request, auth):
+        asked.append(time.monotonic())
+        if len(asked) == 1:
+            return Reply(429, {"retry-after": "1.5", "content-type": "application/json"})
+        return [chat_chunk("Here"), chat_chunk(finish="stop"), chat_chunk(usage=True), b"data: [DONE]\n\n"]
+
+    with script_server(script) as url:
+        run, future = launch("hi", model="m", client_type="openai-chat", base_url=url, timeout=30,
+                             api_key_env="LOOPBACK_API_KEY")
+        words = _wait_for_words(run.turn, future, "retrying after HTTP 429")
+        turn = future.result(timeout=15)
+    assert words == "retrying after HTTP 429… 0 s"
+    assert turn.status == "complete" and turn.text == "Here" and len(asked) == 2
+    assert turn.retrying_after is None and model.waiting_text(turn) == ""

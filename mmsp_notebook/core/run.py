@@ -50,10 +50,11 @@ class TurnRun(Watched):
     Waiting for data
         While a step's request is open, :attr:`waiting_since` is the ``time.monotonic()`` of the
         last sign of life from the server (the request sent, then every byte or event received),
-        and ``None`` otherwise (before the first request, while a tool runs, once the turn ended).
-        :attr:`idle_timeout` is the turn's limit in seconds (``None``: no limit): a step whose
-        server stays silent that long ends with "no data for N s". A view shows "waiting… N s"
-        from :meth:`waiting_for` (and the limit, when it has one).
+        and ``None`` otherwise (before the first request, while a tool runs, once the turn ended);
+        :attr:`retrying_after` is the HTTP status (429, 5xx…) a provider SDK answered with and is
+        retrying after. :attr:`idle_timeout` is the turn's limit in seconds (``None``: no limit): a
+        step whose server stays silent that long ends with "no data for N s". All three are kept on
+        the turn, so its views say "waiting for the first token… 12 s" from the turn alone.
     """
 
     def __init__(self, turn: Turn, idle_timeout: float | None = None) -> None:
@@ -63,9 +64,28 @@ class TurnRun(Watched):
         self.finished = threading.Event()
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.listener_errors: set[int] = set()  # listeners already reported as raising (see the engine)
-        self.idle_timeout = idle_timeout
-        self.waiting_since: float | None = None
+        turn.idle_timeout = idle_timeout
+        turn.waiting_since = None
+        turn.retrying_after = None
         self.pulse = 0  # chunks of response bodies received (counted by the engine; bytes are signs of life)
+
+    @property
+    def idle_timeout(self) -> float | None:
+        return self.turn.idle_timeout
+
+    @idle_timeout.setter
+    def idle_timeout(self, value: float | None) -> None:
+        self.turn.idle_timeout = value
+
+    @property
+    def waiting_since(self) -> float | None:
+        return self.turn.waiting_since
+
+    @waiting_since.setter
+    def waiting_since(self, value: float | None) -> None:
+        self.turn.waiting_since = value
+        if value is None:
+            self.turn.retrying_after = None
 
     def waiting_for(self, now: float | None = None) -> float | None:
         """Seconds since the server last sent anything while a request is open; ``None`` when none is."""

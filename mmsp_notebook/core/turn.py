@@ -77,6 +77,11 @@ class Turn:
         self._error: BaseException | None = None
         # set by the front doors: the execution count of the cell whose live view drew this turn
         self.drawn_in_cell: int | None = None
+        # set by the engine while a request is open (see TurnRun): the ``time.monotonic()`` of the
+        # server's last sign of life, the HTTP status a client is retrying after, and the idle limit
+        self.waiting_since: float | None = None
+        self.retrying_after: int | None = None
+        self.idle_timeout: float | None = None
         # set by the wire inspector: the raw SSE frames of the turn next to their UniEvents
         self.wire: Any = None
         # set by replay: which trace, turn and sidecar this turn was played from

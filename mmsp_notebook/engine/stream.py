@@ -266,6 +266,11 @@ async def _on_response(response: Any) -> None:
     if run is None:
         return
     run.waiting_since = time.monotonic()  # the response's head arrived
+    # a provider SDK retries a 408, 409, 429 or 5xx (after the Retry-After it names, within its
+    # retry budget): the views say what it waits for meanwhile; a client that does not retry fails
+    # at once, so the words are never seen
+    status = getattr(response, "status_code", 200)
+    run.turn.retrying_after = status if isinstance(status, int) and (status in (408, 409, 429) or status >= 500) else None
     base = getattr(sys.modules.get(type(response).__module__.partition(".")[0]), "AsyncByteStream", None)
     if isinstance(base, type) and isinstance(response.stream, base):
         response.stream = _beating_class(base)(response.stream, run)
@@ -368,7 +373,7 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
             async for event in stream:
                 keep(event)
                 stamp(now := clock())
-                run.waiting_since = now
+                turn.waiting_since = now  # (the run's property, set directly: once per event)
                 if len(pending) >= BATCH:
                     flush()
                     if failure:  # a flush from here cannot cancel the task it runs in

@@ -29,6 +29,9 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # the stream ends) no second carries more than 28, under the 30 a front end is promised and well
 # under jupyter_server's IOPub limit
 UPDATES_PER_SECOND = 25.0
+# seconds without a change after which the pacer repaints anyway: the live banner's "waiting for
+# the first token… 12 s" counts whole seconds (see views.model.waiting_text)
+QUIET_REPAINT = 0.5
 PLAIN_LIMIT = 8000  # characters of each text item in the finished output's text/plain
 
 
@@ -179,7 +182,8 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
     """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn.
 
     The main thread sleeps until something changes, repaints, then rests for one tick whatever
-    arrives meanwhile; the end of the turn wakes it from either wait at once, so the final repaint
+    arrives meanwhile (while nothing changes it repaints every ``QUIET_REPAINT`` seconds, so the
+    view can say how long the server has been silent); the end of the turn wakes it from either wait at once, so the final repaint
     follows the last event without waiting out a tick.
     """
     turn = run.turn
@@ -194,6 +198,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
     live.start(turn)
     interrupted = False
     deadline = None
+    quiet_repaint = time.monotonic() + QUIET_REPAINT
     while True:
         try:
             if ended.is_set():
@@ -203,11 +208,19 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
                 break
             # idle until something changes (the first delta is drawn at once) ...
             if not run.changed.wait(0.05):
+                if time.monotonic() >= quiet_repaint:
+                    # nothing arrived for a while: repaint all the same, so "waiting… N s" counts
+                    # (a view whose words did not change sends nothing), and rest a tick as after
+                    # any repaint
+                    live.update(turn)
+                    quiet_repaint = time.monotonic() + QUIET_REPAINT
+                    ended.wait(interval)
                 continue
             run.changed.clear()
             if ended.is_set():
                 break
             live.update(turn)
+            quiet_repaint = time.monotonic() + QUIET_REPAINT
             # ... then rest for a tick: one wake-up per repaint, whatever arrives meanwhile
             ended.wait(interval)
         except KeyboardInterrupt:
@@ -249,8 +262,14 @@ async def adrive(run: TurnRun, future: concurrent.futures.Future[Any], live: Liv
     live.start(turn)
     try:
         while not ended.done():
-            # idle until something changes (the first delta is drawn at once) ...
-            await wake.wait()
+            # idle until something changes (the first delta is drawn at once), or repaint all the
+            # same after a quiet while, so "waiting… N s" counts
+            try:
+                await asyncio.wait_for(wake.wait(), QUIET_REPAINT)
+            except TimeoutError:
+                live.update(turn)
+                await asyncio.wait({ended}, timeout=interval)
+                continue
             wake.clear()
             run.changed.clear()
             if ended.done():

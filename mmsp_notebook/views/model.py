@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,7 +29,7 @@ from . import format as fmt
 from .hints import error_hint
 from .media import media_src
 
-__all__ = ["status_text", "shown_status", "view_model", "present_item", "present_turn", "present_view", "OpsTracker",
+__all__ = ["status_text", "shown_status", "waiting_text", "WAIT_SHOWN_AFTER", "view_model", "present_item", "present_turn", "present_view", "OpsTracker",
            "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT", "SIGNATURE_KEYS",
            "REDACTED_THINKING", "redacted_blocks"]
 
@@ -150,10 +151,47 @@ def shown_status(turn: Turn, final: bool = True) -> str:
     return status
 
 
+#: Seconds of silence from the server after which a live view says what it is waiting for.
+WAIT_SHOWN_AFTER = 2.0
+
+
+def _whole_seconds(value: float) -> str:
+    whole = int(value)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
+
+
+def waiting_text(turn: Turn, now: float | None = None) -> str:
+    """What a live turn is waiting for, once its server has been silent :data:`WAIT_SHOWN_AFTER`
+    seconds: "waiting for the first token… 12 s", "no data from the server… 40 s (gives up after
+    2 min 00 s)", "retrying after HTTP 429… 20 s"; ``""`` while data flows or no request is open.
+
+    The seconds count from the server's last sign of life (a byte, an event, a response's head), in
+    whole seconds, so a view repainted while nothing arrives changes once a second.
+    """
+    since = turn.waiting_since
+    if since is None:
+        return ""
+    waited = (time.monotonic() if now is None else now) - since
+    if waited < WAIT_SHOWN_AFTER:
+        return ""
+    step = turn.steps[-1] if turn.steps else None
+    if turn.retrying_after is not None:
+        lead = f"retrying after HTTP {turn.retrying_after}"
+    elif step is None or step.n_events == 0:
+        lead = "waiting for the first token"
+    else:
+        lead = "no data from the server"
+    text = f"{lead}… {_whole_seconds(waited)}"
+    limit = turn.idle_timeout
+    if limit is not None and turn.retrying_after is None and limit >= 1:
+        text += f" (gives up after {_whole_seconds(limit)})"
+    return text
+
+
 def _turn_facts(turn: Turn, final: bool = True) -> dict[str, Any]:
     status = shown_status(turn, final)
     if status == "streaming":
-        return {"status": status, "status_text": "", "error": None, "footer": None}
+        return {"status": status, "status_text": "" if final else waiting_text(turn), "error": None, "footer": None}
     exc = turn.error
     error = None
     if exc is not None and turn.status in ("error", "incomplete"):
@@ -384,7 +422,7 @@ def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
     err: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": _str(error)} if error else {}
     hint = str(err.get("hint") or "")
     if status == "streaming":
-        return {"kind": "streaming", "text": "streaming…"}
+        return {"kind": "streaming", "text": text or "streaming…"}
     if status == "error":
         banner = {"kind": "error", "lead": f"{err.get('type') or 'Error'}: ",
                   "text": str(err.get("message") or text or STATUS_TEXT["error"])}
