@@ -334,7 +334,7 @@ def test_explorer_filters_sorts_and_pages_in_the_kernel(big):
     assert first["columns"][0] == ["trace_id", "trace", False] and len(first["rows"][0][3]) == len(first["columns"])
     quick = dict(first["quick"])
     assert quick["errors"] == "errors (11)" and quick["truncated"] == "truncated (1)"
-    assert quick["bad_args"] == "bad tool arguments (1)" and quick["tool_errors"] == "tool errors"  # not scanned yet
+    assert quick["bad_args"] == "bad tool arguments (1)" and quick["tool_errors"] == "tool errors (3)"  # counted at load
 
     def ask_for(patch):
         answer = inject(explorer, {"type": "query", "patch": patch})
@@ -349,9 +349,10 @@ def test_explorer_filters_sorts_and_pages_in_the_kernel(big):
     assert errors["matched"] == 11 and {r[1] for r in errors["rows"]} == {"error"}
     bad = ask_for({"quick": ["bad_args"]})
     assert bad["matched"] == 1 and "ToolCallArgumentParseError" in bad["rows"][0][3][-1]
-    tool = ask_for({"quick": ["tool_errors"]})  # scanned now: conversations 3, 23, 43
+    tool = ask_for({"quick": ["tool_errors"]})  # conversations 3, 23, 43 (n_tool_errors, from the loader)
     assert tool["matched"] == 3 and dict(tool["quick"])["tool_errors"] == "tool errors (3)"
     assert sorted(r[3][0] for r in tool["rows"]) == ["c/003", "c/023", "c/043"]
+    assert "n_tool_errors" in tool["code"] and turns["n_tool_errors"].sum() == 3
     slow = ask_for({"quick": ["slow_ttft"]})  # sorts by TTFT, most first, rows without one left out
     assert slow["query"]["sort"] == "ttft" and slow["query"]["desc"] and slow["rows"][0][3][0] == "c/058"
     assert slow["matched"] == 91  # 30 sidecars × 3 turns, and the bad arguments record
@@ -513,3 +514,17 @@ def test_show_and_explore_in_a_kernel_on_the_magic_s_traces(tmp_path, monkeypatc
     shown = nb.cells[7].outputs[-1]["data"]
     assert "application/vnd.jupyter.widget-view+json" in shown and "1 of 4 turns" in shown["text/html"]
     assert "mmsp-conv-failed mmsp-conv-selected" in shown["text/html"]
+
+
+def test_a_frame_without_tool_error_counts_is_scanned_from_its_files_when_the_filter_is_used(big):
+    """A turns frame saved before the loaders counted tool errors: the filter reads the trace files
+    of turns with tool calls, once, and says how many it found."""
+    turns = traces.load_turns(big).drop(columns=["n_tool_errors"])
+    explorer = traces.explore(turns, root=big)
+    capture(explorer)
+    first = inject(explorer, {"type": "hello"})["page"]
+    assert dict(first["quick"])["tool_errors"] == "tool errors"  # not scanned yet
+    answer = inject(explorer, {"type": "query", "patch": {"quick": ["tool_errors"]}})
+    assert answer["matched"] == 3 and dict(answer["quick"])["tool_errors"] == "tool errors (3)"
+    assert answer["code"] == 'turns[turns["tool_error"]]'
+    assert len(eval(answer["code"], {"turns": explorer.turns})) == 3

@@ -1320,3 +1320,51 @@ def test_typed_decoding_gives_the_same_frame_as_dicts(tmp_path: Path, monkeypatc
     plain = no_warnings_load(traces.load_turns, tmp_path)
     pd.testing.assert_frame_equal(fast, plain)
     assert len(fast) > 300 and fast["n_tool_calls"].sum() > 50 and fast["n_images"].sum() > 0
+
+
+TOOL_RESULT_TEXTS = [
+    "error: RuntimeError: down", "ERROR: shouting", "  error: after blanks", "\n\terror: after an escaped newline",
+    "\u00a0error: after a no-break space", "\u2003Error: after an em space", "err\u006fr: spelled with an escape",
+    "Traceback (most recent call last):\n  File \"x\", line 1\nValueError: bad", "error", "errors: not one",
+    "The error: not at the start", "Tomorrow", "everything fine", "", "e", 42, None, ["error: in a list"],
+    "\u00e9rror: not ASCII", "Traceback (most recent call first)", "x" * 200 + "error:",
+]
+
+
+def test_tool_errors_are_counted_per_turn_the_same_from_bytes_and_from_dicts(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``n_tool_errors``: the results answering a turn's tool calls that report an error, by
+    :func:`tool_error`'s rule, counted from raw bytes (the typed decoding) exactly as from dicts."""
+    from mmsp_notebook.core.store import tool_error
+    from mmsp_notebook.traces import _fast, _load
+
+    history = [user("q", T0)]
+    for k, text in enumerate(TOOL_RESULT_TEXTS):
+        history.append({"role": "assistant", "content_items": [
+            {"type": "tool_call.done", "name": "f", "arguments": "{}", "tool_call_id": f"c{k}"}],
+            "finish_reason": "tool_call", "created_at": T0 + 10 * k + 1})
+        history.append({"role": "user", "content_items": [
+            {"type": "tool_result.done", "text": text, "tool_call_id": f"c{k}"},
+            {"type": "tool_result", "text": "error: a second one, in the old item name", "tool_call_id": "x"}
+            if k == 0 else {"type": "text.done", "text": "error: a prompt is not a tool result"}],
+            "created_at": T0 + 10 * k + 2})
+    history.append(answer("done", T0 + 1000))  # no calls: a result after it answers none of its calls
+    history.append({"role": "user", "content_items": [{"type": "tool_result.done", "text": "error: stray", "tool_call_id": "s"}],
+                    "created_at": T0 + 1001})
+    history.append(answer("ok", T0 + 1002))
+    save(tmp_path, "tools", history)
+    path = tmp_path / "tools.json"
+    raw = path.read_bytes()
+    if b"\\u00a0" in raw:  # written escaped: make one opening blank raw UTF-8 bytes, as other writers do
+        raw = raw.replace(b"\\u00a0error", "\u00a0error".encode(), 1)
+    raw = raw.replace(b'"err' + b'or: spelled', b'"err\\u006fr: spelled', 1)  # an escape inside the word
+    assert b"\xc2\xa0error" in raw and b"err\\u006fr: spelled" in raw
+    path.write_bytes(raw)
+    expected = [int(tool_error(t) is not None) + (k == 0) for k, t in enumerate(TOOL_RESULT_TEXTS)] + [0, 0]
+    assert sum(expected) == 9  # the rule finds what it should (and nothing else)
+    assert _fast.decode_trace(path.read_bytes()) is not None  # the typed way is taken
+    fast = no_warnings_load(traces.load_turns, tmp_path)
+    assert fast["n_tool_errors"].tolist() == expected
+    monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
+    plain = no_warnings_load(traces.load_turns, tmp_path)
+    pd.testing.assert_frame_equal(fast, plain)

@@ -108,6 +108,8 @@ __all__ = [
     "append_sidecar",
     "read_sidecar",
     "parse_sidecar",
+    "tool_error",
+    "TOOL_ERROR_PREFIX",
 ]
 
 SIDECAR_SUFFIX = ".timing.jsonl"
@@ -548,3 +550,25 @@ def read_sidecar(path: _PathLike, events: bool = True, max_size: int = MAX_FILE_
     except TraceError as exc:
         return Sidecar(error=exc.reason)
     return parse_sidecar(raw, events)
+
+
+# ---------------------------------------------------------------------------------------------- tool results
+#: How a tool that raised is answered in the history (``tool_result.done`` text): ``error: <why>``.
+TOOL_ERROR_PREFIX = "error: "
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def tool_error(text: object) -> str | None:
+    """The error a tool result's text reports, or None: ``error: …`` (how this project records a
+    tool that raised, :data:`TOOL_ERROR_PREFIX`, any case, after leading blanks) or a Python
+    traceback (its last line). The loaders count these per turn (``n_tool_errors``) and the
+    conversation view marks them."""
+    if not isinstance(text, str):
+        return None
+    head = text.lstrip()
+    if head[:6].lower() == "error:":
+        return head[6:].strip() or "error"
+    if head.startswith(_TRACEBACK):
+        lines = [line for line in head.splitlines() if line.strip()]
+        return lines[-1].strip() if lines else "traceback"
+    return None

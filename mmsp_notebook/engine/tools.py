@@ -15,6 +15,7 @@ from typing import Any
 
 from .._errors import OptionError
 from ..core.state import ItemState, ToolRun
+from ..core.store import TOOL_ERROR_PREFIX
 
 __all__ = ["ToolSet", "schema_of"]
 
@@ -164,12 +165,12 @@ class ToolSet:
             run.output = _output_text(value)
         except asyncio.CancelledError:  # the turn was stopped while the tool ran
             run.error = "cancelled: the turn was stopped while the tool ran"
-            run.output = f"error: {run.error}"
+            run.output = f"{TOOL_ERROR_PREFIX}{run.error}"
             run.ended = time.monotonic()
             raise
         except BaseException as exc:
             run.error = f"{type(exc).__name__}: {exc}"
-            run.output = f"error: {run.error}"
+            run.output = f"{TOOL_ERROR_PREFIX}{run.error}"
         run.ended = time.monotonic()
         if on_change:
             on_change()

@@ -133,6 +133,8 @@ n_text, n_thinking, n_tool_calls
 n_images, n_audio  Int64            ``inline_data.done`` items with an ``image/*`` / ``audio/*`` type
 text_chars, thinking_chars
                    Int64            characters of text / thinking
+n_tool_errors      Int64            results of this turn's tool calls (the next message) that
+                                    report an error: ``error: …`` or a Python traceback
 cost               float64 (USD)    list price of the turn's usage (see below); NaN if unknown
 cost_missing       bool             True when the model has no price in mmsp's registry
 temperature        float64          config ``temperature`` (NaN when unset)

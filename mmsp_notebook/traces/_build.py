@@ -18,6 +18,7 @@ TEXT = frozenset({"text.done", "text"})
 THINKING = frozenset({"thinking.done", "thinking"})
 TOOL_CALL = frozenset({"tool_call.done", "tool_call"})
 INLINE = frozenset({"inline_data.done", "inline_data"})
+TOOL_RESULT = frozenset({"tool_result.done", "tool_result"})
 
 
 # --------------------------------------------------------------------------- per-file context

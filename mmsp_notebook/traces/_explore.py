@@ -115,7 +115,10 @@ class Explorer(anywidget.AnyWidget):
         self._conversations: OrderedDict[str, Conversation | Exception] = OrderedDict()
         self.selected: int | None = None
         self._run: Any = None
-        self.q = TurnQuery(self._df, {"tool_errors": self._scan_tool_errors}, page_size)
+        # the loaders count tool errors per turn; a frame without that column (saved by an older
+        # version) is scanned from its trace files the first time the filter is used
+        scan = {} if "n_tool_errors" in self._df else {"tool_errors": self._scan_tool_errors}
+        self.q = TurnQuery(self._df, scan, page_size)
         self._facets = {k: _counts(self._df[c]) if c in self._df else [] for k, c in FACETS.items()}
         self.on_msg(self._on_msg)
 
@@ -162,8 +165,9 @@ class Explorer(anywidget.AnyWidget):
 
     @property
     def filter_code(self) -> str:
-        """The query as pandas code on ``turns`` (this explorer's ``turns``; ``tool_error`` is the column
-        the tool-error filter adds to it): ``eval(explorer.filter_code)`` equals :attr:`filtered`."""
+        """The query as pandas code on ``turns`` (this explorer's ``turns``; on a frame without
+        ``n_tool_errors``, ``tool_error`` is the column the tool-error filter adds to it):
+        ``eval(explorer.filter_code)`` equals :attr:`filtered`."""
         return self.q.pandas
 
     @property

@@ -1,14 +1,16 @@
 """What the turns frame needs of each message of a trace, from parsed dicts or straight from the
 file's bytes.
 
-``load_turns`` needs, of every message, its role and ``created_at``, and of an assistant message
+``load_turns`` needs, of every message, its role and ``created_at``, of an assistant message
 its finish reason, its usage buckets and counts of its content items (items, text, thinking, tool
-calls, images, audio, characters of text and of thinking). :func:`summarize` computes them from a
+calls, images, audio, characters of text and of thinking), and, when it made tool calls, of the
+user message that answers them the number of results that report an error (:func:`~mmsp_notebook.core.store.tool_error`). :func:`summarize` computes them from a
 parsed history (dicts, as :func:`mmsp_notebook.core.store.read_trace` returns it);
 :func:`decode_trace` computes the same from a file's bytes with msgspec, decoding only those
 fields: other fields (tool arguments, signatures, base64 payloads, data URLs) are skipped
-unparsed, and the content items of user messages (prompts, tool results, images) are never
-decoded. Skipping is what makes a load cheaper than parsing the file;
+unparsed, and of the content items of user messages (prompts, tool results, images) only the
+type and the first bytes of a tool result's text are looked at. Skipping is what makes a load
+cheaper than parsing the file;
 text and thinking are decoded (their length is a column), which is as costly as the standard parse.
 
 A file msgspec cannot take as a trace (not JSON, NaN, a BOM, a lone surrogate, bytes that are not
@@ -21,16 +23,18 @@ standard path is taken for every file.
 The summary of a trace is one tuple per assistant message: ``(index in the history, created_at
 of the message just before when it is a user's (else None), created_at, finish_reason, cached,
 prompt, thoughts, response, n_items, n_text, n_thinking, n_tool_calls, n_images, n_audio,
-text_chars, thinking_chars)``: usage buckets are int64 values or ``INT_NA``, ``finish_reason`` a
+text_chars, thinking_chars, n_tool_errors)``: usage buckets are int64 values or ``INT_NA``, ``finish_reason`` a
 string or None, times as stored.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
-from ._build import INLINE, TEXT, THINKING, TOOL_CALL
+from ..core.store import tool_error
+from ._build import INLINE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, as_num, utf8_safe
 
 try:
@@ -100,18 +104,33 @@ def _counts(items: Any) -> tuple[int, int, int, int, int, int, int, int]:
     return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
 
 
+def _tool_errors(items: Any) -> int:
+    """Tool results of a parsed ``content_items`` value that report an error."""
+    if items.__class__ is not list:
+        return 0
+    return sum(1 for it in items if it.__class__ is dict and (t := it.get("type")).__class__ is str
+               and t in TOOL_RESULT and tool_error(it.get("text")) is not None)
+
+
 def summarize(history: list[dict[str, Any]]) -> list[Summary]:
     """The summary of every assistant message of a parsed history (see the module docstring)."""
     out: list[Summary] = []
     before = None  # created_at of the message just before, when it is a user's
+    last = -2  # index of the last assistant message
     for i, msg in enumerate(history):
         role = msg.get("role")
         if role != "assistant":
-            before = msg.get("created_at") if role == "user" else None
+            if role == "user":
+                before = msg.get("created_at")
+                if last == i - 1 and out[-1][11] and (n := _tool_errors(msg.get("content_items"))):
+                    out[-1] = (*out[-1][:-1], n)  # the results answer the calls of the message before
+            else:
+                before = None
             continue
         out.append((i, before, msg.get("created_at"), _finish(msg.get("finish_reason")),
-                    *_usage(msg.get("usage_metadata")), *_counts(msg.get("content_items"))))
+                    *_usage(msg.get("usage_metadata")), *_counts(msg.get("content_items")), 0))
         before = None
+        last = i
     return out
 
 
@@ -151,8 +170,13 @@ if msgspec is not None:
 
     # messages as a union tagged by "role" (mmsp's roles): an assistant message's items are
     # decoded in the same pass, a user message's are skipped; another role takes the plain way
+    class _Result(msgspec.Struct):
+        type: Any = None
+        text: msgspec.Raw = msgspec.Raw()  # (its first bytes are looked at, the rest is never decoded)
+
     class _User(msgspec.Struct, tag="user", tag_field="role"):
         created_at: Any = None
+        content_items: list[_Result] | None = None
 
     class _Assistant(msgspec.Struct, tag="assistant", tag_field="role"):
         created_at: Any = None
@@ -209,6 +233,31 @@ if msgspec is not None:
                     elif mt.startswith("audio/"):
                         n_aud += 1
         return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
+
+    #: a JSON string's opening quote and the blanks after it (spaces, escaped newlines and tabs)
+    _LEAD = re.compile(rb'"(?: |\\[ntrf])*')
+    _OPENERS = frozenset(b"eET")  # "error:" in any case, "Traceback"
+    #: bytes that, right after a tool result's opening quote, call for a closer look: the openers,
+    #: a blank, an escape, a non-ASCII character (maybe a Unicode blank)
+    _SUSPECT = bytes(int(c in b"eET \\" or c >= 0x80) for c in range(256))
+
+    def _raw_tool_error(raw: msgspec.Raw) -> bool:
+        """Whether a tool result's raw JSON text reports an error (:func:`tool_error`), from its first
+        bytes after its blanks (the whole string is decoded only when a ``\\u`` escape or a
+        non-ASCII character comes first, or an escape inside the words looked for)."""
+        lead = _LEAD.match(raw)
+        if lead is None:  # not a string
+            return False
+        j = lead.end()
+        head = memoryview(raw)[j:j + 34].tobytes()
+        if not head:
+            return False
+        c = head[0]
+        if c < 0x80 and c not in _OPENERS and (c != 92 or head[1:2] != b"u"):
+            return False  # another character opens it
+        if c >= 0x80 or c == 92 or b"\\" in head:  # maybe a Unicode blank, or words spelled with escapes
+            return tool_error(_ANY.decode(raw)) is not None
+        return head[:6].lower() == b"error:" or head.startswith(b"Traceback (most recent call last)")
 
     _U64, _I64 = 2**64 - 1, -(2**63)
     _INF = math.inf
@@ -283,10 +332,21 @@ if msgspec is not None:
             u2: Any
             u3: Any
             user = _User
+            results, suspect = TOOL_RESULT, _SUSPECT
             before = None
+            last = -2  # index of the last assistant message
             for i, m in enumerate(trace.history):
                 if m.__class__ is user:
                     before = m.created_at
+                    if last == i - 1 and out[-1][11] and (items := m.content_items):
+                        # the results of the calls of the message before: most are ruled out by
+                        # the byte after their opening quote (an unhashable type falls back)
+                        n = 0
+                        for it in items:
+                            if it.type in results and len(txt := it.text) > 1 and suspect[memoryview(txt)[1]]:
+                                n += _raw_tool_error(txt)
+                        if n:
+                            out[-1] = (*out[-1][:-1], n)
                     continue
                 u = m.usage_metadata  # type: ignore[union-attr]
                 if u is None:
@@ -310,8 +370,9 @@ if msgspec is not None:
                         return None
                     finish = str(finish)
                 append((i, before, m.created_at, finish or None, u0, u1, u2, u3,
-                        *_item_counts(m.content_items)))  # type: ignore[union-attr]
+                        *_item_counts(m.content_items), 0))  # type: ignore[arg-type]
                 before = None
+                last = i
             cfg = _cfg(trace.config)
         except _FAILED:
             return None

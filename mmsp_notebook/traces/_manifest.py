@@ -39,7 +39,7 @@ MANIFEST_NAME = "_manifest.sqlite"
 LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
-_VERSION = "5"
+_VERSION = "6"
 
 #: (trace size, trace mtime ns, sidecar size, sidecar mtime ns); -1 where a file is absent
 Signature = tuple[int, int, int, int]

@@ -58,7 +58,8 @@ _QUICK_CODE = {
     "truncated": '((turns["finish_reason"] == "length").fillna(False) | (turns["status"] == "incomplete").fillna(False))',
     "bad_args": f'(turns["error_type"].astype("string").str.contains({_js(_BAD_ARGS)}).fillna(False)'
                 f' | turns["error_message"].astype("string").str.contains({_js(_BAD_ARGS)}).fillna(False))',
-    "tool_errors": 'turns["tool_error"]',
+    "tool_errors": '(turns["n_tool_errors"].fillna(0) > 0)',
+    "tool_errors_scanned": 'turns["tool_error"]',  # a frame without n_tool_errors (see Explorer)
     "slow_ttft": 'turns["ttft"].notna()',
     "long_thinking": '((turns["thoughts_tokens"].fillna(0) > 0) | (turns["thinking_chars"].fillna(0) > 0))',
 }
@@ -67,7 +68,8 @@ _QUICK_CODE = {
 class TurnQuery:
     """A query over one turns frame (positions into it), with what it caches between questions.
 
-    ``flags`` adds quick filters computed elsewhere (``{"tool_errors": callable returning a mask}``).
+    ``flags`` computes quick filters elsewhere (``{"tool_errors": callable returning a mask}`` for a
+    frame without the ``n_tool_errors`` column).
     """
 
     def __init__(self, df: pd.DataFrame, flags: dict[str, Callable[[], np.ndarray]] | None = None,
@@ -119,6 +121,8 @@ class TurnQuery:
             for col in ("error_type", "error_message"):
                 if col in df:
                     mask |= contains(df[col], _BAD_ARGS, regex=True)
+        elif name == "tool_errors":
+            mask = np.nan_to_num(self.key("n_tool_errors")) > 0 if "n_tool_errors" in df else np.zeros(n, dtype=bool)
         elif name == "slow_ttft":
             mask = ~np.isnan(self.key("ttft")) if "ttft" in df else np.zeros(n, dtype=bool)
         elif name == "long_thinking":
@@ -165,7 +169,7 @@ class TurnQuery:
                     code.append(f"({_ref(col)} <= {hi!r}).fillna(False)")
         for name in q["quick"]:
             masks.append(self.flag(name))
-            code.append(_QUICK_CODE[name])
+            code.append(_QUICK_CODE[f"{name}_scanned" if name == "tool_errors" and name in self._extra else name])
         return masks, code
 
     def update(self, patch: dict[str, Any]) -> float:

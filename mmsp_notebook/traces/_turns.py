@@ -38,16 +38,16 @@ from ._fast import Decoded, Summary, safe_names, summarize
 
 #: integer values of a row, in this order, in one flat ``array('q')``: the file, the turn, the
 #: message index, the source (0 trace, 1 trace+sidecar, 2 sidecar), the four usage buckets, the
-#: eight content counts, the fingerprint of the assistant message (0 = none)
+#: eight content counts and the tool errors, the fingerprint of the assistant message (0 = none)
 _INTS = ("file_no", "turn", "message_index", "source", "cached_tokens", "prompt_tokens", "thoughts_tokens",
          "response_tokens", "n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio", "text_chars",
-         "thinking_chars", "fp")
+         "thinking_chars", "n_tool_errors", "fp")
 _I = {name: k for k, name in enumerate(_INTS)}
 _N_INTS = len(_INTS)
 #: float values of a row, in one flat ``array('d')`` (Unix ms, ms, s, s; NaN = missing)
 _FLOATS = ("started", "ended", "latency", "ttft")
 _N_FLOATS = len(_FLOATS)
-_NO_COUNTS = (INT_NA,) * 8
+_NO_COUNTS = (INT_NA,) * 9
 _NO_DONE: dict[int, dict[str, Any]] = {}  # never changed: add() pops from it only when it is not empty
 _NO_FAILED: list[dict[str, Any]] = []
 
@@ -63,7 +63,8 @@ class TurnBuilder(Window):
     tokens, cost, tokens per second, fallback latency) are computed vectorized in :meth:`frame`.
     """
 
-    _COUNTS = ("n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio", "text_chars", "thinking_chars")
+    _COUNTS = ("n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio", "text_chars", "thinking_chars",
+               "n_tool_errors")
 
     def __init__(
         self,
@@ -183,7 +184,7 @@ class TurnBuilder(Window):
                     ttft_s = _NAN
             # the assistant message's fingerprint: ended, finish, n_items, characters, tool calls, usage
             fp = 0 if ended is None else hash((ended, finish, m[8], m[14], m[15], m[11], m[4], m[5], m[6], m[7]))
-            ints((fno, turn, m[0], source, *m[4:16], fp))
+            ints((fno, turn, m[0], source, *m[4:17], fp))
             floats((_NAN if started is None else started, _NAN if ended is None else ended, lat_s, ttft_s))
         while fi < nf:
             self._sidecar_row(fno, cfg_model, failed[fi])

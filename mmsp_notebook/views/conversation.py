@@ -33,6 +33,7 @@ from typing import Any
 from ..core.items import GROWING_FIELD, ToolRun
 from ..core.redact import redact
 from ..core.state import TurnState
+from ..core.store import tool_error
 from ..core.turn import Turn
 from . import format as fmt
 from .html import CSS, render_html, render_text
@@ -49,7 +50,6 @@ _IMAGE_SRC = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _LEGACY = {"text": "text.done", "thinking": "thinking.done", "tool_call": "tool_call.done",
            "inline_data": "inline_data.done", "tool_result": "tool_result.done", "image_url": "image_url.done"}
-_TRACEBACK = "Traceback (most recent call last)"
 
 
 def _read_css() -> str:
@@ -67,20 +67,6 @@ _STYLE = f"<style>{CSS}{CONVERSATION_CSS}</style>"
 
 def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
-
-
-def tool_error(text: Any) -> str | None:
-    """The error a tool result reports, or None: ``error: …`` (how this project records a tool that
-    raised) or a Python traceback (its last line)."""
-    if not isinstance(text, str):
-        return None
-    head = text.lstrip()
-    if head[:6].lower() == "error:":
-        return head[6:].strip() or "error"
-    if head.startswith(_TRACEBACK):
-        lines = [line for line in head.splitlines() if line.strip()]
-        return lines[-1].strip() if lines else "traceback"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------- items
