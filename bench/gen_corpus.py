@@ -402,9 +402,10 @@ def shaped_conversation(
 
 
 def generate(out: str | os.PathLike[str], files: int = 10_000, turns: int = 10, seed: int = 7, shard_size: int = 1000,
-             shape: str = "mixed") -> Path:
+             shape: str = "mixed", tool_errors: bool = False) -> Path:
     """Write ``files`` traces under ``out`` (``turns`` turns each for ``mixed``, the shape's own
-    number otherwise); sidecars for every other trace."""
+    number otherwise); sidecars for every other trace. ``tool_errors``: every 23rd conversation's
+    tool results report an error (``error: …``); the random draws, so the rest, stay the same."""
     if shape not in SHAPES:
         raise ValueError(f"unknown corpus shape {shape!r}: one of {', '.join(SHAPES)}")
     root = Path(out)
@@ -419,6 +420,11 @@ def generate(out: str | os.PathLike[str], files: int = 10_000, turns: int = 10, 
             trace, records = gen.conversation(k, tid, turns, start, sidecar=(k % 2 == 0))
         else:
             trace, records = shaped_conversation(gen, shape, k, tid, start, sidecar=(k % 2 == 0))
+        if tool_errors and k % 23 == 5:
+            for message in trace["history"]:
+                for item in message["content_items"] if message["role"] == "user" else ():
+                    if item["type"] == "tool_result.done":
+                        item["text"] = "error: TimeoutError: the service did not answer\n" + item["text"]
         base = root / tid
         base.parent.mkdir(parents=True, exist_ok=True)
         base.with_suffix(".json").write_bytes(_dump_trace(trace))
