@@ -226,6 +226,31 @@ def test_resync_with_nothing_changed_touches_nothing(corpus: Path, tmp_path: Pat
     assert (again.rows, again.files) == (first.rows, first.files)
 
 
+def test_a_later_sync_writes_with_the_schema_of_the_files_already_there(corpus: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small sync learns the data files' schema from one of them (no empty frame built): the same
+    schema as the first sync's, and the files it writes carry it."""
+    import pyarrow.parquet as pq
+
+    from mmsp_notebook.traces import _convert
+
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir, chunk_files=8)
+    save(corpus, "app/chat_9", conversation(2, T0 + 5 * DAY, "new"))  # one new trace
+
+    def no_empty_frame(*args: Any) -> Any:
+        raise AssertionError("the schema was built again")
+
+    monkeypatch.setattr(_convert, "file_schema", no_empty_frame)
+    again = traces.sync(corpus, ds_dir, progress=False)
+    assert again.converted == 1
+    monkeypatch.undo()
+    files = list((ds_dir / "turns").rglob("*.parquet"))
+    schemas = {pq.read_schema(p).remove_metadata() for p in files}
+    assert len(files) > 1 and len(schemas) == 1  # the new file's as the first sync's
+    assert schemas.pop().names == _convert.file_schema("turns").names
+
+
 def test_new_changed_deleted_and_damaged_files(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir, chunk_files=6)

@@ -63,6 +63,9 @@ class Job:
     hide: dict[str, list[int]] = field(default_factory=dict)
     #: trace id -> (rows, digest) of what the dataset holds for a changed trace
     prior: dict[str, tuple[int, str]] = field(default_factory=dict)
+    #: the data files' schema as a file of the dataset has it (serialized), so that a small sync
+    #: does not build an empty frame to learn it (:func:`file_schema` when None)
+    schema: bytes | None = None
 
 
 @dataclass
@@ -358,7 +361,7 @@ def _atomic_write(table: pa.Table, path: str) -> None:
 def _write(job: Job, df: pd.DataFrame) -> list[tuple[str, int, list[str]]]:
     if not len(df):
         return []
-    schema = file_schema(job.kind, job.payloads)
+    schema = pa.ipc.read_schema(pa.py_buffer(job.schema)) if job.schema else file_schema(job.kind, job.payloads)
     table = to_arrow(df).replace_schema_metadata(None)
     day = df[DATE_FROM[job.kind]].to_numpy(dtype="datetime64[us]").astype("datetime64[D]")
     keys = pd.DataFrame({"d": day, "m": df["model"].astype(object)})

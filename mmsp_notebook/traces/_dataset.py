@@ -345,6 +345,7 @@ class _Sync:
         self.chunk_files, self.progress = chunk_files, progress
         self.grown: set[str] = set()  # traces converted against their prior rows (those not replaced grew)
         self.touched: set[str] = set()  # partitions that got new files
+        self._file_schema: bytes | None = None
 
     def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
         """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
@@ -376,10 +377,13 @@ class _Sync:
         self.grown = set(prior)
         chunks = self._chunks(trace_ids)
 
+        schema = self._schema()
+
         def jobs() -> Iterator[tuple[Job]]:
             for part in chunks:
                 yield (Job(o["kind"], str(self.root), [(t, *scan.sources[t]) for t in part], o["dedupe"], o["prices"],
-                           o["payloads"], {t: hide[t] for t in part if t in hide}, {t: prior[t] for t in part if t in prior}),)
+                           o["payloads"], {t: hide[t] for t in part if t in hide}, {t: prior[t] for t in part if t in prior},
+                           schema),)
 
         notes: list[dict[str, str]] = []
         bar = _progress_bar(len(trace_ids), self.progress, f"syncing {o['kind']}")
@@ -394,6 +398,19 @@ class _Sync:
             if bar is not None:
                 bar.close()
         return notes
+
+    def _schema(self) -> bytes | None:
+        """The schema of the dataset's files, read from one of them (None: there is none yet)."""
+        if self._file_schema is None:
+            import pyarrow.parquet as pq
+
+            for name in self.m.file_names():
+                try:
+                    self._file_schema = pq.read_schema(self.root / name).remove_metadata().serialize().to_pybytes()
+                    break
+                except (OSError, ValueError):
+                    continue
+        return self._file_schema
 
     def _chunks(self, trace_ids: list[str]) -> list[list[str]]:
         """Consecutive traces, at most ``chunk_files`` and :data:`CHUNK_BYTES` of files a chunk; on
