@@ -242,6 +242,11 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _goal(percent: float) -> str:
+    """A share of the first sync, bold when within the 5 % goal."""
+    return f"**{percent:.1f} %**" if percent <= 5 else f"{percent:.1f} %, over 5 %"
+
+
 def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) -> str:
     import pandas as pd
     import pyarrow as pa
@@ -257,8 +262,8 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
         table.append(
             f"| {n:,} | {r['first']:.1f} s | {r['rows'] / (r['main_cpu'] + r['worker_cpu']):,.0f} ({r['load_rows'] / r['load_cpu']:,.0f}) | "
             f"{r['main_peak'] / 1e6:.0f} / {r['worker_peak'] / 1e6:.0f} MB | {r['nothing'] * 1000:.0f} ms "
-            f"(**{r['first'] / r['nothing']:.0f}×** faster) | {r['append'] * 1000:.0f} ms (**{100 * r['append'] / r['first']:.1f} %**) | "
-            f"{r['config'] * 1000:.0f} ms ({100 * r['config'] / r['first']:.1f} %) | {r['duckdb'] * 1000:.0f} vs {r['pandas'] * 1000:.0f} ms |"
+            f"(**{r['first'] / r['nothing']:.0f}×** faster) | {r['append'] * 1000:.0f} ms ({_goal(100 * r['append'] / r['first'])}) | "
+            f"{r['config'] * 1000:.0f} ms ({_goal(100 * r['config'] / r['first'])}) | {r['duckdb'] * 1000:.0f} vs {r['pandas'] * 1000:.0f} ms |"
         )
     grow = big["worker_peak"] / max(small["worker_peak"], 1)
     return "\n".join(
@@ -298,6 +303,11 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "and writes only their new rows (the rows a trace still has are recognized by a digest); a changed config "
             "changes every row of the trace, so its old rows are removed from their files first (each file holding one "
             "is rewritten), which is the slower case.",
+            "* The shares move with the first sync's speed: a re-sync has fixed costs (the scan, ~65 ms per 10,000 files; "
+            "the price table and the Parquet writer's first use in the process, ~40 ms) that a faster first sync (a quiet "
+            "machine) does not shrink. The 1 % grew share at 100,000 turns was 2.0–4.2 % in earlier runs on a busier "
+            "machine (a first sync of 9.6 s in one), 5.8–6.0 % with first syncs of 3.2–3.8 s.",
+            "",
             "",
         ]
     )
