@@ -120,3 +120,26 @@ def test_the_chat_pacer_counts_the_seconds_too(fresh_session, monkeypatch):
     assert turn.status == "complete"
     assert view.texts[1:3] == ["waiting for the first token… 1 s (gives up after 2 min 00 s)",  # the default limit
                                "waiting for the first token… 2 s (gives up after 2 min 00 s)"], view.texts
+
+
+def test_a_terminal_says_what_it_waits_for_on_a_line_it_then_clears(fresh_session, monkeypatch):
+    from sse_scripts import script_server
+
+    from mmsp_notebook.views import model
+
+    monkeypatch.setattr(model, "WAIT_SHOWN_AFTER", 1.0)
+    out = io.StringIO()
+    with script_server(_silent_then_answer(2.4)) as url:
+        run, future = launch("hi", model="m", client_type="mmsp", base_url=url, timeout=30, trace=False)
+        turn = drive(run, future, TextLive(out, color=True))
+    printed = out.getvalue()
+    assert turn.status == "complete"
+    first, second = (printed.index(f"waiting for the first token… {n} s (gives up after 30 s)") for n in (1, 2))
+    answer = printed.index("at last")
+    assert first < second < answer
+    assert printed[:answer].rstrip("\x1b[0m").endswith(TextLive.CLEAR)  # erased before the answer
+    assert printed[second:answer].count(TextLive.CLEAR) == 1
+    plain = io.StringIO()  # not a terminal (no colour): no status line, no control characters
+    run, future = launch("hi", model="demo+tokens=20", trace=False)
+    drive(run, future, TextLive(plain, color=False))
+    assert "\x1b" not in plain.getvalue()

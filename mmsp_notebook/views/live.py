@@ -16,7 +16,7 @@ import time
 from typing import Any, TextIO
 
 from ..core.run import TurnRun
-from ..core.turn import Turn
+from ..core.turn import STATUS_TEXT, Turn
 from .html import render_html
 from .model import OpsTracker, view_model
 from .text import banner_lines, footer_line, item_head, item_tail, render_text, result_line
@@ -115,6 +115,7 @@ class TextLive(LiveView):
     """
 
     DIM, RESET, YELLOW, RED = "\x1b[2m", "\x1b[0m", "\x1b[33m", "\x1b[31m"
+    CLEAR = "\r\x1b[2K"  # back to the start of the line, the line erased
 
     def __init__(self, stream: TextIO | None = None, color: bool | None = None) -> None:
         self.stream = stream or sys.stdout
@@ -123,11 +124,32 @@ class TextLive(LiveView):
         self.items: dict[int, dict[str, Any]] = {}
         self.told: set[int] = set()  # items whose outcome (meta line, tool result) is written
         self.started = False
+        self.line_start = True  # whether the last thing written ended a line
+        self.status_shown = False  # a status line ("waiting for the first token… 3 s") is on screen
 
     def _w(self, text: str, style: str = "") -> None:
+        if not text:
+            return
+        if self.status_shown:  # the status line goes before anything else is written
+            self.stream.write(self.CLEAR)
+            self.status_shown = False
+        self.line_start = text.endswith("\n")
         if style and self.color:
             text = f"{style}{text}{self.RESET}"
         self.stream.write(text)
+
+    def _status(self, banner: Any) -> None:
+        """On a terminal, say what a silent server is waiting for on a line of its own (rewritten in
+        place as it counts, cleared before the answer goes on)."""
+        text = banner.get("text") if isinstance(banner, dict) and banner.get("kind") == "streaming" else None
+        if text == STATUS_TEXT["streaming"]:
+            text = None
+        if self.status_shown:
+            self.stream.write(self.CLEAR)
+            self.status_shown = False
+        if text and self.line_start:
+            self.stream.write(f"{self.DIM}{text}{self.RESET}")
+            self.status_shown = True
 
     def _outcome(self, i: int) -> None:
         """Write what a finished item shows after its streamed part, once."""
@@ -158,6 +180,8 @@ class TextLive(LiveView):
             elif op[0] == "set":
                 self.items[op[1]].update(op[2])
                 self._outcome(op[1])
+            elif op[0] == "turn" and "banner" in op[1] and self.color:
+                self._status(op[1]["banner"])
         self.stream.flush()
 
     def finish(self, turn: Turn) -> None:
