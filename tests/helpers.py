@@ -155,3 +155,26 @@ def serve_posts(do_post):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def run_with_timeout(fn, timeout: float):
+    """``fn()`` in a daemon thread; fails the test instead of hanging when it does not return in time
+    (a FIFO read blocks forever); its exception, if any, is raised here."""
+    import threading
+
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:
+            out["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        pytest.fail(f"still running after {timeout} s")
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

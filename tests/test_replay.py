@@ -8,6 +8,7 @@ import math
 import time
 
 import pytest
+from helpers import run_with_timeout
 
 import mmsp_notebook as mn
 from mmsp_notebook import MMSPNotebookError, OptionError, OptionTypeError, TraceError, TraceNotFoundError, ask, traces
@@ -149,28 +150,6 @@ def test_replay_plan_splits_done_content_into_the_recorded_sizes():
 
 
 # ---------------------------------------------------------------------------------------------- damaged input
-def _run_with_timeout(fn, timeout=20.0):
-    """``fn()`` in a daemon thread; fails the test instead of hanging when it does not return in time."""
-    import threading
-
-    out = {}
-
-    def target():
-        try:
-            out["value"] = fn()
-        except BaseException as exc:
-            out["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        pytest.fail(f"still running after {timeout} s")
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
-
-
 @pytest.fixture
 def quick(fresh_session):
     """An instant traced turn with a few dozen fragments."""
@@ -246,7 +225,7 @@ def test_a_damaged_sidecar_record_plays_the_whole_message_untimed(quick, damage)
     record = json.loads(side.read_text(encoding="utf-8").splitlines()[-1])
     side.write_text(json.dumps(dict(record, events=_DAMAGE[damage](record["events"]))) + "\n")  # writes Infinity / NaN
     started = time.monotonic()
-    replayed = _run_with_timeout(lambda: mn.replay(quick.trace_id, speed=1000, display=False))
+    replayed = run_with_timeout(lambda: mn.replay(quick.trace_id, speed=1000, display=False), 20.0)
     assert time.monotonic() - started < 5
     _same_state(replayed, quick)
     assert replayed.text == quick.text and replayed.error is None
@@ -277,7 +256,7 @@ def test_no_single_wait_is_longer_than_max_wait(quick, monkeypatch):
     side.write_text(json.dumps(dict(record, events=events)) + "\n")
     monkeypatch.setattr(_replay, "MAX_WAIT", 0.3)
     started = time.monotonic()
-    replayed = _run_with_timeout(lambda: mn.replay(quick.trace_id, display=False))
+    replayed = run_with_timeout(lambda: mn.replay(quick.trace_id, display=False), 20.0)
     took = time.monotonic() - started
     assert replayed.replayed_from["timed"] is True and replayed.text == quick.text
     assert 0.25 < took < 3

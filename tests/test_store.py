@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from helpers import run_with_timeout
 from mmsp.integration.tracer import Tracer
 
 import mmsp_notebook as mn
@@ -39,26 +40,6 @@ HISTORY = [
      "usage_metadata": {"cached_tokens": None, "prompt_tokens": 3, "thoughts_tokens": None, "response_tokens": 2},
      "finish_reason": "stop"},
 ]
-
-
-def _run_with_timeout(fn, timeout=10.0):
-    """``fn()`` in a daemon thread; fails the test instead of hanging (a FIFO read blocks forever)."""
-    out = {}
-
-    def target():
-        try:
-            out["value"] = fn()
-        except BaseException as exc:
-            out["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        pytest.fail(f"still running after {timeout} s")
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
 
 
 # ---------------------------------------------------------------------------------------------- the path rule
@@ -141,11 +122,11 @@ def test_only_regular_files_are_read_and_a_fifo_never_blocks(tmp_path):
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
     with pytest.raises(TraceError) as info:
-        _run_with_timeout(lambda: read_trace(fifo))
+        run_with_timeout(lambda: read_trace(fifo), 10.0)
     assert info.value.reason == "not a regular file"
     side = tmp_path / "pipe.timing.jsonl"
     os.mkfifo(side)
-    assert _run_with_timeout(lambda: read_sidecar(side)) == []
+    assert run_with_timeout(lambda: read_sidecar(side), 10.0) == []
     (tmp_path / "dir.json").mkdir()
     with pytest.raises(TraceError) as info:
         read_trace(tmp_path / "dir.json")
@@ -153,7 +134,7 @@ def test_only_regular_files_are_read_and_a_fifo_never_blocks(tmp_path):
     # the loaders skip the FIFO with its reason, and ignore the directory
     Tracer(cache_dir=tmp_path).save_history("demo", HISTORY, "good", {"trace_id": "good"})
     with pytest.warns(traces.TraceLoadWarning):
-        df = _run_with_timeout(lambda: traces.load_turns(tmp_path))
+        df = run_with_timeout(lambda: traces.load_turns(tmp_path), 10.0)
     assert df["trace_id"].tolist() == ["good"]
     assert df.attrs["skipped"] == [{"path": str(fifo), "reason": "not a regular file"}]
 
