@@ -37,7 +37,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -53,18 +52,8 @@ SECTION = "## Trace datasets"
 
 def ensure_corpus(corpus: Path, files: int, turns: int, seed: int) -> None:
     """Generate the corpus unless one with the same parameters is there."""
-    meta_path = corpus.with_name(corpus.name + ".meta.json")
-    want = {"files": files, "turns": turns, "seed": seed, "version": 1}
-    if corpus.is_dir() and meta_path.is_file():
-        try:
-            if json.loads(meta_path.read_text()) == want:
-                return
-        except ValueError:
-            pass
-    t = time.perf_counter()
-    gen_corpus.generate(corpus, files, turns, seed)
-    meta_path.write_text(json.dumps(want))
-    print(f"generated {corpus} ({files} files x {turns} turns) in {time.perf_counter() - t:.0f} s", flush=True)
+    gen_corpus.ensure(corpus, {"files": files, "turns": turns, "seed": seed, "version": 1},
+                      files=files, turns=turns, seed=seed)
 
 
 # --------------------------------------------------------------------------- the measuring process

@@ -58,14 +58,8 @@ QUERIES: list[tuple[str, dict[str, Any]]] = [
 
 
 def ensure(corpus: Path, files: int, turns: int, seed: int) -> None:
-    meta = corpus.with_name(corpus.name + ".meta.json")
-    want = {"files": files, "turns": turns, "seed": seed, "version": 2}
-    if corpus.is_dir() and meta.is_file() and json.loads(meta.read_text()) == want:
-        return
-    t = time.perf_counter()
-    gen_corpus.generate(corpus, files, turns, seed, tool_errors=True)  # some conversations' tools fail
-    meta.write_text(json.dumps(want))
-    print(f"generated {corpus} ({files} files x {turns} turns) in {time.perf_counter() - t:.1f} s")
+    gen_corpus.ensure(corpus, {"files": files, "turns": turns, "seed": seed, "version": 2},
+                      files=files, turns=turns, seed=seed, tool_errors=True)  # some conversations' tools fail
 
 
 def capture(widget: Any) -> list[Any]:

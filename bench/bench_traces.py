@@ -70,20 +70,10 @@ def _files(root: Path) -> tuple[list[str], list[str]]:
 
 def ensure_corpus(corpus: Path, files: int, turns: int, seed: int, regen: bool, shape: str = "mixed") -> None:
     """Generate the corpus unless one with the same parameters is already there."""
-    meta_path = corpus.with_name(corpus.name + ".meta.json")
     want: dict[str, Any] = {"files": files, "turns": turns, "seed": seed, "version": 1}
     if shape != "mixed":
         want.update(shape=shape, version=2)
-    if not regen and corpus.is_dir() and meta_path.is_file():
-        try:
-            if json.loads(meta_path.read_text()) == want:
-                return
-        except ValueError:
-            pass
-    t = time.perf_counter()
-    gen_corpus.generate(corpus, files, turns, seed, shape=shape)
-    meta_path.write_text(json.dumps(want))
-    print(f"generated {shape} corpus {corpus} ({files} files) in {time.perf_counter() - t:.1f}s")
+    gen_corpus.ensure(corpus, want, regen, files=files, turns=turns, seed=seed, shape=shape)
 
 
 #: files of each other corpus shape at full size (``--shape-scale`` multiplies them)

@@ -435,6 +435,25 @@ def generate(out: str | os.PathLike[str], files: int = 10_000, turns: int = 10, 
     return root
 
 
+def ensure(out: str | os.PathLike[str], meta: dict[str, Any], regen: bool = False, **options: Any) -> bool:
+    """Generate a corpus with ``generate(out, **options)`` unless one described by ``meta`` is there
+    already (``<out>.meta.json``, written after it); returns whether it generated one."""
+    root = Path(out)
+    meta_path = root.with_name(root.name + ".meta.json")
+    if not regen and root.is_dir() and meta_path.is_file():
+        try:
+            if json.loads(meta_path.read_text()) == meta:
+                return False
+        except ValueError:
+            pass
+    t = time.perf_counter()
+    generate(root, **options)
+    meta_path.write_text(json.dumps(meta))
+    print(f"generated {root} ({options.get('files', 10_000)} files, {options.get('shape', 'mixed')}) "
+          f"in {time.perf_counter() - t:.1f} s", flush=True)
+    return True
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
