@@ -87,6 +87,17 @@ def _same_dirs(dirs: dict[str, int]) -> bool:
     return True
 
 
+def _size_mtime(path: str | None) -> tuple[int, int]:
+    """A file's size and mtime (ns); -1, -1 for no file or one that cannot be stat'ed."""
+    if path is None:
+        return -1, -1
+    try:
+        st = os.stat(path)
+    except OSError:
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
+
+
 def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str = "") -> Scan:
     """The traces under ``src`` against the manifest: new, changed, deleted, unchanged.
 
@@ -108,24 +119,12 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
     changed: list[str] = []
     settled: list[str] = []
     unchanged = 0
-    stat = os.stat
     found.reverse()
     while found:  # consumed as it goes, as ``known`` is: the scan's peak memory is one copy of the list
         tid, path, sidecar = found.pop()
         sources[tid] = (path, sidecar)
-        a = b = c = d = -1
-        if path is not None:
-            try:
-                st = stat(path)
-                a, b = st.st_size, st.st_mtime_ns
-            except OSError:
-                pass
-        if sidecar is not None:
-            try:
-                st = stat(sidecar)
-                c, d = st.st_size, st.st_mtime_ns
-            except OSError:
-                pass
+        a, b = _size_mtime(path)
+        c, d = _size_mtime(sidecar)
         old = known.pop(tid, None)
         racy = b >= racy_ns or d >= racy_ns
         if old is not None and old[2] is None and not racy and old[1] == f"{a} {b} {c} {d}":
