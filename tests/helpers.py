@@ -135,9 +135,10 @@ def kernel(tmp_path, monkeypatch):
         km.shutdown_kernel(now=True)
 
 
-def serve_posts(do_post):
+def serve_posts(do_post, on_close=None):
     """A loopback HTTP server whose handler answers POSTs with ``do_post(handler)``; yields its ``/v1``
-    base URL (a generator for a pytest fixture: ``yield from serve_posts(...)``)."""
+    base URL (a generator for a pytest fixture or a context manager: ``yield from serve_posts(...)``).
+    ``on_close`` is called before the server stops (e.g. to let go of connections a handler holds)."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -149,10 +150,13 @@ def serve_posts(do_post):
             do_post(self)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
+        if on_close is not None:
+            on_close()
         server.shutdown()
         server.server_close()
 

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from helpers import serve_posts
 
 
 @dataclass
@@ -65,43 +66,31 @@ def script_server(script: Script) -> Iterator[str]:
     """
     released = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
+    def do_post(handler: Any) -> None:
+        body = handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        steps = script(json.loads(body or b"{}"), handler.headers.get("authorization") or "")
+        if isinstance(steps, Reply):
+            handler.send_response(steps.status)
+            for name, value in steps.headers.items():
+                handler.send_header(name, value)
+            handler.send_header("content-length", str(len(steps.body)))
+            handler.end_headers()
+            handler.wfile.write(steps.body)
+            return
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.end_headers()
+        try:
+            for step in steps:
+                if step == HOLD:
+                    released.wait(30)
+                    return
+                if isinstance(step, (int, float)):
+                    time.sleep(step)
+                    continue
+                handler.wfile.write(step)
+                handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
             pass
 
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            steps = script(json.loads(body or b"{}"), self.headers.get("authorization") or "")
-            if isinstance(steps, Reply):
-                self.send_response(steps.status)
-                for name, value in steps.headers.items():
-                    self.send_header(name, value)
-                self.send_header("content-length", str(len(steps.body)))
-                self.end_headers()
-                self.wfile.write(steps.body)
-                return
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.end_headers()
-            try:
-                for step in steps:
-                    if step == HOLD:
-                        released.wait(30)
-                        return
-                    if isinstance(step, (int, float)):
-                        time.sleep(step)
-                        continue
-                    self.wfile.write(step)
-                    self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        released.set()
-        server.shutdown()
-        server.server_close()
+    yield from serve_posts(do_post, on_close=released.set)  # held connections let go first
