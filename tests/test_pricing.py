@@ -36,16 +36,8 @@ def test_unknown_model_or_usage_is_none_not_zero():
 
 def test_a_turn_sums_the_cost_of_its_steps():
     model, client, pricing = priced_model()
-    turn = Turn(None, model=model, client_type=client)
-    for response_tokens in (100, 50):
-        state = turn.new_step()
-        state.feed({"role": "assistant", "event_type": "delta", "content_items": [{"type": "text.delta", "text": "x"}],
-                    "usage_metadata": None, "finish_reason": None})
-        state.feed({"role": "assistant", "event_type": "delta", "content_items": [{"type": "text.done", "text": "x"}],
-                    "usage_metadata": None, "finish_reason": None})
-        state.feed({"role": "assistant", "event_type": "stop", "content_items": [], "finish_reason": "stop",
-                    "usage_metadata": {"cached_tokens": 0, "prompt_tokens": 10, "thoughts_tokens": None,
-                                       "response_tokens": response_tokens}})
+    turn = _streamed_turn(model, client, [{"cached_tokens": 0, "prompt_tokens": 10, "thoughts_tokens": None,
+                                           "response_tokens": n} for n in (100, 50)])
     expected = (20 * pricing["prompt_tokens"] + 150 * pricing["response_tokens"]) / 1_000_000
     assert turn.cost == pytest.approx(expected)
     assert turn.usage == {"cached_tokens": 0, "prompt_tokens": 20, "thoughts_tokens": None, "response_tokens": 150}
