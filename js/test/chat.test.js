@@ -3,45 +3,9 @@ import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
 import chatWidget from "../src/chat.js";
 import turnWidget from "../src/turn.js";
+import { fakeModel } from "./fake_model.js";
 
 const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
-
-/** A fake anywidget model: get/set/on/off/send/save_changes, plus helpers to play Python. */
-function fakeModel(initial) {
-  const state = { ...initial };
-  const handlers = new Map();
-  const m = {
-    sent: [],
-    saved: 0,
-    get: (k) => state[k],
-    set: (k, v) => {
-      state[k] = v;
-    },
-    save_changes() {
-      m.saved++;
-    },
-    on(name, fn) {
-      if (!handlers.has(name)) handlers.set(name, new Set());
-      handlers.get(name).add(fn);
-    },
-    off(name, fn) {
-      handlers.get(name)?.delete(fn);
-    },
-    send(msg) {
-      m.sent.push(msg);
-    },
-    // Python side
-    update(k, v) {
-      state[k] = v;
-      for (const fn of handlers.get(`change:${k}`) || []) fn();
-    },
-    custom(msg) {
-      for (const fn of handlers.get("msg:custom") || []) fn(msg, []);
-    },
-    listeners: () => [...handlers.values()].reduce((n, s) => n + s.size, 0),
-  };
-  return m;
-}
 
 function setup(traits = {}) {
   const jsdom = new JSDOM("<!doctype html><html><body></body></html>");

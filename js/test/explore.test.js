@@ -2,35 +2,10 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
 import exploreWidget from "../src/explore.js";
+import { fakeModel } from "./fake_model.js";
 
 const PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 const EVIL = "<script>alert(1)</script> <img src=x onerror=alert(1)>";
-
-/** A fake anywidget model: on/off/send, and custom() to play the kernel. */
-function fakeModel() {
-  const handlers = new Map();
-  const m = {
-    sent: [],
-    get: () => undefined,
-    set: () => {},
-    save_changes() {},
-    on(name, fn) {
-      if (!handlers.has(name)) handlers.set(name, new Set());
-      handlers.get(name).add(fn);
-    },
-    off(name, fn) {
-      handlers.get(name)?.delete(fn);
-    },
-    send(msg) {
-      m.sent.push(msg);
-    },
-    custom(msg) {
-      for (const fn of handlers.get("msg:custom") || []) fn(msg, []);
-    },
-    listeners: () => [...handlers.values()].reduce((n, s) => n + s.size, 0),
-  };
-  return m;
-}
 
 const COLUMNS = [["trace_id", "trace", false], ["turn", "turn", true], ["model", "model", false], ["status", "status", false],
   ["finish_reason", "finish", false], ["latency", "latency", true], ["error", "error", false]];
