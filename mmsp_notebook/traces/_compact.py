@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._convert import _atomic_write, file_schema
+from ._convert import _atomic_write, data_schema
 
 __all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS"]
 
@@ -59,11 +59,12 @@ def plan(files: dict[str, int], partitions: Iterable[str]) -> list[list[str]]:
     return groups
 
 
-def merge(root: str, names: list[str], kind: str, payloads: bool) -> tuple[str, int, list[str]]:
+def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: bytes | None = None
+          ) -> tuple[str, int, list[str]]:
     """Write the rows of ``names`` (one partition) as one file; returns (its name, rows, trace
     ids). The merged files are left in place: the caller removes them once the manifest lists
-    the new one."""
-    schema = file_schema(kind, payloads)
+    the new one. ``schema_bytes``: the data files' schema, when known (see ``data_schema``)."""
+    schema = data_schema(kind, payloads, schema_bytes)
     tables = []
     for name in names:
         try:

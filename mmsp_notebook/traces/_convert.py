@@ -34,7 +34,7 @@ from ._io import latest_run
 from ._items import ItemBuilder
 from ._turns import TurnBuilder
 
-__all__ = ["Job", "ChunkResult", "convert", "rewrite", "file_schema", "KINDS", "DATE_FROM", "NULL_PARTITION"]
+__all__ = ["Job", "ChunkResult", "convert", "rewrite", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION"]
 
 KINDS = ("turns", "items", "events")
 #: the column whose UTC date partitions each kind
@@ -96,6 +96,12 @@ def file_schema(kind: str, payloads: bool = False) -> pa.Schema:
     job = Job(kind, "", [], payloads=payloads)
     schema = to_arrow(_builder(job).frame()).schema.remove_metadata()
     return schema.remove(schema.get_field_index("model"))
+
+
+def data_schema(kind: str, payloads: bool = False, known: bytes | None = None) -> pa.Schema:
+    """The data files' schema: ``known`` (serialized, as a file of the dataset has it), else built
+    by :func:`file_schema`."""
+    return pa.ipc.read_schema(pa.py_buffer(known)) if known else file_schema(kind, payloads)
 
 
 def convert(job: Job) -> ChunkResult:
@@ -361,7 +367,7 @@ def _atomic_write(table: pa.Table, path: str) -> None:
 def _write(job: Job, df: pd.DataFrame) -> list[tuple[str, int, list[str]]]:
     if not len(df):
         return []
-    schema = pa.ipc.read_schema(pa.py_buffer(job.schema)) if job.schema else file_schema(job.kind, job.payloads)
+    schema = data_schema(job.kind, job.payloads, job.schema)
     table = to_arrow(df).replace_schema_metadata(None)
     day = df[DATE_FROM[job.kind]].to_numpy(dtype="datetime64[us]").astype("datetime64[D]")
     keys = pd.DataFrame({"d": day, "m": df["model"].astype(object)})

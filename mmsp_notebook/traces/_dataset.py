@@ -404,7 +404,7 @@ class _Sync:
         if self._file_schema is None:
             import pyarrow.parquet as pq
 
-            for name in self.m.file_names():
+            for (name,) in self.m.db.execute("SELECT name FROM files"):
                 try:
                     self._file_schema = pq.read_schema(self.root / name).remove_metadata().serialize().to_pybytes()
                     break
@@ -464,8 +464,9 @@ class _Sync:
         """Merge the small files of the partitions this sync wrote into (see ``_compact``)."""
         groups = plan(self.m.file_rows(), self.touched)
         o = self.options
-        tasks = [(str(self.root), g, o["kind"], o["payloads"]) for g in groups]
-        for (_root, names, _k, _p), (new, rows, tids) in self.runner.run(merge, tasks, len(tasks), io=True):
+        schema = self._schema() if groups else None
+        tasks = [(str(self.root), g, o["kind"], o["payloads"], schema) for g in groups]
+        for (_root, names, *_), (new, rows, tids) in self.runner.run(merge, tasks, len(tasks), io=True):
             with self.m.transaction() as db:
                 self.m.move(db, tids, names, new, rows)
             for name in names:  # listed no more: readers of the manifest no longer open them
