@@ -117,7 +117,7 @@ class Explorer(anywidget.AnyWidget):
         self._run: Any = None
         # the loaders count tool errors per turn; a frame without that column (saved by an older
         # version) is scanned from its trace files the first time the filter is used
-        scan = {} if "n_tool_errors" in self._df else {"tool_errors": self._scan_tool_errors}
+        scan = {} if "n_tool_errors" in self._df else {"tool_errors": (self._scan_tool_errors, 'turns["tool_error"]')}
         self.q = TurnQuery(self._df, scan, page_size)
         self._facets = {k: _counts(self._df[c]) if c in self._df else [] for k, c in FACETS.items()}
         self.on_msg(self._on_msg)

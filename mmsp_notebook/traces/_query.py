@@ -59,7 +59,6 @@ _QUICK_CODE = {
     "bad_args": f'(turns["error_type"].astype("string").str.contains({_js(_BAD_ARGS)}).fillna(False)'
                 f' | turns["error_message"].astype("string").str.contains({_js(_BAD_ARGS)}).fillna(False))',
     "tool_errors": '(turns["n_tool_errors"].fillna(0) > 0)',
-    "tool_errors_scanned": 'turns["tool_error"]',  # a frame without n_tool_errors (see Explorer)
     "slow_ttft": 'turns["ttft"].notna()',
     "long_thinking": '((turns["thoughts_tokens"].fillna(0) > 0) | (turns["thinking_chars"].fillna(0) > 0))',
 }
@@ -68,11 +67,11 @@ _QUICK_CODE = {
 class TurnQuery:
     """A query over one turns frame (positions into it), with what it caches between questions.
 
-    ``flags`` computes quick filters elsewhere (``{"tool_errors": callable returning a mask}`` for a
-    frame without the ``n_tool_errors`` column).
+    ``flags`` computes quick filters elsewhere: name -> (callable returning a mask, the filter as
+    pandas code), e.g. ``tool_errors`` for a frame without the ``n_tool_errors`` column.
     """
 
-    def __init__(self, df: pd.DataFrame, flags: dict[str, Callable[[], np.ndarray]] | None = None,
+    def __init__(self, df: pd.DataFrame, flags: dict[str, tuple[Callable[[], np.ndarray], str]] | None = None,
                  page_size: int = 25) -> None:
         self.df = df
         self.query: dict[str, Any] = {**DEFAULT_QUERY, "page_size": page_size_of(page_size)}
@@ -109,7 +108,7 @@ class TurnQuery:
             return found
         df, n = self.df, len(self.df)
         if name in self._extra:
-            mask = self._extra[name]()
+            mask = self._extra[name][0]()
             self.counts[name] = int(mask.sum())
         elif name == "errors":
             mask = _eq(df, "status", "complete", negate=True) | (df["error_type"].notna().to_numpy()
@@ -169,7 +168,7 @@ class TurnQuery:
                     code.append(f"({_ref(col)} <= {hi!r}).fillna(False)")
         for name in q["quick"]:
             masks.append(self.flag(name))
-            code.append(_QUICK_CODE[f"{name}_scanned" if name == "tool_errors" and name in self._extra else name])
+            code.append(self._extra[name][1] if name in self._extra else _QUICK_CODE[name])
         return masks, code
 
     def update(self, patch: dict[str, Any]) -> float:
