@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, TypeGuard
 
-__all__ = ["is_number", "seconds", "size", "integer", "fixed"]
+__all__ = ["is_number", "seconds", "whole_seconds", "size", "integer", "fixed"]
 
 
 def is_number(value: Any) -> TypeGuard[int | float]:
@@ -39,6 +39,12 @@ def seconds(value: Any) -> str:
         return f"{value:.1f} s"
     whole = round(value)
     return f"{whole // 60} min {whole % 60} s"
+
+
+def whole_seconds(value: float) -> str:
+    """A count of seconds that ticks once a second: ``12 s``, ``2 min 05 s``."""
+    whole = int(value)
+    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
 
 
 def size(value: Any) -> str:

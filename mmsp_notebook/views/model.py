@@ -155,11 +155,6 @@ def shown_status(turn: Turn, final: bool = True) -> str:
 WAIT_SHOWN_AFTER = 2.0
 
 
-def _whole_seconds(value: float) -> str:
-    whole = int(value)
-    return f"{whole} s" if whole < 60 else f"{whole // 60} min {whole % 60:02d} s"
-
-
 def waiting_text(turn: Turn, now: float | None = None) -> str:
     """What a live turn is waiting for, once its server has been silent :data:`WAIT_SHOWN_AFTER`
     seconds: "waiting for the first token… 12 s", "no data from the server… 40 s (gives up after
@@ -181,10 +176,10 @@ def waiting_text(turn: Turn, now: float | None = None) -> str:
         lead = "waiting for the first token"
     else:
         lead = "no data from the server"
-    text = f"{lead}… {_whole_seconds(waited)}"
+    text = f"{lead}… {fmt.whole_seconds(waited)}"
     limit = turn.idle_timeout
     if limit is not None and turn.retrying_after is None and limit >= 1:
-        text += f" (gives up after {_whole_seconds(limit)})"
+        text += f" (gives up after {fmt.whole_seconds(limit)})"
     return text
 
 
