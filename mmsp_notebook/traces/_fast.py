@@ -45,6 +45,8 @@ except ImportError:  # pragma: no cover - exercised only without msgspec
 __all__ = ["FAST", "Summary", "Decoded", "summarize", "decode_trace"]
 
 Summary = tuple[Any, ...]
+#: where a summary holds the message's number of tool calls
+N_TOOL_CALLS = 11
 
 #: whether :func:`decode_trace` can decode (msgspec is installed)
 FAST = msgspec is not None
@@ -122,7 +124,7 @@ def summarize(history: list[dict[str, Any]]) -> list[Summary]:
         if role != "assistant":
             if role == "user":
                 before = msg.get("created_at")
-                if last == i - 1 and out[-1][11] and (n := _tool_errors(msg.get("content_items"))):
+                if last == i - 1 and out[-1][N_TOOL_CALLS] and (n := _tool_errors(msg.get("content_items"))):
                     out[-1] = (*out[-1][:-1], n)  # the results answer the calls of the message before
             else:
                 before = None
@@ -338,7 +340,7 @@ if msgspec is not None:
             for i, m in enumerate(trace.history):
                 if m.__class__ is user:
                     before = m.created_at
-                    if last == i - 1 and out[-1][11] and (items := m.content_items):
+                    if last == i - 1 and out[-1][N_TOOL_CALLS] and (items := m.content_items):
                         # the results of the calls of the message before: most are ruled out by
                         # the byte after their opening quote (an unhashable type falls back)
                         n = 0
