@@ -130,13 +130,16 @@ class TextLive(LiveView):
     def _w(self, text: str, style: str = "") -> None:
         if not text:
             return
-        if self.status_shown:  # the status line goes before anything else is written
-            self.stream.write(self.CLEAR)
-            self.status_shown = False
+        self._clear_status()  # the status line goes before anything else is written
         self.line_start = text.endswith("\n")
         if style and self.color:
             text = f"{style}{text}{self.RESET}"
         self.stream.write(text)
+
+    def _clear_status(self) -> None:
+        if self.status_shown:
+            self.stream.write(self.CLEAR)
+            self.status_shown = False
 
     def _status(self, banner: Any) -> None:
         """On a terminal, say what a silent server is waiting for on a line of its own (rewritten in
@@ -144,9 +147,7 @@ class TextLive(LiveView):
         text = banner.get("text") if isinstance(banner, dict) and banner.get("kind") == "streaming" else None
         if text == STATUS_TEXT["streaming"]:
             text = None
-        if self.status_shown:
-            self.stream.write(self.CLEAR)
-            self.status_shown = False
+        self._clear_status()
         if text and self.line_start:
             self.stream.write(f"{self.DIM}{text}{self.RESET}")
             self.status_shown = True
@@ -207,8 +208,8 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
 
     The main thread sleeps until something changes, repaints, then rests for one tick whatever
     arrives meanwhile (while nothing changes it repaints every ``QUIET_REPAINT`` seconds, so the
-    view can say how long the server has been silent); the end of the turn wakes it from either wait at once, so the final repaint
-    follows the last event without waiting out a tick.
+    view can say how long the server has been silent); the end of the turn wakes it from either
+    wait at once, so the final repaint follows the last event without waiting out a tick.
     """
     turn = run.turn
     interval = 1.0 / rate

@@ -417,7 +417,7 @@ def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
     err: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": _str(error)} if error else {}
     hint = str(err.get("hint") or "")
     if status == "streaming":
-        return {"kind": "streaming", "text": text or "streaming…"}
+        return {"kind": "streaming", "text": text or STATUS_TEXT["streaming"]}
     if status == "error":
         banner = {"kind": "error", "lead": f"{err.get('type') or 'Error'}: ",
                   "text": str(err.get("message") or text or STATUS_TEXT["error"])}
