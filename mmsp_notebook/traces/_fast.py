@@ -241,7 +241,7 @@ if msgspec is not None:
     _OPENERS = frozenset(b"eET")  # "error:" in any case, "Traceback"
     #: bytes that, right after a tool result's opening quote, call for a closer look: the openers,
     #: a blank, an escape, a non-ASCII character (maybe a Unicode blank)
-    _SUSPECT = bytes(int(c in b"eET \\" or c >= 0x80) for c in range(256))
+    _SUSPECT = bytes(int(c in _OPENERS or c in b" \\" or c >= 0x80) for c in range(256))
 
     def _raw_tool_error(raw: msgspec.Raw) -> bool:
         """Whether a tool result's raw JSON text reports an error (:func:`tool_error`), from its first
