@@ -295,7 +295,7 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "* The shares move with the first sync's speed: a re-sync has fixed costs (the scan, ~65 ms per 10,000 files; "
             "the price table and the Parquet writer's first use in the process, ~40 ms) that a faster first sync (a quiet "
             "machine) does not shrink. The 1 % grew share at 100,000 turns was 2.0–4.2 % in earlier runs on a busier "
-            "machine (a first sync of 9.6 s in one), 5.8–6.0 % with first syncs of 3.2–3.8 s.",
+            "machine (a first sync of 9.6 s in one), 5.8–6.4 % with first syncs of 3.2–4.1 s.",
             "",
             "",
         ]
