@@ -26,6 +26,7 @@ from mmsp.integration.tracer import Tracer
 
 from mmsp_notebook import traces
 from mmsp_notebook.core.store import append_sidecar
+from mmsp_notebook.traces import _dataset
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -321,7 +322,8 @@ class FailingExecutor(ThreadPoolExecutor):
         return super().submit(fn, *args, **kwargs)
 
 
-def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(corpus: Path, tmp_path: Path) -> None:
+def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(corpus: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     ds_dir = tmp_path / "ds"
     with pytest.raises(RuntimeError, match="worker lost"), warnings.catch_warnings():
         warnings.simplefilter("ignore", traces.TraceLoadWarning)
@@ -334,15 +336,25 @@ def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(cor
     res = quiet_sync(corpus, ds_dir, chunk_files=3)
     assert 0 < res.converted < res.converted + res.unchanged
     assert_same(ds_dir, corpus)
-    # a re-sync that fails after dropping a replaced trace's old rows is finished by the next
+    # a re-sync that dies after dropping a replaced trace's old rows, before its new rows (written
+    # under a hidden name) are put in their place, is finished by the next
     save(corpus, "app/chat_1", conversation(4, T0))  # grew by a turn: its new rows are added
     save(corpus, "agent/00001", conversation(1, T0 + 2 * DAY, "agent-changed"), model="gemini-3.8-flash")  # replaced
-    with pytest.raises(RuntimeError, match="worker lost"):
-        quiet_sync(corpus, ds_dir, chunk_files=1, executor=FailingExecutor(ok=2))
+
+    def dies(path: str) -> str:
+        raise RuntimeError("process killed")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset, "held_path", dies)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(corpus, ds_dir, chunk_files=1, executor=ThreadPoolExecutor(2))
+    held = [p for p in (ds_dir / "turns").rglob(".*.held")]
+    assert len(held) == 1  # the new rows, which no reader sees
     tids = set(stored(ds_dir)["trace_id"].to_pylist())
     assert "agent/00001" not in tids and "app/chat_1" in tids
     quiet_sync(corpus, ds_dir)
     assert_same(ds_dir, corpus)
+    assert not [p for p in (ds_dir / "turns").rglob(".*")]
 
 
 def test_a_trace_that_grew_gets_only_its_new_rows(corpus: Path, tmp_path: Path) -> None:
@@ -642,3 +654,40 @@ def test_a_dataset_given_by_a_relative_path_reads(tmp_path, monkeypatch):
         assert len(traces.query("SELECT * FROM turns", "ds")) == 1
     finally:
         sess.close()
+
+
+# --------------------------------------------------------------------------- memory of the main process
+
+
+def _main_peak(src: Path, ds_dir: Path) -> int:
+    """tracemalloc's peak over a first sync and a re-sync after the directories changed (a full
+    listing), chunks converted on threads of this process."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        with ThreadPoolExecutor(1) as ex:
+            quiet_sync(src, ds_dir, chunk_files=100, executor=ex)
+            (src / f"added-{ds_dir.name}").mkdir()
+            quiet_sync(src, ds_dir, chunk_files=100, executor=ex)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_the_main_process_holds_a_window_of_traces_not_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the scan and the conversion read the traces a window at a time: four times the traces, the
+    # same peak (before, ~830 bytes a trace file were kept: 3.7 MB more here)
+    from mmsp_notebook.traces import _scan
+
+    monkeypatch.setattr(_scan, "WINDOW", 200)
+    monkeypatch.setattr(_dataset, "WINDOW", 200)
+    monkeypatch.setattr(_dataset, "IN_FLIGHT", 4)  # chunks in flight (the main process holds their traces)
+    small, large = tmp_path / "small", tmp_path / "large"
+    gen_corpus.generate(small, files=1200, seed=5, shape="tiny", shard_size=300)
+    gen_corpus.generate(large, files=4800, seed=5, shape="tiny", shard_size=300)
+    _main_peak(small, tmp_path / "warm")  # imports and caches, once
+    peak_small = _main_peak(small, tmp_path / "ds_small")
+    peak_large = _main_peak(large, tmp_path / "ds_large")
+    assert peak_large < peak_small + 600_000, (peak_small, peak_large)
+    assert traces.dataset(tmp_path / "ds_large").count_rows() == len(traces.load_turns(large, progress=False))

@@ -1368,3 +1368,26 @@ def test_tool_errors_are_counted_per_turn_the_same_from_bytes_and_from_dicts(tmp
     monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
     plain = no_warnings_load(traces.load_turns, tmp_path)
     pd.testing.assert_frame_equal(fast, plain)
+
+
+def test_sources_found_a_directory_at_a_time_are_those_found_at_once(tmp_path: Path) -> None:
+    # sync lists a tree one directory at a time (its memory is a directory's entries): the same
+    # traces, paired with the same sidecars, as the loaders' listing of the whole tree
+    from mmsp_notebook.traces._io import find_sources, iter_sources
+
+    save(tmp_path, "runs/v1.5", [user("q", T0), answer("a", T0 + 100)])  # dotted id, its sidecar by the full id
+    append_sidecar(sidecar_record("runs/v1.5", 0, 1, started_at=T0 + 1, ttft_ms=20.0, total_ms=99.0), base=tmp_path)
+    for tid in ("a/one", "a/two", "a/b/three", "top", "runs/v2"):
+        save(tmp_path, tid, [user("q", T0), answer("a", T0 + 100)])
+    append_sidecar(sidecar_record("a/one", 1, None, "error", started_at=T0 + 2000), base=tmp_path)
+    append_sidecar(sidecar_record("a/b/failed_only", 0, None, "error", started_at=T0), base=tmp_path)  # no trace file
+    (tmp_path / "a" / "notes.txt").write_text("companion")
+    (tmp_path / "a" / "b" / "loop").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / ".hidden").mkdir()
+    save(tmp_path, ".hidden/x", [user("q", T0), answer("a", T0 + 100)])
+    for pattern in ("**/*.json", "a/**/*.json", "*.json"):
+        at_once = find_sources(tmp_path, pattern)[0]
+        by_dir = [s for found in iter_sources(str(tmp_path), pattern) for s in found]
+        assert sorted(by_dir, key=lambda s: s.trace_id) == at_once, pattern
+    assert {s.trace_id: s.sidecar is not None for s in find_sources(tmp_path)[0]} == {
+        "a/b/failed_only": True, "a/one": True, "a/two": False, "a/b/three": False, "runs/v1": True, "runs/v2": False, "top": False}

@@ -34,7 +34,7 @@ from ._io import latest_run
 from ._items import ItemBuilder
 from ._turns import TurnBuilder
 
-__all__ = ["Job", "ChunkResult", "convert", "rewrite", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION"]
+__all__ = ["Job", "ChunkResult", "convert", "rewrite", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
 
 KINDS = ("turns", "items", "events")
 #: the column whose UTC date partitions each kind
@@ -72,13 +72,17 @@ class Job:
 class ChunkResult:
     """What a chunk wrote: files (name, rows, trace ids), de-duplication units (fp, trace id,
     message index, preference, shown), per trace whether it loaded, its skip notes and the rows
-    and digest it has now, and the changed traces left to be replaced (nothing of them written)."""
+    and digest it has now, and the changed traces whose rows replace those the dataset holds
+    (their rows are in ``held``, not ``files``)."""
 
     files: list[tuple[str, int, list[str]]]
     units: list[tuple[int, str, int, int, int]]
     traces: dict[str, tuple[bool, list[dict[str, str]], int, str]]
     replaced: list[str]
     rows: int
+    #: files of the replaced traces' rows, written under a hidden name (:func:`held_path`) to be
+    #: renamed into place once their old rows are gone
+    held: list[tuple[str, int, list[str]]] = field(default_factory=list)
 
 
 def _builder(job: Job) -> Any:
@@ -111,7 +115,8 @@ def convert(job: Job) -> ChunkResult:
 
     A changed trace (``job.prior``) whose first rows are still those the dataset holds (the Tracer
     appended a turn, a sidecar a record) gets only its new rows written; any other changed trace
-    is returned in ``replaced`` with nothing written, for its old rows to be removed first."""
+    is returned in ``replaced``, its rows written to ``held`` files (hidden from readers until
+    its old rows are removed and they are renamed into place)."""
     builder = _builder(job)
     need_trace = job.kind != "events"
     loaded: dict[str, tuple[bool, list[dict[str, str]]]] = {}
@@ -158,16 +163,13 @@ def convert(job: Job) -> ChunkResult:
         if prior is not None:
             n_old, old_digest = prior
             if hi - lo < n_old or _digest(hashes[lo : lo + n_old]) != old_digest:
-                replaced.append(tid)
-                drop[lo:hi] = True
+                replaced.append(tid)  # all its rows are new
+                traces[tid] = (ok, notes, hi - lo, digest)
                 continue
             drop[lo : lo + n_old] = True  # already in the dataset
             if n_old:
                 known_units.update((tid, m) for m in mi[lo : lo + n_old].tolist() if m >= 0)
         traces[tid] = (ok, notes, hi - lo, digest)
-    if replaced:
-        gone = set(replaced)
-        item_fps = [u for u in item_fps if u[1] not in gone]
     if known_units:
         item_fps = [u for u in item_fps if (u[1], u[2]) not in known_units]
     if drop.any():
@@ -177,8 +179,13 @@ def convert(job: Job) -> ChunkResult:
         df, units = _dedupe(job, df, item_fps)
     elif job.hide and len(df):
         df = df.loc[~_unit_mask(df, job.kind, {(t, m) for t, ms in job.hide.items() for m in ms})].reset_index(drop=True)
+    held: list[tuple[str, int, list[str]]] = []
+    if replaced and len(df):
+        mine = df["trace_id"].isin(replaced).to_numpy()
+        held = _write(job, df.loc[mine].reset_index(drop=True), hidden=True)
+        df = df.loc[~mine].reset_index(drop=True)
     files = _write(job, df)
-    return ChunkResult(files, units, traces, replaced, len(df))
+    return ChunkResult(files, units, traces, replaced, len(df) + sum(n for _, n, _ in held), held)
 
 
 def _spans(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
@@ -356,6 +363,12 @@ def partition_dir(date: Any, model: Any) -> str:
     return f"date={d}/model={m}"
 
 
+def held_path(path: str) -> str:
+    """Where a file to be renamed into ``path`` later is kept: a hidden name readers skip."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.held")
+
+
 def _atomic_write(table: pa.Table, path: str) -> None:
     folder, name = os.path.split(path)
     os.makedirs(folder, exist_ok=True)
@@ -364,7 +377,9 @@ def _atomic_write(table: pa.Table, path: str) -> None:
     os.replace(tmp, path)
 
 
-def _write(job: Job, df: pd.DataFrame) -> list[tuple[str, int, list[str]]]:
+def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, int, list[str]]]:
+    """One file per (date, model) partition of the frame's rows: (name, rows, trace ids) each;
+    ``hidden``: written at :func:`held_path` of the name."""
     if not len(df):
         return []
     schema = data_schema(job.kind, job.payloads, job.schema)
@@ -378,7 +393,8 @@ def _write(job: Job, df: pd.DataFrame) -> list[tuple[str, int, list[str]]]:
         date = None if pd.isna(d) else str(np.datetime64(d, "D"))
         name = f"{partition_dir(date, m)}/part-{token}-{n}.parquet"
         part = table.take(pa.array(idx))
-        _atomic_write(part, os.path.join(job.root, name))
+        path = os.path.join(job.root, name)
+        _atomic_write(part, held_path(path) if hidden else path)
         tids = pc.unique(part.column("trace_id")).to_pylist()
         out.append((name, part.num_rows, tids))
     return out

@@ -31,11 +31,11 @@ from .._errors import TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
-from ._convert import DAMAGED, ChunkResult, Job, convert, rewrite
+from ._convert import DAMAGED, Job, convert, held_path, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
 from ._readers import kind_dir
-from ._scan import Scan, scan_sources
+from ._scan import AGAIN, CHANGED, DELETED, NEW, REPLACED, WINDOW, scan_sources
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -49,6 +49,11 @@ CHUNK_BYTES = 128 << 20
 #: on the default pool a chunk is made smaller to spread the work, down to this many traces (a
 #: sync of fewer runs in this process: starting workers would cost more than it saves)
 MIN_CHUNK = 1000
+#: tasks in flight at most on a given executor (its workers may be many); on the default pool,
+#: two per worker. The main process holds the traces of the chunks in flight.
+IN_FLIGHT = 64
+#: traces removed at a time (the files holding them are rewritten once a window)
+REMOVE_WINDOW = 50_000
 
 
 @dataclass
@@ -97,7 +102,7 @@ class _Runner:
         if not n:
             return
         ex = self.given
-        window = 64
+        window = IN_FLIGHT
         if ex is None and n > 1:
             if io:
                 if self.threads is None:
@@ -235,8 +240,9 @@ def sync(
     Interrupting a sync leaves the dataset readable (files are written to a temporary name and
     renamed; the manifest is updated after the data it describes); the next run finishes the work.
     Memory is bounded by a chunk per worker (``chunk_files`` traces, at most 128 MB of files), not
-    by the corpus; the main process keeps a few hundred bytes per trace file, and rows only when
-    the whole sync is one chunk (run in this process).
+    by the corpus; the main process reads the folder and the manifest a window of traces at a
+    time (the traces to convert wait in the manifest's work table) and holds the traces of the
+    chunks in flight, and rows only when the whole sync is one chunk (run in this process).
 
     Args:
         src: the directory the traces are in (as for the loaders; globbed with ``pattern``).
@@ -304,18 +310,16 @@ def sync(
         _clean(root, m.file_names())
         scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
         result = SyncResult(kind, root, unchanged=scan.unchanged)
-        state = _Sync(m, root, options, scan, executor, chunk_files, progress)
+        state = _Sync(m, root, options, executor, chunk_files, progress)
         try:
-            state.remove(scan.deleted)
-            result.removed = len(scan.deleted)
-            notes = state.convert(sorted(scan.new), {})
+            state.remove_todo(DELETED)
+            result.removed = scan.deleted
+            notes = state.convert(NEW)
             # a changed trace that only grew gets its new rows; any other is removed, then converted
-            replaced: list[str] = []
-            notes += state.convert(sorted(scan.changed), {}, m.priors(scan.changed), replaced)
-            state.remove(replaced)
-            notes += state.convert(sorted(replaced), {})
+            notes += state.convert(CHANGED, priors=True)
+            notes += state.replace()
             result.new_skipped = notes
-            result.converted = len(scan.new) + len(scan.changed)
+            result.converted = scan.new + scan.changed
             if options["dedupe"]:
                 state.resolve()
             state.compact()
@@ -323,7 +327,7 @@ def sync(
                 with m.transaction() as db:
                     if scan.dirs is not None:  # the listing is complete: later scans may trust it
                         m.put_dirs(db, scan.dirs)
-                    m.settle(db, scan.settled)
+                    m.settle(db)
         finally:
             state.runner.close()
         result.skipped = m.notes()
@@ -336,22 +340,30 @@ def sync(
 
 
 class _Sync:
-    """One sync's steps, each committed to the manifest after the files it changed."""
+    """One sync's steps, each committed to the manifest after the files it changed. The traces to
+    convert or remove are read from the manifest's ``todo`` table a window at a time."""
 
-    def __init__(self, m: Manifest, root: Path, options: dict[str, Any], scan: Scan, executor: Executor | None,
+    def __init__(self, m: Manifest, root: Path, options: dict[str, Any], executor: Executor | None,
                  chunk_files: int, progress: bool | None) -> None:
-        self.m, self.root, self.options, self.scan = m, root, options, scan
+        self.m, self.root, self.options = m, root, options
         self.runner = _Runner(executor)
         self.chunk_files, self.progress = chunk_files, progress
-        self.grown: set[str] = set()  # traces converted against their prior rows (those not replaced grew)
         self.touched: set[str] = set()  # partitions that got new files
         self._file_schema: bytes | None = None
+        self._running: dict[str, list[tuple[Any, ...]]] = {}  # first trace id of a chunk -> its todo rows
+        #: replaced traces waiting for their old rows to be removed: (job, todo rows, traces, held files, units)
+        self._held: list[tuple[Any, ...]] = []
 
     def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
         """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
         kind = self.options["kind"]
         tasks = [(str(self.root), name, kind, tids, units) for name, (tids, units) in sorted(by_file.items())]
         return {task[1]: left for task, left in self.runner.run(rewrite, tasks, len(tasks), io=True)}
+
+    def remove_todo(self, state: int) -> None:
+        """Drop every row of the traces in ``todo`` with this state (a window of them at a time)."""
+        for page in self.m.todo_pages(state, REMOVE_WINDOW):
+            self.remove([r[0] for r in page])
 
     def remove(self, trace_ids: list[str]) -> None:
         """Drop every row of these traces from the files, then forget them."""
@@ -365,36 +377,42 @@ class _Sync:
                 self.m.set_rows(db, name, rows)
             self.m.forget(db, trace_ids)
 
-    def convert(self, trace_ids: list[str], hide: dict[str, list[int]], prior: dict[str, tuple[int, str]] | None = None,
-                replaced: list[str] | None = None) -> list[dict[str, str]]:
-        """Convert these traces chunk by chunk, committing each chunk as it finishes; returns the
-        skip notes found. With ``prior``, traces that did not only grow are added to ``replaced``
-        (nothing of them written or committed)."""
-        if not trace_ids:
+    def convert(self, state: int, hide: dict[str, list[int]] | None = None, priors: bool = False) -> list[dict[str, str]]:
+        """Convert the traces in ``todo`` with this state chunk by chunk, committing each chunk as it
+        finishes; returns the skip notes found. With ``priors``, each is converted against the rows
+        the dataset holds for it: those that did not only grow are set to ``REPLACED`` (nothing of
+        them written or committed)."""
+        n = self.m.todo_count(state)
+        if not n:
             return []
-        o, scan = self.options, self.scan
-        prior = prior or {}
-        self.grown = set(prior)
-        chunks = self._chunks(trace_ids)
-
+        o = self.options
+        limit = self._limit(n)
         schema = self._schema()
+        hide = hide or {}
 
         def jobs() -> Iterator[tuple[Job]]:
-            for part in chunks:
-                yield (Job(o["kind"], str(self.root), [(t, *scan.sources[t]) for t in part], o["dedupe"], o["prices"],
-                           o["payloads"], {t: hide[t] for t in part if t in hide}, {t: prior[t] for t in part if t in prior},
-                           schema),)
+            for part in self._chunks(state, limit):
+                ids = [r[0] for r in part]
+                self._running[ids[0]] = part
+                yield (Job(o["kind"], str(self.root), [r[:3] for r in part], o["dedupe"], o["prices"], o["payloads"],
+                           {t: hide[t] for t in ids if t in hide}, self.m.priors(ids) if priors else {}, schema),)
 
         notes: list[dict[str, str]] = []
-        bar = _progress_bar(len(trace_ids), self.progress, f"syncing {o['kind']}")
+        bar = _progress_bar(n, self.progress, f"syncing {o['kind']}")
         try:
-            for (job,), res in self.runner.run(convert, jobs(), len(chunks)):
-                notes.extend(self._commit(res))
-                if replaced is not None:
-                    replaced.extend(res.replaced)
+            for (job,), res in self.runner.run(convert, jobs(), -(-n // limit)):
+                part = self._running.pop(job.sources[0][0])
+                if res.replaced:  # committed by replace(), once their old rows are gone
+                    gone = set(res.replaced)
+                    self._held.append((job, part, {t: res.traces.pop(t) for t in res.replaced}, res.held,
+                                       [u for u in res.units if u[1] in gone]))
+                    res.units = [u for u in res.units if u[1] not in gone]
+                    self.m.set_todo(res.replaced, REPLACED)
+                notes.extend(self._commit(job, part, res.traces, res.files, res.units))
                 if bar is not None:
                     bar.update(len(job.sources))
         finally:
+            self._running.clear()
             if bar is not None:
                 bar.close()
         return notes
@@ -412,52 +430,72 @@ class _Sync:
                     continue
         return self._file_schema
 
-    def _chunks(self, trace_ids: list[str]) -> list[list[str]]:
-        """Consecutive traces, at most ``chunk_files`` and :data:`CHUNK_BYTES` of files a chunk; on
-        the default pool, small enough for four chunks a worker (the last round finishes together)."""
+    def _limit(self, n: int) -> int:
+        """Traces per chunk for ``n`` traces: at most ``chunk_files``; on the default pool, small
+        enough for four chunks a worker (the last round finishes together)."""
         limit = self.chunk_files
         if self.runner.given is None:
             workers = max(1, os.cpu_count() or 1)
-            limit = min(limit, max(MIN_CHUNK, -(-len(trace_ids) // (4 * workers))))
-        out: list[list[str]] = []
-        part: list[str] = []
-        size = 0
-        for t in trace_ids:
-            sig = self.scan.sigs[t]
-            n = max(sig[0], 0) + max(sig[2], 0)
-            if part and (len(part) >= limit or size + n > CHUNK_BYTES):
-                out.append(part)
-                part, size = [], 0
-            part.append(t)
-            size += n
-        if part:
-            out.append(part)
-        return out
+            limit = min(limit, max(MIN_CHUNK, -(-n // (4 * workers))))
+        return limit
 
-    def _commit(self, res: ChunkResult) -> list[dict[str, str]]:
+    def _chunks(self, state: int, limit: int) -> Iterator[list[tuple[Any, ...]]]:
+        """Consecutive ``todo`` rows, at most ``limit`` and :data:`CHUNK_BYTES` of files a chunk."""
+        part: list[tuple[Any, ...]] = []
+        size = 0
+        for page in self.m.todo_pages(state, WINDOW):
+            for r in page:
+                n = max(r[3], 0) + max(r[5], 0)
+                if part and (len(part) >= limit or size + n > CHUNK_BYTES):
+                    yield part
+                    part, size = [], 0
+                part.append(r)
+                size += n
+        if part:
+            yield part
+
+    def replace(self) -> list[dict[str, str]]:
+        """The changed traces whose rows were all replaced: their old rows are removed, then the
+        files of their new rows renamed into place and committed; returns their skip notes."""
+        notes: list[dict[str, str]] = []
+        if not self._held:
+            return notes
+        self.remove_todo(REPLACED)
+        for job, part, traces, held, units in self._held:
+            for name, _n, _tids in held:
+                path = os.path.join(self.root, name)
+                os.replace(held_path(path), path)
+            notes += self._commit(job, part, traces, held, units)
+        self._held.clear()
+        return notes
+
+    def _commit(self, job: Job, part: list[tuple[Any, ...]], traces: dict[str, tuple[bool, list[dict[str, str]], int, str]],
+                files: list[tuple[str, int, list[str]]], units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
+        """Record in the manifest the traces of a chunk and the files holding their rows."""
         import orjson
 
-        scan = self.scan
+        info = {r[0]: r for r in part}
         notes: list[dict[str, str]] = []
         where: dict[str, list[str]] = {}
-        self.touched.update(name.rsplit("/", 1)[0] for name, _n, _t in res.files)
-        for name, _n, tids in res.files:
+        self.touched.update(name.rsplit("/", 1)[0] for name, _n, _t in files)
+        for name, _n, tids in files:
             for t in tids:
                 where.setdefault(t, []).append(name)
         rows = []
-        for tid, (loaded, tnotes, n_rows, digest) in res.traces.items():
+        for tid, (loaded, tnotes, n_rows, digest) in traces.items():
             notes.extend(tnotes)
-            files = where.get(tid, [])
-            if tid in self.grown:  # its earlier rows stay where they are
-                files = self.m.trace_files(tid) + files
-            rows.append((tid, *scan.sigs[tid], scan.hashes.get(tid), orjson.dumps(tnotes).decode() if tnotes else None,
-                         int(loaded), n_rows, digest, *scan.sources[tid], orjson.dumps(files).decode()))
+            mine = where.get(tid, [])
+            if tid in job.prior:  # it grew: its earlier rows stay where they are (none once replaced)
+                mine = self.m.trace_files(tid) + mine
+            _t, path, sidecar, *sig, content_hash = info[tid]
+            rows.append((tid, *sig, content_hash, orjson.dumps(tnotes).decode() if tnotes else None,
+                         int(loaded), n_rows, digest, path, sidecar, orjson.dumps(mine).decode()))
         with self.m.transaction() as db:
             self.m.put_sources(db, rows)
-            for name, n, _tids in res.files:
+            for name, n, _tids in files:
                 self.m.put_file(db, name, n)
-            if res.units:
-                self.m.put_units(db, res.units, pending=not self.m.meta().get("resolve_all"))
+            if units:
+                self.m.put_units(db, units, pending=not self.m.meta().get("resolve_all"))
         return notes
 
     def compact(self) -> None:
@@ -500,12 +538,9 @@ class _Sync:
                 tids = sorted({t for t, _ in show})
                 hidden = m.hidden(tids)
                 keep_hidden = {t: [mi for mi in hidden.get(t, []) if (t, mi) not in shown] for t in tids}
-                for t, (sig, digest) in m.stored(t for t in tids if t not in self.scan.sigs).items():
-                    self.scan.sigs[t] = sig  # unchanged traces: the scan kept no signature for them
-                    if digest is not None:
-                        self.scan.hashes[t] = digest
+                m.todo_again(tids, AGAIN)  # as recorded, before they are forgotten
                 self.remove(tids)
-                self.convert(tids, {t: v for t, v in keep_hidden.items() if v})
+                self.convert(AGAIN, {t: v for t, v in keep_hidden.items() if v})
         with m.transaction() as db:
             m.clear_pending(db)
 

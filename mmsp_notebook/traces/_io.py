@@ -7,7 +7,7 @@ Reading and parsing files is the trace store's (:mod:`mmsp_notebook.core.store`:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,9 +15,9 @@ from typing import Any
 from .._errors import TraceNotFoundError
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
-from ._walk import Pattern, walk
+from ._walk import Pattern, walk, walk_dirs
 
-__all__ = ["Source", "collect_sources", "find_sources", "latest_run", "config_trace_id"]
+__all__ = ["Source", "collect_sources", "find_sources", "iter_sources", "latest_run", "config_trace_id"]
 
 #: Files the Tracer (and this project) write next to a trace that are not traces themselves.
 _COMPANION_SUFFIXES = (SIDECAR_SUFFIX, ".txt")
@@ -107,6 +107,27 @@ def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: lis
     """Append the sources found under ``root`` to ``out`` (sorted by trace id); returns the
     directories that could not be listed."""
     found, regular, unlisted = walk(root, pattern)
+    start = len(out)
+    out += _pair(root, found, regular, pattern, side_pattern, seen)
+    out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
+    return unlisted
+
+
+def iter_sources(root: str, pattern: str = "**/*.json") -> Iterator[list[Source]]:
+    """The traces under the directory ``root``, as :func:`find_sources` finds them, one directory at
+    a time (each list sorted by trace id; the directories in breadth-first order). A trace file
+    and its sidecar are always in one directory, so each list is complete. Directories that
+    cannot be listed are passed over. Memory is one directory's entries, not the tree's."""
+    root = os.path.abspath(root)
+    pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
+    for found, regular in walk_dirs(root, pat, []):
+        yield sorted(_pair(root, found, regular, pat, side_pat, set()), key=lambda src: src.trace_id)
+
+
+def _pair(root: str, found: list[str], regular: set[str], pattern: Pattern, side_pattern: Pattern,
+          seen: set[str]) -> list[Source]:
+    """The sources of files found under ``root``: trace files matching ``pattern``, each with its
+    sidecar, and sidecars without a trace file; paths in ``seen`` (found before) are left out."""
     n = len(root) + 1
     slash = os.sep == "/"
     traces: list[tuple[str, str]] = []  # (path, path relative to root)
@@ -119,7 +140,7 @@ def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: lis
                 side[f] = rel
         elif match(rel) and not f.endswith(_COMPANION_SUFFIXES):
             traces.append((f, rel))
-    start = len(out)
+    out: list[Source] = []
     for f, rel in traces:
         if f in seen:
             continue
@@ -133,7 +154,7 @@ def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: lis
             rel = rel[:-5]
         out.append(Source(rel, f, sc, False, f in regular, sc in regular))
     if side:  # sidecars without a trace file of their name
-        by_path = {src.path: src for src in out[start:]}
+        by_path = {src.path: src for src in out}
         for s in sorted(side):
             if s[:-n_side] + ".json" in seen or s in seen:
                 continue
@@ -148,8 +169,7 @@ def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: lis
                 continue
             seen.add(s)
             out.append(Source(tid, None, s, sidecar_listed=s in regular))
-    out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
-    return unlisted
+    return out
 
 
 def _given_file(p: str) -> Source:

@@ -22,6 +22,11 @@ skip names starting with ``_``). Tables:
                during a first sync)
 
 Every change is a transaction committed after the data files it describes are in place.
+
+A sync also keeps work tables of its own (SQLite temporary tables of its connection, gone when it
+closes): ``todo`` (the traces to convert or remove, each with its state, files and stat
+signature, written by the scan a window at a time), ``seen`` (the traces a listing found) and
+``settled``, so that its memory does not grow with the number of traces.
 """
 
 from __future__ import annotations
@@ -57,6 +62,21 @@ CREATE TABLE IF NOT EXISTS units (
     kept INTEGER NOT NULL, PRIMARY KEY (trace_id, mi)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pending (fp INTEGER PRIMARY KEY);
 """
+
+_WORK = """
+CREATE TEMP TABLE IF NOT EXISTS todo (
+    trace_id TEXT PRIMARY KEY, state INTEGER NOT NULL, path TEXT, sidecar TEXT,
+    t_size INTEGER, t_mtime INTEGER, s_size INTEGER, s_mtime INTEGER, hash TEXT) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS seen (trace_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TEMP TABLE IF NOT EXISTS settled (trace_id TEXT PRIMARY KEY) WITHOUT ROWID;
+DELETE FROM temp.todo;
+DELETE FROM temp.seen;
+DELETE FROM temp.settled;
+"""
+#: a stat signature as one text
+_SIG = "t_size || ' ' || t_mtime || ' ' || s_size || ' ' || s_mtime"
+#: trace ids per ``IN (...)`` list (SQLite's oldest limit on parameters is 999)
+_IN = 900
 
 
 class ManifestError(RuntimeError):
@@ -129,25 +149,83 @@ class Manifest:
             db.execute(f"DELETE FROM {table}")
 
     # sources ---------------------------------------------------------------------------------
-    def signatures(self) -> dict[str, tuple[str, str, str | None, str | None, str | None]]:
-        """trace id -> (trace id, signature as text ``"size mtime size mtime"``, content hash or
-        None, trace file, sidecar) of every trace converted: one text compared per trace, so a
-        scan of 100,000 traces stays well under a second."""
-        return {
-            r[0]: r
-            for r in self.db.execute(
-                "SELECT trace_id, t_size || ' ' || t_mtime || ' ' || s_size || ' ' || s_mtime, hash, path, sidecar FROM sources"
-            )
-        }
-
-    def stored(self, trace_ids: Iterable[str]) -> dict[str, tuple[Signature, str | None]]:
-        """trace id -> (signature, content hash or None) as recorded, for the given traces."""
-        out: dict[str, tuple[Signature, str | None]] = {}
-        for tid in trace_ids:
-            r = self.db.execute("SELECT t_size, t_mtime, s_size, s_mtime, hash FROM sources WHERE trace_id = ?", (tid,)).fetchone()
-            if r is not None:
-                out[tid] = ((r[0], r[1], r[2], r[3]), r[4])
+    def known(self, trace_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+        """trace id -> (signature as text ``"size mtime size mtime"``, content hash or None) of the
+        given traces that were converted: one text compared per trace."""
+        out: dict[str, tuple[str, str | None]] = {}
+        for i in range(0, len(trace_ids), _IN):
+            part = trace_ids[i : i + _IN]
+            out.update((r[0], (r[1], r[2])) for r in self.db.execute(
+                f"SELECT trace_id, {_SIG}, hash FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part))
         return out
+
+    def known_pages(self, size: int) -> Iterator[list[tuple[str, str, str | None, str | None, str | None]]]:
+        """Every converted trace, ``size`` at a time in trace id order: (trace id, signature as
+        text, content hash or None, trace file, sidecar)."""
+        last = ""
+        while True:
+            page = self.db.execute(
+                f"SELECT trace_id, {_SIG}, hash, path, sidecar FROM sources WHERE trace_id > ? ORDER BY trace_id LIMIT ?",
+                (last, size)).fetchall()
+            if not page:
+                return
+            yield page
+            last = page[-1][0]
+
+    # the work of one sync: temporary tables of this connection, gone when it closes -------------
+    def begin_scan(self) -> None:
+        """Empty the sync's work tables: ``todo`` (the traces to convert or remove, with the state
+        they are in and, to convert, their files and stat signature), ``seen`` (the traces a
+        listing found) and ``settled`` (traces whose content hash is no longer needed)."""
+        self.db.executescript(_WORK)
+
+    def put_todo(self, rows: list[tuple[Any, ...]]) -> None:
+        """Rows of (trace_id, state, trace file, sidecar, t_size, t_mtime, s_size, s_mtime, hash)."""
+        self.db.executemany("INSERT OR REPLACE INTO temp.todo VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def put_seen(self, trace_ids: list[str]) -> None:
+        self.db.executemany("INSERT OR IGNORE INTO temp.seen VALUES (?)", ((t,) for t in trace_ids))
+
+    def put_settled(self, trace_ids: list[str]) -> None:
+        self.db.executemany("INSERT OR IGNORE INTO temp.settled VALUES (?)", ((t,) for t in trace_ids))
+
+    def unseen(self, state: int) -> int:
+        """Put the converted traces a listing did not find in ``todo`` with ``state``; how many."""
+        return self.db.execute(
+            "INSERT OR REPLACE INTO temp.todo (trace_id, state) SELECT trace_id, ? FROM sources"
+            " WHERE trace_id NOT IN (SELECT trace_id FROM temp.seen)", (state,)).rowcount
+
+    def todo_count(self, state: int) -> int:
+        return int(self.db.execute("SELECT count(*) FROM temp.todo WHERE state = ?", (state,)).fetchone()[0])
+
+    def todo_pages(self, state: int, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """The ``todo`` rows in ``state``, ``size`` at a time in trace id order: (trace id, trace file,
+        sidecar, t_size, t_mtime, s_size, s_mtime, hash)."""
+        last = ""
+        while True:
+            page = self.db.execute(
+                "SELECT trace_id, path, sidecar, t_size, t_mtime, s_size, s_mtime, hash FROM temp.todo"
+                " WHERE state = ? AND trace_id > ? ORDER BY trace_id LIMIT ?", (state, last, size)).fetchall()
+            if not page:
+                return
+            yield page
+            last = page[-1][0]
+
+    def set_todo(self, trace_ids: Iterable[str], state: int) -> None:
+        self.db.executemany("UPDATE temp.todo SET state = ? WHERE trace_id = ?", ((state, t) for t in trace_ids))
+
+    def todo_again(self, trace_ids: list[str], state: int) -> None:
+        """Put converted traces in ``todo`` with ``state`` (to convert them again), as recorded."""
+        self.db.execute("DELETE FROM temp.todo WHERE state = ?", (state,))
+        for i in range(0, len(trace_ids), _IN):
+            part = trace_ids[i : i + _IN]
+            self.db.execute(
+                "INSERT OR REPLACE INTO temp.todo SELECT trace_id, ?, path, sidecar, t_size, t_mtime, s_size, s_mtime, hash"
+                f" FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", (state, *part))
+
+    def settle(self, db: sqlite3.Connection) -> None:
+        """Traces whose files are no longer recent (``settled``): their stat signature suffices from now on."""
+        db.execute("UPDATE sources SET hash = NULL WHERE trace_id IN (SELECT trace_id FROM temp.settled)")
 
     def dirs(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT path, mtime FROM dirs").fetchall())
@@ -173,17 +251,13 @@ class Manifest:
         trace file, sidecar, data files json)."""
         db.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
-    def settle(self, db: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
-        """Traces whose files are no longer recent: their stat signature suffices from now on."""
-        db.executemany("UPDATE sources SET hash = NULL WHERE trace_id = ?", ((t,) for t in trace_ids))
-
-    def priors(self, trace_ids: Iterable[str]) -> dict[str, tuple[int, str]]:
+    def priors(self, trace_ids: list[str]) -> dict[str, tuple[int, str]]:
         """trace id -> (rows, digest) of the rows the dataset holds for it."""
         out: dict[str, tuple[int, str]] = {}
-        for tid in trace_ids:
-            row = self.db.execute("SELECT n_rows, digest FROM sources WHERE trace_id = ?", (tid,)).fetchone()
-            if row is not None:
-                out[tid] = (int(row[0]), str(row[1]))
+        for i in range(0, len(trace_ids), _IN):
+            part = trace_ids[i : i + _IN]
+            out.update((r[0], (int(r[1]), str(r[2]))) for r in self.db.execute(
+                f"SELECT trace_id, n_rows, digest FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part))
         return out
 
     # files -----------------------------------------------------------------------------------

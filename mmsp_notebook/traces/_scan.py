@@ -4,19 +4,30 @@ deleted or unchanged since the manifest was written.
 A trace is unchanged while the size and mtime of its trace file and sidecar are (plus a content
 hash for files modified within :data:`~._manifest.RACY_S` of a scan). While no directory's mtime
 changed since the last full listing, no file was added, removed or renamed, and the manifest's list
-of files is the list; otherwise the loaders' ``collect_sources`` lists them again.
+of files is the list; otherwise the directories are listed again (``_io.iter_sources``, as the
+loaders find traces).
+
+The scan goes a window of traces at a time and writes what it finds into the manifest's work
+tables (``todo``: the traces to convert or remove; ``seen``; ``settled``): its memory is a window
+and the list of directories, whatever the number of traces.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._io import collect_sources
-from ._manifest import RACY_S, Manifest, Signature
+from ._io import iter_sources
+from ._manifest import RACY_S, Manifest
 
-__all__ = ["Scan", "scan_sources"]
+__all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "REPLACED", "DELETED", "AGAIN"]
+
+#: states of a trace in the manifest's ``todo`` table
+NEW, CHANGED, REPLACED, DELETED, AGAIN = 0, 1, 2, 3, 4
+#: traces looked at a time
+WINDOW = 4096
 
 
 def _content_hash(*paths: str | None) -> str:
@@ -36,15 +47,14 @@ def _content_hash(*paths: str | None) -> str:
 
 @dataclass
 class Scan:
-    sources: dict[str, tuple[str | None, str | None]]  # trace id -> (trace file, sidecar)
-    sigs: dict[str, Signature]  # of the traces not unchanged
-    hashes: dict[str, str | None]
-    new: list[str]
-    changed: list[str]
-    deleted: list[str]
+    """What the scan found (the traces themselves are in the manifest's ``todo`` table)."""
+
+    new: int
+    changed: int
+    deleted: int
     unchanged: int
-    dirs: dict[str, int] | None  # directory -> mtime, after a full scan
-    settled: list[str]  # unchanged traces whose content hash is no longer needed
+    dirs: dict[str, int] | None  # directory -> mtime, after a full listing
+    settled: int  # unchanged traces whose content hash is no longer needed
 
 
 def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
@@ -98,49 +108,79 @@ def _size_mtime(path: str | None) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
+class _Window:
+    """Classifies the traces of one window against what the manifest recorded of them."""
+
+    def __init__(self, m: Manifest, racy_ns: int) -> None:
+        self.m, self.racy_ns = m, racy_ns
+        self.new = self.changed = self.unchanged = self.settled = 0
+
+    def add(self, entries: Iterable[tuple[str, tuple[str, str | None] | None, str | None, str | None]]) -> None:
+        """(trace id, (signature text, content hash) recorded or None, trace file, sidecar) of each trace."""
+        racy_ns = self.racy_ns
+        todo: list[tuple[object, ...]] = []
+        settled: list[str] = []
+        for tid, old, path, sidecar in entries:
+            a, b = _size_mtime(path)
+            c, d = _size_mtime(sidecar)
+            racy = b >= racy_ns or d >= racy_ns
+            sig = f"{a} {b} {c} {d}"
+            if old is not None and old[1] is None and not racy and old[0] == sig:
+                self.unchanged += 1  # the common case, decided on one text
+                continue
+            digest = _content_hash(path, sidecar) if racy or (old is not None and old[1] is not None) else None
+            if old is None:
+                self.new += 1
+                state = NEW
+            elif old[0] == sig and (old[1] is None or old[1] == digest):
+                self.unchanged += 1
+                if old[1] is not None and not racy:
+                    settled.append(tid)
+                continue
+            else:
+                self.changed += 1
+                state = CHANGED
+            todo.append((tid, state, path, sidecar, a, b, c, d, digest if racy else None))
+        if todo:
+            self.m.put_todo(todo)
+        if settled:
+            self.m.put_settled(settled)
+            self.settled += len(settled)
+
+
 def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str = "") -> Scan:
-    """The traces under ``src`` against the manifest: new, changed, deleted, unchanged.
+    """The traces under ``src`` against the manifest: new, changed, deleted, unchanged, written to
+    the manifest's work tables a window at a time.
 
     When no directory changed since the last full scan the manifest's list of files is the
-    list (only their stats are taken); else the loaders' ``collect_sources`` finds them again,
-    after the directories' mtimes are taken (a file added meanwhile changes them again)."""
+    list (only their stats are taken); else the directories are listed again, after their
+    mtimes are taken (a file added meanwhile changes them again)."""
     racy_ns = int((started - RACY_S) * 1e9)
-    known = m.signatures()
+    m.begin_scan()
+    w = _Window(m, racy_ns)
     dirs: dict[str, int] | None = None
+    deleted = 0
     if _same_dirs(m.dirs()):
-        found = [(tid, v[3], v[4]) for tid, v in known.items()]
+        for page in m.known_pages(WINDOW):
+            w.add((tid, (sig, digest), path, sidecar) for tid, sig, digest, path, sidecar in page)
     else:
         dirs = _walk_dirs(src, racy_ns, skip)
-        found = [(s.trace_id, s.path, s.sidecar) for s in collect_sources(src, pattern)]
-    sources: dict[str, tuple[str | None, str | None]] = {}
-    sigs: dict[str, Signature] = {}
-    hashes: dict[str, str | None] = {}
-    new: list[str] = []
-    changed: list[str] = []
-    settled: list[str] = []
-    unchanged = 0
-    found.reverse()
-    while found:  # consumed as it goes, as ``known`` is: the scan's peak memory is one copy of the list
-        tid, path, sidecar = found.pop()
-        sources[tid] = (path, sidecar)
-        a, b = _size_mtime(path)
-        c, d = _size_mtime(sidecar)
-        old = known.pop(tid, None)
-        racy = b >= racy_ns or d >= racy_ns
-        if old is not None and old[2] is None and not racy and old[1] == f"{a} {b} {c} {d}":
-            unchanged += 1  # the common case, decided on one text
-            continue
-        sigs[tid] = (a, b, c, d)
-        digest = _content_hash(path, sidecar) if racy or (old is not None and old[2] is not None) else None
-        if racy:
-            hashes[tid] = digest
-        if old is None:
-            new.append(tid)
-        elif old[1] == f"{a} {b} {c} {d}" and (old[2] is None or old[2] == digest):
-            unchanged += 1
-            if old[2] is not None and not racy:
-                settled.append(tid)
-        else:
-            changed.append(tid)
-    deleted = sorted(known)  # known and not found
-    return Scan(sources, sigs, hashes, new, changed, deleted, unchanged, dirs, settled)
+        batch: dict[str, tuple[str | None, str | None]] = {}
+        for found in iter_sources(src, pattern):
+            for s in found:
+                batch.setdefault(s.trace_id, (s.path, s.sidecar))  # (a trace id named twice: the first)
+            if len(batch) >= WINDOW:
+                _listed(m, w, batch)
+                batch = {}
+        _listed(m, w, batch)
+        deleted = m.unseen(DELETED)
+    return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled)
+
+
+def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | None]]) -> None:
+    if not batch:
+        return
+    ids = list(batch)  # (a trace id is one directory's: no window repeats another's)
+    m.put_seen(ids)
+    known = m.known(ids)
+    w.add((t, known.get(t), *batch[t]) for t in ids)

@@ -19,14 +19,14 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
 from .._errors import OptionError
 
-__all__ = ["Pattern", "walk"]
+__all__ = ["Pattern", "walk", "walk_dirs"]
 
 _NAME = attrgetter("name")
 
@@ -110,20 +110,33 @@ def walk(root: str, pattern: Pattern) -> tuple[list[str], set[str], list[dict[st
     """Every entry under ``root`` that is not a directory (files, links, FIFOs...), as absolute
     paths in breadth-first, name-sorted order; those the directory listing says are regular files
     (not links: the kind comes with the listing, no ``stat`` is made); and the directories that
-    could not be listed (``{"path", "reason"}``).
-
-    Each real directory (by device and inode) is entered once: a link to a directory already
-    seen (a loop, or a second way into the same tree) is not followed again. The walk goes no
-    deeper than the pattern can match, and into hidden directories only when a part of the
-    pattern starts with a dot.
+    could not be listed (``{"path", "reason"}``). :func:`walk_dirs` gives the same directory by
+    directory.
     """
     files: list[str] = []
     regular: set[str] = set()
     problems: list[dict[str, str]] = []
+    for found, reg in walk_dirs(root, pattern, problems):
+        files += found
+        regular |= reg
+    return files, regular, problems
+
+
+def walk_dirs(root: str, pattern: Pattern, problems: list[dict[str, str]]) -> Iterator[tuple[list[str], set[str]]]:
+    """The entries of each directory under ``root`` that are not directories, one directory at a
+    time (breadth first, each name-sorted), with those the listing says are regular files; the
+    directories that could not be listed are appended to ``problems``.
+
+    Each real directory (by device and inode) is entered once: a link to a directory already
+    seen (a loop, or a second way into the same tree) is not followed again. The walk goes no
+    deeper than the pattern can match, and into hidden directories only when a part of the
+    pattern starts with a dot. Only directories are held while walking, not the files found.
+    """
     try:
         st = os.stat(root)
     except OSError as exc:
-        return files, regular, [{"path": root, "reason": _unlisted(exc)}]
+        problems.append({"path": root, "reason": _unlisted(exc)})
+        return
     seen = {(st.st_dev, st.st_ino)}
     queue: deque[tuple[str, int]] = deque([(root, 1)])
     max_depth, hidden = pattern.depth, pattern.hidden
@@ -136,6 +149,8 @@ def walk(root: str, pattern: Pattern) -> tuple[list[str], set[str], list[dict[st
             problems.append({"path": d, "reason": _unlisted(exc)})
             continue
         deeper = max_depth is None or depth < max_depth
+        files: list[str] = []
+        regular: set[str] = set()
         for e in entries:
             try:
                 if e.is_file(follow_symlinks=False):  # the common case, known from the listing
@@ -159,7 +174,8 @@ def walk(root: str, pattern: Pattern) -> tuple[list[str], set[str], list[dict[st
             if key not in seen:
                 seen.add(key)
                 queue.append((e.path, depth + 1))
-    return files, regular, problems
+        if files:
+            yield files, regular
 
 
 def _unlisted(exc: OSError) -> str:
