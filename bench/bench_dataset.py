@@ -64,7 +64,7 @@ sys.path.insert(0, {root!r})
 import orjson
 import psutil
 from mmsp_notebook import traces
-import mmsp_notebook.traces._dataset  # imports (pandas, pyarrow) before the clock starts
+import mmsp, mmsp_notebook.traces._dataset  # imports (mmsp, pandas, pyarrow) before the clock starts
 
 SRC, DS, REPEAT, SEED = {src!r}, {ds!r}, {repeat!r}, {seed!r}
 

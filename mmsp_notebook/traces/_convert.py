@@ -15,6 +15,7 @@ import functools
 import hashlib
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -30,6 +31,7 @@ from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
 from ._columns import as_ms
 from ._events import EventBuilder
 from ._export import to_arrow
+from ._fast import decode_trace
 from ._io import latest_run
 from ._items import ItemBuilder
 from ._turns import TurnBuilder
@@ -119,14 +121,15 @@ def convert(job: Job) -> ChunkResult:
     its old rows are removed and they are renamed into place)."""
     builder = _builder(job)
     need_trace = job.kind != "events"
+    decode = decode_trace if job.kind == "turns" else None  # the turns need only some fields: msgspec's way
     loaded: dict[str, tuple[bool, list[dict[str, str]]]] = {}
     item_fps: list[tuple[int, str, int]] = []
     for tid, path, sidecar in job.sources:
         notes: list[dict[str, str]] = []
-        data = None
+        data: Any = None  # the trace's dict, or what decode_trace made of it
         if path is not None and need_trace:
             try:
-                data = read_trace(path)
+                data = read_trace(path, decode=decode)
             except TraceError as exc:
                 if exc.reason != IS_A_DIRECTORY:  # a directory matched by the pattern: not reported
                     notes.append({"path": path, "reason": exc.reason})
@@ -379,25 +382,42 @@ def _atomic_write(table: pa.Table, path: str) -> None:
 
 def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, int, list[str]]]:
     """One file per (date, model) partition of the frame's rows: (name, rows, trace ids) each;
-    ``hidden``: written at :func:`held_path` of the name."""
+    ``hidden``: written at :func:`held_path` of the name. The rows are put in partition order
+    once and each file written from a slice, on :data:`WRITE_THREADS` threads (Arrow encodes
+    and writes without the GIL): a small sync writes many small files."""
     if not len(df):
         return []
     schema = data_schema(job.kind, job.payloads, job.schema)
-    table = to_arrow(df).replace_schema_metadata(None)
     day = df[DATE_FROM[job.kind]].to_numpy(dtype="datetime64[us]").astype("datetime64[D]")
     keys = pd.DataFrame({"d": day, "m": df["model"].astype(object)})
-    table = table.drop_columns(["model"]).cast(schema)
+    groups = list(keys.groupby(["d", "m"], dropna=False, sort=True).indices.items())
+    order = np.concatenate([idx for _, idx in groups])
+    table = to_arrow(df).replace_schema_metadata(None).drop_columns(["model"]).cast(schema).take(pa.array(order))
     token = uuid.uuid4().hex[:16]
-    out: list[tuple[str, int, list[str]]] = []
-    for n, ((d, m), idx) in enumerate(keys.groupby(["d", "m"], dropna=False, sort=True).indices.items()):
+    parts: list[tuple[str, pa.Table]] = []
+    start = 0
+    for n, ((d, m), idx) in enumerate(groups):
         date = None if pd.isna(d) else str(np.datetime64(d, "D"))
-        name = f"{partition_dir(date, m)}/part-{token}-{n}.parquet"
-        part = table.take(pa.array(idx))
+        parts.append((f"{partition_dir(date, m)}/part-{token}-{n}.parquet", table.slice(start, len(idx))))
+        start += len(idx)
+
+    def write(name: str, part: pa.Table) -> tuple[str, int, list[str]]:
         path = os.path.join(job.root, name)
         _atomic_write(part, held_path(path) if hidden else path)
-        tids = pc.unique(part.column("trace_id")).to_pylist()
-        out.append((name, part.num_rows, tids))
-    return out
+        return name, part.num_rows, pc.unique(part.column("trace_id")).to_pylist()
+
+    if len(parts) < 4:
+        return [write(*p) for p in parts]
+    return list(_writers().map(lambda p: write(*p), parts))
+
+
+#: threads writing a chunk's files
+WRITE_THREADS = 2
+
+
+@functools.cache
+def _writers() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="mmsp-notebook-parquet")
 
 
 def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int:

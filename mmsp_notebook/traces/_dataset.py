@@ -35,7 +35,7 @@ from ._convert import DAMAGED, Job, convert, held_path, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
 from ._readers import kind_dir
-from ._scan import AGAIN, CHANGED, DELETED, NEW, REPLACED, WINDOW, scan_sources
+from ._scan import AGAIN, CHANGED, DELETED, NEW, WINDOW, scan_sources
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -369,19 +369,25 @@ class _Sync:
         """Drop every row of these traces from the files, then forget them."""
         if not trace_ids:
             return
-        none: list[tuple[str, int]] = []
-        by_file = {name: (tids, none) for name, tids in self.m.files_of(trace_ids).items()}
-        left = self._rewrite(by_file)
+        left = self._drop(trace_ids)
         with self.m.transaction() as db:
-            for name, rows in left.items():
-                self.m.set_rows(db, name, rows)
-            self.m.forget(db, trace_ids)
+            self._forget(db, trace_ids, left)
+
+    def _drop(self, trace_ids: list[str]) -> dict[str, int]:
+        """Rewrite the files holding rows of these traces without them; file -> rows left."""
+        none: list[tuple[str, int]] = []
+        return self._rewrite({name: (tids, none) for name, tids in self.m.files_of(trace_ids).items()})
+
+    def _forget(self, db: Any, trace_ids: list[str], left: dict[str, int]) -> None:
+        for name, rows in left.items():
+            self.m.set_rows(db, name, rows)
+        self.m.forget(db, trace_ids)
 
     def convert(self, state: int, hide: dict[str, list[int]] | None = None, priors: bool = False) -> list[dict[str, str]]:
         """Convert the traces in ``todo`` with this state chunk by chunk, committing each chunk as it
         finishes; returns the skip notes found. With ``priors``, each is converted against the rows
-        the dataset holds for it: those that did not only grow are set to ``REPLACED`` (nothing of
-        them written or committed)."""
+        the dataset holds for it: those that did not only grow wait for :meth:`replace` (their
+        rows written under hidden names, nothing of them committed)."""
         n = self.m.todo_count(state)
         if not n:
             return []
@@ -407,7 +413,6 @@ class _Sync:
                     self._held.append((job, part, {t: res.traces.pop(t) for t in res.replaced}, res.held,
                                        [u for u in res.units if u[1] in gone]))
                     res.units = [u for u in res.units if u[1] not in gone]
-                    self.m.set_todo(res.replaced, REPLACED)
                 notes.extend(self._commit(job, part, res.traces, res.files, res.units))
                 if bar is not None:
                     bar.update(len(job.sources))
@@ -455,23 +460,43 @@ class _Sync:
             yield part
 
     def replace(self) -> list[dict[str, str]]:
-        """The changed traces whose rows were all replaced: their old rows are removed, then the
-        files of their new rows renamed into place and committed; returns their skip notes."""
+        """The changed traces whose rows were all replaced, a window of them at a time: their old
+        rows are removed from the files, the files of their new rows renamed into place, then one
+        transaction forgets the old rows and records the new; returns their skip notes.
+
+        Interrupted before the transaction, the manifest still holds the old signatures: the next
+        sync finds the traces changed and replaces them again (the new files, listed nowhere, are
+        removed as leftovers)."""
         notes: list[dict[str, str]] = []
-        if not self._held:
-            return notes
-        self.remove_todo(REPLACED)
-        for job, part, traces, held, units in self._held:
-            for name, _n, _tids in held:
-                path = os.path.join(self.root, name)
-                os.replace(held_path(path), path)
-            notes += self._commit(job, part, traces, held, units)
-        self._held.clear()
+        held, self._held = self._held, []
+        while held:
+            batch: list[tuple[Any, ...]] = []
+            n = 0
+            while held and (not batch or n + len(held[-1][2]) <= REMOVE_WINDOW):
+                batch.append(held.pop())
+                n += len(batch[-1][2])
+            ids = [t for _job, _part, traces, _files, _units in batch for t in traces]
+            left = self._drop(ids)
+            for _job, _part, _traces, files, _units in batch:
+                for name, _n, _tids in files:
+                    path = os.path.join(self.root, name)
+                    os.replace(held_path(path), path)
+            with self.m.transaction() as db:
+                self._forget(db, ids, left)
+                for job, part, traces, files, units in batch:
+                    notes += self._put(db, job, part, traces, files, units)
         return notes
 
     def _commit(self, job: Job, part: list[tuple[Any, ...]], traces: dict[str, tuple[bool, list[dict[str, str]], int, str]],
                 files: list[tuple[str, int, list[str]]], units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
         """Record in the manifest the traces of a chunk and the files holding their rows."""
+        with self.m.transaction() as db:
+            return self._put(db, job, part, traces, files, units)
+
+    def _put(self, db: Any, job: Job, part: list[tuple[Any, ...]], traces: dict[str, tuple[bool, list[dict[str, str]], int, str]],
+             files: list[tuple[str, int, list[str]]], units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
+        """Put in the manifest (in the transaction ``db``) the traces of a chunk and the files
+        holding their rows; returns their skip notes."""
         import orjson
 
         info = {r[0]: r for r in part}
@@ -490,12 +515,11 @@ class _Sync:
             _t, path, sidecar, *sig, content_hash = info[tid]
             rows.append((tid, *sig, content_hash, orjson.dumps(tnotes).decode() if tnotes else None,
                          int(loaded), n_rows, digest, path, sidecar, orjson.dumps(mine).decode()))
-        with self.m.transaction() as db:
-            self.m.put_sources(db, rows)
-            for name, n, _tids in files:
-                self.m.put_file(db, name, n)
-            if units:
-                self.m.put_units(db, units, pending=not self.m.meta().get("resolve_all"))
+        self.m.put_sources(db, rows)
+        for name, n, _tids in files:
+            self.m.put_file(db, name, n)
+        if units:
+            self.m.put_units(db, units, pending=not self.m.meta().get("resolve_all"))
         return notes
 
     def compact(self) -> None:

@@ -211,9 +211,6 @@ class Manifest:
             yield page
             last = page[-1][0]
 
-    def set_todo(self, trace_ids: Iterable[str], state: int) -> None:
-        self.db.executemany("UPDATE temp.todo SET state = ? WHERE trace_id = ?", ((state, t) for t in trace_ids))
-
     def todo_again(self, trace_ids: list[str], state: int) -> None:
         """Put converted traces in ``todo`` with ``state`` (to convert them again), as recorded."""
         self.db.execute("DELETE FROM temp.todo WHERE state = ?", (state,))

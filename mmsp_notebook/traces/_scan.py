@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from ._io import iter_sources
 from ._manifest import RACY_S, Manifest
 
-__all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "REPLACED", "DELETED", "AGAIN"]
+__all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "DELETED", "AGAIN"]
 
 #: states of a trace in the manifest's ``todo`` table
-NEW, CHANGED, REPLACED, DELETED, AGAIN = 0, 1, 2, 3, 4
+NEW, CHANGED, DELETED, AGAIN = 0, 1, 2, 3
 #: traces looked at a time
 WINDOW = 4096
 
