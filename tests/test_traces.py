@@ -1322,12 +1322,40 @@ def test_typed_decoding_gives_the_same_frame_as_dicts(tmp_path: Path, monkeypatc
     assert len(fast) > 300 and fast["n_tool_calls"].sum() > 50 and fast["n_images"].sum() > 0
 
 
+@pytest.mark.parametrize(("bucket", "want"), [(5.0, 5), (2.5, None), (True, None), ("5", None), (2**63, None), (2**64, None),
+                                             (-(2**63), None), (-(2**63) + 1, -(2**63) + 1), (2**63 - 1, 2**63 - 1), (0, 0),
+                                             (None, None)])
+def test_usage_buckets_the_typed_decoding_refuses_give_the_plain_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       bucket: Any, want: int | None) -> None:
+    """A usage bucket is decoded as an int64 (or null); any other value (an integral float, a
+    bool, a string, an integer beyond int64 or the missing-value sentinel itself) sends the file
+    the plain way, which coerces it: the frame is the same either way."""
+    from mmsp_notebook.traces import _fast, _load
+
+    usage = {"cached_tokens": bucket, "prompt_tokens": 10, "thoughts_tokens": bucket, "response_tokens": 5}
+    raw = write_json(tmp_path / "u.json", {"history": [user("q", T0), answer("a", T0 + 1000, usage)],
+                                           "config": {"model": "demo"}}).read_bytes()
+    typed = _fast.decode_trace(raw)
+    assert (typed is not None) == (bucket is None or (bucket.__class__ is int and -(2**63) < bucket < 2**63))
+    fast = no_warnings_load(traces.load_turns, tmp_path)
+    monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
+    plain = no_warnings_load(traces.load_turns, tmp_path)
+    pd.testing.assert_frame_equal(fast, plain)
+    for column in ("cached_tokens", "thoughts_tokens"):
+        got = fast[column][0]
+        assert got is pd.NA if want is None else got == want
+
+
 TOOL_RESULT_TEXTS = [
     "error: RuntimeError: down", "ERROR: shouting", "  error: after blanks", "\n\terror: after an escaped newline",
     "\u00a0error: after a no-break space", "\u2003Error: after an em space", "err\u006fr: spelled with an escape",
     "Traceback (most recent call last):\n  File \"x\", line 1\nValueError: bad", "error", "errors: not one",
     "The error: not at the start", "Tomorrow", "everything fine", "", "e", 42, None, ["error: in a list"],
     "\u00e9rror: not ASCII", "Traceback (most recent call first)", "x" * 200 + "error:",
+    # an escape right after the words, inside them, or after other words (decided from the bytes before it)
+    "error:\nat the first line end", "Traceback (most recent call last)\n  File \"x\"\nKeyError: k", "error\n: split",
+    "Err\tor: a tab inside", "Trace\nback (most recent call last)", "everything \"quoted\"", "Tests:\n3 passed",
+    'ERROR:"quoted"',
 ]
 
 
@@ -1361,7 +1389,7 @@ def test_tool_errors_are_counted_per_turn_the_same_from_bytes_and_from_dicts(tmp
     assert b"\xc2\xa0error" in raw and b"err\\u006fr: spelled" in raw
     path.write_bytes(raw)
     expected = [int(tool_error(t) is not None) + (k == 0) for k, t in enumerate(TOOL_RESULT_TEXTS)] + [0, 0]
-    assert sum(expected) == 9  # the rule finds what it should (and nothing else)
+    assert sum(expected) == 12  # the rule finds what it should (and nothing else)
     assert _fast.decode_trace(path.read_bytes()) is not None  # the typed way is taken
     fast = no_warnings_load(traces.load_turns, tmp_path)
     assert fast["n_tool_errors"].tolist() == expected

@@ -15,8 +15,10 @@ text and thinking are decoded (their length is a column), which is as costly as 
 
 A file msgspec cannot take as a trace (not JSON, NaN, a BOM, a lone surrogate, bytes that are not
 UTF-8 where a field is decoded, a history that is not a list of objects, a usage that is not an
-object, a role other than mmsp's ``user`` and ``assistant``...) makes :func:`decode_trace` return None, and the loader falls back to the standard read
-policy and :func:`summarize`. The two give the same values for every file
+object or a usage bucket that is not an int64 or null, a finish reason that is not a string or
+null, a role other than mmsp's ``user`` and ``assistant``...) makes :func:`decode_trace` return
+None, and the loader falls back to the standard read policy and :func:`summarize`, which coerces
+such values. The two give the same values for every file
 (``tests/test_traces_fuzz.py`` compares them on every fuzzed file). Without msgspec installed the
 standard path is taken for every file.
 
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from ..core.store import tool_error
 from ._build import INLINE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
@@ -158,35 +160,40 @@ def safe_names(names: tuple[str, ...] | None) -> tuple[str, ...] | None:
 
 if msgspec is not None:
 
-    class _Item(msgspec.Struct):
+    # gc=False: decoded JSON cannot form a reference cycle, so these need no tracking by the GC
+    class _Item(msgspec.Struct, gc=False):
         type: Any = None
         text: Any = None
         thinking: Any = None
         mime_type: Any = None
 
-    class _Usage(msgspec.Struct):
-        cached_tokens: Any = None
-        prompt_tokens: Any = None
-        thoughts_tokens: Any = None
-        response_tokens: Any = None
+    #: a usage bucket the frame can hold as it is (an int64 other than INT_NA) or null; anything
+    #: else (a float, a string, an integer beyond int64) fails the decoding: the plain way coerces it
+    _Bucket = Annotated[int, msgspec.Meta(ge=INT_LO + 1, le=INT_HI - 1)] | None
+
+    class _Usage(msgspec.Struct, gc=False):
+        cached_tokens: _Bucket = None
+        prompt_tokens: _Bucket = None
+        thoughts_tokens: _Bucket = None
+        response_tokens: _Bucket = None
 
     # messages as a union tagged by "role" (mmsp's roles): an assistant message's items are
     # decoded in the same pass, a user message's are skipped; another role takes the plain way
-    class _Result(msgspec.Struct):
+    class _Result(msgspec.Struct, gc=False):
         type: Any = None
         text: msgspec.Raw = msgspec.Raw()  # (its first bytes are looked at, the rest is never decoded)
 
-    class _User(msgspec.Struct, tag="user", tag_field="role"):
+    class _User(msgspec.Struct, tag="user", tag_field="role", gc=False):
         created_at: Any = None
         content_items: list[_Result] | None = None
 
-    class _Assistant(msgspec.Struct, tag="assistant", tag_field="role"):
+    class _Assistant(msgspec.Struct, tag="assistant", tag_field="role", gc=False):
         created_at: Any = None
-        finish_reason: Any = None
+        finish_reason: str | None = None  # another kind of value takes the plain way (str() of it)
         usage_metadata: _Usage | None = None
         content_items: list[_Item] | None = None
 
-    class _Config(msgspec.Struct):
+    class _Config(msgspec.Struct, gc=False):
         model: Any = None
         temperature: Any = None
         max_tokens: Any = None
@@ -194,7 +201,7 @@ if msgspec is not None:
         trace_id: Any = None
         tools: msgspec.Raw = msgspec.Raw()
 
-    class _Trace(msgspec.Struct):
+    class _Trace(msgspec.Struct, gc=False):
         history: list[_User | _Assistant]
         config: _Config | None = None
 
@@ -206,35 +213,9 @@ if msgspec is not None:
     _TRACE = msgspec.json.Decoder(_Trace)
     _FAILED = (msgspec.DecodeError, ValueError, TypeError, RecursionError)
 
-    def _item_counts(items: list[_Item] | None) -> tuple[int, int, int, int, int, int, int, int]:
-        """:func:`_counts` of an assistant message's decoded items."""
-        if items is None:
-            return 0, 0, 0, 0, 0, 0, 0, 0
-        n_text = n_think = n_tool = n_img = n_aud = text_chars = think_chars = 0
-        for it in items:
-            t = it.type
-            if t.__class__ is not str:
-                continue
-            if t in TEXT:
-                n_text += 1
-                s = it.text
-                if s.__class__ is str:
-                    text_chars += len(s)
-            elif t in THINKING:
-                n_think += 1
-                s = it.thinking
-                if s.__class__ is str:
-                    think_chars += len(s)
-            elif t in TOOL_CALL:
-                n_tool += 1
-            elif t in INLINE:
-                mt = it.mime_type
-                if mt.__class__ is str:
-                    if mt.startswith("image/"):
-                        n_img += 1
-                    elif mt.startswith("audio/"):
-                        n_aud += 1
-        return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
+    #: an item type -> 1 text, 2 thinking, 3 tool call, 4 inline data (other types count only as items)
+    _KIND = {**dict.fromkeys(TEXT, 1), **dict.fromkeys(THINKING, 2), **dict.fromkeys(TOOL_CALL, 3),
+             **dict.fromkeys(INLINE, 4)}
 
     #: a JSON string's opening quote and the blanks after it (spaces, escaped newlines and tabs)
     _LEAD = re.compile(rb'"(?: |\\[ntrf])*')
@@ -246,7 +227,7 @@ if msgspec is not None:
     def _raw_tool_error(raw: msgspec.Raw) -> bool:
         """Whether a tool result's raw JSON text reports an error (:func:`tool_error`), from its first
         bytes after its blanks (the whole string is decoded only when a ``\\u`` escape or a
-        non-ASCII character comes first, or an escape inside the words looked for)."""
+        non-ASCII character comes first, or an escape where the words looked for may go on)."""
         lead = _LEAD.match(raw)
         if lead is None:  # not a string
             return False
@@ -257,9 +238,14 @@ if msgspec is not None:
         c = head[0]
         if c < 0x80 and c not in _OPENERS and (c != 92 or head[1:2] != b"u"):
             return False  # another character opens it
-        if c >= 0x80 or c == 92 or b"\\" in head:  # maybe a Unicode blank, or words spelled with escapes
+        if c >= 0x80 or c == 92:  # maybe a Unicode blank
             return tool_error(_ANY.decode(raw)) is not None
-        return head[:6].lower() == b"error:" or head.startswith(b"Traceback (most recent call last)")
+        k = head.find(b"\\")
+        if k > 0 and (b"error:".startswith(head[:k].lower()) or _TRACEBACK.startswith(head[:k])):
+            return tool_error(_ANY.decode(raw)) is not None  # the words maybe spelled with escapes
+        return head[:6].lower() == b"error:" or head.startswith(_TRACEBACK)
+
+    _TRACEBACK = b"Traceback (most recent call last)"
 
     _U64, _I64 = 2**64 - 1, -(2**63)
     _INF = math.inf
@@ -328,24 +314,25 @@ if msgspec is not None:
             trace = _TRACE.decode(raw)
             out: list[Summary] = []
             append = out.append
-            lo, hi, na = INT_LO, INT_HI, INT_NA
+            na = INT_NA
             u0: Any
             u1: Any
             u2: Any
             u3: Any
-            user = _User
+            items: list[_Item] | None
+            user, kind_of = _User, _KIND.get
             results, suspect = TOOL_RESULT, _SUSPECT
             before = None
             last = -2  # index of the last assistant message
             for i, m in enumerate(trace.history):
                 if m.__class__ is user:
                     before = m.created_at
-                    if last == i - 1 and out[-1][N_TOOL_CALLS] and (items := m.content_items):
+                    if last == i - 1 and out[-1][N_TOOL_CALLS] and (answers := m.content_items):
                         # the results of the calls of the message before: most are ruled out by
                         # the byte after their opening quote (an unhashable type falls back)
                         n = 0
-                        for it in items:
-                            if it.type in results and len(txt := it.text) > 1 and suspect[memoryview(txt)[1]]:
+                        for r in answers:
+                            if r.type in results and len(txt := r.text) > 1 and suspect[memoryview(txt)[1]]:
                                 n += _raw_tool_error(txt)
                         if n:
                             out[-1] = (*out[-1][:-1], n)
@@ -353,26 +340,42 @@ if msgspec is not None:
                 u = m.usage_metadata  # type: ignore[union-attr]
                 if u is None:
                     u0 = u1 = u2 = u3 = na
-                else:  # _usage(), on the struct: an int64 as it is, anything else through as_int
-                    u0 = u.cached_tokens
-                    if u0.__class__ is not int or not lo < u0 < hi:
-                        u0 = na if (u0 := as_int(u0)) is None else u0
-                    u1 = u.prompt_tokens
-                    if u1.__class__ is not int or not lo < u1 < hi:
-                        u1 = na if (u1 := as_int(u1)) is None else u1
-                    u2 = u.thoughts_tokens
-                    if u2.__class__ is not int or not lo < u2 < hi:
-                        u2 = na if (u2 := as_int(u2)) is None else u2
-                    u3 = u.response_tokens
-                    if u3.__class__ is not int or not lo < u3 < hi:
-                        u3 = na if (u3 := as_int(u3)) is None else u3
-                finish = m.finish_reason  # type: ignore[union-attr]
-                if finish is not None and finish.__class__ is not str:
-                    if not _as_orjson(finish):
-                        return None
-                    finish = str(finish)
-                append((i, before, m.created_at, finish or None, u0, u1, u2, u3,
-                        *_item_counts(m.content_items), 0))  # type: ignore[arg-type]
+                else:  # each an int64 or None (the struct says so)
+                    if (u0 := u.cached_tokens) is None:
+                        u0 = na
+                    if (u1 := u.prompt_tokens) is None:
+                        u1 = na
+                    if (u2 := u.thoughts_tokens) is None:
+                        u2 = na
+                    if (u3 := u.response_tokens) is None:
+                        u3 = na
+                items = m.content_items  # type: ignore[assignment]
+                if items:  # _counts(), on the structs (an unhashable type falls back)
+                    n_text = n_think = n_tool = n_img = n_aud = text_chars = think_chars = 0
+                    for it in items:
+                        k = kind_of(it.type)
+                        if k is None:
+                            continue
+                        if k == 1:
+                            n_text += 1
+                            if (s := it.text).__class__ is str:
+                                text_chars += len(s)
+                        elif k == 2:
+                            n_think += 1
+                            if (s := it.thinking).__class__ is str:
+                                think_chars += len(s)
+                        elif k == 3:
+                            n_tool += 1
+                        elif (mt := it.mime_type).__class__ is str:
+                            if mt.startswith("image/"):
+                                n_img += 1
+                            elif mt.startswith("audio/"):
+                                n_aud += 1
+                    append((i, before, m.created_at, m.finish_reason or None, u0, u1, u2, u3,  # type: ignore[union-attr]
+                            len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars, 0))
+                else:
+                    append((i, before, m.created_at, m.finish_reason or None, u0, u1, u2, u3,  # type: ignore[union-attr]
+                            0, 0, 0, 0, 0, 0, 0, 0, 0))
                 before = None
                 last = i
             cfg = _cfg(trace.config)
