@@ -581,6 +581,16 @@ def test_items_with_payloads(corpus: Path, tmp_path: Path) -> None:
     res = quiet_sync(corpus, ds_dir, kind="items", payloads=True)
     assert res.converted == 1
     assert_same(ds_dir, corpus, "items", payloads=True)
+    # a foreign file's payload its column's type cannot hold (a number as data, text as an
+    # embedding) is written as the loaders export it
+    odd = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": T0},
+           {"role": "assistant", "content_items": [{"type": "inline_data.done", "mime_type": "image/png", "data": 12345},
+                                                   {"type": "embedding.done", "embedding": "not numbers"}],
+            "usage_metadata": {"prompt_tokens": 1, "response_tokens": 1}, "finish_reason": "stop", "created_at": T0 + 10}]
+    (corpus / "foreign").mkdir()  # (mmsp's Tracer refuses such an item: written as a foreign file would be)
+    (corpus / "foreign" / "payloads.json").write_text(json.dumps({"history": odd, "config": {"model": "glm-5.3"}}))
+    quiet_sync(corpus, ds_dir, kind="items", payloads=True)
+    assert_same(ds_dir, corpus, "items", payloads=True)
 
 
 def test_a_dataset_inside_its_source_folder(corpus: Path) -> None:

@@ -392,7 +392,12 @@ def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, 
     keys = pd.DataFrame({"d": day, "m": df["model"].astype(object)})
     groups = list(keys.groupby(["d", "m"], dropna=False, sort=True).indices.items())
     order = np.concatenate([idx for _, idx in groups])
-    table = to_arrow(df).replace_schema_metadata(None).drop_columns(["model"]).cast(schema).take(pa.array(order))
+    try:  # straight into the files' types (to_arrow infers them first, ~2x the time)
+        table = pa.Table.from_pandas(df.drop(columns=["model"]), schema=schema, preserve_index=False)
+    except (pa.ArrowException, UnicodeEncodeError, TypeError, ValueError, OverflowError):
+        # what to_arrow makes of values their column's type cannot hold (payloads of foreign files)
+        table = to_arrow(df).replace_schema_metadata(None).drop_columns(["model"]).cast(schema)
+    table = table.take(pa.array(order))
     token = uuid.uuid4().hex[:16]
     parts: list[tuple[str, pa.Table]] = []
     start = 0

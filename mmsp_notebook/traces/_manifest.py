@@ -73,8 +73,6 @@ DELETE FROM temp.todo;
 DELETE FROM temp.seen;
 DELETE FROM temp.settled;
 """
-#: a stat signature as one text
-_SIG = "t_size || ' ' || t_mtime || ' ' || s_size || ' ' || s_mtime"
 #: trace ids per ``IN (...)`` list (SQLite's oldest limit on parameters is 999)
 _IN = 900
 
@@ -149,28 +147,29 @@ class Manifest:
             db.execute(f"DELETE FROM {table}")
 
     # sources ---------------------------------------------------------------------------------
-    def known(self, trace_ids: list[str]) -> dict[str, tuple[str, str | None]]:
-        """trace id -> (signature as text ``"size mtime size mtime"``, content hash or None) of the
-        given traces that were converted: one text compared per trace."""
-        out: dict[str, tuple[str, str | None]] = {}
+    def known(self, trace_ids: list[str]) -> dict[str, tuple[int, int, int, int, str | None]]:
+        """trace id -> (t_size, t_mtime, s_size, s_mtime, content hash or None) of the given
+        traces that were converted."""
+        out: dict[str, tuple[int, int, int, int, str | None]] = {}
         for i in range(0, len(trace_ids), _IN):
             part = trace_ids[i : i + _IN]
-            out.update((r[0], (r[1], r[2])) for r in self.db.execute(
-                f"SELECT trace_id, {_SIG}, hash FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part))
+            out.update((r[0], r[1:]) for r in self.db.execute(
+                f"SELECT trace_id, t_size, t_mtime, s_size, s_mtime, hash FROM sources WHERE trace_id IN ({','.join('?' * len(part))})",
+                part))
         return out
 
-    def known_pages(self, size: int) -> Iterator[list[tuple[str, str, str | None, str | None, str | None]]]:
-        """Every converted trace, ``size`` at a time in trace id order: (trace id, signature as
-        text, content hash or None, trace file, sidecar)."""
-        last = ""
+    def known_pages(self, size: int) -> Iterator[list[tuple[Any, ...]]]:
+        """Every converted trace, ``size`` at a time (in the table's order): (trace id, trace file,
+        sidecar, t_size, t_mtime, s_size, s_mtime, content hash or None, rowid)."""
+        last = 0
         while True:
             page = self.db.execute(
-                f"SELECT trace_id, {_SIG}, hash, path, sidecar FROM sources WHERE trace_id > ? ORDER BY trace_id LIMIT ?",
-                (last, size)).fetchall()
+                "SELECT trace_id, path, sidecar, t_size, t_mtime, s_size, s_mtime, hash, rowid FROM sources"
+                " WHERE rowid > ? ORDER BY rowid LIMIT ?", (last, size)).fetchall()
             if not page:
                 return
             yield page
-            last = page[-1][0]
+            last = page[-1][-1]
 
     # the work of one sync: temporary tables of this connection, gone when it closes -------------
     def begin_scan(self) -> None:

@@ -18,6 +18,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ._io import iter_sources
 from ._manifest import RACY_S, Manifest
@@ -97,17 +98,6 @@ def _same_dirs(dirs: dict[str, int]) -> bool:
     return True
 
 
-def _size_mtime(path: str | None) -> tuple[int, int]:
-    """A file's size and mtime (ns); -1, -1 for no file or one that cannot be stat'ed."""
-    if path is None:
-        return -1, -1
-    try:
-        st = os.stat(path)
-    except OSError:
-        return -1, -1
-    return st.st_size, st.st_mtime_ns
-
-
 class _Window:
     """Classifies the traces of one window against what the manifest recorded of them."""
 
@@ -115,32 +105,48 @@ class _Window:
         self.m, self.racy_ns = m, racy_ns
         self.new = self.changed = self.unchanged = self.settled = 0
 
-    def add(self, entries: Iterable[tuple[str, tuple[str, str | None] | None, str | None, str | None]]) -> None:
-        """(trace id, (signature text, content hash) recorded or None, trace file, sidecar) of each trace."""
-        racy_ns = self.racy_ns
+    def add(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Rows of (trace id, trace file, sidecar, then as recorded: t_size, t_mtime, s_size,
+        s_mtime, content hash; t_size None for a trace never converted)."""
+        racy_ns, stat = self.racy_ns, os.stat
         todo: list[tuple[object, ...]] = []
         settled: list[str] = []
-        for tid, old, path, sidecar in entries:
-            a, b = _size_mtime(path)
-            c, d = _size_mtime(sidecar)
+        unchanged = 0
+        for r in rows:
+            tid, path, sidecar = r[0], r[1], r[2]
+            a = b = c = d = -1
+            if path is not None:  # size and mtime, -1 when missing (once per file of the corpus: inlined)
+                try:
+                    st = stat(path)
+                    a, b = st.st_size, st.st_mtime_ns
+                except OSError:
+                    pass
+            if sidecar is not None:
+                try:
+                    st = stat(sidecar)
+                    c, d = st.st_size, st.st_mtime_ns
+                except OSError:
+                    pass
             racy = b >= racy_ns or d >= racy_ns
-            sig = f"{a} {b} {c} {d}"
-            if old is not None and old[1] is None and not racy and old[0] == sig:
-                self.unchanged += 1  # the common case, decided on one text
+            known = r[3] is not None
+            same = known and r[3] == a and r[4] == b and r[5] == c and r[6] == d
+            if same and r[7] is None and not racy:
+                unchanged += 1  # the common case
                 continue
-            digest = _content_hash(path, sidecar) if racy or (old is not None and old[1] is not None) else None
-            if old is None:
+            digest = _content_hash(path, sidecar) if racy or (known and r[7] is not None) else None
+            if not known:
                 self.new += 1
                 state = NEW
-            elif old[0] == sig and (old[1] is None or old[1] == digest):
-                self.unchanged += 1
-                if old[1] is not None and not racy:
+            elif same and (r[7] is None or r[7] == digest):
+                unchanged += 1
+                if r[7] is not None and not racy:
                     settled.append(tid)
                 continue
             else:
                 self.changed += 1
                 state = CHANGED
             todo.append((tid, state, path, sidecar, a, b, c, d, digest if racy else None))
+        self.unchanged += unchanged
         if todo:
             self.m.put_todo(todo)
         if settled:
@@ -162,7 +168,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
     deleted = 0
     if _same_dirs(m.dirs()):
         for page in m.known_pages(WINDOW):
-            w.add((tid, (sig, digest), path, sidecar) for tid, sig, digest, path, sidecar in page)
+            w.add(page)
     else:
         dirs = _walk_dirs(src, racy_ns, skip)
         batch: dict[str, tuple[str | None, str | None]] = {}
@@ -183,4 +189,5 @@ def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | No
     ids = list(batch)  # (a trace id is one directory's: no window repeats another's)
     m.put_seen(ids)
     known = m.known(ids)
-    w.add((t, known.get(t), *batch[t]) for t in ids)
+    none = (None,) * 5
+    w.add((t, *batch[t], *known.get(t, none)) for t in ids)
