@@ -241,6 +241,28 @@ def test_sidecars_of_the_previous_format_load_everywhere(tmp_path, variant):
     assert [e["content_items"][0]["text"] for e in replayed.events[:2]] == ["Hello", " there"]
 
 
+@pytest.mark.parametrize(("line", "cut"), [
+    (_V1_LINE.strip(), True),
+    (b'{"trace_id":"t","turn":0,"events":[[1.0,"text.delta",1]],"comparison":"c"}', False),  # a key after events
+    (b'{"trace_id":"t","turn":0,"events":[[1.0,"a:b",1]]}', False),  # a colon in an event: parsed whole
+    (b'{"trace_id":"t","turn":0,"events":[[1.0,"x",1]],"events":[[2.0,"y",2]]}', False),  # twice (the last counts)
+    (b'{"trace_id":"t","note":"a,\\"events\\":[1]","turn":1,"events":[[1.0,"x",1]]}', True),  # quoted in a string
+    (b'{"trace_id":"t","turn":0,"events":[[1.0,"x",1]],"usage":{"events":[]}}', False),
+    (b'{"trace_id":"t","usage":{"a":1,"events":[[1.0,"x",1]]}}', False),  # nested: not the record's own
+])
+def test_a_sidecar_line_loses_its_events_unparsed_only_when_that_is_safe(line, cut):
+    from mmsp_notebook.core.store import _without_events
+
+    got = _without_events(line)
+    assert (got is not None) == cut
+    whole = json.loads(line)
+    whole.pop("events", None)
+    if got is not None:
+        assert json.loads(got) == whole
+    [record] = parse_sidecar(line + b"\n", events=False)
+    assert {k: v for k, v in record.items() if k != "events"} == whole
+
+
 def test_one_parser_counts_damaged_lines_and_passes_over_a_line_being_written():
     good = _V1_LINE
     raw = b"\xef\xbb\xbf" + good + good + b"[1, 2]\n" + b'{"no_trace_id": 1}\n' + b"\n" + b'{"trace_id": "old/conv", "tu'

@@ -467,13 +467,15 @@ def _without_events(line: bytes) -> bytes | None:
     """The line with a trailing ``"events"`` array cut off, or None when that is not provably safe.
 
     The writer puts ``events`` last. The cut is taken only when nothing after it looks like a key
-    (no ``":``: event entries are ``[ms, "type", size]``) and the line ends the array and the
-    object; otherwise the whole line is parsed.
+    (no ``:`` at all: event entries are ``[ms, "type", size]``) and the line ends the array and
+    the object; otherwise the whole line is parsed. The key is looked for from the start (it
+    comes after a few short fields; the events can be long), which finds the same one: with no
+    ``:`` after the first, there is no other.
     """
-    i = line.rfind(_EVENTS_KEY)
+    i = line.find(_EVENTS_KEY)
     if i < 0 or not line.endswith(b"]}"):
         return None
-    if line.find(b'":', i + len(_EVENTS_KEY)) >= 0:
+    if line.find(b":", i + len(_EVENTS_KEY)) >= 0:
         return None
     return line[:i] + b"}"
 
@@ -507,8 +509,8 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
         key = line
         if not events and line.endswith(b"]}"):
             # _without_events(line), inlined: this runs once per line of every sidecar
-            i = line.rfind(_EVENTS_KEY)
-            if i >= 0 and line.find(b'":', i + 10) < 0:
+            i = line.find(_EVENTS_KEY)
+            if i >= 0 and line.find(b":", i + 10) < 0:
                 key = cut = line[:i] + b"}"  # shorter to hash; a repeated line has the same cut
                 try:
                     record = loads(cut)

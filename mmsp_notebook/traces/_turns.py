@@ -59,8 +59,10 @@ class TurnBuilder(Window):
     :func:`~mmsp_notebook.traces._fast.decode_trace` decodes it (the fields this frame needs,
     nothing else). Each row's integers go to one flat ``array('q')`` and its floats to one
     ``array('d')`` (one ``extend`` each per row); per-file values (trace id, config fields) are
-    stored once per file and expanded by index at the end, and derived columns (input/output/total
-    tokens, cost, tokens per second, fallback latency) are computed vectorized in :meth:`frame`.
+    stored once per file, converted once per file and expanded by index at the end; what only a
+    sidecar record gives a row (its model when the record names one, client type, comparison)
+    is kept by row in dicts; derived columns (input/output/total tokens, cost, tokens per second,
+    fallback latency) are computed vectorized in :meth:`frame`.
     """
 
     _COUNTS = ("n_items", "n_text", "n_thinking", "n_tool_calls", "n_images", "n_audio", "text_chars", "thinking_chars",
@@ -83,19 +85,23 @@ class TurnBuilder(Window):
         # per row
         self.ints = array("q")
         self.floats = array("d")
-        self.model: list[str | None] = []
-        self.client: list[str | None] = []
-        self.comparison: list[str | None] = []
         self.finish: list[str | None] = []
-        # sparse: row -> value, for the few sidecar-only rows
+        # sparse: row -> value, for the rows joined with a sidecar record (model, client type,
+        # comparison; a row without a record has its file's model and neither of the others) and
+        # for the few sidecar-only rows (status, error)
+        self.model: dict[int, str | None] = {}
+        self.client: dict[int, str | None] = {}
+        self.comparison: dict[int, str | None] = {}
         self.status: dict[int, str] = {}
         self.errors: dict[int, tuple[str | None, str | None]] = {}
 
     def _sidecar_row(self, fno: int, cfg_model: str | None, rec: dict[str, Any]) -> None:
         started = as_ms(rec.get("started_at"))
-        model = as_str(rec.get("model")) or cfg_model
         latency, ttft = sidecar_timing(rec)
-        row = len(self.model)
+        row = len(self.finish)
+        self.model[row] = as_str(rec.get("model")) or cfg_model
+        self.client[row] = as_str(rec.get("client_type"))
+        self.comparison[row] = as_str(rec.get("comparison"))
         status = rec.get("status")
         self.status[row] = status if isinstance(status, str) and status else "unknown"
         err = error_fields(rec)
@@ -110,9 +116,6 @@ class TurnBuilder(Window):
         self.ints.extend((fno, as_int(rec.get("turn")) or 0, INT_NA if mi is None else mi, 2, *buckets, *_NO_COUNTS, 0))
         self.floats.extend((_NAN if started is None else started, _NAN if started is None else started + latency * 1000.0,
                             latency, ttft))
-        self.model.append(model)
-        self.client.append(as_str(rec.get("client_type")))
-        self.comparison.append(as_str(rec.get("comparison")))
         self.finish.append(as_str(rec.get("finish_reason")))
 
     def add(self, trace_id: str, data: dict[str, Any] | Decoded | None, records: list[dict[str, Any]] | None) -> None:
@@ -137,41 +140,36 @@ class TurnBuilder(Window):
         else:
             done, failed, fi, nf = _NO_DONE, _NO_FAILED, 0, 0
         # bound methods and constants: this loop runs once per message of the whole corpus
-        ints, floats = self.ints.extend, self.floats.extend
-        a_model, a_client, a_finish = self.model.append, self.client.append, self.finish.append
-        a_comparison = self.comparison.append
+        ints, floats, a_finish = self.ints.extend, self.floats.extend, self.finish.append
+        r_model, r_client, r_comparison = self.model, self.client, self.comparison
         ms_lo, ms_hi, dur_hi = MS_LO, MS_HI, _DUR_HI
         lat_s: Any
         ttft_s: Any
+        row = len(self.finish)
         for turn, m in enumerate(messages):
-            while fi < nf and as_int(failed[fi].get("turn")) <= turn:  # type: ignore[operator]
-                self._sidecar_row(fno, cfg_model, failed[fi])
-                fi += 1
-            rec = done.pop(turn, None) if done else None
-            if rec is None:  # started: the user message's created_at just before, if any
-                started = m[1]
-                if started.__class__ is not int or not ms_lo < started < ms_hi:
-                    started = as_ms(started)
-                model = cfg_model
-            else:
-                started = as_ms(rec.get("started_at"))
-                if started is None:
-                    started = as_ms(m[1])
-                model = as_str(rec.get("model")) or cfg_model
+            if fi < nf:
+                while fi < nf and as_int(failed[fi].get("turn")) <= turn:  # type: ignore[operator]
+                    self._sidecar_row(fno, cfg_model, failed[fi])
+                    fi += 1
+                row = len(self.finish)
             ended = m[2]
             if ended.__class__ is not int or not ms_lo < ended < ms_hi:
                 ended = as_ms(ended)
             finish = m[3]
-            a_model(model)
-            a_finish(finish)
-            if rec is None:
-                a_client(None)
-                a_comparison(None)
+            if not done or (rec := done.pop(turn, None)) is None:
+                # started: the user message's created_at just before, if any; the file's model
+                started = m[1]
+                if started.__class__ is not int or not ms_lo < started < ms_hi:
+                    started = as_ms(started)
                 source = 0
                 lat_s = ttft_s = _NAN
             else:
-                a_client(as_str(rec.get("client_type")))
-                a_comparison(as_str(rec.get("comparison")))
+                started = as_ms(rec.get("started_at"))
+                if started is None:
+                    started = as_ms(m[1])
+                r_model[row] = as_str(rec.get("model")) or cfg_model
+                r_client[row] = as_str(rec.get("client_type"))
+                r_comparison[row] = as_str(rec.get("comparison"))
                 source = 1
                 # sidecar_timing(rec), inlined: negative / non-finite durations and ttft > total are NA
                 lat_s = rec.get("total_ms")
@@ -182,10 +180,12 @@ class TurnBuilder(Window):
                 ttft_s = ttft_s / 1000.0 if (c is float or c is int) and 0 <= ttft_s < dur_hi else _NAN
                 if ttft_s > lat_s:
                     ttft_s = _NAN
+            a_finish(finish)
             # the assistant message's fingerprint: ended, finish, n_items, characters, tool calls, usage
             fp = 0 if ended is None else hash((ended, finish, m[8], m[14], m[15], m[11], m[4], m[5], m[6], m[7]))
             ints((fno, turn, m[0], source, *m[4:17], fp))
             floats((_NAN if started is None else started, _NAN if ended is None else ended, lat_s, ttft_s))
+            row += 1
         while fi < nf:
             self._sidecar_row(fno, cfg_model, failed[fi])
             fi += 1
@@ -207,7 +207,7 @@ class TurnBuilder(Window):
 
         The builder is consumed: each raw column is released as soon as it is converted.
         """
-        n = len(self.model)
+        n = len(self.finish)
         ints = np.frombuffer(self._take("ints"), dtype=np.int64).reshape(n, _N_INTS) if n else np.empty((0, _N_INTS), np.int64)
         floats = np.frombuffer(self._take("floats"), dtype=np.float64).reshape(n, _N_FLOATS) if n else np.empty((0, _N_FLOATS))
 
@@ -220,18 +220,25 @@ class TurnBuilder(Window):
         fno = icol("file_no")
         f_cfg = self._take("f_cfg")
 
-        def per_file(k: int) -> np.ndarray:
-            return obj_col([c[k] for c in f_cfg])[fno] if n else np.empty(0, dtype=object)
+        def per_file(k: int) -> list[Any]:
+            """One config field of every file (expanded to the rows by ``fno``)."""
+            return [c[k] for c in f_cfg]
+
+        def sparse(values: dict[int, Any], default: np.ndarray | None = None) -> np.ndarray:
+            """An object column: ``default`` (or None) where ``values`` has no entry for the row."""
+            col = np.full(n, None, dtype=object) if default is None else default
+            for row, v in values.items():
+                col[row] = v
+            return col
 
         cols: dict[str, Any] = {}
-        tids = obj_col(self._take("f_trace_id"))[fno] if n else np.empty(0, dtype=object)
-        cols["trace_id"] = str_col(tids)
-        del tids
+        # per-file columns are converted once per file, then taken by row
+        cols["trace_id"] = str_col(self._take("f_trace_id")).take(fno)
         cols["turn"] = int_col(icol("turn"))
         cols["message_index"] = int_col(icol("message_index"))
-        model = cols["model"] = cat_col(self._take("model"))
-        client = cols["client_type"] = cat_col(self._take("client"))
-        cols["comparison"] = cat_col(self._take("comparison"))
+        model = cols["model"] = cat_col(sparse(self._take("model"), obj_col(per_file(0))[fno]))
+        client = cols["client_type"] = cat_col(sparse(self._take("client")))
+        cols["comparison"] = cat_col(sparse(self._take("comparison")))
         status = np.full(n, "complete", dtype=object)
         for row, s in self._take("status").items():
             status[row] = s
@@ -278,11 +285,11 @@ class TurnBuilder(Window):
         cost[np.asarray(tot.isna()) | missing_price] = np.nan
         cols["cost"] = cost
         cols["cost_missing"] = missing_price
-        cols["temperature"] = pd.to_numeric(per_file(1), errors="coerce").astype(np.float64) if n else np.empty(0)
-        cols["max_tokens"] = pd.array(per_file(2), dtype="Int64")
-        cols["thinking_level"] = str_col(per_file(3))
-        cols["n_tools"] = pd.array(per_file(4), dtype="Int64")
-        cols["tool_names"] = obj_series(per_file(5))  # names made UTF-8 safe in add()
+        cols["temperature"] = np.array(per_file(1), dtype=np.float64)[fno]  # a float or None (NaN) per file
+        cols["max_tokens"] = pd.array(per_file(2), dtype="Int64").take(fno)
+        cols["thinking_level"] = str_col(per_file(3)).take(fno)
+        cols["n_tools"] = pd.array(per_file(4), dtype="Int64").take(fno)
+        cols["tool_names"] = obj_series(obj_col(per_file(5))[fno])  # names made UTF-8 safe in add()
         err_t = np.full(n, None, dtype=object)
         err_m = np.full(n, None, dtype=object)
         for row, (et, em) in self._take("errors").items():
