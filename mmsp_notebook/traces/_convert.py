@@ -68,6 +68,10 @@ class Job:
     #: the data files' schema as a file of the dataset has it (serialized), so that a small sync
     #: does not build an empty frame to learn it (:func:`file_schema` when None)
     schema: bytes | None = None
+    #: threads writing the chunk's files: more than one where the chunk runs alone in a process
+    #: (a small sync, in the calling process), where the files are small and their fixed costs
+    #: (Arrow writes them without the GIL) add up; a pool's workers write with one
+    write_threads: int = 1
 
 
 @dataclass
@@ -383,8 +387,7 @@ def _atomic_write(table: pa.Table, path: str) -> None:
 def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, int, list[str]]]:
     """One file per (date, model) partition of the frame's rows: (name, rows, trace ids) each;
     ``hidden``: written at :func:`held_path` of the name. The rows are put in partition order
-    once and each file written from a slice, on :data:`WRITE_THREADS` threads (Arrow encodes
-    and writes without the GIL): a small sync writes many small files."""
+    once and each file written from a slice (on ``job.write_threads`` threads)."""
     if not len(df):
         return []
     schema = data_schema(job.kind, job.payloads, job.schema)
@@ -411,18 +414,10 @@ def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, 
         _atomic_write(part, held_path(path) if hidden else path)
         return name, part.num_rows, pc.unique(part.column("trace_id")).to_pylist()
 
-    if len(parts) < 4:
+    if job.write_threads < 2 or len(parts) < 4:
         return [write(*p) for p in parts]
-    return list(_writers().map(lambda p: write(*p), parts))
-
-
-#: threads writing a chunk's files
-WRITE_THREADS = 2
-
-
-@functools.cache
-def _writers() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="mmsp-notebook-parquet")
+    with ThreadPoolExecutor(job.write_threads, thread_name_prefix="mmsp-notebook-parquet") as ex:
+        return list(ex.map(lambda p: write(*p), parts))
 
 
 def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int:

@@ -395,18 +395,20 @@ class _Sync:
         limit = self._limit(n)
         schema = self._schema()
         hide = hide or {}
+        n_chunks = -(-n // limit)
+        alone = 2 if n_chunks == 1 and self.runner.given is None else 1  # run here, alone: write on two threads
 
         def jobs() -> Iterator[tuple[Job]]:
             for part in self._chunks(state, limit):
                 ids = [r[0] for r in part]
                 self._running[ids[0]] = part
                 yield (Job(o["kind"], str(self.root), [r[:3] for r in part], o["dedupe"], o["prices"], o["payloads"],
-                           {t: hide[t] for t in ids if t in hide}, self.m.priors(ids) if priors else {}, schema),)
+                           {t: hide[t] for t in ids if t in hide}, self.m.priors(ids) if priors else {}, schema, alone),)
 
         notes: list[dict[str, str]] = []
         bar = _progress_bar(n, self.progress, f"syncing {o['kind']}")
         try:
-            for (job,), res in self.runner.run(convert, jobs(), -(-n // limit)):
+            for (job,), res in self.runner.run(convert, jobs(), n_chunks):
                 part = self._running.pop(job.sources[0][0])
                 if res.replaced:  # committed by replace(), once their old rows are gone
                     gone = set(res.replaced)
