@@ -1346,6 +1346,28 @@ def test_usage_buckets_the_typed_decoding_refuses_give_the_plain_values(tmp_path
         assert got is pd.NA if want is None else got == want
 
 
+@pytest.mark.parametrize(("field", "value", "typed"), [
+    ("temperature", 1, True), ("temperature", -0.0, True), ("temperature", 10**30, True), ("temperature", True, False),
+    ("temperature", "0.2", False), ("max_tokens", 512, True), ("max_tokens", 512.0, False), ("max_tokens", True, False),
+    ("max_tokens", 2**63, False), ("thinking_level", "", True), ("thinking_level", 3, False), ("thinking_level", ["a"], False),
+    ("model", "", True), ("model", 7, False), ("model", None, True),
+])
+def test_config_values_the_typed_decoding_refuses_give_the_plain_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       field: str, value: Any, typed: bool) -> None:
+    """The config's scalars are decoded as the frame keeps them (a string model and thinking level,
+    a float temperature, an int64 max_tokens); another value sends the file the plain way, which
+    coerces it: the frame is the same either way."""
+    from mmsp_notebook.traces import _fast, _load
+
+    config = {"model": "demo", "temperature": 0.2, "max_tokens": 100, "thinking_level": "low", field: value}
+    raw = write_json(tmp_path / "c.json", {"history": [user("q", T0), answer("a", T0 + 1000)], "config": config}).read_bytes()
+    assert (_fast.decode_trace(raw) is not None) == typed
+    fast = no_warnings_load(traces.load_turns, tmp_path)
+    monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
+    plain = no_warnings_load(traces.load_turns, tmp_path)
+    pd.testing.assert_frame_equal(fast, plain)
+
+
 TOOL_RESULT_TEXTS = [
     "error: RuntimeError: down", "ERROR: shouting", "  error: after blanks", "\n\terror: after an escaped newline",
     "\u00a0error: after a no-break space", "\u2003Error: after an em space", "err\u006fr: spelled with an escape",

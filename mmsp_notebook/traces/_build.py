@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._columns import as_int, as_num, as_str
+from ._columns import INT_HI, INT_LO, as_int, as_num, as_str
 
 # Content item types as mmsp writes them, and the names used before mmsp 0.5 (still found in
 # older trace files; the Tracer's own viewer accepts both).
@@ -54,14 +54,17 @@ def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, An
     done: dict[int, dict[str, Any]] = {}
     failed: list[dict[str, Any]] = []
     for r in records:
-        t = as_int(r.get("turn"))
-        if t is None:
-            continue
+        t = r.get("turn")
+        if t.__class__ is not int or not INT_LO < t < INT_HI:  # as_int(), its usual case inlined
+            t = as_int(t)
+            if t is None:
+                continue
         if r.get("message_index") is None:
             failed.append(r)
         else:
             done[t] = r
-    failed.sort(key=lambda r: (as_int(r.get("turn")), as_num(r.get("started_at")) or 0.0))
+    if len(failed) > 1:
+        failed.sort(key=lambda r: (as_int(r.get("turn")), as_num(r.get("started_at")) or 0.0))
     return done, failed
 
 

@@ -16,7 +16,8 @@ text and thinking are decoded (their length is a column), which is as costly as 
 A file msgspec cannot take as a trace (not JSON, NaN, a BOM, a lone surrogate, bytes that are not
 UTF-8 where a field is decoded, a history that is not a list of objects, a usage that is not an
 object or a usage bucket that is not an int64 or null, a finish reason that is not a string or
-null, a role other than mmsp's ``user`` and ``assistant``...) makes :func:`decode_trace` return
+null, a config's model or thinking level that is not a string, temperature that is not a number
+or max_tokens that is not an int64, a role other than mmsp's ``user`` and ``assistant``...) makes :func:`decode_trace` return
 None, and the loader falls back to the standard read policy and :func:`summarize`, which coerces
 such values. The two give the same values for every file
 (``tests/test_traces_fuzz.py`` compares them on every fuzzed file). Without msgspec installed the
@@ -31,13 +32,12 @@ string or None, times as stored.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Annotated, Any
 
 from ..core.store import tool_error
 from ._build import INLINE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
-from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, as_num, utf8_safe
+from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, utf8_safe
 
 try:
     import msgspec
@@ -193,11 +193,13 @@ if msgspec is not None:
         usage_metadata: _Usage | None = None
         content_items: list[_Item] | None = None
 
+    # the config's scalars as the frame takes them; another kind of value (a bool, a string
+    # temperature, an integral float as max_tokens...) takes the plain way, which coerces it
     class _Config(msgspec.Struct, gc=False):
-        model: Any = None
-        temperature: Any = None
-        max_tokens: Any = None
-        thinking_level: Any = None
+        model: str | None = None
+        temperature: float | None = None  # (an integer is taken as a float, as as_num takes it)
+        max_tokens: _Bucket = None
+        thinking_level: str | None = None
         trace_id: Any = None
         tools: msgspec.Raw = msgspec.Raw()
 
@@ -248,7 +250,6 @@ if msgspec is not None:
     _TRACEBACK = b"Traceback (most recent call last)"
 
     _U64, _I64 = 2**64 - 1, -(2**63)
-    _INF = math.inf
     _UNKNOWN = object()
 
     def _as_orjson(v: Any) -> bool:
@@ -292,20 +293,11 @@ if msgspec is not None:
         """config_fields() of the decoded config; None when only the plain parse can say."""
         if c is None:
             return None, None, None, None, None, None
-        level = c.thinking_level
-        if level is not None and level.__class__ is not str:
-            if not _as_orjson(level):
-                return None
-            level = str(level)
         tools = _tools(c.tools) if c.tools else (None, None)
         if tools is None:
             return None
-        # as_str / as_num / as_int, their usual cases inlined (once per file)
-        model, temp, most = c.model, c.temperature, c.max_tokens
-        return (model if model.__class__ is str and model else None,
-                temp if temp.__class__ is float and -_INF < temp < _INF else as_num(temp),
-                most if most.__class__ is int and INT_LO < most < INT_HI else as_int(most),
-                level or None, *tools)
+        # the struct's types are what as_str / as_num / as_int keep (a float decoded is finite)
+        return c.model or None, c.temperature, c.max_tokens, c.thinking_level or None, *tools
 
     def decode_trace(raw: bytes) -> Decoded | None:
         """The config and message summaries of a trace file's bytes, or None when msgspec

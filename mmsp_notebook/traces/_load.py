@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
@@ -110,34 +110,35 @@ def _drive(
     sources, skipped = find_sources(paths, pattern)
     bar = _progress(len(sources), progress, desc)
     loaded = 0
+    skip = skipped.append
     try:
         for src in sources:
             data = None
-            if src.path is not None and need_trace:
+            path, sidecar_path = src.path, src.sidecar
+            if path is not None and need_trace:
                 try:
-                    data = read_trace(src.path, max_size=max_size, decode=decode, listed=src.listed)
+                    data = read_trace(path, max_size=max_size, decode=decode, listed=src.listed)
                 except TraceError as exc:
                     if exc.reason != IS_A_DIRECTORY:  # a directory matched by the pattern: not reported
-                        skipped.append({"path": src.path, "reason": exc.reason})
+                        skip({"path": path, "reason": exc.reason})
                     if bar is not None:
                         bar.update(1)
                     continue
             records = None
-            if src.sidecar is not None:
-                sidecar = read_sidecar(src.sidecar, events, max_size, src.sidecar_listed)
+            if sidecar_path is not None:
+                sidecar = read_sidecar(sidecar_path, events, max_size, src.sidecar_listed)
                 if sidecar.error is not None:
-                    if src.path is None:  # nothing else to load from this source
-                        skipped.append({"path": src.sidecar, "reason": sidecar.error})
+                    if path is None:  # nothing else to load from this source
+                        skip({"path": sidecar_path, "reason": sidecar.error})
                         if bar is not None:
                             bar.update(1)
                         continue
-                    skipped.append({"path": src.sidecar, "reason": f"{_UNREAD}: {sidecar.error}"})
+                    skip({"path": sidecar_path, "reason": f"{_UNREAD}: {sidecar.error}"})
                 if sidecar.damaged:
-                    skipped.append(
-                        {"path": src.sidecar, "reason": f"{_DAMAGED}: {sidecar.damaged} unreadable lines ({len(sidecar)} records read)"}
-                    )
+                    skip({"path": sidecar_path,
+                          "reason": f"{_DAMAGED}: {sidecar.damaged} unreadable lines ({len(sidecar)} records read)"})
                 # records as the file holds them: every builder checks each value it uses
-                records = latest_run(cast("list[dict[str, Any]]", sidecar))
+                records = latest_run(sidecar)  # type: ignore[arg-type]
             tid = src.trace_id
             if src.standalone:
                 if data is not None:

@@ -121,13 +121,13 @@ class TurnBuilder(Window):
     def add(self, trace_id: str, data: dict[str, Any] | Decoded | None, records: list[dict[str, Any]] | None) -> None:
         """Add the turns of one trace (``data`` None: sidecar only) joined with its sidecar records."""
         messages: list[Summary]
-        if isinstance(data, Decoded):
+        if data.__class__ is Decoded:
             messages, cfg = data.messages, data.cfg
         else:
             if data is None:
                 messages, cfg = [], config_fields({})
             else:
-                messages, cfg = summarize(data["history"]), config_fields(data["config"])
+                messages, cfg = summarize(data["history"]), config_fields(data["config"])  # type: ignore[index]
             if cfg[5]:  # lone surrogates in a tool name: U+FFFD, so Arrow can store it
                 cfg = (*cfg[:5], safe_names(cfg[5]))
         cfg_model = cfg[0]
@@ -145,6 +145,7 @@ class TurnBuilder(Window):
         ms_lo, ms_hi, dur_hi = MS_LO, MS_HI, _DUR_HI
         lat_s: Any
         ttft_s: Any
+        started: Any
         row = len(self.finish)
         for turn, m in enumerate(messages):
             if fi < nf:
@@ -164,12 +165,14 @@ class TurnBuilder(Window):
                 source = 0
                 lat_s = ttft_s = _NAN
             else:
-                started = as_ms(rec.get("started_at"))
-                if started is None:
+                started = rec.get("started_at")
+                c = started.__class__
+                if not ((c is float or c is int) and ms_lo < started < ms_hi):  # as_ms(), inlined
                     started = as_ms(m[1])
-                r_model[row] = as_str(rec.get("model")) or cfg_model
-                r_client[row] = as_str(rec.get("client_type"))
-                r_comparison[row] = as_str(rec.get("comparison"))
+                # as_str(), inlined: a non-empty string or None (the file's model)
+                r_model[row] = v if (v := rec.get("model")).__class__ is str and v else cfg_model
+                r_client[row] = v if (v := rec.get("client_type")).__class__ is str and v else None
+                r_comparison[row] = v if (v := rec.get("comparison")).__class__ is str and v else None
                 source = 1
                 # sidecar_timing(rec), inlined: negative / non-finite durations and ttft > total are NA
                 lat_s = rec.get("total_ms")
@@ -218,11 +221,11 @@ class TurnBuilder(Window):
         source = icol("source").astype(np.int8)
         drop = _duplicates(icol("fp"), source) if self.dedupe else None
         fno = icol("file_no")
-        f_cfg = self._take("f_cfg")
+        # the config fields, one tuple of every file's value each (expanded to the rows by ``fno``)
+        f_fields = list(zip(*self._take("f_cfg"))) or [()] * 6
 
         def per_file(k: int) -> list[Any]:
-            """One config field of every file (expanded to the rows by ``fno``)."""
-            return [c[k] for c in f_cfg]
+            return list(f_fields[k])
 
         def sparse(values: dict[int, Any], default: np.ndarray | None = None) -> np.ndarray:
             """An object column: ``default`` (or None) where ``values`` has no entry for the row."""
@@ -237,8 +240,8 @@ class TurnBuilder(Window):
         cols["turn"] = int_col(icol("turn"))
         cols["message_index"] = int_col(icol("message_index"))
         model = cols["model"] = cat_col(sparse(self._take("model"), obj_col(per_file(0))[fno]))
-        client = cols["client_type"] = cat_col(sparse(self._take("client")))
-        cols["comparison"] = cat_col(sparse(self._take("comparison")))
+        client = cols["client_type"] = _sparse_cat(self._take("client"), n)
+        cols["comparison"] = _sparse_cat(self._take("comparison"), n)
         status = np.full(n, "complete", dtype=object)
         for row, s in self._take("status").items():
             status[row] = s
@@ -290,12 +293,9 @@ class TurnBuilder(Window):
         cols["thinking_level"] = str_col(per_file(3)).take(fno)
         cols["n_tools"] = pd.array(per_file(4), dtype="Int64").take(fno)
         cols["tool_names"] = obj_series(obj_col(per_file(5))[fno])  # names made UTF-8 safe in add()
-        err_t = np.full(n, None, dtype=object)
-        err_m = np.full(n, None, dtype=object)
-        for row, (et, em) in self._take("errors").items():
-            err_t[row], err_m[row] = et, em
-        cols["error_type"] = str_col(err_t)
-        cols["error_message"] = str_col(err_m)
+        errors = self._take("errors")
+        cols["error_type"] = _sparse_str({row: e[0] for row, e in errors.items()}, n)
+        cols["error_message"] = _sparse_str({row: e[1] for row, e in errors.items()}, n)
         df = pd.DataFrame(cols, copy=False)
         n_dup = 0
         if drop is not None:
@@ -320,6 +320,28 @@ class TurnBuilder(Window):
             wanted = [i for i, m in enumerate(model.categories) if m in self.models]
             keep &= np.isin(np.asarray(model.codes), wanted)
         return keep
+
+
+def _sparse_cat(values: dict[int, str | None], n: int) -> pd.Categorical:
+    """:func:`cat_col` of a column of ``n`` rows that is None but where ``values`` says otherwise:
+    only the values given are factorized."""
+    if not values:
+        return cat_col(np.full(n, None, dtype=object))
+    given = cat_col(obj_col(list(values.values())))
+    codes = np.full(n, -1, dtype=given.codes.dtype)
+    codes[np.fromiter(values, dtype=np.int64, count=len(values))] = given.codes
+    return pd.Categorical.from_codes(codes, dtype=given.dtype)
+
+
+def _sparse_str(values: dict[int, str | None], n: int) -> Any:
+    """:func:`str_col` of a column of ``n`` rows that is None but where ``values`` says otherwise:
+    the distinct values are converted, then taken by row."""
+    distinct = list(dict.fromkeys([None, *values.values()]))
+    where = {v: i for i, v in enumerate(distinct)}
+    codes = np.zeros(n, dtype=np.intp)
+    for row, v in values.items():
+        codes[row] = where[v]
+    return str_col(distinct).take(codes)
 
 
 def _duplicates(fp: np.ndarray, source: np.ndarray) -> np.ndarray:
