@@ -1368,6 +1368,58 @@ def test_config_values_the_typed_decoding_refuses_give_the_plain_values(tmp_path
     pd.testing.assert_frame_equal(fast, plain)
 
 
+def _image_trace(payload: str, key: str = "image_url", text: str = "a", pad: int = 0) -> dict[str, Any]:
+    url = "data:image/png;base64," + payload
+    first = {"role": "user", "content_items": [{"type": "text.done", "text": "x" * pad}, {"type": "image_url.done", key: url}],
+             "created_at": T0}
+    later = {"role": "user", "content_items": [{"type": "image_url.done", key: url}, {"type": "text.done", "text": "and?"}],
+             "created_at": T0 + 2000}
+    return {"history": [first, answer(text, T0 + 1000), later, answer(url, T0 + 3000)], "config": {"model": "demo"}}
+
+
+B64 = "iVBORw0KGgo" * 400  # 4,400 characters of base64 text
+
+
+@pytest.mark.parametrize(("case", "cut"), [
+    ("plain", True), ("blanks around the colon", True), ("short", False), ("escaped slashes", False), ("another key", False),
+    ("late", False), ("control character", False), ("unterminated", False), ("semicolon outside strings", True),
+])
+def test_data_urls_cut_before_decoding_give_the_plain_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str,
+                                                           cut: bool) -> None:
+    """The base64 text of a user's image data URL is cut out of the bytes before the typed
+    decoding (the frame uses nothing of it); an assistant text that is a data URL keeps its
+    length; anything that would not be a plain JSON string's content is left whole, and a file
+    that is not JSON stays so."""
+    from mmsp_notebook.traces import _fast, _load
+
+    payload = "iVBOR" if case == "short" else B64
+    data = _image_trace(payload, key="url" if case == "another key" else "image_url", pad=20_000 if case == "late" else 0)
+    raw = json.dumps(data).encode()
+    if case == "blanks around the colon":
+        raw = raw.replace(b'"image_url": "', b'"image_url" :\n  "')
+    elif case == "escaped slashes":
+        raw = raw.replace(b"iVBORw0KGgo", b"iVBOR\\/0KGgo")
+    elif case == "control character":
+        raw = raw.replace(b"0KGgoiVBOR", b"0KGgo\x01iVBOR", 1)
+    elif case == "unterminated":
+        raw = raw[: raw.index(b"iVBOR") + 2000]  # in the first data URL
+    elif case == "semicolon outside strings":
+        raw = raw.replace(b'"created_at": %d' % T0, b'"created_at"; %d' % T0, 1)
+    (tmp_path / "t.json").write_bytes(raw)
+    assert (len(_fast._without_payloads(raw)) < len(raw) - 8000) == cut
+    fast = _fast.decode_trace(raw)
+    got = traces.load_turns(tmp_path, progress=False)
+    monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
+    plain = traces.load_turns(tmp_path, progress=False)
+    pd.testing.assert_frame_equal(got, plain)
+    assert got.attrs["skipped"] == plain.attrs["skipped"]
+    if case in ("plain", "blanks around the colon", "late", "escaped slashes", "short", "another key"):
+        assert fast is not None
+        assert got["text_chars"].tolist() == [1, len("data:image/png;base64," + payload)]
+    elif case in ("control character", "unterminated", "semicolon outside strings"):
+        assert fast is None and len(got) == 0 and len(plain.attrs["skipped"]) == 1
+
+
 TOOL_RESULT_TEXTS = [
     "error: RuntimeError: down", "ERROR: shouting", "  error: after blanks", "\n\terror: after an escaped newline",
     "\u00a0error: after a no-break space", "\u2003Error: after an em space", "err\u006fr: spelled with an escape",
