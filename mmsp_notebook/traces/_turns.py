@@ -289,9 +289,9 @@ class TurnBuilder(Window):
         cols["cost"] = cost
         cols["cost_missing"] = missing_price
         cols["temperature"] = np.array(per_file(1), dtype=np.float64)[fno]  # a float or None (NaN) per file
-        cols["max_tokens"] = pd.array(per_file(2), dtype="Int64").take(fno)
-        cols["thinking_level"] = str_col(per_file(3)).take(fno)
-        cols["n_tools"] = pd.array(per_file(4), dtype="Int64").take(fno)
+        cols["max_tokens"] = _by_file(f_fields[2], fno, lambda v: pd.array(v, dtype="Int64"))
+        cols["thinking_level"] = _by_file(f_fields[3], fno, str_col)
+        cols["n_tools"] = _by_file(f_fields[4], fno, lambda v: pd.array(v, dtype="Int64"))
         cols["tool_names"] = obj_series(obj_col(per_file(5))[fno])  # names made UTF-8 safe in add()
         errors = self._take("errors")
         cols["error_type"] = _sparse_str({row: e[0] for row, e in errors.items()}, n)
@@ -320,6 +320,15 @@ class TurnBuilder(Window):
             wanted = [i for i, m in enumerate(model.categories) if m in self.models]
             keep &= np.isin(np.asarray(model.codes), wanted)
         return keep
+
+
+def _by_file(values: Any, fno: np.ndarray, convert: Any) -> Any:
+    """A per-file config field (a few distinct values, ints, strings or None) as a column: its
+    distinct values converted, then taken by row through the file numbers ``fno``."""
+    distinct = list(dict.fromkeys(values))
+    where = {v: i for i, v in enumerate(distinct)}
+    codes = np.fromiter(map(where.__getitem__, values), dtype=np.intp, count=len(values))
+    return convert(distinct).take(codes[fno])
 
 
 def _sparse_cat(values: dict[int, str | None], n: int) -> pd.Categorical:
