@@ -471,11 +471,12 @@ def _shapes_markdown(f: dict[str, Any]) -> list[str]:
     lines.append("")
     lines.append(
         "This version against the one before it (typed usage, finish reason and config in the decoding, data "
-        "URLs cut before it, per-file columns converted once per file, sparse sidecar-only columns, fewer "
-        "calls per file and per row), side by side: CPU seconds, best of 3 runs in each of 3 alternating "
-        "processes per version, the floor measured between them: mixed 1.58 → 1.36 s (floor 1.06), agent "
-        "0.48 → 0.43 s (0.31), tiny 0.63 → 0.57 s (0.27), large 0.24 → 0.20 s (0.25), images 0.17 → 0.11 s "
-        "(0.21)."
+        "URLs cut before it, per-file columns converted once per distinct value and taken by row, sparse "
+        "sidecar-only columns, fewer calls per file and per row), side by side: CPU seconds, best of 3 runs "
+        "in each of 3 alternating processes per version, the floor measured between them, on a shared "
+        "machine: mixed 1.79 → 1.56 s (-13 %, floor 1.21), agent 0.53 → 0.48 s (-9 %, floor 0.34), tiny "
+        "0.75 → 0.66 s (-12 %, floor 0.28), large 0.27 → 0.24 s (-10 %, floor 0.29), images 0.20 → 0.15 s "
+        "(-27 %, floor 0.25); an earlier run of the same comparison gave -14 %, -10 %, -9 %, -16 %, -34 %."
     )
     lines.append("")
     return lines
