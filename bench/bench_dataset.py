@@ -273,29 +273,33 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             f"smaller on the default pool to give each worker four), not the corpus: {small['worker_peak'] / 1e6:.0f} MB at "
             f"{sizes[0]:,} turns and {big['worker_peak'] / 1e6:.0f} MB at {sizes[-1]:,} ({grow:.2f}×), about 120 MB of it "
             "the interpreter with pandas and pyarrow. The main process holds no rows (but for a sync of one chunk, run in "
-            "it), only a few hundred bytes per trace file (its stat signature and paths): its peak grows with the number of files "
-            f"({(big['main_peak'] - small['main_peak']) / max(1, big['traces'] - small['traces']):,.0f} bytes per file "
-            "between the two sizes), not with the rows.",
+            "it) and nothing per trace file: it reads the folder and the manifest 4,096 traces at a time (the traces to "
+            "convert wait in the manifest's work table) and holds the results of the chunks in flight (two per worker). "
+            f"Its peak over the imports: {(small['main_peak'] - small['main_base']) / 1e6:.0f} MB at {sizes[0]:,} turns, "
+            f"{(big['main_peak'] - big['main_base']) / 1e6:.0f} MB at {sizes[-1]:,} ({big['traces'] / small['traces']:.0f}× the files; "
+            f"the chunks are {min(2000, max(1000, -(-small['traces'] // 8))):,} and {min(2000, max(1000, -(-big['traces'] // 8))):,} "
+            "traces on this pool).",
             f"* CPU: at {sizes[-1]:,} turns the workers spent {big['worker_cpu'] / big['load_cpu']:.2f}× the CPU time of "
-            "`load_turns` (the fork server's imports included; a warm chunk costs about 1.45× the loader's work on its files: "
-            "it also builds Arrow tables, writes Parquet and hashes rows for the next sync) and the main process "
+            "`load_turns` (the fork server's imports included; a chunk reads its files as the loader does, then also "
+            "builds Arrow tables, writes Parquet and hashes rows for the next sync) and the main process "
             f"{big['main_cpu'] / big['load_cpu']:.2f}× (the manifest). Wall-clock times are on a shared 2-CPU machine: "
             f"`load_turns` itself got {big['load_cpu'] / big['load_turns']:.0%} of a CPU in that run.",
             f"* Goals: nothing changed ≥ 20× faster than the first sync — {small['first'] / small['nothing']:.0f}× and "
             f"{big['first'] / big['nothing']:.0f}×; 1 % of files changed ≤ 5 % of the first sync — the Tracer's change (a "
             f"turn appended) {100 * small['append'] / small['first']:.1f} % and {100 * big['append'] / big['first']:.1f} %, "
             f"a changed config {100 * small['config'] / small['first']:.1f} % and {100 * big['config'] / big['first']:.1f} % "
-            "(over the goal: every file holding one of those traces is rewritten).",
+            "(over the goal: every file holding one of those traces is rewritten without its rows; plain Parquet has no "
+            "deletion vectors).",
             "* Nothing changed: the scan stats the files it knows while no directory's mtime changed since the last full "
             "listing (no file added, removed or renamed), and converts nothing.",
             "* 1 % changed: the Tracer's way — a conversation rewritten with one more turn — converts those files again "
             "and writes only their new rows (the rows a trace still has are recognized by a digest); a changed config "
-            "changes every row of the trace, so its old rows are removed from their files first (each file holding one "
-            "is rewritten), which is the slower case.",
-            "* The shares move with the first sync's speed: a re-sync has fixed costs (the scan, ~65 ms per 10,000 files; "
-            "the price table and the Parquet writer's first use in the process, ~40 ms) that a faster first sync (a quiet "
-            "machine) does not shrink. The 1 % grew share at 100,000 turns was 2.0–4.2 % in earlier runs on a busier "
-            "machine (a first sync of 9.6 s in one), 5.8–6.4 % with first syncs of 3.2–4.1 s.",
+            "changes every row of the trace: its new rows are written under a hidden name, its old rows removed from "
+            "their files (each file holding one is rewritten), then the new files are renamed into place — the slower case.",
+            "* The shares move with the first sync's speed: a re-sync has costs that a faster first sync does not shrink "
+            "in proportion — the scan (~50 ms per 10,000 files, two `stat` calls a trace), and one small file per (date, model) "
+            "partition the changed traces touch (~1 ms each to write). At 100,000 turns the 100 changed conversations "
+            "touch every partition.",
             "",
             "",
         ]
