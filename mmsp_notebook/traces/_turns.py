@@ -86,12 +86,14 @@ class TurnBuilder(Window):
         self.ints = array("q")
         self.floats = array("d")
         self.finish: list[str | None] = []
-        # sparse: row -> value, for the rows joined with a sidecar record (model, client type,
-        # comparison; a row without a record has its file's model and neither of the others) and
-        # for the few sidecar-only rows (status, error)
-        self.model: dict[int, str | None] = {}
-        self.client: dict[int, str | None] = {}
-        self.comparison: dict[int, str | None] = {}
+        # sparse: for the rows joined with a sidecar record, their numbers and, in step, the model,
+        # client type and comparison it gives (a row without a record has its file's model and
+        # neither of the others: 32 bytes a joined row, nothing for the others); row -> value for
+        # the few sidecar-only rows (status, error)
+        self.rec_rows = array("q")
+        self.model: list[str | None] = []
+        self.client: list[str | None] = []
+        self.comparison: list[str | None] = []
         self.status: dict[int, str] = {}
         self.errors: dict[int, tuple[str | None, str | None]] = {}
 
@@ -99,9 +101,10 @@ class TurnBuilder(Window):
         started = as_ms(rec.get("started_at"))
         latency, ttft = sidecar_timing(rec)
         row = len(self.finish)
-        self.model[row] = as_str(rec.get("model")) or cfg_model
-        self.client[row] = as_str(rec.get("client_type"))
-        self.comparison[row] = as_str(rec.get("comparison"))
+        self.rec_rows.append(row)
+        self.model.append(as_str(rec.get("model")) or cfg_model)
+        self.client.append(as_str(rec.get("client_type")))
+        self.comparison.append(as_str(rec.get("comparison")))
         status = rec.get("status")
         self.status[row] = status if isinstance(status, str) and status else "unknown"
         err = error_fields(rec)
@@ -141,7 +144,8 @@ class TurnBuilder(Window):
             done, failed, fi, nf = _NO_DONE, _NO_FAILED, 0, 0
         # bound methods and constants: this loop runs once per message of the whole corpus
         ints, floats, a_finish = self.ints.extend, self.floats.extend, self.finish.append
-        r_model, r_client, r_comparison = self.model, self.client, self.comparison
+        r_row, r_model, r_client = self.rec_rows.append, self.model.append, self.client.append
+        r_comparison = self.comparison.append
         ms_lo, ms_hi, dur_hi = MS_LO, MS_HI, _DUR_HI
         lat_s: Any
         ttft_s: Any
@@ -170,9 +174,10 @@ class TurnBuilder(Window):
                 if not ((c is float or c is int) and ms_lo < started < ms_hi):  # as_ms(), inlined
                     started = as_ms(m[1])
                 # as_str(), inlined: a non-empty string or None (the file's model)
-                r_model[row] = v if (v := rec.get("model")).__class__ is str and v else cfg_model
-                r_client[row] = v if (v := rec.get("client_type")).__class__ is str and v else None
-                r_comparison[row] = v if (v := rec.get("comparison")).__class__ is str and v else None
+                r_row(row)
+                r_model(v if (v := rec.get("model")).__class__ is str and v else cfg_model)
+                r_client(v if (v := rec.get("client_type")).__class__ is str and v else None)
+                r_comparison(v if (v := rec.get("comparison")).__class__ is str and v else None)
                 source = 1
                 # sidecar_timing(rec), inlined: negative / non-finite durations and ttft > total are NA
                 lat_s = rec.get("total_ms")
@@ -227,21 +232,19 @@ class TurnBuilder(Window):
         def per_file(k: int) -> list[Any]:
             return list(f_fields[k])
 
-        def sparse(values: dict[int, Any], default: np.ndarray | None = None) -> np.ndarray:
-            """An object column: ``default`` (or None) where ``values`` has no entry for the row."""
-            col = np.full(n, None, dtype=object) if default is None else default
-            for row, v in values.items():
-                col[row] = v
-            return col
 
         cols: dict[str, Any] = {}
         # per-file columns are converted once per file, then taken by row
         cols["trace_id"] = str_col(self._take("f_trace_id")).take(fno)
         cols["turn"] = int_col(icol("turn"))
         cols["message_index"] = int_col(icol("message_index"))
-        model = cols["model"] = cat_col(sparse(self._take("model"), obj_col(per_file(0))[fno]))
-        client = cols["client_type"] = _sparse_cat(self._take("client"), n)
-        cols["comparison"] = _sparse_cat(self._take("comparison"), n)
+        rec_rows = np.frombuffer(self._take("rec_rows"), dtype=np.int64)
+        model_col = obj_col(per_file(0))[fno]  # the file's model, but where a record names one
+        model_col[rec_rows] = obj_col(self._take("model"))
+        model = cols["model"] = cat_col(model_col)
+        del model_col
+        client = cols["client_type"] = _sparse_cat(rec_rows, self._take("client"), n)
+        cols["comparison"] = _sparse_cat(rec_rows, self._take("comparison"), n)
         status = np.full(n, "complete", dtype=object)
         for row, s in self._take("status").items():
             status[row] = s
@@ -331,14 +334,14 @@ def _by_file(values: Any, fno: np.ndarray, convert: Any) -> Any:
     return convert(distinct).take(codes[fno])
 
 
-def _sparse_cat(values: dict[int, str | None], n: int) -> pd.Categorical:
-    """:func:`cat_col` of a column of ``n`` rows that is None but where ``values`` says otherwise:
+def _sparse_cat(rows: np.ndarray, values: list[str | None], n: int) -> pd.Categorical:
+    """:func:`cat_col` of a column of ``n`` rows that is None but at ``rows``, which hold ``values``:
     only the values given are factorized."""
     if not values:
         return cat_col(np.full(n, None, dtype=object))
-    given = cat_col(obj_col(list(values.values())))
+    given = cat_col(obj_col(values))
     codes = np.full(n, -1, dtype=given.codes.dtype)
-    codes[np.fromiter(values, dtype=np.int64, count=len(values))] = given.codes
+    codes[rows] = given.codes
     return pd.Categorical.from_codes(codes, dtype=given.dtype)
 
 
