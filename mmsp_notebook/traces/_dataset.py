@@ -20,7 +20,7 @@ import os
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -351,7 +351,7 @@ class _Sync:
         self.touched: set[str] = set()  # partitions that got new files
         self._file_schema: bytes | None = None
         self._running: dict[str, list[tuple[Any, ...]]] = {}  # first trace id of a chunk -> its todo rows
-        #: replaced traces waiting for their old rows to be removed: (job, todo rows, traces, held files, units)
+        #: replaced traces waiting for their old rows to be removed: (their todo rows, results, held files, units)
         self._held: list[tuple[Any, ...]] = []
 
     def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
@@ -412,10 +412,10 @@ class _Sync:
                 part = self._running.pop(job.sources[0][0])
                 if res.replaced:  # committed by replace(), once their old rows are gone
                     gone = set(res.replaced)
-                    self._held.append((job, part, {t: res.traces.pop(t) for t in res.replaced}, res.held,
-                                       [u for u in res.units if u[1] in gone]))
+                    self._held.append(([r for r in part if r[0] in gone], {t: res.traces.pop(t) for t in res.replaced},
+                                       res.held, [u for u in res.units if u[1] in gone]))
                     res.units = [u for u in res.units if u[1] not in gone]
-                notes.extend(self._commit(job, part, res.traces, res.files, res.units))
+                notes.extend(self._commit(job.prior, part, res.traces, res.files, res.units))
                 if bar is not None:
                     bar.update(len(job.sources))
         finally:
@@ -474,31 +474,34 @@ class _Sync:
         while held:
             batch: list[tuple[Any, ...]] = []
             n = 0
-            while held and (not batch or n + len(held[-1][2]) <= REMOVE_WINDOW):
+            while held and (not batch or n + len(held[-1][1]) <= REMOVE_WINDOW):
                 batch.append(held.pop())
-                n += len(batch[-1][2])
-            ids = [t for _job, _part, traces, _files, _units in batch for t in traces]
+                n += len(batch[-1][1])
+            ids = [t for _part, traces, _files, _units in batch for t in traces]
             left = self._drop(ids)
-            for _job, _part, _traces, files, _units in batch:
+            for _part, _traces, files, _units in batch:
                 for name, _n, _tids in files:
                     path = os.path.join(self.root, name)
                     os.replace(held_path(path), path)
             with self.m.transaction() as db:
                 self._forget(db, ids, left)
-                for job, part, traces, files, units in batch:
-                    notes += self._put(db, job, part, traces, files, units)
+                for part, traces, files, units in batch:  # (no earlier rows: all were replaced)
+                    notes += self._put(db, (), part, traces, files, units)
         return notes
 
-    def _commit(self, job: Job, part: list[tuple[Any, ...]], traces: dict[str, tuple[bool, list[dict[str, str]], int, str]],
-                files: list[tuple[str, int, list[str]]], units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
+    def _commit(self, grown: Container[str], part: list[tuple[Any, ...]],
+                traces: dict[str, tuple[bool, list[dict[str, str]], int, str]], files: list[tuple[str, int, list[str]]],
+                units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
         """Record in the manifest the traces of a chunk and the files holding their rows."""
         with self.m.transaction() as db:
-            return self._put(db, job, part, traces, files, units)
+            return self._put(db, grown, part, traces, files, units)
 
-    def _put(self, db: Any, job: Job, part: list[tuple[Any, ...]], traces: dict[str, tuple[bool, list[dict[str, str]], int, str]],
-             files: list[tuple[str, int, list[str]]], units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
-        """Put in the manifest (in the transaction ``db``) the traces of a chunk and the files
-        holding their rows; returns their skip notes."""
+    def _put(self, db: Any, grown: Container[str], part: list[tuple[Any, ...]],
+             traces: dict[str, tuple[bool, list[dict[str, str]], int, str]], files: list[tuple[str, int, list[str]]],
+             units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
+        """Put in the manifest (in the transaction ``db``) the traces of a chunk (their todo rows
+        ``part``) and the files holding their rows; traces in ``grown`` keep the files of their
+        earlier rows too. Returns their skip notes."""
         import orjson
 
         info = {r[0]: r for r in part}
@@ -512,7 +515,7 @@ class _Sync:
         for tid, (loaded, tnotes, n_rows, digest) in traces.items():
             notes.extend(tnotes)
             mine = where.get(tid, [])
-            if tid in job.prior:  # it grew: its earlier rows stay where they are (none once replaced)
+            if tid in grown:  # it grew: its earlier rows stay where they are
                 mine = self.m.trace_files(tid) + mine
             _t, path, sidecar, *sig, content_hash = info[tid]
             rows.append((tid, *sig, content_hash, orjson.dumps(tnotes).decode() if tnotes else None,
