@@ -350,11 +350,31 @@ def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(cor
             quiet_sync(corpus, ds_dir, chunk_files=1, executor=ThreadPoolExecutor(2))
     held = [p for p in (ds_dir / "turns").rglob(".*.held")]
     assert len(held) == 1  # the new rows, which no reader sees
-    tids = set(stored(ds_dir)["trace_id"].to_pylist())
-    assert "agent/00001" not in tids and "app/chat_1" in tids
+    assert not new_rows(ds_dir, T0 + 2 * DAY) and "app/chat_1" in set(stored(ds_dir)["trace_id"].to_pylist())
     quiet_sync(corpus, ds_dir)
     assert_same(ds_dir, corpus)
     assert not [p for p in (ds_dir / "turns").rglob(".*")]
+    # ... and one that dies after those files are renamed into place, before the manifest lists
+    # them: readers of the manifest see the trace's old rows or none (a file emptied of them is
+    # removed only once the manifest no longer lists it), never the new ones besides
+    save(corpus, "agent/00001", conversation(2, T0 + 3 * DAY, "agent-again"), model="gemini-3.8-flash")
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset._Sync, "_forget", lambda *a, **k: dies(""))
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(corpus, ds_dir)
+    assert not new_rows(ds_dir, T0 + 3 * DAY)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 1
+    assert_same(ds_dir, corpus)
+    assert new_rows(ds_dir, T0 + 3 * DAY) == 2  # (the check above would have seen them)
+    assert not [p for p in (ds_dir / "turns").rglob(".*")]
+
+
+def new_rows(ds_dir: Path, since: int) -> int:
+    """Rows of agent/00001 that started at ``since`` (ms) or later, as a reader of the manifest sees them."""
+    got = stored(ds_dir)
+    mine = got.filter(pc.equal(got["trace_id"], "agent/00001"))
+    return sum(1 for t in mine["started"].to_pylist() if t is not None and t.timestamp() * 1000 >= since)
 
 
 def test_a_trace_that_grew_gets_only_its_new_rows(corpus: Path, tmp_path: Path) -> None:

@@ -422,7 +422,9 @@ def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, 
 
 def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int:
     """Rewrite one data file without the rows of ``drop_traces`` and of the units ``drop_units``;
-    returns the rows left (0: the file was removed). A file left unchanged is not written."""
+    returns the rows left. A file left unchanged is not written, nor one left with no rows (0:
+    the caller removes it once the manifest no longer lists it, so that no reader of the
+    manifest finds a listed file missing)."""
     path = os.path.join(root, name)
     try:
         table = pq.ParquetFile(path).read()
@@ -440,8 +442,7 @@ def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units:
     if drop is None or not pc.any(drop).as_py():
         return table.num_rows
     left = table.filter(pc.invert(drop))
-    if left.num_rows == 0:
-        os.remove(path)
+    if left.num_rows == 0:  # left as it is: the caller removes it once no manifest lists it
         return 0
     _atomic_write(left, path)
     return left.num_rows

@@ -355,7 +355,9 @@ class _Sync:
         self._held: list[tuple[Any, ...]] = []
 
     def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
-        """Rewrite files without the given traces' rows / units' rows; file -> rows left."""
+        """Rewrite files without the given traces' rows / units' rows; file -> rows left. A file
+        left with none is not touched: :meth:`_emptied` removes it once the manifest no longer
+        lists it (a reader of the manifest never finds a listed file missing)."""
         kind = self.options["kind"]
         tasks = [(str(self.root), name, kind, tids, units) for name, (tids, units) in sorted(by_file.items())]
         return {task[1]: left for task, left in self.runner.run(rewrite, tasks, len(tasks), io=True)}
@@ -372,11 +374,21 @@ class _Sync:
         left = self._drop(trace_ids)
         with self.m.transaction() as db:
             self._forget(db, trace_ids, left)
+        self._emptied(left)
 
     def _drop(self, trace_ids: list[str]) -> dict[str, int]:
         """Rewrite the files holding rows of these traces without them; file -> rows left."""
         none: list[tuple[str, int]] = []
         return self._rewrite({name: (tids, none) for name, tids in self.m.files_of(trace_ids).items()})
+
+    def _emptied(self, left: dict[str, int]) -> None:
+        """Remove the files :meth:`_rewrite` left with no rows (listed no more)."""
+        for name, rows in left.items():
+            if not rows:
+                try:
+                    os.remove(self.root / name)
+                except FileNotFoundError:
+                    pass
 
     def _forget(self, db: Any, trace_ids: list[str], left: dict[str, int]) -> None:
         for name, rows in left.items():
@@ -487,6 +499,7 @@ class _Sync:
                 self._forget(db, ids, left)
                 for part, traces, files, units in batch:  # (no earlier rows: all were replaced)
                     notes += self._put(db, (), part, traces, files, units)
+            self._emptied(left)
         return notes
 
     def _commit(self, grown: Container[str], part: list[tuple[Any, ...]],
@@ -562,6 +575,7 @@ class _Sync:
                     for name, rows in left.items():
                         m.set_rows(db, name, rows)
                     m.set_kept(db, hide, 0)
+                self._emptied(left)
             if show:
                 shown = set(show)
                 tids = sorted({t for t, _ in show})
