@@ -73,10 +73,6 @@ class TurnRun(Watched):
     def idle_timeout(self) -> float | None:
         return self.turn.idle_timeout
 
-    @idle_timeout.setter
-    def idle_timeout(self, value: float | None) -> None:
-        self.turn.idle_timeout = value
-
     @property
     def waiting_since(self) -> float | None:
         return self.turn.waiting_since
