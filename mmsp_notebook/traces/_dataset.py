@@ -391,8 +391,7 @@ class _Sync:
                     pass
 
     def _forget(self, db: Any, trace_ids: list[str], left: dict[str, int]) -> None:
-        for name, rows in left.items():
-            self.m.set_rows(db, name, rows)
+        self.m.set_rows(db, left)
         self.m.forget(db, trace_ids)
 
     def convert(self, state: int, hide: dict[str, list[int]] | None = None, priors: bool = False) -> list[dict[str, str]]:
@@ -572,8 +571,7 @@ class _Sync:
                     by_file[name] = ([], [u for t in tids for u in by_trace[t]])
                 left = self._rewrite(by_file)
                 with m.transaction() as db:
-                    for name, rows in left.items():
-                        m.set_rows(db, name, rows)
+                    m.set_rows(db, left)
                     m.set_kept(db, hide, 0)
                 self._emptied(left)
             if show:

@@ -38,16 +38,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Manifest", "ManifestError", "Signature", "MANIFEST_NAME", "RACY_S"]
+__all__ = ["Manifest", "ManifestError", "MANIFEST_NAME", "RACY_S"]
 
 MANIFEST_NAME = "_manifest.sqlite"
 LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
 _VERSION = "6"
-
-#: (trace size, trace mtime ns, sidecar size, sidecar mtime ns); -1 where a file is absent
-Signature = tuple[int, int, int, int]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -75,6 +72,13 @@ DELETE FROM temp.settled;
 """
 #: trace ids per ``IN (...)`` list (SQLite's oldest limit on parameters is 999)
 _IN = 900
+
+
+def _in_parts(trace_ids: list[str]) -> Iterator[tuple[list[str], str]]:
+    """The trace ids :data:`_IN` at a time, each part with its ``?, ?, ...`` placeholders."""
+    for i in range(0, len(trace_ids), _IN):
+        part = trace_ids[i : i + _IN]
+        yield part, ",".join("?" * len(part))
 
 
 class ManifestError(RuntimeError):
@@ -151,11 +155,9 @@ class Manifest:
         """trace id -> (t_size, t_mtime, s_size, s_mtime, content hash or None) of the given
         traces that were converted."""
         out: dict[str, tuple[int, int, int, int, str | None]] = {}
-        for i in range(0, len(trace_ids), _IN):
-            part = trace_ids[i : i + _IN]
+        for part, marks in _in_parts(trace_ids):
             out.update((r[0], r[1:]) for r in self.db.execute(
-                f"SELECT trace_id, t_size, t_mtime, s_size, s_mtime, hash FROM sources WHERE trace_id IN ({','.join('?' * len(part))})",
-                part))
+                f"SELECT trace_id, t_size, t_mtime, s_size, s_mtime, hash FROM sources WHERE trace_id IN ({marks})", part))
         return out
 
     def known_pages(self, size: int) -> Iterator[list[tuple[Any, ...]]]:
@@ -213,11 +215,10 @@ class Manifest:
     def todo_again(self, trace_ids: list[str], state: int) -> None:
         """Put converted traces in ``todo`` with ``state`` (to convert them again), as recorded."""
         self.db.execute("DELETE FROM temp.todo WHERE state = ?", (state,))
-        for i in range(0, len(trace_ids), _IN):
-            part = trace_ids[i : i + _IN]
+        for part, marks in _in_parts(trace_ids):
             self.db.execute(
                 "INSERT OR REPLACE INTO temp.todo SELECT trace_id, ?, path, sidecar, t_size, t_mtime, s_size, s_mtime, hash"
-                f" FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", (state, *part))
+                f" FROM sources WHERE trace_id IN ({marks})", (state, *part))
 
     def settle(self, db: sqlite3.Connection) -> None:
         """Traces whose files are no longer recent (``settled``): their stat signature suffices from now on."""
@@ -250,10 +251,9 @@ class Manifest:
     def priors(self, trace_ids: list[str]) -> dict[str, tuple[int, str]]:
         """trace id -> (rows, digest) of the rows the dataset holds for it."""
         out: dict[str, tuple[int, str]] = {}
-        for i in range(0, len(trace_ids), _IN):
-            part = trace_ids[i : i + _IN]
+        for part, marks in _in_parts(trace_ids):
             out.update((r[0], (int(r[1]), str(r[2]))) for r in self.db.execute(
-                f"SELECT trace_id, n_rows, digest FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part))
+                f"SELECT trace_id, n_rows, digest FROM sources WHERE trace_id IN ({marks})", part))
         return out
 
     # files -----------------------------------------------------------------------------------
@@ -294,12 +294,10 @@ class Manifest:
     def put_file(self, db: sqlite3.Connection, name: str, rows: int) -> None:
         db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (name, rows))
 
-    def set_rows(self, db: sqlite3.Connection, name: str, rows: int) -> None:
-        """A file rewritten with ``rows`` rows (0: removed)."""
-        if rows:
-            db.execute("UPDATE files SET rows = ? WHERE name = ?", (rows, name))
-        else:
-            db.execute("DELETE FROM files WHERE name = ?", (name,))
+    def set_rows(self, db: sqlite3.Connection, left: dict[str, int]) -> None:
+        """Files rewritten: name -> rows left (0: listed no more)."""
+        db.executemany("UPDATE files SET rows = ? WHERE name = ?", ((rows, name) for name, rows in left.items() if rows))
+        db.executemany("DELETE FROM files WHERE name = ?", ((name,) for name, rows in left.items() if not rows))
 
     # removing traces -------------------------------------------------------------------------
     def forget(self, db: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
