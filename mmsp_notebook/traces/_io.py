@@ -15,7 +15,7 @@ from typing import Any
 from .._errors import TraceNotFoundError
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
-from ._walk import Pattern, walk, walk_dirs
+from ._walk import Pattern, walk_dirs
 
 __all__ = ["Source", "collect_sources", "find_sources", "iter_sources", "latest_run", "config_trace_id"]
 
@@ -64,7 +64,7 @@ def find_sources(
 ) -> tuple[list[Source], list[dict[str, str]]]:
     """Find the traces under ``paths`` (directories, files, or a list of both).
 
-    A directory is walked once (:func:`~mmsp_notebook.traces._walk.walk`: each real directory
+    A directory is walked once (:func:`~mmsp_notebook.traces._walk.walk_dirs`: each real directory
     entered once, link loops included) and its entries matched with ``pattern`` (recursive
     ``**`` allowed); the trace id of a file found there is its path relative to that directory
     without ``.json``. Tracer companions (``.txt``) and timing sidecars are never taken for
@@ -106,9 +106,10 @@ def find_sources(
 def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: list[Source], seen: set[str]) -> list[dict[str, str]]:
     """Append the sources found under ``root`` to ``out`` (sorted by trace id); returns the
     directories that could not be listed."""
-    found, regular, unlisted = walk(root, pattern)
+    unlisted: list[dict[str, str]] = []
     start = len(out)
-    out += _pair(root, found, regular, pattern, side_pattern, seen)
+    for found, regular in walk_dirs(root, pattern, unlisted):  # (a trace and its sidecar share a directory)
+        out += _pair(root, found, regular, pattern, side_pattern, seen)
     out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
     return unlisted
 

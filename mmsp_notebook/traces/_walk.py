@@ -26,7 +26,7 @@ from typing import Any
 
 from .._errors import OptionError
 
-__all__ = ["Pattern", "walk", "walk_dirs"]
+__all__ = ["Pattern", "walk_dirs"]
 
 _NAME = attrgetter("name")
 
@@ -104,22 +104,6 @@ class Pattern:
     def match(self, rel: str) -> bool:
         """Whether a relative path (``/``-separated) matches."""
         return self.regex.match(rel) is not None
-
-
-def walk(root: str, pattern: Pattern) -> tuple[list[str], set[str], list[dict[str, str]]]:
-    """Every entry under ``root`` that is not a directory (files, links, FIFOs...), as absolute
-    paths in breadth-first, name-sorted order; those the directory listing says are regular files
-    (not links: the kind comes with the listing, no ``stat`` is made); and the directories that
-    could not be listed (``{"path", "reason"}``). :func:`walk_dirs` gives the same directory by
-    directory.
-    """
-    files: list[str] = []
-    regular: set[str] = set()
-    problems: list[dict[str, str]] = []
-    for found, reg in walk_dirs(root, pattern, problems):
-        files += found
-        regular |= reg
-    return files, regular, problems
 
 
 def walk_dirs(root: str, pattern: Pattern, problems: list[dict[str, str]]) -> Iterator[tuple[list[str], set[str]]]:
