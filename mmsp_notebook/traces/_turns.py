@@ -61,7 +61,7 @@ class TurnBuilder(Window):
     ``array('d')`` (one ``extend`` each per row); per-file values (trace id, config fields) are
     stored once per file, converted once per file and expanded by index at the end; what only a
     sidecar record gives a row (its model when the record names one, client type, comparison)
-    is kept by row in dicts; derived columns (input/output/total tokens, cost, tokens per second,
+    is kept for those rows only (their numbers and the values in step); derived columns (input/output/total tokens, cost, tokens per second,
     fallback latency) are computed vectorized in :meth:`frame`.
     """
 
@@ -292,9 +292,9 @@ class TurnBuilder(Window):
         cols["cost"] = cost
         cols["cost_missing"] = missing_price
         cols["temperature"] = np.array(per_file(1), dtype=np.float64)[fno]  # a float or None (NaN) per file
-        cols["max_tokens"] = _by_file(f_fields[2], fno, lambda v: pd.array(v, dtype="Int64"))
-        cols["thinking_level"] = _by_file(f_fields[3], fno, str_col)
-        cols["n_tools"] = _by_file(f_fields[4], fno, lambda v: pd.array(v, dtype="Int64"))
+        cols["max_tokens"] = _take_distinct(f_fields[2], fno, lambda v: pd.array(v, dtype="Int64"))
+        cols["thinking_level"] = _take_distinct(f_fields[3], fno, str_col)
+        cols["n_tools"] = _take_distinct(f_fields[4], fno, lambda v: pd.array(v, dtype="Int64"))
         cols["tool_names"] = obj_series(obj_col(per_file(5))[fno])  # names made UTF-8 safe in add()
         errors = self._take("errors")
         cols["error_type"] = _sparse_str({row: e[0] for row, e in errors.items()}, n)
@@ -325,13 +325,13 @@ class TurnBuilder(Window):
         return keep
 
 
-def _by_file(values: Any, fno: np.ndarray, convert: Any) -> Any:
-    """A per-file config field (a few distinct values, ints, strings or None) as a column: its
-    distinct values converted, then taken by row through the file numbers ``fno``."""
+def _take_distinct(values: Any, index: np.ndarray, convert: Any) -> Any:
+    """``convert(values)`` taken at ``index``, with only the distinct values converted (a few: a
+    per-file config field through the file numbers, a sparse column's values)."""
     distinct = list(dict.fromkeys(values))
     where = {v: i for i, v in enumerate(distinct)}
     codes = np.fromiter(map(where.__getitem__, values), dtype=np.intp, count=len(values))
-    return convert(distinct).take(codes[fno])
+    return convert(distinct).take(codes[index])
 
 
 def _sparse_cat(rows: np.ndarray, values: list[str | None], n: int) -> pd.Categorical:
@@ -348,12 +348,9 @@ def _sparse_cat(rows: np.ndarray, values: list[str | None], n: int) -> pd.Catego
 def _sparse_str(values: dict[int, str | None], n: int) -> Any:
     """:func:`str_col` of a column of ``n`` rows that is None but where ``values`` says otherwise:
     the distinct values are converted, then taken by row."""
-    distinct = list(dict.fromkeys([None, *values.values()]))
-    where = {v: i for i, v in enumerate(distinct)}
-    codes = np.zeros(n, dtype=np.intp)
-    for row, v in values.items():
-        codes[row] = where[v]
-    return str_col(distinct).take(codes)
+    index = np.zeros(n, dtype=np.intp)  # the row's place in [None, *values]
+    index[np.fromiter(values, dtype=np.intp, count=len(values))] = np.arange(1, len(values) + 1)
+    return _take_distinct([None, *values.values()], index, str_col)
 
 
 def _duplicates(fp: np.ndarray, source: np.ndarray) -> np.ndarray:
