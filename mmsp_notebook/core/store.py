@@ -110,6 +110,7 @@ __all__ = [
     "parse_sidecar",
     "tool_error",
     "TOOL_ERROR_PREFIX",
+    "TRACEBACK_START",
 ]
 
 SIDECAR_SUFFIX = ".timing.jsonl"
@@ -557,7 +558,8 @@ def read_sidecar(path: _PathLike, events: bool = True, max_size: int = MAX_FILE_
 # ---------------------------------------------------------------------------------------------- tool results
 #: How a tool that raised is answered in the history (``tool_result.done`` text): ``error: <why>``.
 TOOL_ERROR_PREFIX = "error: "
-_TRACEBACK = "Traceback (most recent call last)"
+#: The first line of a Python traceback, which a tool result may open with.
+TRACEBACK_START = "Traceback (most recent call last)"
 
 
 def tool_error(text: object) -> str | None:
@@ -570,7 +572,7 @@ def tool_error(text: object) -> str | None:
     head = text.lstrip()
     if head[:6].lower() == "error:":
         return head[6:].strip() or "error"
-    if head.startswith(_TRACEBACK):
+    if head.startswith(TRACEBACK_START):
         lines = [line for line in head.splitlines() if line.strip()]
         return lines[-1].strip() if lines else "traceback"
     return None

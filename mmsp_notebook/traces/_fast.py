@@ -41,7 +41,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
-from ..core.store import tool_error
+from ..core.store import TRACEBACK_START, tool_error
 from ._build import INLINE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
 from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, utf8_safe
 
@@ -253,7 +253,7 @@ if msgspec is not None:
             return tool_error(_ANY.decode(raw)) is not None  # the words maybe spelled with escapes
         return head[:6].lower() == b"error:" or head.startswith(_TRACEBACK)
 
-    _TRACEBACK = b"Traceback (most recent call last)"
+    _TRACEBACK = TRACEBACK_START.encode()
 
     _U64, _I64 = 2**64 - 1, -(2**63)
     _UNKNOWN = object()
