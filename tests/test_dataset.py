@@ -125,7 +125,9 @@ def expected(src: Path, kind: str = "turns", **kwargs: Any) -> pa.Table:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", traces.TraceLoadWarning)
         df = LOADERS[kind](src, progress=False, **kwargs)
-    return traces.to_arrow(df).replace_schema_metadata(None)
+    table = traces.to_arrow(df).replace_schema_metadata(None)
+    # the dataset's model comes from its partition directories as a string column (null where missing)
+    return table.set_column(table.schema.get_field_index("model"), "model", table["model"].cast(pa.string()))
 
 
 def stored(ds_dir: Path, kind: str = "turns") -> pa.Table:
@@ -177,12 +179,67 @@ def test_sync_gives_the_loaders_rows(corpus: Path, tmp_path: Path, kind: str) ->
         assert "not valid JSON" in res.skipped[0]["reason"]
     assert res.rows > 0 and res.files > 1
     assert_same(ds_dir, corpus, kind)
+    frame = traces.dataset(ds_dir, kind).to_table().to_pandas()  # a model-less trace's null partition too
+    assert len(frame) == res.rows and frame["model"].isna().any() == (kind != "events")
     # partitions: UTC date of the start and the model; odd model names round-trip, missing ones are null
     parts = {p.relative_to(ds_dir / kind).parts[:2] for p in (ds_dir / kind).rglob("*.parquet")}
     assert ("date=2026-01-01", "model=glm-5.3") in parts
     if kind != "events":
         assert ("date=2026-01-04", "model=org%2Fmodel%20v2%25") in parts
         assert any(d == "date=__HIVE_DEFAULT_PARTITION__" for d, _ in parts)
+
+
+def test_models_no_partition_directory_can_hold_are_skipped_by_name(tmp_path: Path) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    odd = ["a/b=c%20d", "..", ".hidden", "date=2020-01-01", "emoji🙂", "semi;colon?q#h", "sp ace", "a\\b"]
+    for k, model in enumerate(odd):
+        save(src, f"odd/{k}", conversation(1, T0 + k * 60_000, f"o{k}"), model=model)
+    save(src, "none", conversation(1, T0 + DAY, "n"), model=None)
+    long = {"long/ascii": "x" * 300, "long/cjk": "模型" * 30, "long/hive": "__HIVE_DEFAULT_PARTITION__"}
+    for k, (tid, model) in enumerate(long.items()):
+        save(src, tid, conversation(1, T0 + 2 * DAY + k * 60_000, f"l{k}"), model=model)
+    with pytest.warns(traces.TraceLoadWarning, match="skipped 3 of 12 trace files"):
+        res = traces.sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    reasons = {Path(s["path"]).stem: s["reason"] for s in res.skipped}
+    assert set(reasons) == {"ascii", "cjk", "hive"}
+    assert reasons["ascii"].startswith("model id too long for a partition directory: 300 bytes URI-encoded")
+    assert reasons["cjk"].startswith("model id too long for a partition directory: 540 bytes URI-encoded")
+    assert "Hive's name for a missing value" in reasons["hive"]
+    # the others round-trip through every reader, the missing model as null
+    frame = traces.dataset(ds_dir).to_table().to_pandas()
+    assert sorted(frame["model"].dropna()) == sorted(odd) and frame["model"].isna().sum() == 1
+    q = traces.query("SELECT model, count(*) AS n FROM turns GROUP BY model", ds_dir)
+    assert sorted(q["model"].dropna()) == sorted(odd) and q["n"].sum() == 9
+    want = expected(src)
+    assert set(want["trace_id"].to_pylist()) - set(frame["trace_id"]) == set(long)
+    # skipped until they change, as any unreadable file
+    again = quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert again.converted == 0 and len(again.skipped) == 3 and again.new_skipped == []
+
+
+def test_file_names_that_are_not_utf8_are_skipped_by_name(tmp_path: Path) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    save(src, "ok", conversation(1, T0, "ok"))
+    latin = save(src, "latin", conversation(1, T0 + 60_000, "la"))
+    os.rename(latin, os.path.join(os.fsencode(src), b"caf\xe9.json"))  # a name written on another system
+    odd_dir = os.path.join(os.fsencode(src), b"d\xff")
+    os.mkdir(odd_dir)
+    shutil.move(str(save(src, "x", conversation(1, T0 + 120_000, "x"))), os.path.join(odd_dir, b"t.json"))
+    assert len(traces.load_turns(src, progress=False)) == 3  # the loaders read them
+    with pytest.warns(traces.TraceLoadWarning, match=r"skipped 2 of 3 trace files \(2 file name is not valid UTF-8"):
+        res = traces.sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert sorted(s["path"] for s in res.skipped) == [f"{src}/caf\\xe9.json", f"{src}/d\\xff/t.json"]
+    assert res.traces == 1 and stored(ds_dir)["trace_id"].to_pylist() == ["ok"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing new to report
+        again = traces.sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert again.converted == 0 and again.skipped == res.skipped
+    os.rename(os.path.join(os.fsencode(src), b"caf\xe9.json"), src / "cafe.json")  # renamed: taken
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # listed again: the other one stays out, reported before
+        third = traces.sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert third.converted == 1 and [s["path"] for s in third.skipped] == [f"{src}/d\\xff/t.json"]
+    assert sorted(stored(ds_dir)["trace_id"].to_pylist()) == ["cafe", "ok"]
 
 
 def test_repeated_histories_are_shown_once_like_the_loader(corpus: Path, tmp_path: Path) -> None:

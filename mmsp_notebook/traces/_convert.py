@@ -156,6 +156,13 @@ def convert(job: Job) -> ChunkResult:
             builder.add(tid, records)
         loaded[tid] = (True, notes)
     df = builder.frame()
+    gone = _unplaceable(job, df)
+    if gone:  # skipped as an unreadable file is, so that the next sync tries it again only if it changes
+        df = df.loc[~df["trace_id"].isin(gone).to_numpy()].reset_index(drop=True)
+        item_fps = [u for u in item_fps if u[1] not in gone]
+        for tid, path, sidecar in job.sources:
+            if tid in gone:
+                loaded[tid] = (False, [*loaded[tid][1], {"path": path or sidecar or tid, "reason": gone[tid]}])
     spans = _spans(df)
     hashes = row_hashes(df)
     traces: dict[str, tuple[bool, list[dict[str, str]], int, str]] = {}
@@ -366,8 +373,43 @@ def _dedupe(job: Job, df: pd.DataFrame, item_fps: list[tuple[int, str, int]]) ->
 def partition_dir(date: Any, model: Any) -> str:
     """``date=YYYY-MM-DD/model=<model, URI-encoded>`` (Hive's null name where missing)."""
     d = NULL_PARTITION if date is None or pd.isna(date) else str(date)
-    m = NULL_PARTITION if model is None or pd.isna(model) else quote(str(model), safe="")
-    return f"date={d}/model={m}"
+    return f"date={d}/{_model_dir(model)}"
+
+
+def _model_dir(model: Any) -> str:
+    if model is None or pd.isna(model):
+        return f"model={NULL_PARTITION}"
+    return f"model={quote(str(model), safe='')}"
+
+
+def _name_max(root: str) -> int:
+    """The longest file name the file system of ``root`` takes (255 bytes where it cannot say)."""
+    try:
+        return int(os.pathconf(root if os.path.isdir(root) else os.path.dirname(root) or ".", "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def _unplaceable(job: Job, df: pd.DataFrame) -> dict[str, str]:
+    """Trace id -> why, of the traces with rows whose model no partition directory can hold: a
+    name longer than the file system takes (a model id of hundreds of characters, or of fewer
+    non-ASCII ones, each URI-encoded as up to 12 bytes), or Hive's null name, which every reader
+    decodes to null. Such a trace is left out whole."""
+    if not len(df) or "model" not in df:
+        return {}
+    models = df["model"].cat.categories if isinstance(df["model"].dtype, pd.CategoricalDtype) else df["model"].dropna().unique()
+    limit = _name_max(job.root)
+    why = {}
+    for m in models:
+        if len(_model_dir(m)) > limit:  # the encoded name is ASCII
+            why[m] = (f"model id too long for a partition directory: {len(_model_dir(m)) - 6:,} bytes URI-encoded "
+                      f"(this file system takes names of {limit} bytes): {str(m)[:40]!r}...")
+        elif str(m) == NULL_PARTITION:
+            why[m] = f"model id {NULL_PARTITION!r} is Hive's name for a missing value: readers would give null"
+    if not why:
+        return {}
+    bad = df.loc[df["model"].isin(list(why)).to_numpy(), ["trace_id", "model"]].drop_duplicates("trace_id")
+    return {tid: why[m] for tid, m in zip(bad["trace_id"], bad["model"].astype(object))}
 
 
 def held_path(path: str) -> str:

@@ -11,7 +11,9 @@ Layout of ``dataset_dir``::
 
 The files hold the columns of ``load_turns`` (``load_items`` / ``load_events``) with the types
 :func:`~mmsp_notebook.traces.to_arrow` gives them, except ``model``, which is in the path with the
-UTC ``date`` of ``started`` (``created_at`` for items); model ids are URI-encoded there.
+UTC ``date`` of ``started`` (``created_at`` for items); model ids are URI-encoded there (a trace
+whose model no directory name can hold is skipped with the reason, see ``_convert``), and read
+back as a string column.
 """
 
 from __future__ import annotations
@@ -270,6 +272,7 @@ def sync(
         RuntimeError: another sync of the same dataset kind is running.
     """
     t0 = time.time()
+    n_unnamed = 0  # traces left out for their names found in this run (counted in the warning)
     root = kind_dir(dataset_dir, kind)
     if chunk_files < 1:
         raise ValueError(f"chunk_files must be at least 1, not {chunk_files}")
@@ -318,6 +321,13 @@ def sync(
             # a changed trace that only grew gets its new rows; any other is removed, then converted
             notes += state.convert(CHANGED, priors=True)
             notes += state.replace()
+            unnamed = meta_unnamed = m.meta().get("unnamed") or []
+            n_unnamed = 0
+            if scan.unnamed is not None:  # listed: these are the traces left out for their names now
+                unnamed = scan.unnamed
+                fresh = [n for n in unnamed if n not in meta_unnamed]
+                notes += fresh
+                n_unnamed = len(fresh)
             result.new_skipped = notes
             result.converted = scan.new + scan.changed
             if options["dedupe"]:
@@ -327,15 +337,16 @@ def sync(
                 with m.transaction() as db:
                     if scan.dirs is not None:  # the listing is complete: later scans may trust it
                         m.put_dirs(db, scan.dirs)
+                        m.set_meta(db, {"unnamed": unnamed})
                     m.settle(db)
         finally:
             state.runner.close()
-        result.skipped = m.notes()
+        result.skipped = m.notes() + (m.meta().get("unnamed") or [])
         result.traces = m.counts()[0]
         result.files, result.rows = m.db.execute("SELECT count(*), coalesce(sum(rows), 0) FROM files").fetchone()
     result.seconds = time.time() - t0
     if result.new_skipped:
-        _warn(result.new_skipped, result.converted)
+        _warn(result.new_skipped, result.converted + n_unnamed)
     return result
 
 

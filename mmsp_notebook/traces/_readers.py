@@ -40,14 +40,18 @@ def _partition_schema() -> Any:
 
 @functools.cache
 def _full_schema(kind: str, payloads: bool) -> Any:
-    """The dataset's schema: the frame's columns in the loader's order, then ``date``."""
+    """The dataset's schema: the frame's columns in the loader's order, then ``date``. ``model``
+    (from the partition directories) is a string column, not the loader's dictionary: pyarrow
+    gives a null partition value as a null entry of the dictionary, and tables with such
+    dictionaries cannot be made DataFrames ("Cannot yet unify dictionaries with nulls")."""
     import pyarrow as pa
 
     from ._convert import _builder  # the frame of an empty builder: the loader's columns and types
     from ._export import to_arrow
 
     frame_schema = to_arrow(_builder(Job(kind, "", [], payloads=payloads)).frame()).schema.remove_metadata()
-    return frame_schema.append(pa.field("date", pa.date32()))
+    i = frame_schema.get_field_index("model")
+    return frame_schema.set(i, pa.field("model", pa.string())).append(pa.field("date", pa.date32()))
 
 
 def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:

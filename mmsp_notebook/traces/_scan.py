@@ -56,6 +56,30 @@ class Scan:
     unchanged: int
     dirs: dict[str, int] | None  # directory -> mtime, after a full listing
     settled: int  # unchanged traces whose content hash is no longer needed
+    #: after a full listing, the skip notes of traces whose file names are not UTF-8 (None: not listed)
+    unnamed: list[dict[str, str]] | None = None
+
+
+#: why a trace whose path is not UTF-8 is left out of a dataset
+NOT_UTF8 = ("file name is not valid UTF-8 (the manifest and the Parquet files hold text): rename it to "
+            "sync it (the loaders read it, with U+FFFD in its trace id)")
+
+
+def _utf8(*names: str | None) -> bool:
+    """Whether every name can be stored as text (a path read from the file system holds surrogate
+    escapes for the bytes of a name that is not UTF-8)."""
+    for n in names:
+        if n is not None and not n.isascii():
+            try:
+                n.encode()
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+def shown(path: str) -> str:
+    """A path that is not UTF-8 with its odd bytes written as ``\\xNN`` (text a note can hold)."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
@@ -75,7 +99,8 @@ def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
         if (st.st_dev, st.st_ino) in seen:
             continue
         seen.add((st.st_dev, st.st_ino))
-        out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
+        if _utf8(d):  # (one that is not holds only traces left out: its changes do not matter)
+            out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
         for e in entries:
             try:
                 if e.is_dir() and e.path != skip:
@@ -172,14 +197,19 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
     else:
         dirs = _walk_dirs(src, racy_ns, skip)
         batch: dict[str, tuple[str | None, str | None]] = {}
+        unnamed: list[dict[str, str]] = []
         for found in iter_sources(src, pattern):
             for s in found:
+                if not _utf8(s.trace_id, s.path, s.sidecar):
+                    unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
+                    continue
                 batch.setdefault(s.trace_id, (s.path, s.sidecar))  # (a trace id named twice: the first)
             if len(batch) >= WINDOW:
                 _listed(m, w, batch)
                 batch = {}
         _listed(m, w, batch)
         deleted = m.unseen(DELETED)
+        return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
     return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled)
 
 
