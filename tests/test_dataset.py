@@ -21,10 +21,11 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from mmsp.integration.tracer import Tracer
 
-from mmsp_notebook import traces
+from mmsp_notebook import TraceNotFoundError, traces
 from mmsp_notebook.core.store import append_sidecar
 from mmsp_notebook.traces import _dataset
 
@@ -466,7 +467,7 @@ def pq_rows(path: str) -> int:
 _KILLED = """
 import sys, warnings
 sys.path.insert(0, {root!r})
-from mmsp_notebook import traces
+from mmsp_notebook import TraceNotFoundError, traces
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     traces.sync({src!r}, {ds!r}, chunk_files=1)
@@ -500,6 +501,23 @@ def test_a_killed_sync_is_resumed(tmp_path: Path) -> None:
     res = quiet_sync(src, ds_dir)
     assert res.unchanged >= 10 and res.converted + res.unchanged == 150
     assert_same(ds_dir, src)
+
+
+def test_a_lost_data_file_is_named_by_readers_and_restored_by_the_next_sync(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir, executor=ThreadPoolExecutor(2), chunk_files=4)
+    files = sorted((ds_dir / "turns").rglob("*.parquet"))
+    lost = max(files, key=lambda p: p.stat().st_size)
+    lost_rows = pq.ParquetFile(lost).metadata.num_rows
+    lost.unlink()  # removed by hand, or lost to a disk
+    with pytest.raises(TraceNotFoundError, match=r"1 of the \d+ data files the manifest .* lists are missing"):
+        traces.dataset(ds_dir)
+    with pytest.raises(TraceNotFoundError, match="the next traces.sync into this dataset converts their traces again"):
+        traces.query("SELECT count(*) FROM turns", ds_dir)
+    res = quiet_sync(corpus, ds_dir, executor=ThreadPoolExecutor(2), chunk_files=4)
+    assert res.converted >= 1 and res.rows >= lost_rows
+    assert_same(ds_dir, corpus)
+    assert quiet_sync(corpus, ds_dir).converted == 0
 
 
 def test_leftovers_of_a_crash_are_removed(corpus: Path, tmp_path: Path) -> None:

@@ -196,21 +196,23 @@ def _data_files(root: Path) -> Iterator[tuple[str, str]]:
             yield os.path.relpath(p, root).replace(os.sep, "/"), p
 
 
-def _clean(root: Path, known: set[str]) -> int:
+def _clean(root: Path, known: set[str]) -> set[str]:
     """Remove what an interrupted sync left: temporary files, data files the manifest does not
-    list (written by a chunk whose commit never happened), empty partition directories."""
-    removed = 0
+    list (written by a chunk whose commit never happened), empty partition directories. Returns
+    the files the manifest lists that are missing (removed by hand, or lost)."""
+    found = set()
     for name, path in list(_data_files(root)):
         if name not in known:
             os.remove(path)
-            removed += 1
+        else:
+            found.add(name)
     for dirpath, dirs, files in sorted(os.walk(root, topdown=False), key=lambda w: -len(w[0])):
         if dirpath != str(root) and not dirs and not files:
             try:
                 os.rmdir(dirpath)
             except OSError:
                 pass
-    return removed
+    return known - found
 
 
 # --------------------------------------------------------------------------- sync
@@ -310,7 +312,16 @@ def sync(
             m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True} if first else {})})
         if m.meta().get("resolve_all"):
             m.bulk()
-        _clean(root, m.file_names())
+        lost = _clean(root, m.file_names())
+        if lost:  # their traces are forgotten (their rows dropped from other files) and found again
+            repair = _Sync(m, root, options, executor, chunk_files, False)
+            try:
+                repair.remove(m.traces_in(lost))
+            finally:
+                repair.runner.close()
+            with m.transaction() as db:
+                m.set_rows(db, dict.fromkeys(lost, 0))  # (a file no trace named any more)
+                m.put_dirs(db, {})  # the folder is listed again
         scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
         result = SyncResult(kind, root, unchanged=scan.unchanged)
         state = _Sync(m, root, options, executor, chunk_files, progress)

@@ -287,6 +287,12 @@ class Manifest:
                 out.setdefault(name, []).append(tid)
         return out
 
+    def traces_in(self, names: Iterable[str]) -> list[str]:
+        """The traces that have rows in any of these files."""
+        wanted = set(names)
+        return [tid for tid, files in self.db.execute("SELECT trace_id, files FROM sources")
+                if not wanted.isdisjoint(json.loads(files))]
+
     def trace_files(self, trace_id: str) -> list[str]:
         row = self.db.execute("SELECT files FROM sources WHERE trace_id = ?", (trace_id,)).fetchone()
         return json.loads(row[0]) if row is not None else []

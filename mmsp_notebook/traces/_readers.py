@@ -56,7 +56,23 @@ def _full_schema(kind: str, payloads: bool) -> Any:
 
 def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:
     """The manifest's meta and the data files it lists (absolute paths), read without writing: a
-    sync may be running, and the folder may be a read-only copy."""
+    sync may be running, and the folder may be a read-only copy. A listed file that is missing
+    (removed by hand, or lost) raises TraceNotFoundError saying so, unless the manifest read again
+    no longer lists it (a sync removed it meanwhile)."""
+    meta, files = _listed_files(root)
+    missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        meta, files = _listed_files(root)
+        missing = [f for f in files if not os.path.exists(f)]
+    if missing:
+        raise TraceNotFoundError(
+            f"{len(missing)} of the {len(files)} data files the manifest of {root} lists are missing "
+            f"({missing[0]}{', ...' if len(missing) > 1 else ''}): the next traces.sync into this dataset converts "
+            "their traces again", path=missing[0], reason="data file missing")
+    return meta, files
+
+
+def _listed_files(root: Path) -> tuple[dict[str, Any], list[str]]:
     path = (root / MANIFEST_NAME).absolute()  # a relative dataset path too (an URI needs an absolute path)
     if not path.is_file():
         raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
