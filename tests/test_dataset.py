@@ -520,6 +520,23 @@ def test_a_lost_data_file_is_named_by_readers_and_restored_by_the_next_sync(corp
     assert quiet_sync(corpus, ds_dir).converted == 0
 
 
+def test_a_script_without_a_main_guard_is_told_why_its_pool_broke(corpus: Path, tmp_path: Path) -> None:
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, warnings
+        sys.path.insert(0, {str(ROOT)!r})
+        from mmsp_notebook import traces
+        warnings.simplefilter("ignore")
+        traces.sync({str(corpus)!r}, {str(tmp_path / "ds")!r}, chunk_files=4)  # at the top level: every worker runs it
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    # each worker says why it will not sync; the script is told what broke its pool and what to do
+    assert "traces.sync was called while a worker process imported the main module" in proc.stderr
+    assert "RuntimeError: a worker process of traces.sync's pool ended abruptly" in proc.stderr.splitlines()[-1]
+    assert "if __name__ == '__main__':" in proc.stderr.splitlines()[-1]
+
+
 def test_leftovers_of_a_crash_are_removed(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

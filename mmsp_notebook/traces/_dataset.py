@@ -24,6 +24,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +135,17 @@ class _Runner:
                 done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
                 for f in done:
                     task = futures.pop(f)
-                    yield task, f.result()
+                    try:
+                        result = f.result()
+                    except BrokenProcessPool as exc:
+                        if ex is not self.pool:
+                            raise
+                        raise RuntimeError(
+                            "a worker process of traces.sync's pool ended abruptly (killed, or out of memory; "
+                            "in a script, call sync under `if __name__ == '__main__':`, as the pool's workers "
+                            "import the script's main module to start); the dataset is readable and the "
+                            "next sync goes on from the chunks committed so far") from exc
+                    yield task, result
                     nxt = next(todo, None)
                     if nxt is not None:
                         futures[ex.submit(fn, *nxt)] = nxt
@@ -147,6 +158,17 @@ class _Runner:
             if ex is not None:
                 ex.shutdown(wait=True, cancel_futures=True)
         self.pool = self.threads = None
+
+
+def _not_while_importing_main() -> None:
+    """A script that calls sync at its top level, unguarded, runs it again in every worker the
+    pool starts (they import the main module): say so there, instead of a sync in each."""
+    import multiprocessing as mp
+
+    if getattr(mp.current_process(), "_inheriting", False):
+        raise RuntimeError(
+            "traces.sync was called while a worker process imported the main module: in a script, "
+            "call it under `if __name__ == '__main__':` (its process pool's workers import the script to start)")
 
 
 def _process_pool(n_tasks: int) -> Executor:
@@ -273,6 +295,7 @@ def sync(
             changed; a new ``dataset_dir`` starts afresh).
         RuntimeError: another sync of the same dataset kind is running.
     """
+    _not_while_importing_main()
     t0 = time.time()
     n_unnamed = 0  # traces left out for their names found in this run (counted in the warning)
     root = kind_dir(dataset_dir, kind)
