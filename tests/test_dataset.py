@@ -27,7 +27,7 @@ from mmsp.integration.tracer import Tracer
 
 from mmsp_notebook import TraceNotFoundError, traces
 from mmsp_notebook.core.store import append_sidecar
-from mmsp_notebook.traces import _dataset
+from mmsp_notebook.traces import _dataset, _runner
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -804,7 +804,7 @@ def test_the_main_process_holds_a_window_of_traces_not_all(tmp_path: Path, monke
 
     monkeypatch.setattr(_scan, "WINDOW", 200)
     monkeypatch.setattr(_dataset, "WINDOW", 200)
-    monkeypatch.setattr(_dataset, "IN_FLIGHT", 4)  # chunks in flight (the main process holds their traces)
+    monkeypatch.setattr(_runner, "IN_FLIGHT", 4)  # chunks in flight (the main process holds their traces)
     small, large = tmp_path / "small", tmp_path / "large"
     gen_corpus.generate(small, files=1200, seed=5, shape="tiny", shard_size=300)
     gen_corpus.generate(large, files=4800, seed=5, shape="tiny", shard_size=300)

@@ -22,9 +22,8 @@ import os
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Container, Iterator
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from ._convert import DAMAGED, Job, convert, held_path, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
 from ._readers import kind_dir
+from ._runner import Runner, not_while_importing_main
 from ._scan import AGAIN, CHANGED, DELETED, NEW, WINDOW, scan_sources
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,9 +52,6 @@ CHUNK_BYTES = 128 << 20
 #: on the default pool a chunk is made smaller to spread the work, down to this many traces (a
 #: sync of fewer runs in this process: starting workers would cost more than it saves)
 MIN_CHUNK = 1000
-#: tasks in flight at most on a given executor (its workers may be many); on the default pool,
-#: two per worker. The main process holds the traces of the chunks in flight.
-IN_FLIGHT = 64
 #: traces removed at a time (the files holding them are rewritten once a window)
 REMOVE_WINDOW = 50_000
 
@@ -82,108 +79,6 @@ class SyncResult:
             f"{self.unchanged} unchanged; {self.traces} traces, {self.rows:,} rows in {self.files} files; "
             f"{len(self.skipped)} skipped; {self.seconds:.2f} s>"
         )
-
-
-# --------------------------------------------------------------------------- running work
-
-
-class _Runner:
-    """Runs tasks on the given executor, else inline for one task and on a process pool (created on
-    first need, shut down by :meth:`close`) for more."""
-
-    def __init__(self, executor: Executor | None) -> None:
-        self.given = executor
-        self.pool: Executor | None = None
-        self.threads: Executor | None = None
-
-    def run(self, fn: Callable[..., Any], tasks: Iterable[tuple[Any, ...]], n: int, io: bool = False
-            ) -> Iterator[tuple[tuple[Any, ...], Any]]:
-        """(task, result) as the ``n`` tasks finish; the first failure cancels the rest and is
-        raised. Tasks are taken from the iterable as workers free up (a few in flight per worker),
-        so they are made lazily. ``io`` tasks (Parquet rewrites: Arrow releases the GIL) run on
-        threads by default."""
-        if not n:
-            return
-        ex = self.given
-        window = IN_FLIGHT
-        if ex is None and n > 1:
-            if io:
-                if self.threads is None:
-                    from concurrent.futures import ThreadPoolExecutor
-
-                    self.threads = ThreadPoolExecutor(max(2, os.cpu_count() or 1))
-                ex = self.threads
-            else:
-                if self.pool is None:
-                    self.pool = _process_pool(n)
-                ex = self.pool
-            window = 2 * max(2, os.cpu_count() or 1)
-        if ex is None:
-            for t in tasks:
-                yield t, fn(*t)
-            return
-        from concurrent.futures import FIRST_COMPLETED, wait
-
-        todo = iter(tasks)
-        futures: dict[Future[Any], tuple[Any, ...]] = {}
-        try:
-            for t in todo:
-                futures[ex.submit(fn, *t)] = t
-                if len(futures) >= window:
-                    break
-            while futures:
-                done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
-                for f in done:
-                    task = futures.pop(f)
-                    try:
-                        result = f.result()
-                    except BrokenProcessPool as exc:
-                        if ex is not self.pool:
-                            raise
-                        raise RuntimeError(
-                            "a worker process of traces.sync's pool ended abruptly (killed, or out of memory; "
-                            "in a script, call sync under `if __name__ == '__main__':`, as the pool's workers "
-                            "import the script's main module to start); the dataset is readable and the "
-                            "next sync goes on from the chunks committed so far") from exc
-                    yield task, result
-                    nxt = next(todo, None)
-                    if nxt is not None:
-                        futures[ex.submit(fn, *nxt)] = nxt
-        finally:
-            for f in futures:
-                f.cancel()
-
-    def close(self) -> None:
-        for ex in (self.pool, self.threads):
-            if ex is not None:
-                ex.shutdown(wait=True, cancel_futures=True)
-        self.pool = self.threads = None
-
-
-def _not_while_importing_main() -> None:
-    """A script that calls sync at its top level, unguarded, runs it again in every worker the
-    pool starts (they import the main module): say so there, instead of a sync in each."""
-    import multiprocessing as mp
-
-    if getattr(mp.current_process(), "_inheriting", False):
-        raise RuntimeError(
-            "traces.sync was called while a worker process imported the main module: in a script, "
-            "call it under `if __name__ == '__main__':` (its process pool's workers import the script to start)")
-
-
-def _process_pool(n_tasks: int) -> Executor:
-    import multiprocessing as mp
-
-    workers = max(1, min(os.cpu_count() or 1, n_tasks))
-    ctx: Any
-    if "forkserver" in mp.get_all_start_methods():
-        # not fork: a kernel has threads (the worker loop), and forking a threaded process can
-        # deadlock; the fork server imports the converter once and forks workers from it
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["mmsp_notebook.traces._convert", "mmsp_notebook.core.pricing", "mmsp"])
-    else:  # pragma: no cover - Windows
-        ctx = mp.get_context("spawn")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
 
 
 # --------------------------------------------------------------------------- the dataset's files
@@ -295,7 +190,7 @@ def sync(
             changed; a new ``dataset_dir`` starts afresh).
         RuntimeError: another sync of the same dataset kind is running.
     """
-    _not_while_importing_main()
+    not_while_importing_main()
     t0 = time.time()
     n_unnamed = 0  # traces left out for their names found in this run (counted in the warning)
     root = kind_dir(dataset_dir, kind)
@@ -391,7 +286,7 @@ class _Sync:
     def __init__(self, m: Manifest, root: Path, options: dict[str, Any], executor: Executor | None,
                  chunk_files: int, progress: bool | None) -> None:
         self.m, self.root, self.options = m, root, options
-        self.runner = _Runner(executor)
+        self.runner = Runner(executor)
         self.chunk_files, self.progress = chunk_files, progress
         self.touched: set[str] = set()  # partitions that got new files
         self._file_schema: bytes | None = None
