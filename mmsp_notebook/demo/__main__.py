@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 
 from .._errors import DemoServerError
@@ -43,6 +45,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Stop:
+    """Whether SIGTERM came: a flag its handler sets, polled by the main loop.
+
+    Not a ``threading.Event``: the handler runs in the main thread between two bytecodes, possibly
+    while that thread holds the lock inside the Event's own ``wait()``, and ``set()`` would then
+    wait forever for it (the process ignored SIGTERM now and then)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._handler)
+
+    def _handler(self, *_: object) -> None:
+        self.requested = True
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds`` (a signal's handler runs meanwhile); whether to stop."""
+        if not self.requested:
+            time.sleep(seconds)
+        return self.requested
+
+
 def _run_proxy(args: argparse.Namespace) -> int:
     """``--proxy``: forward to the upstream, print one line per request, save the streams if asked."""
     from pathlib import Path
@@ -56,9 +80,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
     save_dir = Path(args.save_dir) if args.save_dir else None
     if save_dir is not None:
         save_dir.mkdir(parents=True, exist_ok=True)
-    stopped = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped = _Stop()
     # the upstream with its path, as the client would have been given it (no credentials, no query)
     upstream = proxy.upstream_display + urlsplit(proxy.upstream).path
     print(f"mmsp wire proxy listening on {proxy.base_url} -> {upstream}", flush=True)
@@ -110,9 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
 
-    stopped = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped = _Stop()
     print(f"mmsp demo server listening on {server.base_url}", flush=True)
     print(
         "  POST /v1/stream (mmsp), /v1/chat/completions, /v1/responses, /v1/messages (root URL "
@@ -132,4 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # the servers ran in daemon threads and have been stopped: end here, so that nothing a library
+    # left behind (a thread, an exit handler) keeps a stopped server's process alive
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
