@@ -241,6 +241,24 @@ def test_file_names_that_are_not_utf8_are_skipped_by_name(tmp_path: Path) -> Non
         third = traces.sync(src, ds_dir, executor=ThreadPoolExecutor(1))
     assert third.converted == 1 and [s["path"] for s in third.skipped] == [f"{src}/d\\xff/t.json"]
     assert sorted(stored(ds_dir)["trace_id"].to_pylist()) == ["cafe", "ok"]
+    # a directory with such a name keeps no mtime: the folder is listed every time, changes in it are seen
+    old = time.time() - 60
+    for d in (os.fsencode(src), odd_dir):
+        os.utime(d, (old, old))  # (out of the window where a directory's mtime is not trusted)
+    quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    elsewhere = tmp_path / "elsewhere"  # (written there, so that only the odd directory changes)
+    shutil.move(str(save(elsewhere, "y", conversation(1, T0 + 180_000, "y"))), os.path.join(odd_dir, b"u.json"))
+    with pytest.warns(traces.TraceLoadWarning, match="skipped 1 of 1 trace files"):
+        fourth = traces.sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert sorted(s["path"] for s in fourth.skipped) == [f"{src}/d\\xff/t.json", f"{src}/d\\xff/u.json"]
+    # a link to it by a UTF-8 name the listing meets first (as the loaders do): its traces are taken
+    os.symlink(odd_dir, os.path.join(os.fsencode(src), b"a_link"))
+    fifth = quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert fifth.converted == 2 and fifth.skipped == []
+    assert sorted(stored(ds_dir)["trace_id"].to_pylist()) == ["a_link/t", "a_link/u", "cafe", "ok"]
+    shutil.move(str(save(elsewhere, "z", conversation(1, T0 + 240_000, "z"))), os.path.join(odd_dir, b"v.json"))
+    assert quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1)).converted == 1
+    assert "a_link/v" in stored(ds_dir)["trace_id"].to_pylist()
 
 
 def test_repeated_histories_are_shown_once_like_the_loader(corpus: Path, tmp_path: Path) -> None:
@@ -518,6 +536,14 @@ def test_a_lost_data_file_is_named_by_readers_and_restored_by_the_next_sync(corp
     assert res.converted >= 1 and res.rows >= lost_rows
     assert_same(ds_dir, corpus)
     assert quiet_sync(corpus, ds_dir).converted == 0
+    # a partition kept elsewhere behind a link is not lost
+    part = next((ds_dir / "turns").glob("date=*"))
+    shutil.move(str(part), str(tmp_path / "cold"))
+    os.symlink(tmp_path / "cold", part)
+    before = mtimes(tmp_path / "cold")
+    assert quiet_sync(corpus, ds_dir).converted == 0
+    assert mtimes(tmp_path / "cold") == before
+    assert_same(ds_dir, corpus)
 
 
 def test_a_script_without_a_main_guard_is_told_why_its_pool_broke(corpus: Path, tmp_path: Path) -> None:
@@ -535,6 +561,31 @@ def test_a_script_without_a_main_guard_is_told_why_its_pool_broke(corpus: Path, 
     assert "traces.sync was called while a worker process imported the main module" in proc.stderr
     assert "RuntimeError: a worker process of traces.sync's pool ended abruptly" in proc.stderr.splitlines()[-1]
     assert "if __name__ == '__main__':" in proc.stderr.splitlines()[-1]
+
+
+def _dies_on_one(i: int) -> int:
+    """A task of the runner's test: the second kills its worker (as the OOM killer would)."""
+    if i == 1:
+        time.sleep(0.3)
+        os._exit(1)
+    if i > 1:
+        time.sleep(2)
+    return i
+
+
+def test_a_broken_pool_is_explained_however_it_is_met() -> None:
+    # the worker dies while the first result is being handled: met on submitting the next task
+    runner = _runner.Runner(None)
+    n = 2 * max(2, os.cpu_count() or 1) + 5
+    got = []
+    with pytest.raises(RuntimeError, match="a worker process of traces.sync's pool ended abruptly"):
+        try:
+            for _task, res in runner.run(_dies_on_one, [(i,) for i in range(n)], n):
+                got.append(res)
+                time.sleep(1.0)
+        finally:
+            runner.close()
+    assert got in ([], [0])
 
 
 def test_leftovers_of_a_crash_are_removed(corpus: Path, tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from ._compact import merge, plan
 from ._convert import DAMAGED, Job, convert, held_path, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
-from ._readers import kind_dir
+from ._readers import is_missing, kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import AGAIN, CHANGED, DELETED, NEW, WINDOW, scan_sources
 
@@ -116,7 +116,8 @@ def _data_files(root: Path) -> Iterator[tuple[str, str]]:
 def _clean(root: Path, known: set[str]) -> set[str]:
     """Remove what an interrupted sync left: temporary files, data files the manifest does not
     list (written by a chunk whose commit never happened), empty partition directories. Returns
-    the files the manifest lists that are missing (removed by hand, or lost)."""
+    the files the manifest lists that are missing (removed by hand, or lost; one the walk did not
+    find, under a linked or unreadable directory, is looked for by name)."""
     found = set()
     for name, path in list(_data_files(root)):
         if name not in known:
@@ -129,7 +130,7 @@ def _clean(root: Path, known: set[str]) -> set[str]:
                 os.rmdir(dirpath)
             except OSError:
                 pass
-    return known - found
+    return {name for name in known - found if is_missing(str(root / name))}
 
 
 # --------------------------------------------------------------------------- sync

@@ -54,16 +54,28 @@ def _full_schema(kind: str, payloads: bool) -> Any:
     return frame_schema.set(i, pa.field("model", pa.string())).append(pa.field("date", pa.date32()))
 
 
+def is_missing(path: str) -> bool:
+    """Whether a data file is not there (a file that cannot be looked at, in an unreadable
+    directory say, is not missing: reading it says what is wrong)."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:
     """The manifest's meta and the data files it lists (absolute paths), read without writing: a
     sync may be running, and the folder may be a read-only copy. A listed file that is missing
     (removed by hand, or lost) raises TraceNotFoundError saying so, unless the manifest read again
     no longer lists it (a sync removed it meanwhile)."""
     meta, files = _listed_files(root)
-    missing = [f for f in files if not os.path.exists(f)]
+    missing = [f for f in files if is_missing(f)]
     if missing:
         meta, files = _listed_files(root)
-        missing = [f for f in files if not os.path.exists(f)]
+        missing = [f for f in files if is_missing(f)]
     if missing:
         raise TraceNotFoundError(
             f"{len(missing)} of the {len(files)} data files the manifest of {root} lists are missing "

@@ -66,20 +66,18 @@ class Runner:
                 done, _ = wait(list(futures), return_when=FIRST_COMPLETED)
                 for f in done:
                     task = futures.pop(f)
-                    try:
-                        result = f.result()
-                    except BrokenProcessPool as exc:
-                        if ex is not self.pool:
-                            raise
-                        raise RuntimeError(
-                            "a worker process of traces.sync's pool ended abruptly (killed, or out of memory; "
-                            "in a script, call sync under `if __name__ == '__main__':`, as the pool's workers "
-                            "import the script's main module to start); the dataset is readable and the "
-                            "next sync goes on from the chunks committed so far") from exc
-                    yield task, result
+                    yield task, f.result()
                     nxt = next(todo, None)
                     if nxt is not None:
                         futures[ex.submit(fn, *nxt)] = nxt
+        except BrokenProcessPool as exc:  # (on a result, or on submitting the next task)
+            if ex is not self.pool:
+                raise
+            raise RuntimeError(
+                "a worker process of traces.sync's pool ended abruptly (killed, or out of memory; "
+                "in a script, call sync under `if __name__ == '__main__':`, as the pool's workers "
+                "import the script's main module to start); the dataset is readable and the "
+                "next sync goes on from the chunks committed so far") from exc
         finally:
             for f in futures:
                 f.cancel()

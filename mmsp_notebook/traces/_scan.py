@@ -85,7 +85,10 @@ def shown(path: str) -> str:
 def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
     """Every directory below ``src`` (through links, each real one once) with its mtime; -1 for
     one modified within the racy window, so that the next scan does not trust it. ``skip`` (the
-    dataset's own folder, should it lie below ``src``) changes with every sync and is left out."""
+    dataset's own folder, should it lie below ``src``) changes with every sync and is left out.
+    None are returned when a directory's name is not UTF-8: its mtime cannot be kept (the
+    manifest holds text), so every scan lists the folder again (a change in it is seen, and a
+    link to it, by a name that is, is not passed over as a directory seen before)."""
     out: dict[str, int] = {}
     seen: set[tuple[int, int]] = set()
     stack = [src]
@@ -99,8 +102,9 @@ def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
         if (st.st_dev, st.st_ino) in seen:
             continue
         seen.add((st.st_dev, st.st_ino))
-        if _utf8(d):  # (one that is not holds only traces left out: its changes do not matter)
-            out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
+        if not _utf8(d):
+            return {}
+        out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
         for e in entries:
             try:
                 if e.is_dir() and e.path != skip:
