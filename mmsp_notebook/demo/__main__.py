@@ -15,7 +15,7 @@ from ..wire.proxy import WireProxy
 from ..wire.sse import PROTOCOLS
 from ._server import DemoServer
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,10 +151,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The command (``python -m mmsp_notebook.demo``, ``mmsp-demo``): :func:`main`, then the process
+    ends. The servers ran in daemon threads and have been stopped: nothing a library left behind (a
+    thread, an exit handler) may keep a stopped server's process alive."""
     status = main()
-    # the servers ran in daemon threads and have been stopped: end here, so that nothing a library
-    # left behind (a thread, an exit handler) keeps a stopped server's process alive
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+if __name__ == "__main__":
+    run()
