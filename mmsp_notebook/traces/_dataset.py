@@ -193,7 +193,6 @@ def sync(
     """
     not_while_importing_main()
     t0 = time.time()
-    n_unnamed = 0  # traces left out for their names found in this run (counted in the warning)
     root = kind_dir(dataset_dir, kind)
     if chunk_files < 1:
         raise ValueError(f"chunk_files must be at least 1, not {chunk_files}")
@@ -231,34 +230,27 @@ def sync(
             m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True} if first else {})})
         if m.meta().get("resolve_all"):
             m.bulk()
-        lost = _clean(root, m.file_names())
-        if lost:  # their traces are forgotten (their rows dropped from other files) and found again
-            repair = _Sync(m, root, options, executor, chunk_files, False)
-            try:
-                repair.remove(m.traces_in(lost))
-            finally:
-                repair.runner.close()
-            with m.transaction() as db:
-                m.set_rows(db, dict.fromkeys(lost, 0))  # (a file no trace named any more)
-                m.put_dirs(db, {})  # the folder is listed again
-        scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
-        result = SyncResult(kind, root, unchanged=scan.unchanged)
         state = _Sync(m, root, options, executor, chunk_files, progress)
+        fresh: list[dict[str, str]] = []  # traces left out for their names, found in this run
         try:
+            lost = _clean(root, m.file_names())
+            if lost:  # their traces are forgotten (their rows dropped from other files) and found again
+                state.remove(m.traces_in(lost))
+                with m.transaction() as db:
+                    m.set_rows(db, dict.fromkeys(lost, 0))  # (a file no trace named any more)
+                    m.put_dirs(db, {})  # the folder is listed again
+            scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
+            result = SyncResult(kind, root, unchanged=scan.unchanged)
             state.remove_todo(DELETED)
             result.removed = scan.deleted
             notes = state.convert(NEW)
             # a changed trace that only grew gets its new rows; any other is removed, then converted
             notes += state.convert(CHANGED, priors=True)
             notes += state.replace()
-            unnamed = meta_unnamed = m.meta().get("unnamed") or []
-            n_unnamed = 0
             if scan.unnamed is not None:  # listed: these are the traces left out for their names now
-                unnamed = scan.unnamed
-                fresh = [n for n in unnamed if n not in meta_unnamed]
-                notes += fresh
-                n_unnamed = len(fresh)
-            result.new_skipped = notes
+                reported = m.meta().get("unnamed") or []
+                fresh = [n for n in scan.unnamed if n not in reported]
+            result.new_skipped = notes + fresh
             result.converted = scan.new + scan.changed
             if options["dedupe"]:
                 state.resolve()
@@ -267,7 +259,7 @@ def sync(
                 with m.transaction() as db:
                     if scan.dirs is not None:  # the listing is complete: later scans may trust it
                         m.put_dirs(db, scan.dirs)
-                        m.set_meta(db, {"unnamed": unnamed})
+                        m.set_meta(db, {"unnamed": scan.unnamed})
                     m.settle(db)
         finally:
             state.runner.close()
@@ -276,7 +268,7 @@ def sync(
         result.files, result.rows = m.db.execute("SELECT count(*), coalesce(sum(rows), 0) FROM files").fetchone()
     result.seconds = time.time() - t0
     if result.new_skipped:
-        _warn(result.new_skipped, result.converted + n_unnamed)
+        _warn(result.new_skipped, result.converted + len(fresh))
     return result
 
 

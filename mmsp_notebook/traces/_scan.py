@@ -194,6 +194,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
     m.begin_scan()
     w = _Window(m, racy_ns)
     dirs: dict[str, int] | None = None
+    unnamed: list[dict[str, str]] | None = None
     deleted = 0
     if _same_dirs(m.dirs()):
         for page in m.known_pages(WINDOW):
@@ -201,7 +202,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
     else:
         dirs = _walk_dirs(src, racy_ns, skip)
         batch: dict[str, tuple[str | None, str | None]] = {}
-        unnamed: list[dict[str, str]] = []
+        unnamed = []
         for found in iter_sources(src, pattern):
             for s in found:
                 if not _utf8(s.trace_id, s.path, s.sidecar):
@@ -213,8 +214,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
                 batch = {}
         _listed(m, w, batch)
         deleted = m.unseen(DELETED)
-        return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
-    return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled)
+    return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
 
 
 def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | None]]) -> None:
