@@ -14,10 +14,13 @@ import sys
 import textwrap
 import time
 import warnings
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import mmsp
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +29,7 @@ import pytest
 from mmsp.integration.tracer import Tracer
 
 from mmsp_notebook import TraceNotFoundError, traces
+from mmsp_notebook.core import pricing
 from mmsp_notebook.core.store import append_sidecar
 from mmsp_notebook.traces import _dataset, _runner
 
@@ -476,6 +480,76 @@ def test_a_trace_that_grew_gets_only_its_new_rows(corpus: Path, tmp_path: Path) 
     assert set(chat["temperature"].to_pylist()) == {0.9}
 
 
+@pytest.fixture
+def list_prices_restored() -> Iterator[None]:
+    """mmsp's list prices as installed again after a test that changes them."""
+    yield
+    pricing._registry.cache_clear()
+
+
+def test_new_prices_recompute_the_cost_columns_in_place(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         list_prices_restored: None) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    before = mtimes(ds_dir)
+    listed_cost = stored(ds_dir).to_pandas().set_index(["trace_id", "turn", "message_index"])["cost"]
+    # the user's prices for two models: the files of their partitions get their cost columns
+    # recomputed; no trace is read again, no other file is touched
+    mine = {"glm-5.3": {"prompt_tokens": 7.0, "response_tokens": 11.0}, "local-x": {"prompt_tokens": 1.0, "response_tokens": 2.0}}
+    res = quiet_sync(corpus, ds_dir, prices=mine)
+    after = mtimes(ds_dir)
+    changed = {f for f in before if after[f] != before[f]}
+    # (a file whose rows have no usage has no cost under any price: it is left as it is)
+    assert changed and changed == {f for f in before if ("/model=glm-5.3/" in f or "/model=local-x/" in f)
+                                   and pq.read_table(f, columns=["total_tokens"])["total_tokens"].null_count < pq_rows(f)}
+    assert set(after) == set(before)
+    assert res.converted == 0 and res.repriced == len(changed) and f"{len(changed)} files repriced" in repr(res)
+    assert_same(ds_dir, corpus, prices=mine)
+    assert stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "odd/no_time"))["cost_missing"].to_pylist() == [False]
+    # the same prices again: nothing to do
+    res = quiet_sync(corpus, ds_dir, prices=mine)
+    assert res.repriced == 0 and mtimes(ds_dir) == after
+    # a trace that grows keeps its rows (a row's hash leaves out what prices make of it)
+    save(corpus, "app/chat_1", conversation(4, T0))
+    res = quiet_sync(corpus, ds_dir, prices=mine)
+    assert res.converted == 1 and res.repriced == 0
+    grown = mtimes(ds_dir)
+    assert {f: grown[f] for f in after} == after and len(set(grown) - set(after)) == 1
+    assert_same(ds_dir, corpus, prices=mine)
+    # mmsp's list prices change (an upgrade of mmsp): the next sync without prices= uses them
+    installed = mmsp.list_supported_models
+
+    def dearer(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return [{**e, "pricing": {k: v * 2 if isinstance(v, float) else v for k, v in e["pricing"].items()}}
+                if e.get("pricing") else e for e in installed(*args, **kwargs)]
+
+    monkeypatch.setattr(mmsp, "list_supported_models", dearer)
+    pricing._registry.cache_clear()
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 0 and res.repriced > 0
+    assert_same(ds_dir, corpus)
+    now = stored(ds_dir).to_pandas().set_index(["trace_id", "turn", "message_index"])["cost"]
+    gemini = now.index.get_level_values("trace_id").str.startswith("agent/")
+    assert gemini.any() and (now[gemini].notna()).all()
+    np.testing.assert_allclose(now[gemini].to_numpy(), 2 * listed_cost.reindex(now[gemini].index).to_numpy())
+    # interrupted after one file, the prices are not recorded: the next sync finishes the work
+    real, done = _dataset.reprice, []
+
+    def one_then_fail(*args: Any) -> bool:
+        if done:
+            raise RuntimeError("interrupted")
+        done.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(_dataset, "reprice", one_then_fail)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        quiet_sync(corpus, ds_dir, prices=mine)
+    monkeypatch.setattr(_dataset, "reprice", real)
+    res = quiet_sync(corpus, ds_dir, prices=mine)
+    assert res.converted == 0 and res.repriced > 0
+    assert_same(ds_dir, corpus, prices=mine)
+
+
 def pq_rows(path: str) -> int:
     import pyarrow.parquet as pq
 
@@ -666,11 +740,15 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
 def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)
-    # other prices make other rows: the dataset is rebuilt with them
+    # other prices: the cost columns are recomputed, no trace converted again
     prices = {"local-x": {"prompt_tokens": 1.0, "response_tokens": 2.0}}
     res = quiet_sync(corpus, ds_dir, prices=prices)
-    assert res.unchanged == 0 and res.converted > 0
+    assert res.unchanged == res.traces + 1 and res.converted == 0 and res.repriced == 1
     assert_same(ds_dir, corpus, prices=prices)
+    # another option makes other rows: the dataset is rebuilt with it
+    res = quiet_sync(corpus, ds_dir, prices=prices, dedupe=False)
+    assert res.unchanged == 0 and res.converted > 0
+    assert_same(ds_dir, corpus, prices=prices, dedupe=False)
     with pytest.raises(ValueError, match="sync into another dataset_dir"):
         quiet_sync(corpus / "gen", ds_dir)
     with pytest.raises(FileNotFoundError):
@@ -687,7 +765,7 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
         fcntl.flock(fh, fcntl.LOCK_EX)
         with pytest.raises(RuntimeError, match="another sync"):
             traces.sync(corpus, ds_dir)
-    assert_same(ds_dir, corpus, prices=prices)  # nothing lost by the refused calls
+    assert_same(ds_dir, corpus, prices=prices, dedupe=False)  # nothing lost by the refused calls
 
 
 def test_empty_corpus_gives_empty_views(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ Cost
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from functools import lru_cache
@@ -136,6 +137,14 @@ class PriceTable:
             present = True
             total += tokens * price  # the loaders' order and arithmetic: equal numbers, not just close
         return total if present else None
+
+    def digest(self) -> str:
+        """A fingerprint of every price this table gives (the user's and mmsp's list prices): it
+        changes when a price does, e.g. when an upgrade of mmsp brings new list prices (a trace
+        dataset recomputes its ``cost`` column then)."""
+        by_pair, by_model = _registry()
+        text = repr((sorted(self._user.items()), sorted(by_pair.items()), sorted(by_model.items())))
+        return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 #: The list prices of mmsp's registry.

@@ -18,7 +18,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import numpy as np
 import pandas as pd
@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .._errors import TraceError
+from ..core.pricing import PriceTable
 from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
 from ._columns import as_ms
 from ._events import EventBuilder
@@ -34,9 +35,9 @@ from ._export import to_arrow
 from ._fast import decode_trace
 from ._io import latest_run
 from ._items import ItemBuilder
-from ._turns import TurnBuilder
+from ._turns import TurnBuilder, row_costs, row_prices
 
-__all__ = ["Job", "ChunkResult", "convert", "rewrite", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
+__all__ = ["Job", "ChunkResult", "convert", "rewrite", "reprice", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
 
 KINDS = ("turns", "items", "events")
 #: the column whose UTC date partitions each kind
@@ -212,11 +213,18 @@ def _spans(df: pd.DataFrame) -> dict[str, tuple[int, int]]:
     return {tids[a]: (int(a), int(b)) for a, b in zip(starts, ends)}
 
 
+#: columns a row's hash leaves out: what prices make of its other columns (a price change
+#: recomputes them in place, and a trace that then grows keeps its rows)
+_UNHASHED = ("cost", "cost_missing")
+
+
 def row_hashes(df: pd.DataFrame) -> np.ndarray:
-    """A 64-bit hash of every row (all columns), to tell the rows a changed trace still has."""
+    """A 64-bit hash of every row (all columns but :data:`_UNHASHED`), to tell the rows a changed
+    trace still has."""
     if not len(df):
         return np.empty(0, dtype=np.uint64)
-    return np.asarray(pd.util.hash_pandas_object(df, index=False), dtype=np.uint64)
+    return np.asarray(pd.util.hash_pandas_object(df.drop(columns=[c for c in _UNHASHED if c in df]), index=False),
+                      dtype=np.uint64)
 
 
 def _digest(hashes: np.ndarray) -> str:
@@ -488,3 +496,42 @@ def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units:
         return 0
     _atomic_write(left, path)
     return left.num_rows
+
+
+def partition_model(name: str) -> str | None:
+    """The model of a data file's partition, from its name (``date=.../model=<model>/part-...``)."""
+    for part in name.split("/"):
+        if part.startswith("model="):
+            model = unquote(part[len("model="):])
+            return None if model == NULL_PARTITION else model
+    return None
+
+
+def reprice(root: str, name: str, prices: dict[str, Any] | None) -> bool:
+    """Recompute the ``cost`` and ``cost_missing`` columns of one turns file with the current
+    price table (mmsp's list prices and ``prices``), as the loader computes them. The file is
+    rewritten only when a value changes; returns whether it was."""
+    path = os.path.join(root, name)
+    try:
+        table = pq.ParquetFile(path).read()
+    except FileNotFoundError:
+        return False
+    n = table.num_rows
+    model = partition_model(name)
+    model_cat = pd.Categorical.from_codes(np.zeros(n, np.int8) if model is not None else np.full(n, -1, np.int8),
+                                          categories=[model] if model is not None else [])
+    client = table.column("client_type").to_pandas()
+    client_cat = client.array if isinstance(client.dtype, pd.CategoricalDtype) else pd.Categorical(client)
+    buckets = (pc.fill_null(table.column(b), 0).to_numpy().astype(np.float64)
+               for b in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
+    no_usage = table.column("total_tokens").is_null().to_numpy(zero_copy_only=False)
+    cost, missing = row_costs(buckets, no_usage, row_prices(model_cat, client_cat, PriceTable(prices)))
+    old_cost = table.column("cost").to_numpy()
+    old_missing = table.column("cost_missing").to_numpy(zero_copy_only=False)
+    if np.array_equal(old_cost, cost, equal_nan=True) and np.array_equal(old_missing, missing):
+        return False
+    i, j = table.schema.get_field_index("cost"), table.schema.get_field_index("cost_missing")
+    table = table.set_column(i, table.schema.field(i), pa.array(cost, table.schema.field(i).type, from_pandas=True))  # NaN: null, as written
+    table = table.set_column(j, table.schema.field(j), pa.array(missing, table.schema.field(j).type))
+    _atomic_write(table, path)
+    return True

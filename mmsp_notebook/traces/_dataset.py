@@ -33,7 +33,7 @@ from .._errors import TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
-from ._convert import DAMAGED, Job, convert, held_path, rewrite
+from ._convert import DAMAGED, Job, convert, held_path, reprice, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
 from ._readers import is_missing, kind_dir
@@ -66,6 +66,8 @@ class SyncResult:
     converted: int = 0
     removed: int = 0
     unchanged: int = 0
+    #: data files whose ``cost`` columns were recomputed for new prices (no trace read again)
+    repriced: int = 0
     traces: int = 0
     rows: int = 0
     files: int = 0
@@ -76,7 +78,7 @@ class SyncResult:
     def __repr__(self) -> str:
         return (
             f"<SyncResult {self.kind}: {self.converted} traces converted, {self.removed} removed, "
-            f"{self.unchanged} unchanged; {self.traces} traces, {self.rows:,} rows in {self.files} files; "
+            f"{self.unchanged} unchanged; {f'{self.repriced} files repriced; ' if self.repriced else ''}{self.traces} traces, {self.rows:,} rows in {self.files} files; "
             f"{len(self.skipped)} skipped; {self.seconds:.2f} s>"
         )
 
@@ -177,7 +179,9 @@ def sync(
         chunk_files: traces per chunk (task), at most.
         progress: a ``tqdm.auto`` bar; ``None`` = when more than 200 traces are converted.
         pattern, dedupe, prices, payloads: as for the loaders (``payloads`` for items). A sync
-            with other options than the dataset was made with rebuilds it.
+            with other ``pattern``, ``dedupe`` or ``payloads`` than the dataset was made with
+            rebuilds it; with other prices (``prices``, or mmsp's list prices after an upgrade)
+            it recomputes the turns' cost columns in every file, reading no trace again.
 
     Returns:
         A :class:`SyncResult`. Trace files that could not be used are listed in its
@@ -201,8 +205,9 @@ def sync(
         if not os.path.exists(src_path):
             raise TraceNotFoundError(f"no such trace directory: {src}", path=os.fspath(src), reason="no such trace file or directory")
         raise ValueError(f"sync takes a directory of traces, not a file: {src}")
-    if prices:
-        PriceTable(prices)  # a bad price fails here, before anything is written
+    # a bad price fails here, before anything is written; the fingerprint of every price (the
+    # user's and mmsp's list prices) tells when the turns' cost columns must be recomputed
+    pricing = PriceTable(prices).digest() if kind == "turns" else None
     options = {
         "version": Manifest.version(),
         "kind": kind,
@@ -221,13 +226,13 @@ def sync(
             raise ValueError(
                 f"{root} holds traces of {meta['src']}, not {src_path}: sync into another dataset_dir"
             )
-        if meta and {k: meta.get(k) for k in options} != options:
+        if meta and any(meta.get(k) != v for k, v in options.items() if k != "prices"):
             with m.transaction() as db:  # other options: the rows would differ, start again
                 m.reset(db)
         with m.transaction() as db:
             first = not m.db.execute("SELECT 1 FROM sources LIMIT 1").fetchone()
             # a first sync settles every fingerprint at the end instead of listing them one by one
-            m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True} if first else {})})
+            m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True, "pricing": pricing} if first else {})})
         if m.meta().get("resolve_all"):
             m.bulk()
         state = _Sync(m, root, options, executor, chunk_files, progress)
@@ -239,8 +244,11 @@ def sync(
                 with m.transaction() as db:
                     m.set_rows(db, dict.fromkeys(lost, 0))  # (a file no trace named any more)
                     m.put_dirs(db, {})  # the folder is listed again
+            # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
+            # of every file are recomputed in place, before any trace is converted with them
+            repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
             scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
-            result = SyncResult(kind, root, unchanged=scan.unchanged)
+            result = SyncResult(kind, root, unchanged=scan.unchanged, repriced=repriced)
             state.remove_todo(DELETED)
             result.removed = scan.deleted
             notes = state.convert(NEW)
@@ -294,6 +302,25 @@ class _Sync:
         kind = self.options["kind"]
         tasks = [(str(self.root), name, kind, tids, units) for name, (tids, units) in sorted(by_file.items())]
         return {task[1]: left for task, left in self.runner.run(rewrite, tasks, len(tasks), io=True)}
+
+    def reprice(self, pricing: str | None) -> int:
+        """Recompute the cost columns of every file with the current prices, then record their
+        fingerprint (interrupted, the next sync does it again); returns the files rewritten."""
+        names = sorted(self.m.file_names())
+        tasks = [(str(self.root), name, self.options["prices"]) for name in names]
+        bar = _progress_bar(len(tasks), self.progress, "repricing turns")
+        n = 0
+        try:
+            for _task, changed in self.runner.run(reprice, tasks, len(tasks), io=True):
+                n += changed
+                if bar is not None:
+                    bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+        with self.m.transaction() as db:
+            self.m.set_meta(db, {"pricing": pricing})
+        return n
 
     def remove_todo(self, state: int) -> None:
         """Drop every row of the traces in ``todo`` with this state (a window of them at a time)."""

@@ -8,6 +8,7 @@ of ``Turn.cost``: a turn streamed here and the row loaded from its trace cost th
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -282,15 +283,9 @@ class TurnBuilder(Window):
         del window, outf
         for name in self._COUNTS:
             cols[name] = int_col(icol(name))
-        prices = _row_prices(model, client, self.prices)
-        cost = np.zeros(n, dtype=np.float64)
-        for bucket, price in zip((ca, pr, th, re_), prices):
-            cost += bucket.to_numpy(dtype=np.float64, na_value=0.0) * price
-        missing_price = np.isnan(prices[1])
-        del prices
-        cost[np.asarray(tot.isna()) | missing_price] = np.nan
-        cols["cost"] = cost
-        cols["cost_missing"] = missing_price
+        cols["cost"], cols["cost_missing"] = row_costs(
+            (b.to_numpy(dtype=np.float64, na_value=0.0) for b in (ca, pr, th, re_)), np.asarray(tot.isna()),
+            row_prices(model, client, self.prices))
         cols["temperature"] = np.array(per_file(1), dtype=np.float64)[fno]  # a float or None (NaN) per file
         cols["max_tokens"] = _take_distinct(f_fields[2], fno, lambda v: pd.array(v, dtype="Int64"))
         cols["thinking_level"] = _take_distinct(f_fields[3], fno, str_col)
@@ -380,7 +375,20 @@ def _nasum(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray) -> pd.arrays.In
     return pd.arrays.IntegerArray(va + vb, mask)
 
 
-def _row_prices(model: pd.Categorical, client: pd.Categorical, table: PriceTable) -> list[np.ndarray]:
+def row_costs(buckets: Iterable[np.ndarray], no_usage: np.ndarray, prices: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The ``cost`` and ``cost_missing`` columns: ``buckets`` the four usage buckets per row as
+    floats (0 where missing, taken one at a time), ``no_usage`` where a row has none,
+    ``prices`` per row (:func:`row_prices`). The one computation of both columns (a trace
+    dataset recomputes them with it when prices change): the same numbers, not just close."""
+    cost = np.zeros(len(no_usage), dtype=np.float64)
+    for bucket, price in zip(buckets, prices):
+        cost += bucket * price
+    missing_price = np.isnan(prices[1])
+    cost[no_usage | missing_price] = np.nan
+    return cost, missing_price
+
+
+def row_prices(model: pd.Categorical, client: pd.Categorical, table: PriceTable) -> list[np.ndarray]:
     """Per-row (cached, prompt, thoughts, response) USD per token; NaN where the model has no price.
 
     One :meth:`PriceTable.lookup` per distinct (model, client type) pair: the prices ``Turn.cost``
