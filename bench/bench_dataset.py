@@ -14,6 +14,8 @@ one fresh process measures, side by side:
   (its trace file rewritten whole, a record appended to its sidecar) — against the first sync
   (goal ≤ 5 % of its time); and, as the worst case, 1 % of the conversations with a changed
   config (every row of the trace differs, so its old rows are removed from their files first);
+* **new prices** for every model (as after an upgrade of mmsp with new list prices): every file's
+  cost columns recomputed in place, against the first sync;
 * **p50/p90/p99 latency by model**: ``traces.query`` in DuckDB over the dataset (views created
   each time) against pandas ``groupby().quantile()`` on the frame ``load_turns`` returned.
 
@@ -181,6 +183,13 @@ if __name__ == "__main__":
             open(f, "wb").write(raw)
         time.sleep(2.1)
         traces.sync(SRC, DS, progress=False)  # back to the corpus as generated
+    # new prices for every model (as an upgrade of mmsp bringing new list prices would): every
+    # file's cost columns are recomputed; then back to the list prices (the same work again)
+    models = sorted(traces.query("SELECT DISTINCT model FROM turns WHERE model IS NOT NULL", DS)["model"])
+    mine = {{m: {{"prompt_tokens": 1.0 + k, "response_tokens": 2.0 + k}} for k, m in enumerate(models)}}
+    t1, r = timed(lambda: traces.sync(SRC, DS, progress=False, prices=mine))
+    t2, r2 = timed(lambda: traces.sync(SRC, DS, progress=False))
+    out["reprice"], out["repriced"] = min(t1, t2), min(r.repriced, r2.repriced)
     cpu0 = time.process_time()
     out["load_turns"], df = timed(lambda: traces.load_turns(SRC, progress=False))
     out["load_cpu"] = time.process_time() - cpu0
@@ -225,6 +234,8 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
         f"{100 * r['append'] / r['first']:.1f}% of the first sync",
         f"  re-sync, 1% of files with a changed config (rows replaced): {r['config'] * 1000:.0f} ms = "
         f"{100 * r['config'] / r['first']:.1f}% of the first sync",
+        f"  re-sync, new prices for every model ({r['repriced']} files' cost columns recomputed, no trace read): "
+        f"{r['reprice'] * 1000:.0f} ms = {100 * r['reprice'] / r['first']:.1f}% of the first sync",
         f"  p50/p90/p99 latency by model: DuckDB over the dataset {r['duckdb'] * 1000:.0f} ms, pandas on the loaded "
         f"frame {r['pandas'] * 1000:.0f} ms ({r['duckdb'] / r['pandas']:.2f}x; load_turns first: {r['load_turns']:.1f} s); "
         f"same figures: {r['same_figures']}",
@@ -296,6 +307,9 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "and writes only their new rows (the rows a trace still has are recognized by a digest); a changed config "
             "changes every row of the trace: its new rows are written under a hidden name, its old rows removed from "
             "their files (each file holding one is rewritten), then the new files are renamed into place — the slower case.",
+            f"* New prices (your `prices=`, or mmsp's list prices after an upgrade) for every model: the cost columns of "
+            f"every file are recomputed in place (read, two columns replaced, written), no trace file read again — "
+            f"{100 * small['reprice'] / small['first']:.1f} % and {100 * big['reprice'] / big['first']:.1f} % of the first sync.",
             "* The shares move with the first sync's speed: a re-sync has costs that a faster first sync does not shrink "
             "in proportion — the scan (~50 ms per 10,000 files, two `stat` calls a trace), and one small file per (date, model) "
             "partition the changed traces touch (~1 ms each to write). At 100,000 turns the 100 changed conversations "

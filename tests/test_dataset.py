@@ -495,12 +495,13 @@ def test_new_prices_recompute_the_cost_columns_in_place(corpus: Path, tmp_path: 
     listed_cost = stored(ds_dir).to_pandas().set_index(["trace_id", "turn", "message_index"])["cost"]
     # the user's prices for two models: the files of their partitions get their cost columns
     # recomputed; no trace is read again, no other file is touched
-    mine = {"glm-5.3": {"prompt_tokens": 7.0, "response_tokens": 11.0}, "local-x": {"prompt_tokens": 1.0, "response_tokens": 2.0}}
+    mine = {"glm-5.3": {"prompt_tokens": 7.0, "response_tokens": 11.0}, "local-x": {"prompt_tokens": 1.0, "response_tokens": 2.0},
+            "org/model v2%": {"prompt_tokens": 3.0, "response_tokens": 4.0}}  # (its directory name URI-encoded)
     res = quiet_sync(corpus, ds_dir, prices=mine)
     after = mtimes(ds_dir)
     changed = {f for f in before if after[f] != before[f]}
     # (a file whose rows have no usage has no cost under any price: it is left as it is)
-    assert changed and changed == {f for f in before if ("/model=glm-5.3/" in f or "/model=local-x/" in f)
+    assert changed and changed == {f for f in before if any(f"/model={m}/" in f for m in ("glm-5.3", "local-x", "org%2Fmodel%20v2%25"))
                                    and pq.read_table(f, columns=["total_tokens"])["total_tokens"].null_count < pq_rows(f)}
     assert set(after) == set(before)
     assert res.converted == 0 and res.repriced == len(changed) and f"{len(changed)} files repriced" in repr(res)
