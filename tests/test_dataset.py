@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 from mmsp.integration.tracer import Tracer
 
-from mmsp_notebook import TraceNotFoundError, traces
+from mmsp_notebook import OptionError, TraceNotFoundError, traces
 from mmsp_notebook.core import pricing
 from mmsp_notebook.core.store import append_sidecar
 from mmsp_notebook.traces import _dataset, _runner
@@ -533,22 +533,51 @@ def test_new_prices_recompute_the_cost_columns_in_place(corpus: Path, tmp_path: 
     gemini = now.index.get_level_values("trace_id").str.startswith("agent/")
     assert gemini.any() and (now[gemini].notna()).all()
     np.testing.assert_allclose(now[gemini].to_numpy(), 2 * listed_cost.reindex(now[gemini].index).to_numpy())
-    # interrupted after one file, the prices are not recorded: the next sync finishes the work
+    # interrupted once a file holds the new costs, the files hold costs of either prices: the next
+    # sync reprices them all, whichever prices it has (here the ones before)
     real, done = _dataset.reprice, []
 
-    def one_then_fail(*args: Any) -> bool:
+    def fail_after_one(*args: Any) -> Any:
         if done:
             raise RuntimeError("interrupted")
-        done.append(args)
-        return real(*args)
+        changed = real(*args)
+        if changed is True:
+            done.append(args)
+        return changed
 
-    monkeypatch.setattr(_dataset, "reprice", one_then_fail)
+    monkeypatch.setattr(_dataset, "reprice", fail_after_one)
     with pytest.raises(RuntimeError, match="interrupted"):
         quiet_sync(corpus, ds_dir, prices=mine)
     monkeypatch.setattr(_dataset, "reprice", real)
-    res = quiet_sync(corpus, ds_dir, prices=mine)
+    assert done
+    res = quiet_sync(corpus, ds_dir)
     assert res.converted == 0 and res.repriced > 0
+    assert_same(ds_dir, corpus)
+    # a data file damaged (cut short): removed and its traces converted again
+    victim = max((ds_dir / "turns").rglob("*.parquet"), key=lambda f: f.stat().st_size)
+    victim.write_bytes(victim.read_bytes()[:100])
+    res = quiet_sync(corpus, ds_dir, prices=mine)
+    assert res.converted > 0 and not victim.exists()
     assert_same(ds_dir, corpus, prices=mine)
+    assert quiet_sync(corpus, ds_dir, prices=mine).converted == 0
+
+
+def test_workers_price_as_the_calling_process(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             list_prices_restored: None) -> None:
+    """The list prices of the process that syncs are those of every row, whatever mmsp the pool's
+    workers import (mmsp upgraded under a running kernel)."""
+    installed = mmsp.list_supported_models
+
+    def cheaper(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        return [{**e, "pricing": {k: v / 4 if isinstance(v, float) else v for k, v in e["pricing"].items()}}
+                if e.get("pricing") else e for e in installed(*args, **kwargs)]
+
+    monkeypatch.setattr(mmsp, "list_supported_models", cheaper)
+    pricing._registry.cache_clear()
+    ds_dir = tmp_path / "ds"
+    res = quiet_sync(corpus, ds_dir, chunk_files=8)  # several chunks: the default process pool
+    assert res.converted > 8
+    assert_same(ds_dir, corpus)
 
 
 def pq_rows(path: str) -> int:
@@ -756,6 +785,12 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
         traces.sync(tmp_path / "nowhere", tmp_path / "x")
     with pytest.raises(ValueError, match="kind must be one of"):
         traces.sync(corpus, ds_dir, kind="messages")
+    for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written
+        with pytest.raises(OptionError, match="prompt_tokens must be a number"):
+            traces.sync(corpus, tmp_path / "z", kind=kind, prices={"m": {"prompt_tokens": -1, "response_tokens": 1}})
+        with pytest.raises(OptionError, match="prices map model ids"):
+            traces.sync(corpus, tmp_path / "z", kind=kind, prices=[1, 2])  # type: ignore[arg-type]
+    assert not (tmp_path / "z").exists()
     with pytest.raises(ValueError, match="not a file"):
         traces.sync(corpus / "app" / "chat_1.json", tmp_path / "y")
     with pytest.raises(FileNotFoundError, match="traces.sync"):

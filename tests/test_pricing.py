@@ -148,3 +148,32 @@ def fresh_session_cache():
     from pathlib import Path
 
     return Path(os.environ["MMSP_CACHE_DIR"])
+
+
+def test_a_snapshot_keeps_the_list_prices_and_the_digest_follows_every_price(monkeypatch):
+    import pickle
+
+    from mmsp_notebook.core import pricing
+
+    model, client, _ = priced_model()
+    usage = {"prompt_tokens": 1000, "response_tokens": 500}
+    live = PriceTable()
+    snap = pickle.loads(pickle.dumps(PriceTable({"mine": {"prompt_tokens": 1.0, "response_tokens": 2.0}}).snapshot()))
+    before = live.cost(usage, model, client)
+    assert snap.cost(usage, model, client) == before and snap.cost(usage, "mine") == (1000 * 1.0 + 500 * 2.0) / 1e6
+    digest = live.digest()
+    assert PriceTable({"mine": {"prompt_tokens": 1.0, "response_tokens": 2.0}}).digest() != digest
+    assert PriceTable().snapshot().digest() == digest
+    snap_digest = snap.digest()
+    installed = mmsp.list_supported_models  # new list prices (an upgrade of mmsp)
+    monkeypatch.setattr(mmsp, "list_supported_models", lambda *a, **k: [
+        {**e, "pricing": {b: v * 3 if isinstance(v, float) else v for b, v in e["pricing"].items()}}
+        if e.get("pricing") else e for e in installed(*a, **k)])
+    pricing._registry.cache_clear()
+    try:
+        assert live.cost(usage, model, client) == pytest.approx(3 * before)
+        assert snap.cost(usage, model, client) == before  # kept
+        assert live.digest() != digest and snap.digest() == snap_digest
+    finally:
+        monkeypatch.undo()
+        pricing._registry.cache_clear()

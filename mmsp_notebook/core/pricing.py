@@ -101,13 +101,29 @@ class PriceTable:
     :class:`~mmsp_notebook.OptionError` when the table is made.
     """
 
-    __slots__ = ("_user",)
+    __slots__ = ("_user", "_list")
 
     def __init__(self, prices: Prices | None = None) -> None:
         if prices is not None and not isinstance(prices, Mapping):
             raise OptionError(f"prices map model ids to prices ({{'my-model': {{'prompt_tokens': 0.5, "
                               f"'response_tokens': 1.5}}}}), not {type(prices).__name__}")
         self._user = {str(model): per_token(p) for model, p in (prices or {}).items()}
+        #: mmsp's list prices kept by :meth:`snapshot` (None: the registry's, read when needed)
+        self._list: tuple[dict[tuple[str, str], PerToken], dict[str, PerToken]] | None = None
+
+    def snapshot(self) -> PriceTable:
+        """This table with mmsp's list prices as this process has them now, kept in it: sent to
+        other processes (it pickles), it prices there as here, whatever mmsp they import."""
+        table = PriceTable()
+        table._user = dict(self._user)
+        table._list = self._list if self._list is not None else _registry()
+        return table
+
+    def __getstate__(self) -> tuple[Any, Any]:
+        return self._user, self._list
+
+    def __setstate__(self, state: tuple[Any, Any]) -> None:
+        self._user, self._list = state
 
     def lookup(self, model: str | None, client_type: str | None = None) -> PerToken | None:
         """``(cached, prompt, thoughts, response)`` USD per token of a model, or ``None`` when unknown."""
@@ -116,7 +132,7 @@ class PriceTable:
         found = self._user.get(model)
         if found is not None:
             return found
-        by_pair, by_model = _registry()
+        by_pair, by_model = self._list if self._list is not None else _registry()
         if client_type is not None:
             found = by_pair.get((model, client_type))
         return found if found is not None else by_model.get(model)
@@ -142,7 +158,7 @@ class PriceTable:
         """A fingerprint of every price this table gives (the user's and mmsp's list prices): it
         changes when a price does, e.g. when an upgrade of mmsp brings new list prices (a trace
         dataset recomputes its ``cost`` column then)."""
-        by_pair, by_model = _registry()
+        by_pair, by_model = self._list if self._list is not None else _registry()
         text = repr((sorted(self._user.items()), sorted(by_pair.items()), sorted(by_model.items())))
         return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 

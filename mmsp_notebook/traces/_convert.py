@@ -37,7 +37,7 @@ from ._io import latest_run
 from ._items import ItemBuilder
 from ._turns import TurnBuilder, row_costs, row_prices
 
-__all__ = ["Job", "ChunkResult", "convert", "rewrite", "reprice", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
+__all__ = ["Job", "ChunkResult", "convert", "rewrite", "reprice", "UNREADABLE", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
 
 KINDS = ("turns", "items", "events")
 #: the column whose UTC date partitions each kind
@@ -60,7 +60,8 @@ class Job:
     root: str  # the kind's directory of the dataset
     sources: list[tuple[str, str | None, str | None]]  # (trace_id, trace file, sidecar)
     dedupe: bool = True
-    prices: dict[str, Any] | None = None
+    #: the sync's prices (:meth:`PriceTable.snapshot`: the same list prices in every worker)
+    prices: PriceTable | dict[str, Any] | None = None
     payloads: bool = False
     #: trace id -> message indexes whose rows are shown from another trace
     hide: dict[str, list[int]] = field(default_factory=dict)
@@ -507,15 +508,24 @@ def partition_model(name: str) -> str | None:
     return None
 
 
-def reprice(root: str, name: str, prices: dict[str, Any] | None) -> bool:
-    """Recompute the ``cost`` and ``cost_missing`` columns of one turns file with the current
-    price table (mmsp's list prices and ``prices``), as the loader computes them. The file is
-    rewritten only when a value changes; returns whether it was."""
+#: what :func:`reprice` returns for a file it cannot read as Parquet
+UNREADABLE = "unreadable"
+
+
+def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
+    """Recompute the ``cost`` and ``cost_missing`` columns of one turns file with the price table
+    ``prices``, as the loader computes them. The file is rewritten only when a value changes;
+    returns whether it was, or :data:`UNREADABLE` (a damaged file: the caller converts its traces
+    again)."""
     path = os.path.join(root, name)
     try:
         table = pq.ParquetFile(path).read()
-    except FileNotFoundError:
-        return False
+    except (FileNotFoundError, PermissionError):
+        if not os.path.exists(path):
+            return False
+        raise
+    except (OSError, pa.ArrowException):  # not Parquet, cut short, a damaged footer
+        return UNREADABLE
     n = table.num_rows
     model = partition_model(name)
     model_cat = pd.Categorical.from_codes(np.zeros(n, np.int8) if model is not None else np.full(n, -1, np.int8),
@@ -525,7 +535,7 @@ def reprice(root: str, name: str, prices: dict[str, Any] | None) -> bool:
     buckets = (pc.fill_null(table.column(b), 0).to_numpy().astype(np.float64)
                for b in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
     no_usage = table.column("total_tokens").is_null().to_numpy(zero_copy_only=False)
-    cost, missing = row_costs(buckets, no_usage, row_prices(model_cat, client_cat, PriceTable(prices)))
+    cost, missing = row_costs(buckets, no_usage, row_prices(model_cat, client_cat, prices))
     old_cost = table.column("cost").to_numpy()
     old_missing = table.column("cost_missing").to_numpy(zero_copy_only=False)
     if np.array_equal(old_cost, cost, equal_nan=True) and np.array_equal(old_missing, missing):

@@ -33,7 +33,7 @@ from .._errors import TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
-from ._convert import DAMAGED, Job, convert, held_path, reprice, rewrite
+from ._convert import DAMAGED, UNREADABLE, Job, convert, held_path, reprice, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
 from ._readers import is_missing, kind_dir
@@ -205,9 +205,11 @@ def sync(
         if not os.path.exists(src_path):
             raise TraceNotFoundError(f"no such trace directory: {src}", path=os.fspath(src), reason="no such trace file or directory")
         raise ValueError(f"sync takes a directory of traces, not a file: {src}")
-    # a bad price fails here, before anything is written; the fingerprint of every price (the
-    # user's and mmsp's list prices) tells when the turns' cost columns must be recomputed
-    pricing = PriceTable(prices).digest() if kind == "turns" else None
+    # a bad price fails here, before anything is written. The table keeps mmsp's list prices as
+    # this process has them, so that every worker prices with them; its fingerprint (the user's
+    # and the list prices) tells when the turns' cost columns must be recomputed
+    table = PriceTable(prices).snapshot()
+    pricing = table.digest() if kind == "turns" else None
     options = {
         "version": Manifest.version(),
         "kind": kind,
@@ -235,15 +237,10 @@ def sync(
             m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True, "pricing": pricing} if first else {})})
         if m.meta().get("resolve_all"):
             m.bulk()
-        state = _Sync(m, root, options, executor, chunk_files, progress)
+        state = _Sync(m, root, options, executor, chunk_files, progress, table)
         fresh: list[dict[str, str]] = []  # traces left out for their names, found in this run
         try:
-            lost = _clean(root, m.file_names())
-            if lost:  # their traces are forgotten (their rows dropped from other files) and found again
-                state.remove(m.traces_in(lost))
-                with m.transaction() as db:
-                    m.set_rows(db, dict.fromkeys(lost, 0))  # (a file no trace named any more)
-                    m.put_dirs(db, {})  # the folder is listed again
+            state.repair(_clean(root, m.file_names()))
             # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
             # of every file are recomputed in place, before any trace is converted with them
             repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
@@ -285,8 +282,8 @@ class _Sync:
     convert or remove are read from the manifest's ``todo`` table a window at a time."""
 
     def __init__(self, m: Manifest, root: Path, options: dict[str, Any], executor: Executor | None,
-                 chunk_files: int, progress: bool | None) -> None:
-        self.m, self.root, self.options = m, root, options
+                 chunk_files: int, progress: bool | None, prices: PriceTable) -> None:
+        self.m, self.root, self.options, self.prices = m, root, options, prices
         self.runner = Runner(executor)
         self.chunk_files, self.progress = chunk_files, progress
         self.touched: set[str] = set()  # partitions that got new files
@@ -304,23 +301,45 @@ class _Sync:
         return {task[1]: left for task, left in self.runner.run(rewrite, tasks, len(tasks), io=True)}
 
     def reprice(self, pricing: str | None) -> int:
-        """Recompute the cost columns of every file with the current prices, then record their
-        fingerprint (interrupted, the next sync does it again); returns the files rewritten."""
+        """Recompute the cost columns of every file with the sync's prices, then record their
+        fingerprint; returns the files rewritten. The fingerprint is cleared first: interrupted,
+        the files may hold costs of either prices, and the next sync reprices them all, whichever
+        prices it has. A file that cannot be read is removed and its traces converted again."""
+        with self.m.transaction() as db:
+            self.m.set_meta(db, {"pricing": None})
         names = sorted(self.m.file_names())
-        tasks = [(str(self.root), name, self.options["prices"]) for name in names]
+        tasks = [(str(self.root), name, self.prices) for name in names]
         bar = _progress_bar(len(tasks), self.progress, "repricing turns")
         n = 0
+        damaged: set[str] = set()
         try:
-            for _task, changed in self.runner.run(reprice, tasks, len(tasks), io=True):
-                n += changed
+            for task, changed in self.runner.run(reprice, tasks, len(tasks), io=True):
+                if changed == UNREADABLE:
+                    damaged.add(task[1])
+                else:
+                    n += bool(changed)
                 if bar is not None:
                     bar.update(1)
         finally:
             if bar is not None:
                 bar.close()
+        if damaged:
+            for name in damaged:
+                os.remove(self.root / name)
+            self.repair(damaged)
         with self.m.transaction() as db:
             self.m.set_meta(db, {"pricing": pricing})
         return n
+
+    def repair(self, lost: set[str]) -> None:
+        """Data files the manifest lists that are gone: their traces are forgotten (their rows
+        dropped from other files) and the folder listed again, so that they are converted anew."""
+        if not lost:
+            return
+        self.remove(self.m.traces_in(lost))
+        with self.m.transaction() as db:
+            self.m.set_rows(db, dict.fromkeys(lost, 0))  # (a file no trace named any more)
+            self.m.put_dirs(db, {})  # the folder is listed again
 
     def remove_todo(self, state: int) -> None:
         """Drop every row of the traces in ``todo`` with this state (a window of them at a time)."""
@@ -373,7 +392,7 @@ class _Sync:
             for part in self._chunks(state, limit):
                 ids = [r[0] for r in part]
                 self._running[ids[0]] = part
-                yield (Job(o["kind"], str(self.root), [r[:3] for r in part], o["dedupe"], o["prices"], o["payloads"],
+                yield (Job(o["kind"], str(self.root), [r[:3] for r in part], o["dedupe"], self.prices, o["payloads"],
                            {t: hide[t] for t in ids if t in hide}, self.m.priors(ids) if priors else {}, schema, alone),)
 
         notes: list[dict[str, str]] = []

@@ -75,10 +75,11 @@ class TurnBuilder(Window):
         until_ms: float | None = None,
         models: frozenset[str] | None = None,
         dedupe: bool = True,
-        prices: Prices | None = None,
+        prices: Prices | PriceTable | None = None,
     ) -> None:
         super().__init__(since_ms, until_ms, models)
-        self.prices = PriceTable(prices) if prices else LIST_PRICES  # a bad price fails here, before any file
+        # a bad price fails here, before any file; a table is taken as it is (a sync's snapshot)
+        self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices) if prices else LIST_PRICES
         self.dedupe = dedupe
         # per file
         self.f_trace_id: list[str] = []
