@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -647,6 +648,27 @@ def test_a_lost_data_file_is_named_by_readers_and_restored_by_the_next_sync(corp
     before = mtimes(tmp_path / "cold")
     assert quiet_sync(corpus, ds_dir).converted == 0
     assert mtimes(tmp_path / "cold") == before
+    assert_same(ds_dir, corpus)
+
+
+def test_a_damaged_data_file_is_replaced_by_the_next_sync(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir, executor=ThreadPoolExecutor(2), chunk_files=4)
+    files = sorted((ds_dir / "turns").rglob("*.parquet"))
+    damaged = max(files, key=lambda p: p.stat().st_size)
+    damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])  # cut short (a full disk, a copy cut)
+    with pytest.raises(Exception, match=re.escape(damaged.name)):  # readers name the file
+        traces.dataset(ds_dir).to_table()
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted >= 1 and not damaged.exists()
+    assert_same(ds_dir, corpus)
+    assert quiet_sync(corpus, ds_dir).converted == 0
+    # a file of another size that is still Parquet (written again by another tool) is kept
+    other = max((ds_dir / "turns").rglob("*.parquet"), key=lambda p: p.stat().st_size)
+    size = other.stat().st_size
+    pq.write_table(pq.read_table(other), other, compression="none")
+    assert other.stat().st_size != size
+    assert quiet_sync(corpus, ds_dir).converted == 0 and other.exists()
     assert_same(ds_dir, corpus)
 
 

@@ -115,24 +115,52 @@ def _data_files(root: Path) -> Iterator[tuple[str, str]]:
             yield os.path.relpath(p, root).replace(os.sep, "/"), p
 
 
-def _clean(root: Path, known: set[str]) -> set[str]:
+def _clean(root: Path, known: dict[str, int | None]) -> set[str]:
     """Remove what an interrupted sync left: temporary files, data files the manifest does not
     list (written by a chunk whose commit never happened), empty partition directories. Returns
     the files the manifest lists that are missing (removed by hand, or lost; one the walk did not
-    find, under a linked or unreadable directory, is looked for by name)."""
+    find, under a linked or unreadable directory, is looked for by name) or damaged: found with
+    another size than the last sync left (``known``) and no Parquet file any more (cut short,
+    overwritten), which are removed."""
     found = set()
+    damaged = set()
     for name, path in list(_data_files(root)):
         if name not in known:
             os.remove(path)
         else:
             found.add(name)
+            size = known[name]
+            if size is not None and _size(path) not in (size, None) and not _is_parquet(path):
+                os.remove(path)
+                damaged.add(name)
     for dirpath, dirs, files in sorted(os.walk(root, topdown=False), key=lambda w: -len(w[0])):
         if dirpath != str(root) and not dirs and not files:
             try:
                 os.rmdir(dirpath)
             except OSError:
                 pass
-    return {name for name in known - found if is_missing(str(root / name))}
+    return damaged | {name for name in known.keys() - found if is_missing(str(root / name))}
+
+
+def _size(path: str | Path) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _is_parquet(path: str) -> bool:
+    """Whether a file's Parquet footer reads (a file rewritten meanwhile, by an interrupted sync
+    or another tool, still does)."""
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_metadata(path)
+    except PermissionError:
+        return True  # (not for this check to say; a reader or the next rewrite will)
+    except (OSError, ValueError):  # (ArrowInvalid is a ValueError)
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- sync
@@ -240,7 +268,7 @@ def sync(
         state = _Sync(m, root, options, executor, chunk_files, progress, table)
         fresh: list[dict[str, str]] = []  # traces left out for their names, found in this run
         try:
-            state.repair(_clean(root, m.file_names()))
+            state.repair(_clean(root, m.file_sizes()))
             # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
             # of every file are recomputed in place, before any trace is converted with them
             repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
@@ -260,6 +288,7 @@ def sync(
             if options["dedupe"]:
                 state.resolve()
             state.compact()
+            state.record_sizes()
             if scan.dirs is not None or scan.settled:
                 with m.transaction() as db:
                     if scan.dirs is not None:  # the listing is complete: later scans may trust it
@@ -330,6 +359,14 @@ class _Sync:
         with self.m.transaction() as db:
             self.m.set_meta(db, {"pricing": pricing})
         return n
+
+    def record_sizes(self) -> None:
+        """Keep the size of every listed file as this sync leaves it (see :func:`_clean`)."""
+        known = self.m.file_sizes()
+        now = {name: size for name in known if (size := _size(self.root / name)) is not None}
+        if now != known:
+            with self.m.transaction() as db:
+                self.m.put_sizes(db, now)
 
     def repair(self, lost: set[str]) -> None:
         """Data files the manifest lists that are gone: their traces are forgotten (their rows

@@ -15,6 +15,9 @@ skip names starting with ``_``). Tables:
                while none changed, no file was added, removed or renamed, and a scan only stats
                the files it knows
 ``files``      the Parquet files of the dataset (path relative to the kind's directory) and rows
+``sizes``      the size of each data file at the end of the last sync: a file found with another
+               size is opened, and one that is no Parquet file any more (cut short, damaged) is
+               taken for lost
 ``units``      one row per de-duplicated unit (a turn for ``turns``, a message for ``items``): its
                fingerprint, trace id, message index, preference and whether it is the copy shown
 ``pending``    fingerprints whose shown copy must be decided again (kept until that is done, so a
@@ -54,6 +57,7 @@ CREATE TABLE IF NOT EXISTS sources (
     path TEXT, sidecar TEXT, files TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS dirs (path TEXT PRIMARY KEY, mtime INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS files (name TEXT PRIMARY KEY, rows INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sizes (name TEXT PRIMARY KEY, size INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS units (
     fp INTEGER NOT NULL, trace_id TEXT NOT NULL, mi INTEGER NOT NULL, pref INTEGER NOT NULL,
     kept INTEGER NOT NULL, PRIMARY KEY (trace_id, mi)) WITHOUT ROWID;
@@ -96,7 +100,7 @@ class Manifest:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             if self._stored_version() not in (None, _VERSION):  # another layout: rebuilt, as for other options
-                for table in ("meta", "sources", "dirs", "files", "units", "pending"):
+                for table in ("meta", "sources", "dirs", "files", "sizes", "units", "pending"):
                     self.db.execute(f"DROP TABLE IF EXISTS {table}")
             self.db.executescript(_SCHEMA)
             self.db.execute("SELECT trace_id, files FROM sources LIMIT 0")  # the columns this version reads
@@ -147,7 +151,7 @@ class Manifest:
 
     def reset(self, db: sqlite3.Connection) -> None:
         """Forget everything (the caller removes the data files)."""
-        for table in ("meta", "sources", "dirs", "files", "units", "pending"):
+        for table in ("meta", "sources", "dirs", "files", "sizes", "units", "pending"):
             db.execute(f"DELETE FROM {table}")
 
     # sources ---------------------------------------------------------------------------------
@@ -259,6 +263,15 @@ class Manifest:
     # files -----------------------------------------------------------------------------------
     def file_names(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT name FROM files")}
+
+    def file_sizes(self) -> dict[str, int | None]:
+        """Every listed file -> its size at the end of the last sync (None: not known)."""
+        return dict(self.db.execute("SELECT name, size FROM files LEFT JOIN sizes USING (name)").fetchall())
+
+    def put_sizes(self, db: sqlite3.Connection, sizes: dict[str, int]) -> None:
+        """The sizes of the listed files now (those of files no longer listed are dropped)."""
+        db.execute("DELETE FROM sizes")
+        db.executemany("INSERT INTO sizes VALUES (?, ?)", sizes.items())
 
     def file_rows(self) -> dict[str, int]:
         return dict(self.db.execute("SELECT name, rows FROM files").fetchall())
