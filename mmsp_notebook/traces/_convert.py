@@ -512,6 +512,11 @@ def partition_model(name: str) -> str | None:
 UNREADABLE = "unreadable"
 
 
+#: the columns :func:`reprice` computes from and compares
+_PRICED = ("client_type", "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "total_tokens",
+           "cost", "cost_missing")
+
+
 def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
     """Recompute the ``cost`` and ``cost_missing`` columns of one turns file with the price table
     ``prices``, as the loader computes them. The file is rewritten only when a value changes;
@@ -519,7 +524,8 @@ def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
     again)."""
     path = os.path.join(root, name)
     try:
-        table = pq.ParquetFile(path).read()
+        file = pq.ParquetFile(path)
+        table = file.read(columns=list(_PRICED))  # the whole file only when a value changes
     except (FileNotFoundError, PermissionError):
         if not os.path.exists(path):
             return False
@@ -540,6 +546,10 @@ def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
     old_missing = table.column("cost_missing").to_numpy(zero_copy_only=False)
     if np.array_equal(old_cost, cost, equal_nan=True) and np.array_equal(old_missing, missing):
         return False
+    try:
+        table = file.read()
+    except (OSError, pa.ArrowException):
+        return UNREADABLE
     i, j = table.schema.get_field_index("cost"), table.schema.get_field_index("cost_missing")
     table = table.set_column(i, table.schema.field(i), pa.array(cost, table.schema.field(i).type, from_pandas=True))  # NaN: null, as written
     table = table.set_column(j, table.schema.field(j), pa.array(missing, table.schema.field(j).type))
