@@ -60,3 +60,6 @@ def test_a_bad_configured_value_is_refused_with_the_option_named(tmp_path, monke
     nb = notebook("%load_ext mmsp_notebook", "%mmsp config")
     run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
     assert "temperature must be a finite number of at least 0" in text_of(nb.cells[0])
+    # the extension loaded all the same, without that value
+    assert "(left out)" in text_of(nb.cells[0]) and not any(o.output_type == "error" for c in nb.cells for o in c.outputs)
+    assert "'temperature': None" in text_of(nb.cells[1])

@@ -260,3 +260,46 @@ def test_options_take_shell_quoting_and_bad_values_change_nothing(tmp_path, monk
     assert not [o for o in c[11].outputs if o.output_type == "error"]  # an apostrophe in a line prompt
     # options expand {expr} and $name as IPython does for any magic's line
     assert text_of(c[14]).strip() == "lab hello from lab | lab-2 demo"
+
+
+def test_subcommands_name_their_conversation_and_refuse_extra_words(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    assert ip.run_cell("%%mmsp --chat mychat -o a\nfirst in mychat").success
+    assert ip.run_cell("%mmsp -o b first in the default one").success
+    assert len(fresh_session.conversation("mychat").history()) == 2
+    ip.run_line_magic("mmsp", "reset mychat")
+    assert fresh_session.conversation("mychat").history() == []
+    assert len(fresh_session.conversation(None).history()) == 2  # not the default one
+    assert set(ip.run_line_magic("mmsp", "history")["message"]) == {0, 1}
+    for line, said in (("reset nosuch", "no conversation named 'nosuch'"), ("reset a b", "takes one conversation"),
+                       ("usage foo", "takes no arguments"), ("models foo bar", "takes no arguments"),
+                       ("history mychat other", "takes one conversation")):
+        with pytest.raises(UsageError, match=said):
+            ip.run_line_magic("mmsp", line)
+
+
+def test_an_assigned_line_magic_gives_the_turn(fresh_session):
+    ip = shell()
+    assert ip.run_cell("x = %mmsp -m demo+nothink assigned").success
+    x = ip.user_ns["x"]
+    assert x is not None and x.status == "complete" and x.prompt["content_items"][0]["text"] == "assigned"
+    assert ip.run_cell("y = %mmsp is it a question?").success
+    assert ip.user_ns["y"].prompt["content_items"][0]["text"] == "is it a question?"
+    assert ip.run_cell("h = %mmsp history").success and ip.user_ns["h"]["message"].nunique() == 4
+    result = ip.run_cell("%mmsp not assigned")  # shown live: no Out[n] repeating it
+    assert result.success and result.result is None
+
+
+def test_a_refused_config_value_is_not_kept(fresh_session, capsys, caplog):
+    ip = shell()
+    ip.run_cell("%config MMSPMagics.temperature = -3")  # (%config logs what refused it)
+    assert "temperature must be a finite number of at least 0" in caplog.text
+    magics = ip.magics_manager.registry["MMSPMagics"]
+    assert magics.temperature is None and fresh_session.settings.temperature is None
+    # the configuration still holds it: loading the extension again leaves it out and says so
+    assert ip.run_cell("%reload_ext mmsp_notebook").success
+    assert "(left out)" in capsys.readouterr().err
+    assert ip.run_cell("%mmsp config").success
+    ip.config.MMSPMagics.pop("temperature", None)

@@ -172,3 +172,51 @@ def test_the_proxy_command_save_dir_writes_no_key(key, tmp_path):
     [saved] = list(save_dir.glob("*.sse"))
     data = saved.read_bytes()
     assert b"[redacted]" in data and key[:MIN_PREFIX].encode() not in data
+
+
+def _split_echo(request, auth):
+    """A model that echoes the key it was sent split across deltas (a piece too short to tell first)."""
+    sent = auth.split()[-1]
+    return [
+        mmsp_event({"type": "thinking.delta", "thinking": f"it is {sent[:4]}"}),
+        mmsp_event({"type": "thinking.delta", "thinking": sent[4:15]}),
+        mmsp_event({"type": "thinking.delta", "thinking": sent[15:] + " indeed"}),
+        mmsp_event({"type": "thinking.done", "thinking": f"it is {sent} indeed"}),
+        *mmsp_text("Key: ", sent[:3], sent[3:20], sent[20:], ". Again: " + sent.swapcase()),
+        mmsp_event(stop=True),
+    ]
+
+
+def test_a_key_split_across_deltas_shows_in_no_events_row_nor_wire_view(fresh_session, key):
+    from mmsp_notebook.views.html import render_events
+    from mmsp_notebook.views.model import OpsTracker
+    from mmsp_notebook.views.wire import render_wire_html, render_wire_text
+
+    with script_server(_split_echo) as url:
+        turn = mn.ask("what is my key?", model="m", client_type="mmsp", base_url=url, api_key_env=ENV,
+                      stream=io.StringIO(), wire=True)
+    assert turn.status == "complete", turn.error_message
+    assert key in turn.text  # the data as received
+    ops = json.dumps(OpsTracker(events=True).ops(turn, final=True), ensure_ascii=False)
+    shown = {"events table": render_events(turn), "widget ops": ops, "wire html": render_wire_html(turn.wire),
+             "wire text": render_wire_text(turn.wire)}
+    for where, text in shown.items():
+        # no piece of the key longer than the first one (4 characters, before anything could tell)
+        for k in range(0, len(key) - MIN_PREFIX + 1):
+            assert key[k:k + MIN_PREFIX] not in text, (where, key[k:k + MIN_PREFIX])
+        assert key.swapcase()[:MIN_PREFIX] not in text, where  # a key echoed in another case too
+        assert "[redacted]" in text, where
+
+
+def test_settings_and_history_shown_keep_keys_out(fresh_session, key, monkeypatch):
+    from mmsp_notebook.front.frames import history_frame, models_frame
+
+    settings = fresh_session.settings
+    settings.add_alias("fast", f"openai-chat:m --base-url http://u:{key}@127.0.0.1:1/v1")
+    settings.add_alias("other", "openai-chat:m --base-url https://user:hunter2secret@example.com/v1")
+    shown = json.dumps([settings.as_dict(), models_frame(settings.aliases).head(2).to_dict("records")])
+    assert key[:MIN_PREFIX] not in shown and "hunter2secret" not in shown and "[redacted]@" in shown
+    assert key in settings.aliases["fast"].base_url  # the alias itself still works with it
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": f"Repeat this: {key}"}]},
+               {"role": "assistant", "content_items": [{"type": "tool_call.done", "name": "f", "arguments": {"k": key}}]}]
+    assert key[:MIN_PREFIX] not in history_frame(history).to_string()

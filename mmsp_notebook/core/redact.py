@@ -31,7 +31,7 @@ import os
 import re
 from typing import Any
 
-__all__ = ["redact", "redact_secrets", "redact_data", "redact_bytes", "redact_exception", "exception_chain",
+__all__ = ["redact", "redact_secrets", "redact_fragment", "redact_data", "redact_settings", "redact_bytes", "redact_exception", "exception_chain",
            "register_secret_env", "secret_values", "MIN_PREFIX", "REDACTED"]
 
 REDACTED = "[redacted]"
@@ -63,25 +63,67 @@ def secret_values() -> list[str]:
     return sorted({v for v in values if len(v) >= MIN_PREFIX}, key=len, reverse=True)
 
 
-def _without(text: str, secret: str) -> str:
-    """``text`` with ``secret`` and each prefix of it left by a cut replaced by :data:`REDACTED`."""
-    head = secret[:MIN_PREFIX]
-    at = text.find(head)
-    if at < 0:
-        return text
-    out: list[str] = []
-    start, n, size = 0, len(text), len(secret)
+def _spans(text: str, secret: str) -> list[tuple[int, int]]:
+    """Where ``secret`` is in ``text``, whole or as a prefix left by a cut (at least
+    :data:`MIN_PREFIX` characters, ending the text or followed by a character no key has), in
+    any case (a model that echoes a key capitalized still shows it): ``(start, end)`` each."""
+    low = text.lower()
+    if len(low) != len(text):  # (a character whose lower case is longer: compare as written)
+        low = text
+    key = secret.lower() if low is not text else secret
+    head = key[:MIN_PREFIX]
+    at = low.find(head)
+    spans: list[tuple[int, int]] = []
+    n, size = len(text), len(key)
     while at >= 0:
         k = MIN_PREFIX
-        while k < size and at + k < n and text[at + k] == secret[k]:
+        while k < size and at + k < n and low[at + k] == key[k]:
             k += 1
         if k == size or at + k == n or text[at + k] not in _KEY_CHARS:
-            out += [text[start:at], REDACTED]
-            start = at + k
-            at = text.find(head, start)
+            spans.append((at, at + k))
+            at = low.find(head, at + k)
         else:  # another token that begins like the key
-            at = text.find(head, at + 1)
+            at = low.find(head, at + 1)
+    return spans
+
+
+def _without(text: str, secret: str) -> str:
+    """``text`` with ``secret`` and each prefix of it left by a cut replaced by :data:`REDACTED`."""
+    spans = _spans(text, secret)
+    if not spans:
+        return text
+    out: list[str] = []
+    start = 0
+    for a, b in spans:
+        out += [text[start:a], REDACTED]
+        start = b
     out.append(text[start:])
+    return "".join(out)
+
+
+def redact_fragment(before: str, fragment: str) -> str:
+    """A streamed fragment (a delta's text) as shown: configured keys redacted where they overlap
+    it in the text streamed so far (``before`` + ``fragment``), so that a key split across
+    deltas shows in none of them (a prefix shorter than :data:`MIN_PREFIX` at the end of the
+    earlier one excepted, as anywhere)."""
+    secrets = secret_values()
+    if not secrets or not fragment:
+        return fragment
+    context = before[max(0, len(before) - (len(secrets[0]) - 1)):]  # (longest key first)
+    text = context + fragment
+    off = len(context)
+    cover = sorted((max(a, off) - off, b - off) for secret in secrets for a, b in _spans(text, secret) if b > off)
+    if not cover:
+        return fragment
+    out: list[str] = []
+    start = 0
+    for a, b in cover:
+        if b <= start:
+            continue
+        if a > start or not out:
+            out += [fragment[start:a], REDACTED]
+        start = max(start, b)
+    out.append(fragment[start:])
     return "".join(out)
 
 
@@ -102,11 +144,16 @@ def redact_secrets(text: str) -> str:
     return _redact_known(text, secret_values())
 
 
+#: the password of a URL's user info (``https://user:password@host``)
+_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^/\s@]+@")
+
+
 def redact(text: str) -> str:
-    """``text`` with every configured key (whole or cut) and every key-shaped string replaced by ``[redacted]``."""
+    """``text`` with every configured key (whole or cut), every key-shaped string and the password of
+    every URL (``https://user:password@host``) replaced by ``[redacted]``."""
     if not text:
         return text
-    return _KEY_PATTERNS.sub(REDACTED, _redact_known(text, secret_values()))
+    return _URL_PASSWORD.sub(rf"\1{REDACTED}@", _KEY_PATTERNS.sub(REDACTED, _redact_known(text, secret_values())))
 
 
 def redact_bytes(data: bytes) -> bytes:
@@ -130,6 +177,18 @@ def redact_data(value: Any, secrets: list[str] | None = None) -> Any:
     if not secrets:
         return value
     return _walk(value, secrets)
+
+
+def redact_settings(value: Any) -> Any:
+    """A JSON-like value of settings shown (``%mmsp config``, aliases, endpoints) with every string
+    in it through :func:`redact` (configured keys, key shapes, URL passwords)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_settings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_settings(v) for v in value]
+    return value
 
 
 def _walk(value: Any, secrets: list[str]) -> Any:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import OptionError
+from ..core.redact import redact_settings
 
 __all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "check_option", "check_client_type",
            "parse_alias", "idle_limit"]
@@ -304,11 +305,11 @@ class Settings:
         return taken
 
     def as_dict(self) -> dict[str, Any]:
-        """The current defaults (what ``%mmsp config`` shows)."""
+        """The current defaults (what ``%mmsp config`` shows), keys redacted (a URL's password...)."""
         out: dict[str, Any] = {name: getattr(self, name) for name in _CHECKS}
         if self.aliases:
             out["aliases"] = {name: alias.spec() for name, alias in self.aliases.items()}
-        return out
+        return redact_settings(out)
 
     def add_alias(self, name: str, spec: str | TurnOptions | None) -> None:
         """Name a model with its endpoint; ``spec=None`` (or empty) removes the alias."""

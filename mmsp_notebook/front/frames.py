@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.redact import redact_secrets, redact_settings
 from ..core.turn import Turn
 
 __all__ = ["usage_frame", "models_frame", "history_frame"]
@@ -34,8 +35,9 @@ def models_frame(aliases: Any = None) -> Any:
     import mmsp
     import pandas as pd
 
-    rows = [{"model": name, "client": alias.client_type or "(by model)", "base_url": alias.base_url or "(default)",
-             "input": "", "output": f"alias for {alias.spec()}"} for name, alias in (aliases or {}).items()]
+    rows = [redact_settings({"model": name, "client": alias.client_type or "(by model)",
+                             "base_url": alias.base_url or "(default)", "input": "", "output": f"alias for {alias.spec()}"})
+            for name, alias in (aliases or {}).items()]
     rows += [
         {"model": "demo", "client": "mmsp (demo server)", "base_url": "(embedded)", "input": "text, image",
          "output": "thinking, text, tool calls, image, audio"},
@@ -73,6 +75,7 @@ def history_frame(history: list[dict[str, Any]]) -> Any:
                 preview = "image"
             else:
                 preview = ""
+            preview = redact_secrets(str(preview))  # (before the cut: a key is never left half shown)
             rows.append({"message": i, "role": message.get("role"), "type": kind,
                          "preview": preview if len(preview) < 200 else preview[:197] + "…"})
     return pd.DataFrame(rows, columns=["message", "role", "type", "preview"])

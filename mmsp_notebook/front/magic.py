@@ -7,6 +7,7 @@ import keyword
 import os
 import re
 import shlex
+import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 
 from .._errors import OptionError
-from ..core.redact import redact
+from ..core.redact import redact, redact_settings
 from ..engine.launch import interpolate, launch, user_message
 from ..engine.options import THINKING_LEVELS, Settings
 from ..engine.session import session
@@ -63,13 +64,32 @@ class MMSPMagics(Magics):
     aliases = Dict(default_value={}, help="model aliases: name -> '[CLIENT_TYPE:]MODEL [--base-url URL] ...'").tag(
         config=True)
 
+    #: configured values are applied by __init__ itself, each on its own (see there)
+    _ready = False
+
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
-        self._configure(self.trait_values())
+        # each configured value on its own: a bad one is named and left out, the others apply
+        # (the extension still loads: the configuration keeps what was written in it)
+        for name, value in self.trait_values().items():
+            if name in Settings.option_names() or name == "aliases":
+                try:
+                    self._configure({name: value})
+                except UsageError as exc:
+                    print(f"{exc} (left out)", file=sys.stderr)
+                    self.set_trait(name, {} if name == "aliases" else None)
+        self._ready = True
 
     @observe(*Settings.option_names(), "aliases")
     def _on_config(self, change: Any) -> None:
-        self._configure({change["name"]: change["new"]})
+        if not self._ready:
+            return
+        try:
+            self._configure({change["name"]: change["new"]})
+        except UsageError:
+            # refused: the setting keeps its value (``%config MMSPMagics`` shows what is in effect)
+            self.set_trait(change["name"], change["old"])
+            raise
 
     def _configure(self, values: dict[str, Any]) -> None:
         settings = session().settings
@@ -104,6 +124,8 @@ class MMSPMagics(Magics):
               help="send the turn through a recording loopback proxy and show the raw SSE frames next to their UniEvents")
     @argument("-o", "--out", default=None, metavar="VAR", help="store the turn's result in this variable")
     @argument("--strict", action="store_true", help="raise when the turn does not complete")
+    @argument("--value", action="store_true",
+              help="(line magic) the turn is the line's value: what `x = %%mmsp a prompt` gives x (set there by itself)")
     @argument("--to-cell", nargs="?", const="all", default=None, metavar="N|LANG",
               help="put the answer's code blocks into a new cell below (all, the n-th, or those of a language)")
     @argument("rest", nargs="*", help="(line magic) a subcommand: models, history, reset, config k=v, alias, usage, "
@@ -234,7 +256,7 @@ class MMSPMagics(Magics):
 
         turn = present(run, future, events=True if args.events else None, strict=True if args.strict else None,
                        wire=args.wire, keep=keep, sess=sess)
-        if out:
+        if out or args.value:
             return turn  # -o: the cell's value too (its summary line: the live view already shows the turn)
         # no Out[n] repeating the footer under every cell; `_` (and Out[n]) still hold the turn
         hook = getattr(self.shell, "displayhook", None)
@@ -285,7 +307,7 @@ class MMSPMagics(Magics):
         removes one."""
         settings = session().settings
         if not text.strip():
-            return {name: alias.spec() for name, alias in settings.aliases.items()}
+            return redact_settings({name: alias.spec() for name, alias in settings.aliases.items()})
         name, eq, spec = text.partition("=")
         if not eq:
             raise UsageError("%mmsp alias: write %mmsp alias NAME = [CLIENT_TYPE:]MODEL [--base-url URL] "
@@ -298,18 +320,25 @@ class MMSPMagics(Magics):
 
     def _subcommand(self, args: Any, name: str, rest: list[str]) -> Any:
         sess = session()
+        if name in ("history", "reset"):  # of the default conversation, --chat NAME's or NAME's
+            if len(rest) > 1 or (rest and args.chat and rest[0] != args.chat):
+                raise UsageError(f"%mmsp {name}: takes one conversation's name (or --chat NAME), not {' '.join(rest)!r}")
+            chat = rest[0] if rest else args.chat
+            if chat and chat not in sess.conversations:
+                known = ", ".join(sorted(sess.conversations)) or "none yet"
+                raise UsageError(f"%mmsp {name}: no conversation named {chat!r} in this kernel (conversations: {known})")
+            if name == "history":
+                return history_frame(sess.conversation(chat).history())
+            sess.conversation(chat).reset()
+            print(f"conversation {chat or 'default'!r} cleared")
+            return None
+        if rest and name != "config":
+            raise UsageError(f"%mmsp {name}: takes no arguments, not {' '.join(rest)!r}")
         if name == "help":
             print(self.mmsp.__doc__)
             return None
         if name == "models":
             return models_frame(sess.settings.aliases)
-        if name == "history":
-            conv = sess.conversation(args.chat)
-            return history_frame(conv.history())
-        if name == "reset":
-            sess.conversation(args.chat).reset()
-            print(f"conversation {args.chat or 'default'!r} cleared")
-            return None
         if name == "config":
             if not rest:
                 return sess.settings.as_dict()
@@ -364,10 +393,13 @@ def _parse(magic: Any, line: str) -> Any:
 
 
 _QUESTION = re.compile(r"^(\s*)(?:([A-Za-z_][\w.]*)\s*=\s*)?%mmsp(\s+.*\S)\?(\s*)$")
+#: ``x = %mmsp ...``: the line's value is assigned (the turn, not None)
+_ASSIGN = re.compile(r"^(\s*)([A-Za-z_][\w.]*)\s*=\s*%mmsp(\s+.*\S)?\s*$")
 
 
 def questions_are_prompts(lines: list[str]) -> list[str]:
-    """An input transformer: ``%mmsp What is my name?`` is a prompt, not IPython's help syntax.
+    """An input transformer: ``%mmsp What is my name?`` is a prompt, not IPython's help syntax, and
+    ``x = %mmsp a prompt`` gives ``x`` the turn (``--value``).
 
     IPython reads a line that ends in ``?`` as a request for help on the word before it; a one-line
     ``%mmsp`` prompt ending in a question mark is turned into the call IPython would have made.
@@ -377,13 +409,20 @@ def questions_are_prompts(lines: list[str]) -> list[str]:
         return lines  # a cell magic's body is its own text
     out = []
     for line in lines:
+        newline = "\n" if line.endswith("\n") else ""
         m = _QUESTION.match(line.rstrip("\n"))
         if m is None or m.group(3).strip().startswith("?"):
-            out.append(line)
+            a = _ASSIGN.match(line.rstrip("\n"))
+            if a is not None and (a.group(3) or "").strip()[:1] != "?":
+                rest = "--value " + (a.group(3) or "").strip()
+                out.append(f"{a.group(1)}{a.group(2)} = get_ipython().run_line_magic('mmsp', {rest!r}){newline}")
+            else:
+                out.append(line)
             continue
         indent, target, rest = m.group(1), m.group(2), m.group(3).strip() + "?"
         assign = f"{target} = " if target else ""
-        newline = "\n" if line.endswith("\n") else ""
+        if target:
+            rest = "--value " + rest
         out.append(f"{indent}{assign}get_ipython().run_line_magic('mmsp', {rest!r}){newline}")
     return out
 

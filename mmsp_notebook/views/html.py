@@ -486,10 +486,11 @@ def _events_details(turn: Any, limit: int = 500) -> str:
     """The events table as render.js draws it (``details.mmsp-events``), at most ``limit`` rows."""
     rows = []
     total = 0
+    streamed: dict[str, str] = {}
     for n, ms, event in turn_events(turn):
         total += 1
         if n < limit:
-            row = event_view(event_row(n, ms, event))
+            row = event_view(event_row(n, ms, event, streamed))
             cells = (row["n"], row["ms"], row["event_type"], row["type"], row["preview"])
             rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     more = f'<div class="mmsp-meta">… {total - limit:,} more events</div>' if total > limit else ""

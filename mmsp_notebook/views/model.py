@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core.items import ItemState
 from ..core.pricing import format_cost
-from ..core.redact import redact, redact_data, redact_secrets
+from ..core.redact import redact, redact_data, redact_fragment, redact_secrets
 from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
 from .hints import error_hint
@@ -477,8 +477,16 @@ def view_model(turn: Turn) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- events
-def event_row(n: int, ms: float | None, event: dict[str, Any]) -> dict[str, Any]:
-    """A row of the events table: what the UniEvent was, with a short preview."""
+#: characters of each delta field kept as the context :func:`redact_fragment` looks back into
+_STREAMED_KEEP = 1024
+
+
+def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[str, str] | None = None,
+              changed: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+    """A row of the events table: what the UniEvent was, with a short preview, configured keys
+    redacted. ``streamed``: the state of a run of events shown in order (a dict the caller keeps),
+    so that a key split across the deltas of a group shows in none of them; ``changed`` collects
+    each delta string so redacted, with what it became (the wire view hides it in the raw frame)."""
     items = event.get("content_items") or []
     if event.get("event_type") == "stop":
         preview = json.dumps({"finish_reason": event.get("finish_reason"), "usage": event.get("usage_metadata")})
@@ -486,6 +494,7 @@ def event_row(n: int, ms: float | None, event: dict[str, Any]) -> dict[str, Any]
     elif items:
         item = items[0]
         item_type = item.get("type", "?")
+        delta = isinstance(item_type, str) and item_type.endswith(".delta") and streamed is not None
         shown = {}
         for key, value in item.items():
             if key == "type":
@@ -494,10 +503,22 @@ def event_row(n: int, ms: float | None, event: dict[str, Any]) -> dict[str, Any]
                 value = f"<{len(value)} bytes>"
             elif isinstance(value, list) and len(value) > 4:
                 value = f"<{len(value)} values>"
+            elif isinstance(value, str) and delta:
+                before = streamed.get(key, "")  # type: ignore[union-attr]
+                streamed[key] = (before + value)[-_STREAMED_KEEP:]  # type: ignore[index]
+                shown_value = redact_fragment(before, value)
+                if changed is not None and shown_value != value:
+                    changed.append((value, shown_value))
+                value = shown_value
+            else:
+                value = redact_data(value)
             shown[key] = value
+        if not delta and streamed:
+            streamed.clear()  # the group is done
         preview = json.dumps(shown, ensure_ascii=False, default=str)
     else:
         item_type, preview = "", ""
+    preview = redact_secrets(preview)  # (anything else, before the cut: a key is never left half shown)
     if len(preview) > 120:
         preview = preview[:117] + "…"
     return {"n": n, "ms": None if ms is None else round(ms, 1), "event_type": event.get("event_type"),
@@ -538,6 +559,7 @@ class OpsTracker:
         self._facts: list[dict[str, Any]] = []
         self._views: list[dict[str, Any]] = []
         self._text_len: list[int] = []  # characters of each item's shown (redacted) text sent
+        self._streamed: dict[str, str] = {}  # the events table's redaction state (event_row)
         self._raw_len: list[int] = []  # the item's size when its text was last read
         self._status: str | None = None
         self._turn: dict[str, Any] = {}
@@ -596,7 +618,7 @@ class OpsTracker:
                 last = None
                 for n, ms, event in turn_events(turn):
                     if n >= self._events_sent:
-                        last = ["event", event_view(event_row(n, ms, event))]
+                        last = ["event", event_view(event_row(n, ms, event, self._streamed))]
                         out.append(last)
                         self._events_sent = n + 1
                 if last is not None:

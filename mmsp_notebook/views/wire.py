@@ -73,9 +73,28 @@ def _cut(raw: str, limit: int = LINE_LIMIT) -> str:
     return "\n".join(out)
 
 
-def _event_rows(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The events of a wire row as rows of the events table (``type``, ``event_type``, ``preview``)."""
-    return [event_row(ev["n"], ev["ms"], ev["event"]) for ev in row["events"]]
+#: what a raw frame shows when it carries part of a configured key that could not be cut out of it
+HIDDEN_FRAME = "[this frame carries part of a configured key: not shown]"
+
+
+def _shown_row(row: dict[str, Any], streamed: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
+    """A wire row as shown: its raw frame and its events as rows of the events table (``type``,
+    ``event_type``, ``preview``), configured keys redacted. ``streamed``: the redaction state of
+    the exchange's events, shown in order (see ``event_row``): a key split across frames is
+    redacted in each event, and the piece of it a frame's JSON carries is cut out of the frame
+    (the whole frame is hidden where the piece is not found as written)."""
+    changed: list[tuple[str, str]] = []
+    rows = [event_row(ev["n"], ev["ms"], ev["event"], streamed, changed) for ev in row["events"]]
+    raw = row["raw"]
+    for original, shown in changed:
+        for ascii_only in (False, True):
+            written = json.dumps(original, ensure_ascii=ascii_only)[1:-1]
+            if written in raw:
+                raw = raw.replace(written, json.dumps(shown, ensure_ascii=ascii_only)[1:-1])
+                break
+        else:
+            return HIDDEN_FRAME, rows
+    return raw, rows
 
 
 def _head(exchange: Exchange) -> str:
@@ -100,15 +119,17 @@ def render_wire_html(wire: Wire) -> str:
                      '<table><colgroup><col style="width:5.5em"/><col style="width:55%"/><col/></colgroup>'
                      '<thead><tr><th scope="col">ms</th><th scope="col">raw SSE frame</th>'
                      '<th scope="col">→ UniEvent(s)</th></tr></thead><tbody>')
+        streamed: dict[str, str] = {}
         for row in wire:
             if row["request"] != exchange.record.id:
                 continue
             quiet = ' class="mmsp-quiet"' if not row["events"] else ""
             ms = "" if row["ms"] is None else f"{row['ms']:.1f}"
+            raw, rows = _shown_row(row, streamed)
             events = "".join(
                 f'<span class="mmsp-ev" title="{_e(ev["preview"])}"><b>{_e(ev["type"] or ev["event_type"])}</b> '
-                f'<code>{_e(ev["preview"])}</code></span>' for ev in _event_rows(row))
-            parts.append(f'<tr{quiet}><td class="mmsp-ms">{_e(ms)}</td><td><pre>{_e(_cut(row["raw"]))}</pre></td>'
+                f'<code>{_e(ev["preview"])}</code></span>' for ev in rows)
+            parts.append(f'<tr{quiet}><td class="mmsp-ms">{_e(ms)}</td><td><pre>{_e(_cut(raw))}</pre></td>'
                          f"<td>{events}</td></tr>")
         parts.append("</tbody></table></div>")
     parts.append("</div>")
@@ -163,15 +184,17 @@ def render_wire_text(wire: Wire, width: int = 100) -> str:
         lines.append(f"-- step {exchange.step + 1}: {record.method} {record.endpoint} HTTP {record.status} "
                      f"{record.protocol} {len(record.response)} bytes, {len(exchange.frames)} frames, "
                      f"{len(exchange.events)} UniEvents ({exchange.rule or 'not paired'})")
+        streamed: dict[str, str] = {}
         for row in wire:
             if row["request"] != record.id:
                 continue
-            shown = frame_payload(row["raw"])
+            raw, rows = _shown_row(row, streamed)
+            shown = frame_payload(raw)
             if len(shown) > width:
                 shown = shown[:width - 1] + "…"
             ms = "" if row["ms"] is None else f"{row['ms']:8.1f}"
             lines.append(f"{ms:>8}  {shown}")
-            for ev in _event_rows(row):
+            for ev in rows:
                 lines.append(f"{'':>8}    → {ev['type'] or ev['event_type']} {ev['preview'][:width - 20]}")
     return "\n".join(lines) if lines else "<Wire: no request captured>"
 
