@@ -74,6 +74,17 @@ def test_a_silence_before_any_event_is_an_error(fresh_session):
     assert turn.status == "error" and turn.text == "" and "no data for 0.4 s" in turn.error_message
 
 
+def test_the_silence_is_found_within_five_percent_of_the_limit(fresh_session):
+    """Data right after the response's head, then silence: the turn ends about the limit after that
+    data (not a quarter of it later, as when the sign of life dates from the next look)."""
+    with script_server(lambda request, auth: [mmsp_event({"type": "text.delta", "text": "Hi"}), HOLD]) as url:
+        turn = mn.ask("hi", model="m", client_type="mmsp", base_url=url, timeout=1.0, stream=io.StringIO())
+        ended = time.monotonic()
+    assert turn.status == "incomplete" and turn.text == "Hi"
+    silence = ended - turn.steps[0].event_times[-1]
+    assert 0.99 <= silence < 1.12, silence
+
+
 @pytest.mark.parametrize("client_type", ["mmsp", "openai-chat"])
 def test_heartbeats_are_signs_of_life_a_silent_but_alive_stream_completes(fresh_session, monkeypatch, client_type):
     """Bytes count, not only events: keep-alive comments every 0.15 s for 1.2 s under a 0.5 s limit

@@ -160,10 +160,10 @@ async def _race(run: TurnRun, task: asyncio.Future[Any], idle: float | None = No
         while True:
             timeout = None
             if idle is not None:
-                # look at least four times per limit: bytes counted since the last look are a sign of
-                # life as of that look, so silence is found within 1.25x the limit
+                # look twenty times per limit: bytes counted since the last look are a sign of life
+                # as of that look, so silence is found within 1.05x the limit (a look is one wakeup)
                 left = (run.waiting_since or time.monotonic()) + idle - time.monotonic()
-                timeout = max(0.0, min(left, idle / 4))
+                timeout = max(0.0, min(left, idle / 20))
             await asyncio.wait({task, aborted}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             if task.done():
                 return "done"
