@@ -96,6 +96,7 @@ def test_max_steps_stops_the_loop(fresh_session):
     # ... and the next turn opens with that answer, in one user message
     nxt, _ = quiet_ask("Never mind, say hello")
     assert nxt.status == "complete"
+    assert "Here is what the tool returned" not in nxt.text and "not run" not in nxt.text  # the question is answered
     history = fresh_session.conversation(None).history()
     assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
     assert [i["type"] for i in history[2]["content_items"]] == ["tool_result.done", "text.done"]

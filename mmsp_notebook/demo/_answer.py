@@ -393,7 +393,9 @@ def build_plan(request: DemoRequest, spec: ModelSpec, *, media: bool, seed: str)
         pseudo = ToolSpec(PSEUDO_TOOL, "", {"type": "object", "properties": {"query": {"type": "string"}}})
         mentioned = [tools[0]] if tools else [pseudo]
 
-    results = last.tool_results if last.role == "user" else []
+    # the answer to tool results, unless a new prompt came with them (a turn that followed one
+    # stopped by its step limit: its calls answered "not run", then the user's next question)
+    results = last.tool_results if last.role == "user" and not last.texts else []
     fix = None if results or forced_tool else cell_fix(prompt)
     if results and not forced_tool:
         thinking.append(
