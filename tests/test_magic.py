@@ -147,6 +147,9 @@ def test_bad_options_give_a_one_line_usage_error_and_strict_raises(tmp_path, mon
         assert_usage_error(c[i])
     assert "enormous" in text_of(c[1]) and "no_such_function" in text_of(c[3])
     assert "TurnError" in text_of(c[5])
+    # one line under the banner, not a traceback through the package and mmsp's client
+    [error] = [o for o in c[5].outputs if o.output_type == "error"]
+    assert len(error.traceback) == 1 and "%mmsp error" in error.traceback[0] and error.ename == "TurnError"
     assert "TurnError" in text_of(c[7]) and "incomplete" in text_of(c[7])
     assert '<span class="mmsp-stat mmsp-truncated" title="the model stopped at its output token limit">⚠ truncated (length)</span>' in html_of(c[9])
     assert text_of(c[10]).strip() == "length"

@@ -17,7 +17,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 
-from .._errors import OptionError
+from .._errors import OptionError, TurnError
 from ..core.redact import redact, redact_settings
 from ..engine.launch import interpolate, launch, user_message
 from ..engine.options import THINKING_LEVELS, Settings
@@ -254,8 +254,12 @@ class MMSPMagics(Magics):
             if args.to_cell and turn.status == "complete":
                 self._to_cell(turn, args.to_cell)
 
-        turn = present(run, future, events=True if args.events else None, strict=True if args.strict else None,
-                       wire=args.wire, keep=keep, sess=sess)
+        try:
+            turn = present(run, future, events=True if args.events else None, strict=True if args.strict else None,
+                           wire=args.wire, keep=keep, sess=sess)
+        except TurnError as exc:
+            _shown_short(exc)
+            raise
         if out or args.value:
             return turn  # -o: the cell's value too (its summary line: the live view already shows the turn)
         # no Out[n] repeating the footer under every cell; `_` (and Out[n]) still hold the turn
@@ -368,6 +372,14 @@ class MMSPMagics(Magics):
             print(redact("\n".join(detail)))
             return None
         raise UsageError(f"%mmsp: unknown subcommand {name!r}")
+
+
+def _shown_short(exc: TurnError) -> None:
+    """A strict turn's error shown by IPython in one line under the turn's banner, which already says
+    what happened: the traceback through this package and mmsp's client adds nothing. The error
+    itself is unchanged (``__cause__``, ``turn``); ``%mmsp error`` shows the whole detail."""
+    line = f"TurnError: {exc} (the full detail: %mmsp error)"
+    exc._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]  # IPython's hook for this
 
 
 def _parse(magic: Any, line: str) -> Any:
