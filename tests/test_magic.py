@@ -278,7 +278,7 @@ def test_subcommands_name_their_conversation_and_refuse_extra_words(fresh_sessio
     assert set(ip.run_line_magic("mmsp", "history")["message"]) == {0, 1}
     for line, said in (("reset nosuch", "no conversation named 'nosuch'"), ("reset a b", "takes one conversation"),
                        ("usage foo", "takes no arguments"), ("models foo bar", "takes no arguments"),
-                       ("history mychat other", "takes one conversation")):
+                       ("history mychat other", "takes one conversation"), ("modles", "did you mean 'models'")):
         with pytest.raises(UsageError, match=said):
             ip.run_line_magic("mmsp", line)
 

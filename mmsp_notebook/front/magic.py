@@ -165,7 +165,7 @@ class MMSPMagics(Magics):
             if not args.rest:
                 return self._subcommand(args, "help", [])
             if len(args.rest) == 1:
-                near = difflib.get_close_matches(args.rest[0].lower(), SUBCOMMANDS, n=1, cutoff=0.85)
+                near = difflib.get_close_matches(args.rest[0].lower(), SUBCOMMANDS, n=1, cutoff=0.8)
                 if near:
                     raise UsageError(f"%mmsp: unknown subcommand {args.rest[0]!r}; did you mean {near[0]!r}? "
                                      f"(to send it as a prompt: %mmsp -- {args.rest[0]})")
