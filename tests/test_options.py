@@ -96,3 +96,17 @@ def test_a_turn_takes_what_it_was_not_given_from_the_kernel(fresh_session):
     turn = future.result(30)
     assert turn.config["max_tokens"] == 4 and math.isclose(turn.config["temperature"], 0.7)
     assert turn.status == "complete"
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("openai-chat:", "a model id goes after 'openai-chat:'"),
+    ("demo --bogus 1", "unexpected '--bogus 1'"),
+    ("demo two words", "unexpected 'two words'"),
+])
+def test_a_bad_alias_is_refused_in_one_line(spec, said, capsys):
+    from mmsp_notebook.engine.options import parse_alias
+
+    with pytest.raises(OptionError, match=said):
+        parse_alias(spec)
+    assert capsys.readouterr().err == ""  # no argparse usage text besides
+    assert parse_alias("llama3:8b").model == "llama3:8b"  # a model id with a colon keeps it

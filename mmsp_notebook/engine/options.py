@@ -342,13 +342,24 @@ def parse_alias(spec: str) -> TurnOptions:
     """
     try:
         argv = shlex.split(spec)
-        args = _alias_parser().parse_args(argv)
+        # (known args first: argparse prints its usage to stderr for an unknown one, even told not to exit)
+        args, unknown = _alias_parser().parse_known_args(argv)
     except (ValueError, argparse.ArgumentError) as exc:
         raise OptionError(f"alias: {exc}; write [CLIENT_TYPE:]MODEL [--base-url URL] [--api-key-env NAME] ...") from None
     except SystemExit:  # argparse gives up this way on some errors even with exit_on_error=False
         raise OptionError("alias: write [CLIENT_TYPE:]MODEL [--base-url URL] [--api-key-env NAME] ...") from None
+    if unknown:
+        raise OptionError(f"alias: unexpected {' '.join(unknown)!r}; write [CLIENT_TYPE:]MODEL [--base-url URL] "
+                          "[--api-key-env NAME] [--system ...] ...")
     values = {k: v for k, v in vars(args).items() if v is not None}
     prefix, colon, rest = values["model"].partition(":")
+    if colon and not rest.strip():
+        try:
+            check_client_type(prefix)
+        except OptionError:
+            pass
+        else:
+            raise OptionError(f"alias: a model id goes after {values['model']!r} ({prefix}:MODEL)")
     if colon and rest and values.get("client_type") is None:
         try:
             check_client_type(prefix)
