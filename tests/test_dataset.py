@@ -890,6 +890,37 @@ def test_items_with_payloads(corpus: Path, tmp_path: Path) -> None:
     (corpus / "foreign" / "payloads.json").write_text(json.dumps({"history": odd, "config": {"model": "glm-5.3"}}))
     quiet_sync(corpus, ds_dir, kind="items", payloads=True)
     assert_same(ds_dir, corpus, "items", payloads=True)
+    # valid payloads of nested values (an embedding's numbers), in a trace that then grows
+    embed = [user("embed this", T0 + DAY), {"role": "assistant", "content_items": [{"type": "embedding.done", "embedding": [0.1, 0.2, 0.3]}],
+             "usage_metadata": {"prompt_tokens": 3, "response_tokens": 0}, "finish_reason": "stop", "created_at": T0 + DAY + 50}]
+    save(corpus, "emb/one", embed)
+    res = quiet_sync(corpus, ds_dir, kind="items", payloads=True)
+    assert res.converted == 1 and not res.new_skipped
+    assert_same(ds_dir, corpus, "items", payloads=True)
+    save(corpus, "emb/one", embed + [user("and this", T0 + DAY + 60), {**embed[1], "created_at": T0 + DAY + 90}])
+    before = mtimes(ds_dir)
+    assert quiet_sync(corpus, ds_dir, kind="items", payloads=True).converted == 1
+    assert {f: t for f, t in mtimes(ds_dir).items() if f in before} == before  # its earlier rows kept, not replaced
+    assert_same(ds_dir, corpus, "items", payloads=True)
+
+
+def test_a_fifo_is_skipped_as_the_loaders_skip_it_and_never_waited_on(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    os.mkfifo(corpus / "app" / "pipe.json")  # just made: the scan hashes recent files
+    save(corpus, "fifo/t", conversation(1, T0))
+    os.mkfifo(corpus / "fifo" / "t.timing.jsonl")
+    started = time.monotonic()
+    res = quiet_sync(corpus, ds_dir)
+    assert time.monotonic() - started < 30
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)
+        loaded = traces.load_turns(corpus, progress=False).attrs["skipped"]
+    fifos = ("pipe.json", "t.timing.jsonl")
+    fifo_notes = sorted((n["path"], n["reason"]) for n in loaded if Path(n["path"]).name in fifos)
+    assert len(fifo_notes) == 2
+    assert sorted((n["path"], n["reason"]) for n in res.skipped if Path(n["path"]).name in fifos) == fifo_notes
+    assert_same(ds_dir, corpus)
 
 
 def test_a_dataset_inside_its_source_folder(corpus: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ from ._export import to_arrow
 from ._fast import decode_trace
 from ._io import latest_run
 from ._items import ItemBuilder
+from ._load import UNREAD
 from ._turns import TurnBuilder, row_costs, row_prices
 
 __all__ = ["Job", "ChunkResult", "convert", "rewrite", "reprice", "UNREADABLE", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
@@ -144,6 +146,11 @@ def convert(job: Job) -> ChunkResult:
         records = None
         if sidecar is not None:
             sc = read_sidecar(sidecar, job.kind == "events")
+            if sc.error is not None:  # as the loaders report it
+                if path is None:  # nothing else to load from this trace
+                    loaded[tid] = (False, [{"path": sidecar, "reason": sc.error}])
+                    continue
+                notes.append({"path": sidecar, "reason": f"{UNREAD}: {sc.error}"})
             if sc.damaged:
                 notes.append({"path": sidecar, "reason": f"{DAMAGED}: {sc.damaged} unreadable lines ({len(sc)} records read)"})
             records = latest_run(list(sc))  # type: ignore[arg-type]
@@ -224,8 +231,30 @@ def row_hashes(df: pd.DataFrame) -> np.ndarray:
     trace still has."""
     if not len(df):
         return np.empty(0, dtype=np.uint64)
-    return np.asarray(pd.util.hash_pandas_object(df.drop(columns=[c for c in _UNHASHED if c in df]), index=False),
-                      dtype=np.uint64)
+    return np.asarray(pd.util.hash_pandas_object(_hashable(df.drop(columns=[c for c in _UNHASHED if c in df])),
+                                                 index=False), dtype=np.uint64)
+
+
+_NESTED = (list, dict, np.ndarray)
+
+
+def _nested_json(v: Any) -> Any:
+    if isinstance(v, _NESTED):
+        return json.dumps(v.tolist() if isinstance(v, np.ndarray) else v, sort_keys=True, default=str)
+    return v
+
+
+def _hashable(df: pd.DataFrame) -> pd.DataFrame:
+    """The frame with nested values (an embedding's list, a tool result's images: payloads of the
+    items) written as JSON text, which pandas can hash; the frame itself when it holds none."""
+    out = df
+    for col in df.columns:
+        s = df[col]
+        if s.dtype == object and any(isinstance(v, _NESTED) for v in s.to_numpy()):
+            if out is df:
+                out = df.copy(deep=False)
+            out[col] = pd.Series([_nested_json(v) for v in s.to_numpy()], index=df.index, dtype=object)
+    return out
 
 
 def _digest(hashes: np.ndarray) -> str:

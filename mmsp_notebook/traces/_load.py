@@ -60,19 +60,19 @@ def _finish(df: pd.DataFrame, n_files: int, skipped: list[dict[str, str]], otel:
     df.attrs["n_files"] = n_files
     df.attrs["n_skipped"] = len(skipped)
     if skipped:
-        groups: dict[str, list[str]] = {"file": [], _DAMAGED: [], _UNREAD: [], _UNLISTED: []}
+        groups: dict[str, list[str]] = {"file": [], _DAMAGED: [], UNREAD: [], _UNLISTED: []}
         for s in skipped:
             reason = s["reason"]
-            kind = next((k for k in (_DAMAGED, _UNREAD, _UNLISTED) if reason.startswith(k)), "file")
-            groups[kind].append(reason[len(_UNREAD) + 2:] if kind == _UNREAD else reason)
+            kind = next((k for k in (_DAMAGED, UNREAD, _UNLISTED) if reason.startswith(k)), "file")
+            groups[kind].append(reason[len(UNREAD) + 2:] if kind == UNREAD else reason)
         parts = []
         if groups["file"]:
             n_skip = len(groups["file"])
             parts.append(f"skipped {n_skip} of {n_files + n_skip} trace files ({_kinds(groups['file'])})")
         if groups[_DAMAGED]:
             parts.append(f"{len(groups[_DAMAGED])} damaged timing sidecars (their readable lines were used)")
-        if groups[_UNREAD]:
-            parts.append(f"{len(groups[_UNREAD])} timing sidecars not read ({_kinds(groups[_UNREAD])})")
+        if groups[UNREAD]:
+            parts.append(f"{len(groups[UNREAD])} timing sidecars not read ({_kinds(groups[UNREAD])})")
         if groups[_UNLISTED]:
             parts.append(f"{len(groups[_UNLISTED])} directories could not be listed")
         warnings.warn(
@@ -89,7 +89,7 @@ def _kinds(reasons: list[str]) -> str:
 
 _DAMAGED = "damaged sidecar"
 #: the reason of a sidecar that could not be read at all starts with this (its trace is loaded)
-_UNREAD = "sidecar not read"
+UNREAD = "sidecar not read"
 _UNLISTED = "unreadable directory"
 
 
@@ -133,7 +133,7 @@ def _drive(
                         if bar is not None:
                             bar.update(1)
                         continue
-                    skip({"path": sidecar_path, "reason": f"{_UNREAD}: {sidecar.error}"})
+                    skip({"path": sidecar_path, "reason": f"{UNREAD}: {sidecar.error}"})
                 if sidecar.damaged:
                     skip({"path": sidecar_path,
                           "reason": f"{_DAMAGED}: {sidecar.damaged} unreadable lines ({len(sidecar)} records read)"})

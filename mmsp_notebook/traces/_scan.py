@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -37,12 +38,23 @@ def _content_hash(*paths: str | None) -> str:
         h.update(b"\x00")
         if p is None:
             continue
+        try:  # non-blocking, and only a regular file is read (a FIFO would block the sync for ever)
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            h.update(repr(exc).encode())
+            continue
         try:
-            with open(p, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                h.update(f"not a regular file: {stat.S_IFMT(st.st_mode)}".encode())
+                continue
+            with os.fdopen(fd, "rb", closefd=False) as fh:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
         except OSError as exc:
             h.update(repr(exc).encode())
+        finally:
+            os.close(fd)
     return h.hexdigest()
 
 
