@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from mmsp.integration.tracer import Tracer
 from mmsp.registry import list_supported_models
 
-from mmsp_notebook import traces
+from mmsp_notebook import OptionError, traces
 from mmsp_notebook.core.store import append_sidecar, read_sidecar
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -482,6 +482,12 @@ def test_filters_since_until_models(tmp_path: Path) -> None:
     assert set(items["trace_id"]) == {"b"} and len(items) == 2
     items = traces.load_items(tmp_path, since="2026-01-01 00:00:59")
     assert items["message_index"].tolist() == [2, 3]
+    # any year pandas takes; a missing or unreadable time is refused, naming the option
+    assert len(traces.load_turns(tmp_path, since="1600-01-01", until="9999-12-31")) == 3
+    for kw, said in ((dict(until=pd.NaT), "until takes a time, not NaT"), (dict(until=""), "until takes a time"),
+                     (dict(since=float("nan")), "since takes a time"), (dict(since="soon"), "since takes a time")):
+        with pytest.raises(OptionError, match=said):
+            traces.load_events(tmp_path, **kw)
 
 
 def test_paths_files_lists_and_trace_ids(tmp_path: Path) -> None:

@@ -27,13 +27,20 @@ __all__ = ["load_turns", "load_items", "load_events", "PROGRESS_THRESHOLD"]
 PROGRESS_THRESHOLD = 200
 
 
-def _to_ms(value: TimeLike | None) -> float | None:
+def _to_ms(value: TimeLike | None, name: str = "since") -> float | None:
+    """Unix ms of a ``since`` / ``until`` value (anything ``pandas.Timestamp`` takes; naive = UTC)."""
     if value is None:
         return None
-    ts = pd.Timestamp(value)
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise OptionError(f"{name} takes a time (a datetime, a pandas Timestamp, an ISO string such as "
+                          f"'2026-01-31T12:00'), not {value!r}: {exc}") from None
+    if ts is pd.NaT:
+        raise OptionError(f"{name} takes a time, not {value!r} (a missing time): leave it out for no bound")
     if ts.tzinfo is None:
         ts = ts.tz_localize("UTC")
-    return ts.value / 1e6
+    return ts.timestamp() * 1000.0  # (any year pandas takes: a nanosecond count would overflow past 2262)
 
 
 def _model_set(models: str | Iterable[str] | None) -> frozenset[str] | None:
@@ -191,13 +198,14 @@ def load_turns(
     Raises:
         TraceNotFoundError: a given path does not exist (a ``FileNotFoundError`` too).
         OptionError: a price without ``prompt_tokens`` / ``response_tokens`` or not a number; a
-            ``pattern`` that is not relative to the directory; a ``max_size`` that is not an int.
+            ``pattern`` that is not relative to the directory; a ``max_size`` that is not an int; a
+            ``since`` / ``until`` that is no time (``NaT``, ``""``, unparsable).
 
     Returns:
         The turns frame, sorted by trace then turn order; ``attrs`` holds ``skipped``,
         ``n_files``, ``n_skipped`` and ``duplicates``.
     """
-    builder = TurnBuilder(_to_ms(since), _to_ms(until), _model_set(models), dedupe, prices)
+    builder = TurnBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), dedupe, prices)
     n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False, max_size=max_size,
                         decode=decode_trace)
     return _finish(builder.frame(), n, skipped, otel)
@@ -227,7 +235,7 @@ def load_items(
     Returns:
         The items frame, in history order; ``attrs["duplicates"]`` counts messages left out.
     """
-    builder = ItemBuilder(_to_ms(since), _to_ms(until), _model_set(models), payloads, dedupe)
+    builder = ItemBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), payloads, dedupe)
 
     def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if data is not None:
@@ -259,7 +267,7 @@ def load_events(
     Returns:
         The events frame, in sidecar order.
     """
-    builder = EventBuilder(_to_ms(since), _to_ms(until), _model_set(models))
+    builder = EventBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models))
 
     def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if records:
