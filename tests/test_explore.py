@@ -368,6 +368,11 @@ def test_explorer_filters_sorts_and_pages_in_the_kernel(big):
     ranged = ask_for({"model": [], "status": [], "finish": [], "ranges": {"ttft": [0.12, 0.13]}, "sort": "ttft",
                       "desc": False})
     assert ranged["matched"] and explorer.filtered["ttft"].between(0.12, 0.13).all()
+    # != leaves out the rows without a value (as the other comparisons do), in the code too; unbounded values
+    other = ask_for({"ranges": {}, "sort": "turn", "text": "ttft!=0.12"})
+    assert other["matched"] and explorer.filtered["ttft"].notna().all()
+    ask_for({"text": "latency<inf cost>-inf"})
+    ask_for({"text": "", "ranges": {"latency": [float("-inf"), float("inf")]}})
     # paging: a window of rows, the bytes of a page do not grow with the number of rows
     everything = ask_for({"ranges": {}, "sort": "turn", "desc": True, "page_size": 25})
     pages = everything["pages"]

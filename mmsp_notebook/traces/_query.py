@@ -162,10 +162,10 @@ class TurnQuery:
             with np.errstate(invalid="ignore"):
                 if lo is not None:
                     masks.append(values >= lo)
-                    code.append(f"({_ref(col)} >= {lo!r}).fillna(False)")
+                    code.append(f"({_ref(col)} >= {_num(lo)}).fillna(False)")
                 if hi is not None:
                     masks.append(values <= hi)
-                    code.append(f"({_ref(col)} <= {hi!r}).fillna(False)")
+                    code.append(f"({_ref(col)} <= {_num(hi)}).fillna(False)")
         for name in q["quick"]:
             masks.append(self.flag(name))
             code.append(self._extra[name][1] if name in self._extra else _QUICK_CODE[name])
@@ -263,10 +263,11 @@ def term(df: pd.DataFrame, col: str, op: str, raw: str) -> tuple[np.ndarray, str
         ops = {">": "__gt__", ">=": "__ge__", "<": "__lt__", "<=": "__le__", "=": "__eq__", "!=": "__ne__"}
         with np.errstate(invalid="ignore"):
             mask = getattr(series.to_numpy(dtype=float, na_value=np.nan), ops[op])(value)
-        if op == "!=":
+        if op == "!=":  # a missing value is not "other than" the value: left out, as by the other ops
             mask &= series.notna().to_numpy()
+            return np.asarray(mask, dtype=bool), f"(({_ref(col)} != {_num(value)}) & {_ref(col)}.notna()).fillna(False)"
         sym = "==" if op == "=" else op
-        return np.asarray(mask, dtype=bool), f"({_ref(col)} {sym} {value!r}).fillna(False)"
+        return np.asarray(mask, dtype=bool), f"({_ref(col)} {sym} {_num(value)}).fillna(False)"
     if op == ":":
         return contains(series, raw), (f'{_ref(col)}.astype("string").str.contains({_js(raw)}, case=False, '
                                        "regex=False).fillna(False)")
@@ -276,6 +277,12 @@ def term(df: pd.DataFrame, col: str, op: str, raw: str) -> tuple[np.ndarray, str
             return eq, f'({_ref(col)}.astype("string") == {_js(raw)}).fillna(False)'
         return ~eq & series.notna().to_numpy(), f'({_ref(col)}.astype("string") != {_js(raw)}).fillna(False)'
     raise OptionError(f"{col}{op}{raw}: {col} is not a number column (use {col}:text or {col}=text)")
+
+
+def _num(value: Any) -> str:
+    """A number as Python code that ``eval`` reads back (``float('inf')`` where repr says ``inf``)."""
+    v = float(value)
+    return repr(v) if math.isfinite(v) else f"float({str(v)!r})"
 
 
 def number(raw: str, col: str) -> float:
