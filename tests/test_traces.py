@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -488,6 +489,22 @@ def test_filters_since_until_models(tmp_path: Path) -> None:
                      (dict(since=float("nan")), "since takes a time"), (dict(since="soon"), "since takes a time")):
         with pytest.raises(OptionError, match=said):
             traces.load_events(tmp_path, **kw)
+
+
+def test_a_tree_given_several_ways_is_read_once(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    save(root, "runs/v1.5", [user("q", T0), answer("x", T0 + 100)])  # a dotted id: runs/v1.json
+    append_sidecar({"v": 1, "trace_id": "runs/v1.5", "turn": 0, "message_index": 1, "status": "complete",
+                    "started_at": float(T0 + 5), "ttft_ms": 50.0, "total_ms": 90.0}, base=root)
+    append_sidecar({"v": 1, "trace_id": "runs/v1.5", "turn": 1, "message_index": None, "status": "error",
+                    "started_at": float(T0 + 500), "total_ms": 10.0, "error": {"type": "X", "message": "m"}}, base=root)
+    os.symlink(root, tmp_path / "link")
+    once = no_warnings_load(traces.load_turns, root)
+    assert once["status"].tolist() == ["complete", "error"] and once.attrs["n_files"] == 1
+    for paths in ([root, root], [root / "runs", root], [root, tmp_path / "link"]):
+        again = no_warnings_load(traces.load_turns, paths)
+        assert again["status"].tolist() == ["complete", "error"] and again.attrs["n_files"] == 1, paths
+        assert len(no_warnings_load(traces.load_events, paths)) == len(no_warnings_load(traces.load_events, root))
 
 
 def test_paths_files_lists_and_trace_ids(tmp_path: Path) -> None:

@@ -34,7 +34,8 @@ Paths
     (a ``FileNotFoundError``). A directory is walked once, breadth first: each real directory
     (device and inode) is entered once, so links to directories are followed but loops of them
     (``ln -s .. t/sub/loop; ln -s . t/self``) cannot repeat or hang a load, and a file reached
-    several ways is read once, under its shortest path. ``pattern`` follows :mod:`glob`'s rules
+    several ways is read once, under its shortest path; so is a tree given several times in a list
+    (twice, within another, or through a link: named as the first path given reaches it). ``pattern`` follows :mod:`glob`'s rules
     (``*``, ``?``, ``[...]`` within one path part, ``**`` across parts, wildcards match no hidden
     name) and must be relative to the directory (else ``OptionError``). Directories matched by
     ``pattern`` are ignored; a directory that cannot be listed is named in ``attrs["skipped"]``

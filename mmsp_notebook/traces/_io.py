@@ -84,10 +84,11 @@ def find_sources(
     out: list[Source] = []
     problems: list[dict[str, str]] = []
     seen: set[str] = set()
+    entered: set[tuple[int, int]] = set()  # directories walked: a tree given twice (or by a link) is read once
     for raw in _expand(paths):
         p = os.path.abspath(raw)
         if os.path.isdir(p):
-            problems += _from_directory(p, Pattern(pattern), Pattern(_sidecar_pattern(pattern)), out, seen)
+            problems += _from_directory(p, Pattern(pattern), Pattern(_sidecar_pattern(pattern)), out, seen, entered)
         elif os.path.lexists(p):
             if not os.path.exists(p) and os.path.islink(p):
                 reason = f"broken symbolic link: to {os.readlink(p)}"
@@ -103,12 +104,13 @@ def find_sources(
     return out, problems
 
 
-def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: list[Source], seen: set[str]) -> list[dict[str, str]]:
+def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: list[Source], seen: set[str],
+                    entered: set[tuple[int, int]] | None = None) -> list[dict[str, str]]:
     """Append the sources found under ``root`` to ``out`` (sorted by trace id); returns the
     directories that could not be listed."""
     unlisted: list[dict[str, str]] = []
     start = len(out)
-    for found, regular in walk_dirs(root, pattern, unlisted):  # (a trace and its sidecar share a directory)
+    for found, regular in walk_dirs(root, pattern, unlisted, entered):  # (a trace and its sidecar share a directory)
         out += _pair(root, found, regular, pattern, side_pattern, seen)
     out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
     return unlisted
@@ -151,6 +153,7 @@ def _pair(root: str, found: list[str], regular: set[str], pattern: Pattern, side
             cand = f[:-5] + SIDECAR_SUFFIX
             if cand in side:
                 sc = cand
+                seen.add(cand)  # (a later path reaching it again does not take it for sidecar-only)
                 del side[cand]
             rel = rel[:-5]
         out.append(Source(rel, f, sc, False, f in regular, sc in regular))
@@ -167,6 +170,7 @@ def _pair(root: str, found: list[str], regular: set[str], pattern: Pattern, side
             if twin_src is not None and twin_src.sidecar is None:
                 twin_src.sidecar = s
                 twin_src.sidecar_listed = s in regular
+                seen.add(s)
                 continue
             seen.add(s)
             out.append(Source(tid, None, s, sidecar_listed=s in regular))

@@ -106,7 +106,8 @@ class Pattern:
         return self.regex.match(rel) is not None
 
 
-def walk_dirs(root: str, pattern: Pattern, problems: list[dict[str, str]]) -> Iterator[tuple[list[str], set[str]]]:
+def walk_dirs(root: str, pattern: Pattern, problems: list[dict[str, str]],
+              entered: set[tuple[int, int]] | None = None) -> Iterator[tuple[list[str], set[str]]]:
     """The entries of each directory under ``root`` that are not directories, one directory at a
     time (breadth first, each name-sorted), with those the listing says are regular files; the
     directories that could not be listed are appended to ``problems``.
@@ -115,13 +116,18 @@ def walk_dirs(root: str, pattern: Pattern, problems: list[dict[str, str]]) -> It
     seen (a loop, or a second way into the same tree) is not followed again. The walk goes no
     deeper than the pattern can match, and into hidden directories only when a part of the
     pattern starts with a dot. Only directories are held while walking, not the files found.
+    ``entered``: the directories walks before this one entered (shared by the walks of the paths
+    of one load, so that a tree given twice, or through a link, is read once).
     """
     try:
         st = os.stat(root)
     except OSError as exc:
         problems.append({"path": root, "reason": _unlisted(exc)})
         return
-    seen = {(st.st_dev, st.st_ino)}
+    seen = entered if entered is not None else set()
+    if (st.st_dev, st.st_ino) in seen:
+        return
+    seen.add((st.st_dev, st.st_ino))
     queue: deque[tuple[str, int]] = deque([(root, 1)])
     max_depth, hidden = pattern.depth, pattern.hidden
     while queue:
