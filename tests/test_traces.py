@@ -491,6 +491,19 @@ def test_filters_since_until_models(tmp_path: Path) -> None:
             traces.load_events(tmp_path, **kw)
 
 
+def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
+    save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100)])
+    assert len(no_warnings_load(traces.load_turns, os.fsencode(tmp_path))) == 1  # a path as bytes
+    turns = no_warnings_load(traces.load_turns, tmp_path)
+    for call, said in ((lambda: traces.load_turns(""), "an empty path"),
+                       (lambda: traces.load_items(tmp_path, pattern=None), "pattern takes a glob"),
+                       (lambda: traces.summary(turns, by="bogus"), "no column 'bogus' to group by"),
+                       (lambda: traces.load_turns(tmp_path, prices={"m": {"prompt_tokens": 10**400, "response_tokens": 1}}),
+                        "must be a finite number")):
+        with pytest.raises(OptionError, match=said):
+            call()
+
+
 def test_a_tree_given_several_ways_is_read_once(tmp_path: Path) -> None:
     root = tmp_path / "cache"
     save(root, "runs/v1.5", [user("q", T0), answer("x", T0 + 100)])  # a dotted id: runs/v1.json

@@ -62,9 +62,12 @@ def per_token(pricing: Mapping[str, Any]) -> PerToken:
                 raise OptionError(f"a price needs prompt_tokens and response_tokens (USD per million tokens), "
                                   f"got {dict(pricing)!r}")
             return fallback
-        out = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+        try:
+            out = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+        except OverflowError:  # an integer beyond any float
+            out = math.inf
         if not (math.isfinite(out) and out >= 0):
-            raise OptionError(f"the price of {bucket} must be a number of at least 0 (USD per million tokens), "
+            raise OptionError(f"the price of {bucket} must be a finite number of at least 0 (USD per million tokens), "
                               f"not {value!r}")
         return out
 

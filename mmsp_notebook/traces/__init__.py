@@ -111,6 +111,8 @@ turn               Int64            0-based index of the assistant turn in its t
 message_index      Int64            index of the assistant message in the history; NA when failed
 model              category         sidecar's model, else the trace config's ``model``
 client_type        category         mmsp client type, from the sidecar; NA without one
+comparison         category         the comparison (``-m a,b``) the turn ran in, from the sidecar; NA
+                                    for a turn of its own
 status             category         ``complete`` for every turn in the trace file; the sidecar's
                                     status (``error``/``incomplete``/``cancelled``) otherwise
 source             category         ``trace``, ``trace+sidecar`` or ``sidecar`` (sidecar only)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import TraceNotFoundError
+from .._errors import OptionError, TraceNotFoundError
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
 from ._walk import Pattern, walk_dirs
@@ -44,9 +44,12 @@ def _sidecar_pattern(pattern: str) -> str:
 
 
 def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
-    if isinstance(paths, (str, os.PathLike)):
-        return [os.fspath(paths)]
-    return [os.fspath(p) for p in paths]
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    out = [os.fsdecode(p) for p in paths]
+    if any(not p for p in out):  # ("" would be this process's working directory, walked whole)
+        raise OptionError("an empty path: give a trace directory or file (\".\" for the working directory)")
+    return out
 
 
 def collect_sources(

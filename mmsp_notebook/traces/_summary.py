@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._errors import OptionError
 from ._common import FROM_OTEL, plain
 
 __all__ = ["summary"]
@@ -41,6 +42,10 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
     if not isinstance(turns, pd.DataFrame):
         return _finish(_sql_rows(turns, keys), keys)
     df = plain(turns)
+    missing = [k for k in keys if k not in df.columns]
+    if missing:
+        raise OptionError(f"summary: no column {', '.join(map(repr, missing))} to group by; columns: "
+                          f"{', '.join(df.columns)}")
     rows: list[dict[str, Any]] = []
     index: list[Any] = []
     if keys:

@@ -77,6 +77,8 @@ class Pattern:
     hidden: bool = field(init=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise OptionError(f"pattern takes a glob relative to the directory (like '**/*.json'), not {self.text!r}")
         text = self.text.replace(os.sep, "/") if os.sep != "/" else self.text
         parts = text.split("/")
         if not text or text.startswith("/") or ".." in parts or os.path.isabs(self.text):
