@@ -74,9 +74,9 @@ def test_a_silence_before_any_event_is_an_error(fresh_session):
     assert turn.status == "error" and turn.text == "" and "no data for 0.4 s" in turn.error_message
 
 
-def test_the_silence_is_found_within_five_percent_of_the_limit(fresh_session):
+def test_the_silence_is_counted_from_the_last_data(fresh_session):
     """Data right after the response's head, then silence: the turn ends about the limit after that
-    data (not a quarter of it later, as when the sign of life dates from the next look)."""
+    data (not up to a quarter of it later, as when a sign of life was dated by the next look)."""
     with script_server(lambda request, auth: [mmsp_event({"type": "text.delta", "text": "Hi"}), HOLD]) as url:
         turn = mn.ask("hi", model="m", client_type="mmsp", base_url=url, timeout=1.0, stream=io.StringIO())
         ended = time.monotonic()

@@ -101,12 +101,12 @@ def _without(text: str, secret: str) -> str:
     return "".join(out)
 
 
-def redact_fragment(before: str, fragment: str) -> str:
+def redact_fragment(before: str, fragment: str, secrets: list[str] | None = None) -> str:
     """A streamed fragment (a delta's text) as shown: configured keys redacted where they overlap
     it in the text streamed so far (``before`` + ``fragment``), so that a key split across
     deltas shows in none of them (a prefix shorter than :data:`MIN_PREFIX` at the end of the
-    earlier one excepted, as anywhere)."""
-    secrets = secret_values()
+    earlier one excepted, as anywhere). ``secrets``: :func:`secret_values`, when the caller has them."""
+    secrets = secret_values() if secrets is None else secrets
     if not secrets or not fragment:
         return fragment
     context = before[max(0, len(before) - (len(secrets[0]) - 1)):]  # (longest key first)
@@ -133,15 +133,16 @@ def _redact_known(text: str, secrets: list[str]) -> str:
     return text
 
 
-def redact_secrets(text: str) -> str:
+def redact_secrets(text: str, secrets: list[str] | None = None) -> str:
     """``text`` with every configured key, whole or cut (see the module docstring), replaced by ``[redacted]``.
 
     For content (a model's text, thinking, tool arguments): only configured keys, so text that
-    merely looks like a key is left as written.
+    merely looks like a key is left as written. ``secrets``: :func:`secret_values`, when the
+    caller has them.
     """
     if not text:
         return text
-    return _redact_known(text, secret_values())
+    return _redact_known(text, secret_values() if secrets is None else secrets)
 
 
 #: the password of a URL's user info (``https://user:password@host``)

@@ -68,6 +68,7 @@ class TurnRun(Watched):
         turn.waiting_since = None
         turn.retrying_after = None
         self.pulse = 0  # chunks of response bodies received (counted by the engine; bytes are signs of life)
+        self.pulse_at: float | None = None  # the time.monotonic() of the last of them
 
     @property
     def idle_timeout(self) -> float | None:

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..core.redact import secret_values
 from .model import event_row, event_view, events_label, turn_events, view_model
 from .text import footer_line, render_text
 
@@ -487,10 +488,11 @@ def _events_details(turn: Any, limit: int = 500) -> str:
     rows = []
     total = 0
     streamed: dict[str, str] = {}
+    secrets = secret_values()
     for n, ms, event in turn_events(turn):
         total += 1
         if n < limit:
-            row = event_view(event_row(n, ms, event, streamed))
+            row = event_view(event_row(n, ms, event, streamed, secrets=secrets))
             cells = (row["n"], row["ms"], row["event_type"], row["type"], row["preview"])
             rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     more = f'<div class="mmsp-meta">… {total - limit:,} more events</div>' if total > limit else ""

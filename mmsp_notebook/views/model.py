@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core.items import ItemState
 from ..core.pricing import format_cost
-from ..core.redact import redact, redact_data, redact_fragment, redact_secrets
+from ..core.redact import redact, redact_data, redact_fragment, redact_secrets, secret_values
 from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
 from .hints import error_hint
@@ -482,12 +482,13 @@ _STREAMED_KEEP = 1024
 
 
 def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[str, str] | None = None,
-              changed: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+              changed: list[tuple[str, str]] | None = None, secrets: list[str] | None = None) -> dict[str, Any]:
     """A row of the events table: what the UniEvent was, with a short preview, configured keys
     redacted. ``streamed``: the state of a run of events shown in order (a dict the caller keeps),
     so that a key split across the deltas of a group shows in none of them; ``changed`` collects
     each delta string so redacted, with what it became (the wire view hides it in the raw frame)."""
     items = event.get("content_items") or []
+    secrets = secret_values() if secrets is None else secrets  # (a caller with many rows reads them once)
     if event.get("event_type") == "stop":
         preview = json.dumps({"finish_reason": event.get("finish_reason"), "usage": event.get("usage_metadata")})
         item_type = ""
@@ -506,19 +507,19 @@ def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[st
             elif isinstance(value, str) and delta:
                 before = streamed.get(key, "")  # type: ignore[union-attr]
                 streamed[key] = (before + value)[-_STREAMED_KEEP:]  # type: ignore[index]
-                shown_value = redact_fragment(before, value)
+                shown_value = redact_fragment(before, value, secrets)
                 if changed is not None and shown_value != value:
                     changed.append((value, shown_value))
                 value = shown_value
             else:
-                value = redact_data(value)
+                value = redact_data(value, secrets)
             shown[key] = value
         if not delta and streamed:
             streamed.clear()  # the group is done
         preview = json.dumps(shown, ensure_ascii=False, default=str)
     else:
         item_type, preview = "", ""
-    preview = redact_secrets(preview)  # (anything else, before the cut: a key is never left half shown)
+    preview = redact_secrets(preview, secrets)  # (anything else, before the cut: a key is never left half shown)
     if len(preview) > 120:
         preview = preview[:117] + "…"
     return {"n": n, "ms": None if ms is None else round(ms, 1), "event_type": event.get("event_type"),
@@ -616,9 +617,10 @@ class OpsTracker:
                         self._views[i] = view
             if self.events:
                 last = None
+                secrets = secret_values()
                 for n, ms, event in turn_events(turn):
                     if n >= self._events_sent:
-                        last = ["event", event_view(event_row(n, ms, event, self._streamed))]
+                        last = ["event", event_view(event_row(n, ms, event, self._streamed, secrets=secrets))]
                         out.append(last)
                         self._events_sent = n + 1
                 if last is not None:

@@ -15,6 +15,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from ..core.redact import secret_values
 from ..core.turn import Turn
 from ..wire.capture import Exchange, Wire
 from .model import event_row
@@ -84,7 +85,8 @@ def _shown_row(row: dict[str, Any], streamed: dict[str, str]) -> tuple[str, list
     redacted in each event, and the piece of it a frame's JSON carries is cut out of the frame
     (the whole frame is hidden where the piece is not found as written)."""
     changed: list[tuple[str, str]] = []
-    rows = [event_row(ev["n"], ev["ms"], ev["event"], streamed, changed) for ev in row["events"]]
+    secrets = secret_values()
+    rows = [event_row(ev["n"], ev["ms"], ev["event"], streamed, changed, secrets) for ev in row["events"]]
     raw = row["raw"]
     for original, shown in changed:
         for ascii_only in (False, True):
