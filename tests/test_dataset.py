@@ -808,7 +808,7 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="kind must be one of"):
         traces.sync(corpus, ds_dir, kind="messages")
     for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written
-        with pytest.raises(OptionError, match="prompt_tokens must be a number"):
+        with pytest.raises(OptionError, match="prompt_tokens must be a finite number"):
             traces.sync(corpus, tmp_path / "z", kind=kind, prices={"m": {"prompt_tokens": -1, "response_tokens": 1}})
         with pytest.raises(OptionError, match="prices map model ids"):
             traces.sync(corpus, tmp_path / "z", kind=kind, prices=[1, 2])  # type: ignore[arg-type]
