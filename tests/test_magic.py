@@ -278,7 +278,7 @@ def test_subcommands_name_their_conversation_and_refuse_extra_words(fresh_sessio
     assert set(ip.run_line_magic("mmsp", "history")["message"]) == {0, 1}
     for line, said in (("reset nosuch", "no conversation named 'nosuch'"), ("reset a b", "takes one conversation"),
                        ("usage foo", "takes no arguments"), ("models foo bar", "takes no arguments"),
-                       ("history mychat other", "takes one conversation"), ("modles", "did you mean 'models'")):
+                       ("history mychat other", "takes one conversation")):
         with pytest.raises(UsageError, match=said):
             ip.run_line_magic("mmsp", line)
 
@@ -306,3 +306,21 @@ def test_a_refused_config_value_is_not_kept(fresh_session, capsys, caplog):
     assert "(left out)" in capsys.readouterr().err
     assert ip.run_cell("%mmsp config").success
     ip.config.MMSPMagics.pop("temperature", None)
+
+
+def test_the_input_transformer_leaves_continued_lines_and_strings_alone(fresh_session):
+    from mmsp_notebook.front.magic import questions_are_prompts
+
+    continued = ["x = %mmsp a long \\\n", "    prompt\n"]
+    assert questions_are_prompts(continued) == continued
+    text = ['doc = """\n', "x = %mmsp hello\n", '"""\n']
+    assert questions_are_prompts(text) == text
+    assert questions_are_prompts(["x = %mmsp hello\n"]) == ["x = get_ipython().run_line_magic('mmsp', '--value hello')\n"]
+
+
+def test_refused_aliases_in_config_add_none(fresh_session, caplog):
+    ip = shell()
+    ip.run_cell("%config MMSPMagics.aliases = {'good': 'openai-chat:m', 'bad': 'openai-chat:'}")
+    assert "a model id goes after" in caplog.text
+    assert "good" not in fresh_session.settings.aliases
+    ip.config.MMSPMagics.pop("aliases", None)

@@ -220,3 +220,32 @@ def test_settings_and_history_shown_keep_keys_out(fresh_session, key, monkeypatc
     history = [{"role": "user", "content_items": [{"type": "text.done", "text": f"Repeat this: {key}"}]},
                {"role": "assistant", "content_items": [{"type": "tool_call.done", "name": "f", "arguments": {"k": key}}]}]
     assert key[:MIN_PREFIX] not in history_frame(history).to_string()
+
+
+def _whole_and_escaped(request, auth):
+    """A delta holding the whole key (redacted when captured), a delta whose text is also elsewhere in
+    its frame, and a text.done."""
+    sent = auth.split()[-1]
+    return [*mmsp_text("Your key: ", sent, " ok e"), mmsp_event(stop=True)]
+
+
+def test_the_wire_view_keeps_frames_already_safe_and_mangles_none(fresh_session, key):
+    from mmsp_notebook.views.wire import HIDDEN_FRAME, render_wire_text
+
+    with script_server(_whole_and_escaped) as url:
+        turn = mn.ask("key?", model="m", client_type="mmsp", base_url=url, api_key_env=ENV, stream=io.StringIO(),
+                      wire=True)
+    text = render_wire_text(turn.wire, width=400)
+    assert HIDDEN_FRAME not in text and key[:MIN_PREFIX] not in text
+    assert 'text="[redacted]"' in text and 'type="text.delta"' in text  # no other string touched
+
+
+def test_redaction_cases_escapes_words_and_urls(monkeypatch, key):
+    monkeypatch.setenv("OPENAI_API_KEY", "ollama")  # a word set as a key (Ollama's documented setting)
+    monkeypatch.setenv("DB_SECRET", 'Pässw0rd"x\\yz')
+    assert redact_secrets(f"İstanbul: {key.upper()}") == "İstanbul: [redacted]"  # any case, whatever else is there
+    assert redact_secrets("Run ollama pull, then start Ollama (OLLAMA_HOST)") == \
+        "Run [redacted] pull, then start Ollama (OLLAMA_HOST)"  # a word is matched as written only
+    frame = ("data: " + json.dumps({"text": 'pw: Pässw0rd"x\\yz ok'}) + "\n").encode()
+    assert redact_bytes(frame) == b'data: {"text": "pw: [redacted] ok"}\n'  # as JSON writes it
+    assert redact("https://user:p@ss@host/v1 https://u:a/b@h/x") == "https://user:[redacted]@host/v1 https://u:[redacted]@h/x"

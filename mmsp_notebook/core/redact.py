@@ -27,6 +27,7 @@ The rule
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -63,14 +64,25 @@ def secret_values() -> list[str]:
     return sorted({v for v in values if len(v) >= MIN_PREFIX}, key=len, reverse=True)
 
 
+#: ASCII letters to lower case, nothing else (the length of a text never changes)
+_ASCII_LOWER = {c: c + 32 for c in range(65, 91)}
+
+
+def _any_case(secret: str) -> bool:
+    """Whether a key is matched in any case: one that looks like a generated key (12 characters or
+    more, letters and digits), not a word someone set as a key (``ollama``), which prose holds."""
+    return len(secret) >= 12 and any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)
+
+
 def _spans(text: str, secret: str) -> list[tuple[int, int]]:
     """Where ``secret`` is in ``text``, whole or as a prefix left by a cut (at least
-    :data:`MIN_PREFIX` characters, ending the text or followed by a character no key has), in
-    any case (a model that echoes a key capitalized still shows it): ``(start, end)`` each."""
-    low = text.lower()
-    if len(low) != len(text):  # (a character whose lower case is longer: compare as written)
-        low = text
-    key = secret.lower() if low is not text else secret
+    :data:`MIN_PREFIX` characters, ending the text or followed by a character no key has); a
+    generated-looking key in any case of its ASCII letters (a model that echoes it capitalized
+    still shows it): ``(start, end)`` each."""
+    if _any_case(secret):
+        low, key = text.translate(_ASCII_LOWER), secret.translate(_ASCII_LOWER)
+    else:
+        low, key = text, secret
     head = key[:MIN_PREFIX]
     at = low.find(head)
     spans: list[tuple[int, int]] = []
@@ -146,7 +158,7 @@ def redact_secrets(text: str, secrets: list[str] | None = None) -> str:
 
 
 #: the password of a URL's user info (``https://user:password@host``)
-_URL_PASSWORD = re.compile(r"(://[^/\s:@]*:)[^/\s@]+@")
+_URL_PASSWORD = re.compile(r"(://[^/\s:@'\"]*:)[^\s'\"]+@")  # (up to the last @: a password may hold @ or /)
 
 
 def redact(text: str) -> str:
@@ -163,6 +175,15 @@ def redact_bytes(data: bytes) -> bytes:
     Bytes that are not UTF-8 pass through unchanged (decoded with ``surrogateescape``).
     """
     text = data.decode("utf-8", errors="surrogateescape")
+    # a capture is JSON: a key with a quote, a backslash or non-ASCII is also written escaped there
+    secrets = secret_values()
+    escaped = {form for secret in secrets for form in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])
+               if form != secret and len(form) >= MIN_PREFIX}
+    if escaped:
+        text_in = text
+        text = _redact_known(text, sorted(escaped, key=len, reverse=True))
+        clean = redact(text)
+        return data if clean == text_in else clean.encode("utf-8", errors="surrogateescape")
     clean = redact(text)
     return data if clean == text else clean.encode("utf-8", errors="surrogateescape")
 

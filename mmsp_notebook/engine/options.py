@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import OptionError
-from ..core.redact import redact_settings
+from ..core.redact import redact, redact_settings
 
 __all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "check_option", "check_client_type",
            "parse_alias", "idle_limit"]
@@ -349,7 +349,7 @@ def parse_alias(spec: str) -> TurnOptions:
     except SystemExit:  # argparse gives up this way on some errors even with exit_on_error=False
         raise OptionError("alias: write [CLIENT_TYPE:]MODEL [--base-url URL] [--api-key-env NAME] ...") from None
     if unknown:
-        raise OptionError(f"alias: unexpected {' '.join(unknown)!r}; write [CLIENT_TYPE:]MODEL [--base-url URL] "
+        raise OptionError(f"alias: unexpected {redact(' '.join(unknown))!r}; write [CLIENT_TYPE:]MODEL [--base-url URL] "
                           "[--api-key-env NAME] [--system ...] ...")
     values = {k: v for k, v in vars(args).items() if v is not None}
     prefix, colon, rest = values["model"].partition(":")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import keyword
 import os
@@ -94,9 +95,14 @@ class MMSPMagics(Magics):
     def _configure(self, values: dict[str, Any]) -> None:
         settings = session().settings
         options = {k: v for k, v in values.items() if k in Settings.option_names() and v is not None}
+        aliases = values.get("aliases") or {}
         try:
+            if aliases:  # all or nothing: every alias is checked before any is added
+                trial = copy.deepcopy(settings)
+                for name, spec in aliases.items():
+                    trial.add_alias(name, spec)
             settings.configure(options)
-            for name, spec in (values.get("aliases") or {}).items():
+            for name, spec in aliases.items():
                 settings.add_alias(name, spec)
         except OptionError as exc:
             raise UsageError(f"MMSPMagics configuration: {exc}") from None
@@ -165,7 +171,7 @@ class MMSPMagics(Magics):
             if not args.rest:
                 return self._subcommand(args, "help", [])
             if len(args.rest) == 1:
-                near = difflib.get_close_matches(args.rest[0].lower(), SUBCOMMANDS, n=1, cutoff=0.8)
+                near = difflib.get_close_matches(args.rest[0].lower(), SUBCOMMANDS, n=1, cutoff=0.85)
                 if near:
                     raise UsageError(f"%mmsp: unknown subcommand {args.rest[0]!r}; did you mean {near[0]!r}? "
                                      f"(to send it as a prompt: %mmsp -- {args.rest[0]})")
@@ -419,6 +425,8 @@ def questions_are_prompts(lines: list[str]) -> list[str]:
     """
     if lines and lines[0].lstrip().startswith("%%"):
         return lines  # a cell magic's body is its own text
+    if any(line.rstrip("\n").endswith("\\") for line in lines) or any('"""' in line or "'''" in line for line in lines):
+        return lines  # a line continued, or a string over lines: left to IPython, as written
     out = []
     for line in lines:
         newline = "\n" if line.endswith("\n") else ""
