@@ -119,8 +119,12 @@ class PriceTable:
         other processes (it pickles), it prices there as here, whatever mmsp they import."""
         table = PriceTable()
         table._user = dict(self._user)
-        table._list = self._list if self._list is not None else _registry()
+        table._list = self._lists()
         return table
+
+    def _lists(self) -> tuple[dict[tuple[str, str], PerToken], dict[str, PerToken]]:
+        """mmsp's list prices: the snapshot's, else the registry's."""
+        return self._list if self._list is not None else _registry()
 
     def __getstate__(self) -> tuple[Any, Any]:
         return self._user, self._list
@@ -135,7 +139,7 @@ class PriceTable:
         found = self._user.get(model)
         if found is not None:
             return found
-        by_pair, by_model = self._list if self._list is not None else _registry()
+        by_pair, by_model = self._lists()
         if client_type is not None:
             found = by_pair.get((model, client_type))
         return found if found is not None else by_model.get(model)
@@ -161,7 +165,7 @@ class PriceTable:
         """A fingerprint of every price this table gives (the user's and mmsp's list prices): it
         changes when a price does, e.g. when an upgrade of mmsp brings new list prices (a trace
         dataset recomputes its ``cost`` column then)."""
-        by_pair, by_model = self._list if self._list is not None else _registry()
+        by_pair, by_model = self._lists()
         text = repr((sorted(self._user.items()), sorted(by_pair.items()), sorted(by_model.items())))
         return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 

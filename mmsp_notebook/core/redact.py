@@ -176,15 +176,10 @@ def redact_bytes(data: bytes) -> bytes:
     """
     text = data.decode("utf-8", errors="surrogateescape")
     # a capture is JSON: a key with a quote, a backslash or non-ASCII is also written escaped there
-    secrets = secret_values()
-    escaped = {form for secret in secrets for form in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])
+    escaped = {form for secret in secret_values()
+               for form in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])
                if form != secret and len(form) >= MIN_PREFIX}
-    if escaped:
-        text_in = text
-        text = _redact_known(text, sorted(escaped, key=len, reverse=True))
-        clean = redact(text)
-        return data if clean == text_in else clean.encode("utf-8", errors="surrogateescape")
-    clean = redact(text)
+    clean = redact(_redact_known(text, sorted(escaped, key=len, reverse=True)) if escaped else text)
     return data if clean == text else clean.encode("utf-8", errors="surrogateescape")
 
 
@@ -204,13 +199,7 @@ def redact_data(value: Any, secrets: list[str] | None = None) -> Any:
 def redact_settings(value: Any) -> Any:
     """A JSON-like value of settings shown (``%mmsp config``, aliases, endpoints) with every string
     in it through :func:`redact` (configured keys, key shapes, URL passwords)."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: redact_settings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_settings(v) for v in value]
-    return value
+    return _redacted(value)
 
 
 def _walk(value: Any, secrets: list[str]) -> Any:

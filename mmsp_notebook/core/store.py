@@ -92,6 +92,7 @@ __all__ = [
     "RETRY_DELAY",
     "MAX_FILE_SIZE",
     "IS_A_DIRECTORY",
+    "read_regular",
     "NOT_REGULAR",
     "cache_dir",
     "tracer_path",
@@ -160,7 +161,7 @@ def sidecar_path(trace_id: str, base: _PathLike | None = None) -> Path:
 
 
 # ------------------------------------------------------------------------------------ reading files
-def _read_regular(path: _PathLike, max_size: int = MAX_FILE_SIZE, listed: bool = False) -> tuple[bytes, float]:
+def read_regular(path: _PathLike, max_size: int = MAX_FILE_SIZE, listed: bool = False) -> tuple[bytes, float]:
     """``(bytes, mtime)`` of a regular file; TraceError (TraceNotFoundError) naming what is wrong.
 
     The file's ``stat`` is checked before it is opened: anything but a regular file (a FIFO, a
@@ -325,14 +326,14 @@ def read_trace(
         TraceError: not a regular file, too large, unreadable, empty, not JSON or not an mmsp
             trace; its ``reason`` says which, without the path (``str()`` has the path first).
     """
-    raw, mtime = _read_regular(path, max_size, listed)
+    raw, mtime = read_regular(path, max_size, listed)
     result = decode(raw) if decode is not None else None
     if result is not None:
         return result
     result = _trace_object(raw)
     if isinstance(result, str) and time.time() - mtime < REWRITE_WINDOW:  # maybe being rewritten
         time.sleep(RETRY_DELAY)
-        raw, _ = _read_regular(path, max_size)
+        raw, _ = read_regular(path, max_size)
         result = _decode_trace(raw, decode)
     if isinstance(result, str):
         name = os.fspath(path)
@@ -549,7 +550,7 @@ def read_sidecar(path: _PathLike, events: bool = True, max_size: int = MAX_FILE_
     error. ``.error`` then holds the reason (what a loader that listed the file reports).
     """
     try:
-        raw, _ = _read_regular(path, max_size, listed)
+        raw, _ = read_regular(path, max_size, listed)
     except TraceError as exc:
         return Sidecar(error=exc.reason)
     return parse_sidecar(raw, events)

@@ -353,18 +353,14 @@ def parse_alias(spec: str) -> TurnOptions:
                           "[--api-key-env NAME] [--system ...] ...")
     values = {k: v for k, v in vars(args).items() if v is not None}
     prefix, colon, rest = values["model"].partition(":")
-    if colon and not rest.strip():
+    if colon:
         try:
             check_client_type(prefix)
         except OptionError:
             pass
         else:
-            raise OptionError(f"alias: a model id goes after {values['model']!r} ({prefix}:MODEL)")
-    if colon and rest and values.get("client_type") is None:
-        try:
-            check_client_type(prefix)
-        except OptionError:
-            pass
-        else:
-            values["client_type"], values["model"] = prefix, rest
+            if not rest.strip():
+                raise OptionError(f"alias: a model id goes after {values['model']!r} ({prefix}:MODEL)")
+            if values.get("client_type") is None:
+                values["client_type"], values["model"] = prefix, rest
     return TurnOptions(**values)

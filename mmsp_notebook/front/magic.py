@@ -95,17 +95,14 @@ class MMSPMagics(Magics):
     def _configure(self, values: dict[str, Any]) -> None:
         settings = session().settings
         options = {k: v for k, v in values.items() if k in Settings.option_names() and v is not None}
-        aliases = values.get("aliases") or {}
+        trial = copy.deepcopy(settings)  # all or nothing, as Settings.update: checked whole, then taken
         try:
-            if aliases:  # all or nothing: every alias is checked before any is added
-                trial = copy.deepcopy(settings)
-                for name, spec in aliases.items():
-                    trial.add_alias(name, spec)
-            settings.configure(options)
-            for name, spec in aliases.items():
-                settings.add_alias(name, spec)
+            trial.configure(options)
+            for name, spec in (values.get("aliases") or {}).items():
+                trial.add_alias(name, spec)
         except OptionError as exc:
             raise UsageError(f"MMSPMagics configuration: {exc}") from None
+        settings.__dict__.update(trial.__dict__)
 
     @magic_arguments()
     @argument("-m", "--model", default=None, help="model id (default: MMSP_NOTEBOOK_MODEL, else the offline 'demo')")
@@ -429,20 +426,17 @@ def questions_are_prompts(lines: list[str]) -> list[str]:
         return lines  # a line continued, or a string over lines: left to IPython, as written
     out = []
     for line in lines:
-        newline = "\n" if line.endswith("\n") else ""
-        m = _QUESTION.match(line.rstrip("\n"))
-        if m is None or m.group(3).strip().startswith("?"):
-            a = _ASSIGN.match(line.rstrip("\n"))
-            if a is not None and (a.group(3) or "").strip()[:1] != "?":
-                rest = "--value " + (a.group(3) or "").strip()
-                out.append(f"{a.group(1)}{a.group(2)} = get_ipython().run_line_magic('mmsp', {rest!r}){newline}")
-            else:
-                out.append(line)
+        body, newline = line.rstrip("\n"), "\n" if line.endswith("\n") else ""
+        if (m := _QUESTION.match(body)) is not None and not m.group(3).strip().startswith("?"):
+            indent, target, rest = m.group(1), m.group(2), m.group(3).strip() + "?"
+        elif (m := _ASSIGN.match(body)) is not None and not (m.group(3) or "").strip().startswith("?"):
+            indent, target, rest = m.group(1), m.group(2), (m.group(3) or "").strip()
+        else:
+            out.append(line)
             continue
-        indent, target, rest = m.group(1), m.group(2), m.group(3).strip() + "?"
-        assign = f"{target} = " if target else ""
-        if target:
+        if target:  # the turn is the line's value
             rest = "--value " + rest
+        assign = f"{target} = " if target else ""
         out.append(f"{indent}{assign}get_ipython().run_line_magic('mmsp', {rest!r}){newline}")
     return out
 

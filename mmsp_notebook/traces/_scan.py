@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import TraceError
+from ..core.store import read_regular
 from ._io import iter_sources
 from ._manifest import RACY_S, Manifest
 
@@ -38,23 +39,12 @@ def _content_hash(*paths: str | None) -> str:
         h.update(b"\x00")
         if p is None:
             continue
-        try:  # non-blocking, and only a regular file is read (a FIFO would block the sync for ever)
-            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        except OSError as exc:
-            h.update(repr(exc).encode())
+        try:  # the loaders' read: never blocking, regular files only (a FIFO would hold the sync for ever)
+            raw, _ = read_regular(p)
+        except TraceError as exc:
+            h.update(exc.reason.encode())
             continue
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                h.update(f"not a regular file: {stat.S_IFMT(st.st_mode)}".encode())
-                continue
-            with os.fdopen(fd, "rb", closefd=False) as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-        except OSError as exc:
-            h.update(repr(exc).encode())
-        finally:
-            os.close(fd)
+        h.update(raw)
     return h.hexdigest()
 
 

@@ -78,14 +78,14 @@ def _cut(raw: str, limit: int = LINE_LIMIT) -> str:
 HIDDEN_FRAME = "[this frame carries part of a configured key: not shown]"
 
 
-def _shown_row(row: dict[str, Any], streamed: dict[str, str]) -> tuple[str, list[dict[str, Any]]]:
+def _shown_row(row: dict[str, Any], streamed: dict[str, str], secrets: list[str]) -> tuple[str, list[dict[str, Any]]]:
     """A wire row as shown: its raw frame and its events as rows of the events table (``type``,
     ``event_type``, ``preview``), configured keys redacted. ``streamed``: the redaction state of
     the exchange's events, shown in order (see ``event_row``): a key split across frames is
     redacted in each event, and the piece of it a frame's JSON carries is cut out of the frame
-    (the whole frame is hidden where the piece is not found as written)."""
+    (the whole frame is hidden where the piece is not found as written). ``secrets``: read once per
+    rendering (:func:`~mmsp_notebook.core.redact.secret_values`)."""
     changed: list[tuple[str, str]] = []
-    secrets = secret_values()
     rows = [event_row(ev["n"], ev["ms"], ev["event"], streamed, changed, secrets) for ev in row["events"]]
     raw = row["raw"]
     for original, shown in changed:
@@ -122,6 +122,7 @@ def _head(exchange: Exchange) -> str:
 def render_wire_html(wire: Wire) -> str:
     """The wire as a sanitized HTML table (every model or server string escaped)."""
     parts = [f'<div class="mmsp-static mmsp-wire"><style>{_WIRE_CSS}</style>']
+    secrets = secret_values()
     if not wire.exchanges:
         parts.append('<div class="mmsp-warn">no request went through the wire proxy for this turn</div></div>')
         return "".join(parts)
@@ -140,7 +141,7 @@ def render_wire_html(wire: Wire) -> str:
                 continue
             quiet = ' class="mmsp-quiet"' if not row["events"] else ""
             ms = "" if row["ms"] is None else f"{row['ms']:.1f}"
-            raw, rows = _shown_row(row, streamed)
+            raw, rows = _shown_row(row, streamed, secrets)
             events = "".join(
                 f'<span class="mmsp-ev" title="{_e(ev["preview"])}"><b>{_e(ev["type"] or ev["event_type"])}</b> '
                 f'<code>{_e(ev["preview"])}</code></span>' for ev in rows)
@@ -194,6 +195,7 @@ def frame_payload(raw: str) -> str:
 def render_wire_text(wire: Wire, width: int = 100) -> str:
     """The wire as plain text: one line per frame (its payload, content first), its events below it."""
     lines = []
+    secrets = secret_values()
     for exchange in wire.exchanges:
         record = exchange.record
         lines.append(f"-- step {exchange.step + 1}: {record.method} {record.endpoint} HTTP {record.status} "
@@ -203,7 +205,7 @@ def render_wire_text(wire: Wire, width: int = 100) -> str:
         for row in wire:
             if row["request"] != record.id:
                 continue
-            raw, rows = _shown_row(row, streamed)
+            raw, rows = _shown_row(row, streamed, secrets)
             shown = frame_payload(raw)
             if len(shown) > width:
                 shown = shown[:width - 1] + "…"
