@@ -263,6 +263,45 @@ def test_a_sidecar_line_loses_its_events_unparsed_only_when_that_is_safe(line, c
     assert {k: v for k, v in record.items() if k != "events"} == whole
 
 
+_A = b'{"trace_id":"t","turn":0,"events":[[1.0,"x",1]]}'
+_B = b'{"trace_id":"t","turn":1,"events":[[2.0,"y",2]]}'
+
+
+@pytest.mark.parametrize("lines", [
+    [_A, _B],
+    [_A, _B, _A],  # a line repeated
+    [_A, _A.replace(b"1.0", b"9.0")],  # the same record, other events
+    [_A, b'{"trace_id":"t","turn":2}'],  # no events
+    [_A, b'{"trace_id":"t","turn":2,"events":[[1.0,"x",1]],"comparison":"c"}'],  # a key after events
+    [_A, b'{"trace_id":"t","turn":2,"x":NaN,"events":[]}'],  # what orjson refuses
+    [_A, b'{"turn":2,"events":[]}'],  # not a record
+    [_A, b'[1,2]'],
+    [_A, b'{"trace_id":"t","turn":2,"events":[[1.0,"x",1]]}, {"trace_id":"u","events":[]}'],  # two on a line
+    # lines that are no records alone, but would be inside one array: the same count of records
+    [b'{"trace_id":"a","e":[{}', b'{"x":1}]}', b'{"trace_id":"p","events":[]},{"trace_id":"q","events":[]}'],
+    [_A, b"", _B],  # a blank line
+    [_A, b" " + _B],  # blanks around a line
+    [_A + b"\r", _B + b"\r"],  # CRLF
+])
+@pytest.mark.parametrize("events", [True, False])
+def test_a_plain_sidecar_is_read_as_line_by_line(lines, events):
+    raw = b"\n".join(lines) + b"\n"
+    got = parse_sidecar(raw, events)
+    # a BOM takes the file line by line: the way every sidecar was read before
+    slow = parse_sidecar(b"\xef\xbb\xbf" + raw, events)
+    assert list(got) == list(slow) and got.damaged == slow.damaged
+    assert parse_sidecar(raw[:-1], events) == parse_sidecar(b"\xef\xbb\xbf" + raw[:-1], events)  # being written
+
+
+def test_a_sidecar_as_its_writer_leaves_it_takes_the_quick_way():
+    from mmsp_notebook.core.store import _plain_records
+
+    raw = _A + b"\n" + _B + b"\n"
+    assert _plain_records(raw, True) == [json.loads(_A), json.loads(_B)]
+    assert _plain_records(raw, False) == [{"trace_id": "t", "turn": 0}, {"trace_id": "t", "turn": 1}]
+    assert _plain_records(raw[:-1], True) is None  # a line being written
+
+
 def test_one_parser_counts_damaged_lines_and_passes_over_a_line_being_written():
     good = _V1_LINE
     raw = b"\xef\xbb\xbf" + good + good + b"[1, 2]\n" + b'{"no_trace_id": 1}\n' + b"\n" + b'{"trace_id": "old/conv", "tu'

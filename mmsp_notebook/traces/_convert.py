@@ -165,6 +165,7 @@ def convert(job: Job) -> ChunkResult:
             builder.add(tid, records)
         loaded[tid] = (True, notes)
     df = builder.frame()
+    df.attrs = {}  # (not copied into every slice and column taken below)
     gone = _unplaceable(job, df)
     if gone:  # skipped as an unreadable file is, so that the next sync tries it again only if it changes
         df = df.loc[~df["trace_id"].isin(gone).to_numpy()].reset_index(drop=True)
@@ -456,11 +457,19 @@ def held_path(path: str) -> str:
     return os.path.join(folder, f".{name}.held")
 
 
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns a data file dictionary-encodes: those whose Arrow type is a dictionary (a few
+    distinct values). The others are written plain: their values are mostly distinct (ids,
+    numbers, timestamps), where a dictionary makes the file no smaller and its writing ~30 %
+    slower."""
+    return [f.name for f in schema if pa.types.is_dictionary(f.type)]
+
+
 def _atomic_write(table: pa.Table, path: str) -> None:
     folder, name = os.path.split(path)
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".{name}.tmp")
-    pq.write_table(table, tmp)
+    pq.write_table(table, tmp, use_dictionary=_dictionary_columns(table.schema))
     os.replace(tmp, path)
 
 
