@@ -222,3 +222,30 @@ def test_the_demos_injected_faults_say_so_not_check_your_key(demo_server, client
     if client_type != "openai-responses":  # (mmsp's Responses client does not read the error event)
         _, error = asyncio.run(_stream(demo_server, "demo+error", client_type))
         assert error_hint(error, None, client_type).startswith("This is the demo's injected +error fault")
+
+
+# ------------------------------------------------------------------------------------------ unknown models
+def _routing_error(model: str, client_type: str | None = None) -> BaseException | None:
+    """The error mmsp's client raises for a model it has no client for (None: it has one)."""
+    from mmsp import AutoLLMClient
+    from mmsp.errors import RoutingError
+
+    try:
+        AutoLLMClient(model=model, client_type=client_type)
+    except RoutingError as exc:
+        return exc
+    return None
+
+
+def test_a_model_no_client_is_known_for_gets_the_nearest_name():
+    from mmsp import list_supported_models
+
+    hint = error_hint(_routing_error("dem"), None, None)
+    assert hint.startswith("Did you mean 'demo'? %mmsp models lists") and "--client-type" in hint
+    # a listed model with its first letter dropped, where that leaves a family mmsp does not know
+    listed = sorted({m["model"] for m in list_supported_models()})
+    typo, near = next((m[1:], m) for m in listed if m[1:] not in listed and _routing_error(m[1:]) is not None)
+    assert error_hint(_routing_error(typo), None, None).startswith(f"Did you mean {near!r}?")
+    far = error_hint(_routing_error("zzqx-unknown"), None, None)
+    assert far.startswith("%mmsp models lists") and "Did you mean" not in far
+    assert error_hint(_routing_error("dem", "nope-client"), None, "nope-client").startswith("Name one of the client types")

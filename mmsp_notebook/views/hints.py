@@ -8,6 +8,8 @@ gets from a provider's client directly.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
 from typing import Any
 
@@ -72,6 +74,25 @@ def _empty_answer(exc: BaseException) -> str:
             "this): rephrase the request or retry.")
 
 
+@functools.cache
+def _known_models() -> tuple[str, ...]:
+    """The model ids a model name is compared with: the demo's and those mmsp lists."""
+    from mmsp import list_supported_models
+
+    return ("demo", "demo-embed", *sorted({m["model"] for m in list_supported_models()}))
+
+
+def _unknown_model(exc: BaseException) -> str:
+    """The hint of a model no client is known for: the nearest known name, where the others are listed."""
+    model = getattr(exc, "model", None)
+    if getattr(exc, "client_type", None) is not None or not isinstance(model, str):
+        return "Name one of the client types above with --client-type."
+    near = difflib.get_close_matches(model, _known_models(), n=1, cutoff=0.75)
+    lead = f"Did you mean {near[0]!r}? " if near and near[0] != model else ""
+    return (f"{lead}%mmsp models lists the models and aliases known here; for a model mmsp does not list, name "
+            "its client, e.g. --client-type openai-chat --base-url URL for any OpenAI-compatible server.")
+
+
 def error_hint(exc: BaseException | None, api_key_env: str | None = None, client_type: str | None = None) -> str:
     """One sentence on what to do about an error."""
     if exc is None:
@@ -115,6 +136,8 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
                 "your prompt; retry, and report it (%mmsp error shows the detail) if it repeats.")
     if name == "ProtocolError":
         return "The stream broke the UniEvent grammar: a bug in the client or the server, not in your prompt."
+    if name == "RoutingError":
+        return _unknown_model(exc)
     if name in ("CancelledError", "KeyboardInterrupt"):
         return ""
     chain = exception_chain(exc)  # what a provider SDK's error wraps says how it failed
