@@ -347,3 +347,27 @@ def test_filesystem_oddities_never_block_and_are_named(fuzz_root: Path) -> None:
     for path in given:  # a FIFO or a device given directly is named for what it is
         one = results[path]
         assert one["ok"] and one["skipped"] == [{"path": path, "reason": "not a regular file"}], one
+
+
+def test_the_quick_look_at_a_tool_result_misses_no_error_report():
+    """The typed decoding looks at a tool result's first bytes to rule out an error report; on
+    random texts made of blanks, escapes, openers and the words themselves, it says what
+    :func:`tool_error` says of the decoded text, escaped or not."""
+    import random
+
+    import msgspec
+
+    from mmsp_notebook.core.store import tool_error
+    from mmsp_notebook.traces._fast import _MAYBE, _SUSPECT, _raw_tool_error
+
+    rng = random.Random(5)
+    pieces = [" ", "\n", "\t", "\r", "\f", "\u00a0", "\u2003", "\u3000", "error:", "Error:", "ERROR:", "error",
+              "Traceback (most recent call last):", "Traceback", "e", "E", "T", "x", "\\", '"', "é", "{", "rr", "or:", "\x01"]
+    seen = 0
+    for _ in range(30_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        for raw in {json.dumps(text).encode(), json.dumps(text, ensure_ascii=False).encode()}:
+            quick = bool(len(raw) > 1 and _SUSPECT[raw[1]] and _MAYBE.match(raw) and _raw_tool_error(msgspec.Raw(raw)))
+            assert quick == (tool_error(text) is not None), raw
+            seen += quick
+    assert seen > 1000  # (errors were among them)

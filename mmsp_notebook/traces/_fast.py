@@ -231,6 +231,9 @@ if msgspec is not None:
     #: bytes that, right after a tool result's opening quote, call for a closer look: the openers,
     #: a blank, an escape, a non-ASCII character (maybe a Unicode blank)
     _SUSPECT = bytes(int(c in _OPENERS or c in b" \\" or c >= 0x80) for c in range(256))
+    #: a tool result whose first character after its blanks may open an error report: an opener, a
+    #: non-ASCII character (maybe a Unicode blank) or a ``\\u`` escape (the blanks taken whole)
+    _MAYBE = re.compile(rb'"(?: |\\[ntrf])*+(?:[eET\x80-\xff]|\\u)')
 
     def _raw_tool_error(raw: msgspec.Raw) -> bool:
         """Whether a tool result's raw JSON text reports an error (:func:`tool_error`), from its first
@@ -379,7 +382,7 @@ if msgspec is not None:
             u3: Any
             items: list[_Item] | None
             user, kind_of = _User, _KIND.get
-            results, suspect = TOOL_RESULT, _SUSPECT
+            results, suspect, maybe = TOOL_RESULT, _SUSPECT, _MAYBE.match
             before = None
             last = -2  # index of the last assistant message
             for i, m in enumerate(trace.history):
@@ -390,7 +393,8 @@ if msgspec is not None:
                         # the byte after their opening quote (an unhashable type falls back)
                         n = 0
                         for r in answers:
-                            if r.type in results and len(txt := r.text) > 1 and suspect[memoryview(txt)[1]]:
+                            if (r.type in results and len(txt := r.text) > 1 and suspect[memoryview(txt)[1]]
+                                    and maybe(txt)):
                                 n += _raw_tool_error(txt)
                         if n:
                             out[-1] = (*out[-1][:-1], n)
