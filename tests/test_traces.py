@@ -608,7 +608,9 @@ def rebuild_messages(items: pd.DataFrame, payloads: bool) -> dict[int, list[dict
         if not pd.isna(row["extra"]):
             item.update(json.loads(row["extra"]))
         if payloads:
-            for col in ("data", "embedding", "images"):
+            if not pd.isna(row["data"]):  # (a string column)
+                item["data"] = row["data"]
+            for col in ("embedding", "images"):
                 if row[col] is not None:
                     item[col] = row[col]
             if not pd.isna(row["fidelity"]):
@@ -1529,3 +1531,17 @@ def test_sources_found_a_directory_at_a_time_are_those_found_at_once(tmp_path: P
         assert sorted(by_dir, key=lambda s: s.trace_id) == at_once, pattern
     assert {s.trace_id: s.sidecar is not None for s in find_sources(tmp_path)[0]} == {
         "a/b/failed_only": True, "a/one": True, "a/two": False, "a/b/three": False, "runs/v1": True, "runs/v2": False, "top": False}
+
+
+def test_items_data_is_a_string_column_as_the_datasets(tmp_path: Path) -> None:
+    """``data`` has the dtype of the other text columns (and of a synced dataset's): base64 text as
+    stored, a value that is no string as its JSON text."""
+    history = [{"role": "user", "created_at": T0, "content_items": [
+        {"type": "inline_data.done", "mime_type": "image/png", "data": "iVBORw0KGgo="},
+        {"type": "inline_data.done", "mime_type": "image/png", "data": {"a": [1]}},
+        {"type": "inline_data.done", "mime_type": "image/png", "data": 12},
+        {"type": "text.done", "text": "q"}]}, answer("a", T0 + 1000)]
+    (tmp_path / "t.json").write_text(json.dumps({"config": {"model": "m"}, "history": history}))  # (Tracer takes no such data)
+    items = traces.load_items(tmp_path, payloads=True)
+    assert items["data"].dtype == items["text"].dtype
+    assert items["data"].tolist()[:3] == ["iVBORw0KGgo=", '{"a":[1]}', "12"] and items["data"].isna().tolist()[3:] == [True, True]

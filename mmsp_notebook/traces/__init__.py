@@ -173,7 +173,7 @@ tool_call_id, mime_type, size`` (characters of text / thinking / arguments, deco
 inline data computed from the base64 length without decoding, dimensions of an embedding),
 ``embedding_dims, n_images`` (images of a tool result), ``image_url`` (data URLs are left out
 unless ``payloads=True``), ``has_fidelity`` (bool) and ``extra`` (JSON text of fields the item
-type does not define). ``payloads=True`` adds ``data`` (base64 text as stored), ``embedding``,
+type does not define). ``payloads=True`` adds ``data`` (base64 text as stored; a value that is no string as its JSON text), ``embedding``,
 ``images`` and ``fidelity`` (JSON text) so every message can be rebuilt exactly.
 
 Events frame (:func:`load_events`): one row per event of each sidecar record: ``trace_id, turn,

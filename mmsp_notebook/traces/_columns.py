@@ -11,6 +11,7 @@ be written as UTF-8 (Arrow, Parquet).
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -210,6 +211,18 @@ def obj_col(values: list[Any]) -> np.ndarray:
 def obj_series(values: np.ndarray) -> pd.Series:
     """An object-dtype column (pandas would otherwise infer its string dtype from the values)."""
     return pd.Series(values, dtype=object, copy=False)
+
+
+def as_text(v: Any) -> str | None:
+    """A value as a UTF-8-safe string: strings as they are, bytes as base64, anything else as its
+    JSON text (None stays None)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return utf8_safe(v)
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(v).decode()
+    return utf8_safe(dumps(v))
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ._columns import as_num, dumps, utf8_safe
+from ._columns import as_num, as_text
 from ._common import PathLike, Paths
 from ._load import load_turns
 
@@ -27,17 +26,6 @@ _ARROW_OBJECT_TYPES = {
 }
 
 
-def _text(v: Any) -> str | None:
-    """A value as a UTF-8-safe string: strings as they are, anything else as its JSON text."""
-    if v is None:
-        return None
-    if isinstance(v, str):
-        return utf8_safe(v)
-    if isinstance(v, (bytes, bytearray)):
-        return base64.b64encode(v).decode()
-    return utf8_safe(dumps(v))
-
-
 def _number(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and as_num(v) is not None else None
 
@@ -52,9 +40,9 @@ def _list_of(fit: Any) -> Any:
 
 
 _FIT = {
-    ("list", "string"): _list_of(_text),
+    ("list", "string"): _list_of(as_text),
     ("list", "float64"): _list_of(_number),
-    ("scalar", "string"): lambda v: None if isinstance(v, float) and v != v else _text(v),
+    ("scalar", "string"): lambda v: None if isinstance(v, float) and v != v else as_text(v),
 }
 
 

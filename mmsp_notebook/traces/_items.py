@@ -17,6 +17,7 @@ from ._columns import (
     Cat,
     as_ms,
     as_str,
+    as_text,
     data_url_info,
     dumps,
     int_col,
@@ -228,7 +229,7 @@ class ItemBuilder(Window):
             "extra": str_col(S["extra"]),
         }
         if self.payloads:
-            cols["data"] = obj_series(obj_col(self.data))
+            cols["data"] = str_col([as_text(v) for v in self.data])
             cols["embedding"] = obj_series(obj_col(self.embedding))
             cols["images"] = obj_series(obj_col(self.images))
             cols["fidelity"] = str_col(self.fidelity)

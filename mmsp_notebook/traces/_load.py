@@ -228,7 +228,7 @@ def load_items(
     Args:
         path_or_paths, since, until, models, pattern, otel, progress, max_size: as for
             :func:`load_turns`.
-        payloads: also keep ``data`` (base64 text), ``embedding``, ``images`` and ``fidelity``, so
+        payloads: also keep ``data`` (base64 text; a value that is no string as its JSON text), ``embedding``, ``images`` and ``fidelity``, so
             that grouping by ``(trace_id, message_index)`` rebuilds each message's items exactly.
         dedupe: keep one copy of a message repeated in several files (see "Repeated histories").
 
