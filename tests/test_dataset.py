@@ -32,7 +32,7 @@ from mmsp.integration.tracer import Tracer
 from mmsp_notebook import OptionError, TraceNotFoundError, traces
 from mmsp_notebook.core import pricing
 from mmsp_notebook.core.store import append_sidecar
-from mmsp_notebook.traces import _dataset, _runner
+from mmsp_notebook.traces import _dataset, _manifest, _runner
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
@@ -449,6 +449,66 @@ def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(cor
     assert_same(ds_dir, corpus)
     assert new_rows(ds_dir, T0 + 3 * DAY) == 2  # (the check above would have seen them)
     assert not [p for p in (ds_dir / "turns").rglob(".*")]
+
+
+def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows leave the data files only after the manifest says so: a sync stopped after removing a
+    changed trace's rows, or a repeated message's losing copy, loses none of them for good."""
+    src, ds_dir = tmp_path / "src", tmp_path / "ds"
+    save(src, "t0", conversation(2, T0))
+    save(src, "t1", conversation(2, T0 + 100_000, "other"))
+    save(src, "t2", conversation(1, T0 + 200_000, "third"))  # (in t1's file: it is rewritten, not emptied)
+    quiet_sync(src, ds_dir)
+    real_drop = _dataset._Sync._drop
+
+    def drop_then_die(self: Any, ids: list[str]) -> Any:
+        real_drop(self, ids)
+        raise RuntimeError("process killed")
+
+    # caught half-written by the sync (not an extension of its rows: replaced), which stops once
+    # the rows are gone; then the Tracer finishes the file, one turn longer than the dataset's
+    path = save(src, "t0", conversation(3, T0))
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset._Sync, "_drop", drop_then_die)
+        with pytest.raises(RuntimeError, match="process killed"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", traces.TraceLoadWarning)
+            traces.sync(src, ds_dir)
+    path.write_bytes(whole)
+    os.utime(path, ns=(time.time_ns() - 5 * 10**9,) * 2)  # (past the racy window: the signature decides)
+    assert quiet_sync(src, ds_dir).converted == 1
+    assert_same(ds_dir, src)
+    assert len(stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "t0"))) == 3
+    assert quiet_sync(src, ds_dir).converted == 0
+    # a copy of t1 that sorts first wins: the sync stops once t1's copy is removed from its file,
+    # before the manifest says it is hidden; then the winning copy is deleted: t1's rows come back
+    save(src, "a/copy", conversation(2, T0 + 100_000, "other"))
+    real_kept = _manifest.Manifest.set_kept
+
+    def kept_then_die(self: Any, db: Any, units: Any, kept: int) -> None:
+        if kept == 0:
+            raise RuntimeError("process killed")
+        real_kept(self, db, units, kept)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(_manifest.Manifest, "set_kept", kept_then_die)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(src, ds_dir)
+    assert len(stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "t1"))) == 0  # (the copy was removed)
+    (src / "a" / "copy.json").unlink()
+    quiet_sync(src, ds_dir)
+    assert_same(ds_dir, src)
+    assert len(stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "t1"))) == 2
+    # stopped the same way with the winning copy kept, the next sync finishes hiding t1's copy
+    save(src, "a/copy", conversation(2, T0 + 100_000, "other"))
+    with monkeypatch.context() as mp:
+        mp.setattr(_manifest.Manifest, "set_kept", kept_then_die)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(src, ds_dir)
+    quiet_sync(src, ds_dir)
+    assert_same(ds_dir, src)
+    assert sorted(set(stored(ds_dir)["trace_id"].to_pylist())) == ["a/copy", "t0", "t2"]
 
 
 def new_rows(ds_dir: Path, since: int) -> int:

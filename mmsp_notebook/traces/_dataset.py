@@ -35,7 +35,7 @@ from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
 from ._convert import DAMAGED, UNREADABLE, Job, convert, held_path, reprice, rewrite
 from ._load import PROGRESS_THRESHOLD
-from ._manifest import LOCK_NAME, Manifest
+from ._manifest import HIDING, LOCK_NAME, Manifest
 from ._readers import is_missing, kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import AGAIN, CHANGED, DELETED, NEW, WINDOW, scan_sources
@@ -393,7 +393,10 @@ class _Sync:
         self._emptied(left)
 
     def _drop(self, trace_ids: list[str]) -> dict[str, int]:
-        """Rewrite the files holding rows of these traces without them; file -> rows left."""
+        """Rewrite the files holding rows of these traces without them; file -> rows left. They are
+        marked changed first (see ``Manifest.untrust``)."""
+        with self.m.transaction() as db:
+            self.m.untrust(db, trace_ids)
         none: list[tuple[str, int]] = []
         return self._rewrite({name: (tids, none) for name, tids in self.m.files_of(trace_ids).items()})
 
@@ -585,6 +588,8 @@ class _Sync:
                 by_file: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
                 for name, tids in m.files_of(by_trace).items():
                     by_file[name] = ([], [u for t in tids for u in by_trace[t]])
+                with m.transaction() as db:  # stopped before the end, the next sync hides them again
+                    m.set_kept(db, hide, HIDING)
                 left = self._rewrite(by_file)
                 with m.transaction() as db:
                     m.set_rows(db, left)

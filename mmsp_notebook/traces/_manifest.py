@@ -20,11 +20,16 @@ skip names starting with ``_``). Tables:
                taken for lost
 ``units``      one row per de-duplicated unit (a turn for ``turns``, a message for ``items``): its
                fingerprint, trace id, message index, preference and whether it is the copy shown
+               (``kept``: 1 shown, 0 hidden, :data:`HIDING` while its rows are being removed)
 ``pending``    fingerprints whose shown copy must be decided again (kept until that is done, so a
                sync interrupted before it resumes it; ``meta.resolve_all`` stands for every one
                during a first sync)
 
-Every change is a transaction committed after the data files it describes are in place.
+Every change is a transaction committed after the data files it describes are in place. Rows are
+removed from data files only after a transaction has said so: the traces losing rows are marked
+changed (:meth:`Manifest.untrust`), the copies being hidden :data:`HIDING`; a sync stopped before
+the transaction recording the removal converts those traces again in full, hides those copies
+again, or shows them again when they have become the copy to show.
 
 A sync also keeps work tables of its own (SQLite temporary tables of its connection, gone when it
 closes): ``todo`` (the traces to convert or remove, each with its state, files and stat
@@ -48,6 +53,8 @@ LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
 _VERSION = "6"
+#: ``units.kept`` of a copy whose rows are being removed from the files (see the module docstring)
+HIDING = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -319,6 +326,12 @@ class Manifest:
         db.executemany("DELETE FROM files WHERE name = ?", ((name,) for name, rows in left.items() if not rows))
 
     # removing traces -------------------------------------------------------------------------
+    def untrust(self, db: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
+        """Before rows of these traces are removed from the files: their recorded signature and rows
+        match nothing, so that a sync stopped before forgetting them finds them changed and
+        converts them again in full (never as traces that only grew)."""
+        db.executemany("UPDATE sources SET t_size = -2, digest = '' WHERE trace_id = ?", ((t,) for t in trace_ids))
+
     def forget(self, db: sqlite3.Connection, trace_ids: Iterable[str]) -> None:
         """Remove traces whose rows were dropped from the files: their source rows and units; their
         units' fingerprints become pending."""
@@ -350,15 +363,15 @@ class Manifest:
         self.db.execute("DROP TABLE IF EXISTS temp.suspect")
         self.db.execute(
             f"CREATE TEMP TABLE suspect AS SELECT fp FROM units{where} GROUP BY fp HAVING count(*) > 1"
-            f" UNION SELECT fp FROM units WHERE kept = 0{where.replace(' WHERE', ' AND')}"
+            f" UNION SELECT fp FROM units WHERE kept != 1{where.replace(' WHERE', ' AND')}"
         )
         rows = self.db.execute(
-            """
+            f"""
             SELECT trace_id, mi, kept, rn FROM (
                 SELECT trace_id, mi, kept,
                        row_number() OVER (PARTITION BY fp ORDER BY pref, trace_id, mi) AS rn
                 FROM units WHERE fp IN (SELECT fp FROM temp.suspect))
-            WHERE (rn = 1) != (kept = 1)
+            WHERE kept = {HIDING} OR (rn = 1) != (kept = 1)
             """
         ).fetchall()
         hide = [(r[0], r[1]) for r in rows if r[3] != 1]
@@ -369,7 +382,7 @@ class Manifest:
         """trace id -> message indexes of its units not shown."""
         out: dict[str, list[int]] = {}
         for tid in trace_ids:
-            mis = [r[0] for r in self.db.execute("SELECT mi FROM units WHERE trace_id = ? AND kept = 0", (tid,))]
+            mis = [r[0] for r in self.db.execute("SELECT mi FROM units WHERE trace_id = ? AND kept != 1", (tid,))]
             if mis:
                 out[tid] = mis
         return out
@@ -381,10 +394,12 @@ class Manifest:
         """Before a first sync: the units' indexes are built once at the end, not row by row."""
         self.db.execute("DROP INDEX IF EXISTS units_by_fp")
         self.db.execute("DROP INDEX IF EXISTS units_hidden")
+        self.db.execute("DROP INDEX IF EXISTS units_unshown")
 
     def index_units(self) -> None:
         self.db.execute("CREATE INDEX IF NOT EXISTS units_by_fp ON units (fp, pref)")
-        self.db.execute("CREATE INDEX IF NOT EXISTS units_hidden ON units (fp) WHERE kept = 0")
+        self.db.execute("DROP INDEX IF EXISTS units_hidden")  # (kept = 0 only: made by earlier versions)
+        self.db.execute("CREATE INDEX IF NOT EXISTS units_unshown ON units (fp) WHERE kept != 1")
 
     def clear_pending(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM pending")
