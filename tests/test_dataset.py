@@ -216,6 +216,16 @@ def test_models_no_partition_directory_can_hold_are_skipped_by_name(tmp_path: Pa
     assert sorted(frame["model"].dropna()) == sorted(odd) and frame["model"].isna().sum() == 1
     q = traces.query("SELECT model, count(*) AS n FROM turns GROUP BY model", ds_dir)
     assert sorted(q["model"].dropna()) == sorted(odd) and q["n"].sum() == 9
+    # moved under directories named as partitions are: DuckDB would take those for the partitions
+    whole = "SELECT * FROM turns ORDER BY trace_id"
+    before = traces.query(whole, ds_dir)
+    moved = tmp_path / "snapshots" / "date=2024-01-01" / "model=all" / "ds"
+    shutil.move(str(ds_dir), str(moved))
+    after = traces.query(whole, moved)
+    pd.testing.assert_frame_equal(after, before)
+    assert sorted(after["model"].dropna()) == sorted(odd) and "2024-01-01" not in set(after["date"].astype(str))
+    assert traces.summary(moved, by="model")["count"].sum() == 9
+    shutil.move(str(moved), str(ds_dir))
     want = expected(src)
     assert set(want["trace_id"].to_pylist()) - set(frame["trace_id"]) == set(long)
     # skipped until they change, as any unreadable file

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import TraceNotFoundError
 from ._common import PathLike
-from ._convert import KINDS, Job
+from ._convert import KINDS, NULL_PARTITION, Job
 from ._manifest import MANIFEST_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,16 +122,31 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
                         partitioning=part, partition_base_dir=str(root))
 
 
-def _view_sql(kind: str, payloads: bool, files: list[str]) -> str | None:
+#: the partition values of a data file, from the last two directories of its path
+_PARTS = r"/date=([^/]*)/model=([^/]*)/[^/]*$"
+#: the partition columns taken from the path when DuckDB cannot read them itself (see _view_sql)
+_FROM_PATH = {
+    "date": f"CAST(nullif(regexp_extract(filename, '{_PARTS}', 1), '{NULL_PARTITION}') AS DATE)",
+    "model": f"url_decode(nullif(regexp_extract(filename, '{_PARTS}', 2), '{NULL_PARTITION}'))",
+}
+
+
+def _view_sql(kind: str, payloads: bool, files: list[str], root: Path) -> str | None:
+    """The view of a kind's files. DuckDB reads the partition columns from every ``key=value``
+    directory of a file's path, the first of a name winning: when a directory above the dataset
+    is named so (``snapshots/date=2024-01-01/ds``), they are taken from the path's last two
+    directories instead (no directory is then skipped by a filter on them)."""
     if not files:
         return None
     cols = [f.name for f in _full_schema(kind, payloads)]
-    select = ", ".join(f'"{c}"' for c in cols)
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
-    return (
-        f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet([{listed}], hive_partitioning = true, "
-        f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}})"
-    )
+    if not any("=" in part for part in Path(os.path.abspath(root)).parts):
+        select = ", ".join(f'"{c}"' for c in cols)
+        return (f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet([{listed}], hive_partitioning = true, "
+                f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}})")
+    select = ", ".join(f'{_FROM_PATH[c]} AS "{c}"' if c in _FROM_PATH else f'"{c}"' for c in cols)
+    return (f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet([{listed}], hive_partitioning = false, "
+            "filename = true)")
 
 
 def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
@@ -149,7 +164,7 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
             continue
         found = True
         meta, files = _state_of(root)
-        sql = _view_sql(kind, bool(meta.get("payloads")), files)
+        sql = _view_sql(kind, bool(meta.get("payloads")), files, root)
         if sql is None:  # nothing converted yet: an empty view with the right columns
             empty = _full_schema(kind, bool(meta.get("payloads"))).empty_table()
             con.register(f"_empty_{kind}", empty)
