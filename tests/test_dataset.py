@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from collections.abc import Iterator
@@ -519,6 +520,46 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
     quiet_sync(src, ds_dir)
     assert_same(ds_dir, src)
     assert sorted(set(stored(ds_dir)["trace_id"].to_pylist())) == ["a/copy", "t0", "t2"]
+
+
+def test_queries_run_while_syncs_change_the_files(tmp_path: Path) -> None:
+    """``query`` and ``summary`` read again when a sync rewrites, merges or removes a file they
+    listed; ``dataset`` lists again when one goes before it is made. Syncs grow conversations
+    (their rows added in new files, merged every few syncs) while another thread reads."""
+    src, ds_dir = tmp_path / "src", tmp_path / "ds"
+    for i in range(30):
+        save(src, f"t{i}", conversation(1, T0 + i * 60_000, f"c{i}"), model=f"m{i % 3}")
+    with pytest.raises(TraceNotFoundError):
+        traces.query("SELECT 1", ds_dir)
+    quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    stop = threading.Event()
+    syncs = []
+
+    def grow() -> None:
+        k = 1
+        while not stop.is_set():
+            k += 1
+            for i in range(0, 30, 3):
+                save(src, f"t{i}", conversation(k, T0 + i * 60_000, f"c{i}"), model=f"m{i % 3}")
+            syncs.append(quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1)))
+
+    writer = threading.Thread(target=grow)
+    writer.start()
+    reads = 0
+    try:
+        until = time.monotonic() + 6
+        while time.monotonic() < until and writer.is_alive():
+            n = traces.query("SELECT count(*) AS n FROM turns", ds_dir)["n"][0]
+            assert n >= 30
+            assert traces.summary(ds_dir, by="model")["count"].sum() >= 30
+            traces.dataset(ds_dir)  # (reading it is a snapshot's: a later sync may remove its files)
+            reads += 1
+    finally:
+        stop.set()
+        writer.join()
+    assert reads > 20 and len(syncs) > 5
+    assert any(p.name.endswith("-m.parquet") for p in (ds_dir / "turns").rglob("*.parquet"))  # (merges happened)
+    assert_same(ds_dir, src)
 
 
 def new_rows(ds_dir: Path, since: int) -> int:

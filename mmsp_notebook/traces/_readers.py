@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import functools
 import os
+import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import TraceNotFoundError
 from ._common import PathLike
@@ -22,7 +25,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     import pyarrow.dataset as pads
 
-__all__ = ["dataset", "connect", "query", "kind_dir", "iter_kinds"]
+__all__ = ["dataset", "connect", "query", "read_retrying", "kind_dir", "iter_kinds"]
+
+T = TypeVar("T")
 
 
 def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
@@ -90,11 +95,17 @@ def _listed_files(root: Path) -> tuple[dict[str, Any], list[str]]:
         raise TraceNotFoundError(f"no trace dataset at {root} (make one with traces.sync)", path=str(root),
                                  reason="no such trace dataset")
     import json
-    import sqlite3
 
     try:
         db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-        db.execute("SELECT 1 FROM meta LIMIT 1")
+        try:
+            db.execute("SELECT 1 FROM meta LIMIT 1")
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if "no such table" in str(exc):  # made a moment ago by a first sync, which has not written it yet
+                raise TraceNotFoundError(f"no trace dataset at {root} yet: the first traces.sync into it has just "
+                                         "begun", path=str(root), reason="no such trace dataset") from None
+            raise
     except sqlite3.OperationalError:  # a read-only folder: nothing can write it meanwhile
         db = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
     try:
@@ -112,14 +123,26 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
 
         ds = traces.dataset("traces_ds")
         ds.to_table(filter=pc.field("model") == "glm-5.3", columns=["latency", "cost"])
+
+    It holds the files listed when it is made: a sync that rewrites or removes files afterwards
+    makes reading it fail (``FileNotFoundError``); make a new one then. (``query`` and
+    ``summary`` read the dataset again by themselves when a sync changes it under them.)
     """
     import pyarrow.dataset as pads
 
     root = kind_dir(dataset_dir, kind)
-    meta, files = _state_of(root)
     part = pads.partitioning(_partition_schema(), flavor="hive")
-    return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet",
-                        partitioning=part, partition_base_dir=str(root))
+    for attempt in range(4):
+        before = _files_state(dataset_dir)
+        meta, files = _state_of(root)
+        try:
+            return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet",
+                                partitioning=part, partition_base_dir=str(root))
+        except FileNotFoundError:  # removed by a sync since it was listed
+            if attempt == 3 or _files_state(dataset_dir) == before:
+                raise
+        time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 #: the partition values of a data file, from the last two directories of its path
@@ -181,12 +204,53 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
     and ``events`` are the synced kinds::
 
         traces.query("SELECT model, quantile_cont(latency, 0.9) FROM turns GROUP BY model", "traces_ds")
+
+    It may run while a sync changes the dataset: a read that fails on a file the sync rewrote or
+    removed meanwhile is run again over the files the manifest then lists.
     """
-    con = connect(dataset_dir)
-    try:
-        return con.sql(sql).df()
-    finally:
-        con.close()
+    return read_retrying(lambda con: con.sql(sql).df(), dataset_dir)
+
+
+def _files_state(dataset_dir: PathLike) -> tuple[Any, ...]:
+    """What a read of the dataset depends on: the files each synced kind's manifest lists, with
+    their sizes and modification times."""
+    out: list[Any] = []
+    for kind in iter_kinds(dataset_dir):
+        try:
+            _meta, files = _listed_files(kind_dir(dataset_dir, kind))
+        except (TraceNotFoundError, OSError, sqlite3.Error):
+            out.append((kind, None))
+            continue
+        listed: list[tuple[str, int | None, int | None]] = []
+        for f in files:
+            try:
+                st = os.stat(f)
+                listed.append((f, st.st_size, st.st_mtime_ns))
+            except OSError:
+                listed.append((f, None, None))
+        out.append((kind, tuple(listed)))
+    return tuple(out)
+
+
+def read_retrying(read: Callable[[duckdb.DuckDBPyConnection], T], dataset_dir: PathLike, attempts: int = 4) -> T:
+    """``read(connect(dataset_dir))``; when it fails to read a file while a sync changes the
+    dataset (a file rewritten, merged or removed since the connection listed it), it runs again
+    over the files then listed. A read that fails with the files as they were (a damaged file, a
+    bad query) raises at once."""
+    import duckdb
+
+    for attempt in range(attempts):
+        before = _files_state(dataset_dir)
+        con = duckdb.connect()
+        try:
+            return read(connect(dataset_dir, con))  # (making the views reads the files' schemas)
+        except (duckdb.IOException, duckdb.InvalidInputException, FileNotFoundError):
+            if attempt == attempts - 1 or _files_state(dataset_dir) == before:
+                raise
+        finally:
+            con.close()
+        time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def iter_kinds(dataset_dir: PathLike) -> list[str]:

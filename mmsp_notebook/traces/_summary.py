@@ -111,19 +111,9 @@ def _q(name: str) -> str:
 
 def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     """The summary's rows computed in DuckDB over a dataset (directory or pyarrow Dataset)."""
-    from ._readers import connect
+    from ._readers import read_retrying
 
-    if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if os.path.basename(os.path.normpath(path)) == "turns" and os.path.isfile(os.path.join(path, "_manifest.sqlite")):
-            path = os.path.dirname(os.path.normpath(path))
-        con = connect(path)
-    else:
-        import duckdb
-
-        con = duckdb.connect()
-        con.register("turns", source)
-    try:
+    def run(con: Any) -> tuple[list[str], list[Any]]:
         cols = {r[0] for r in con.execute("DESCRIBE turns").fetchall()}
         missing = [k for k in keys if k not in cols]
         if missing:
@@ -146,10 +136,22 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
         if keys:
             sql += f" GROUP BY {group} ORDER BY " + ", ".join(f"{_q(k)} ASC NULLS LAST" for k in keys)
         result = con.execute(sql)
-        names = [d[0] for d in result.description]
-        fetched = result.fetchall()
-    finally:
-        con.close()
+        return [d[0] for d in result.description], result.fetchall()
+
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if os.path.basename(os.path.normpath(path)) == "turns" and os.path.isfile(os.path.join(path, "_manifest.sqlite")):
+            path = os.path.dirname(os.path.normpath(path))
+        names, fetched = read_retrying(run, path)  # (while a sync changes the files too)
+    else:
+        import duckdb
+
+        con = duckdb.connect()
+        con.register("turns", source)
+        try:
+            names, fetched = run(con)
+        finally:
+            con.close()
     rows: list[dict[str, Any]] = []
     index: list[Any] = []
     n = len(keys)
