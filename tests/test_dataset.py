@@ -914,6 +914,15 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     assert_same(ds_dir, corpus, prices=prices, dedupe=False)
     with pytest.raises(ValueError, match="sync into another dataset_dir"):
         quiet_sync(corpus / "gen", ds_dir)
+    link = tmp_path / "link"
+    link.symlink_to(corpus)  # the same directory by another path: taken
+    assert quiet_sync(link, ds_dir, prices=prices, dedupe=False).converted == 0
+    # the dataset inside the traces' directory, with a pattern that would match its files
+    inner = corpus / "_ds"
+    first = quiet_sync(corpus, inner, pattern="**/*")
+    assert not [s for s in first.skipped if s["path"].startswith(str(inner))]
+    assert quiet_sync(corpus, inner, pattern="**/*").converted == 0
+    shutil.rmtree(inner)
     with pytest.raises(FileNotFoundError):
         traces.sync(tmp_path / "nowhere", tmp_path / "x")
     with pytest.raises(ValueError, match="kind must be one of"):

@@ -252,7 +252,7 @@ def sync(
     root.mkdir(parents=True, exist_ok=True)
     with _locked(root), Manifest(str(root)) as m:
         meta = m.meta()
-        if meta.get("src") not in (None, src_path):
+        if meta.get("src") not in (None, src_path) and os.path.realpath(meta["src"]) != os.path.realpath(src_path):
             raise ValueError(
                 f"{root} holds traces of {meta['src']}, not {src_path}: sync into another dataset_dir"
             )

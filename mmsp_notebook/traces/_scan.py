@@ -191,7 +191,8 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
 
     When no directory changed since the last full scan the manifest's list of files is the
     list (only their stats are taken); else the directories are listed again, after their
-    mtimes are taken (a file added meanwhile changes them again)."""
+    mtimes are taken (a file added meanwhile changes them again). Nothing under ``skip`` (the
+    dataset, when it is inside ``src``) is taken for a trace."""
     racy_ns = int((started - RACY_S) * 1e9)
     m.begin_scan()
     w = _Window(m, racy_ns)
@@ -205,8 +206,11 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
         dirs = _walk_dirs(src, racy_ns, skip)
         batch: dict[str, tuple[str | None, str | None]] = {}
         unnamed = []
+        inside = skip + os.sep if skip else None
         for found in iter_sources(src, pattern):
             for s in found:
+                if inside is not None and (s.path or s.sidecar or "").startswith(inside):
+                    continue  # the dataset's own files, when it is inside src
                 if not _utf8(s.trace_id, s.path, s.sidecar):
                     unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
                     continue
