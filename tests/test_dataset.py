@@ -520,6 +520,22 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
     quiet_sync(src, ds_dir)
     assert_same(ds_dir, src)
     assert sorted(set(stored(ds_dir)["trace_id"].to_pylist())) == ["a/copy", "t0", "t2"]
+    # copies that win (sorting first) and lose (last) are settled as their chunk is committed: a
+    # sync stopped right after shows each message once, as the loaders do
+    save(src, "0/first", conversation(1, T0 + 200_000, "third"))
+    save(src, "z/last", conversation(3, T0))
+
+    def stop(self: Any) -> None:
+        raise RuntimeError("process killed")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset._Sync, "resolve", stop)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(src, ds_dir)
+    assert_same(ds_dir, src)
+    assert sorted(set(stored(ds_dir)["trace_id"].to_pylist())) == ["0/first", "a/copy", "t0"]
+    quiet_sync(src, ds_dir)
+    assert_same(ds_dir, src)
 
 
 def test_queries_run_while_syncs_change_the_files(tmp_path: Path) -> None:

@@ -34,11 +34,12 @@ from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
 from ._convert import DAMAGED, UNREADABLE, Job, convert, held_path, reprice, rewrite
+from ._copies import Settled, resolve, settle_chunk
 from ._load import PROGRESS_THRESHOLD
-from ._manifest import HIDING, LOCK_NAME, Manifest
+from ._manifest import LOCK_NAME, Manifest
 from ._readers import is_missing, kind_dir
 from ._runner import Runner, not_while_importing_main
-from ._scan import AGAIN, CHANGED, DELETED, NEW, WINDOW, scan_sources
+from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -445,7 +446,8 @@ class _Sync:
                     self._held.append(([r for r in part if r[0] in gone], {t: res.traces.pop(t) for t in res.replaced},
                                        res.held, [u for u in res.units if u[1] in gone]))
                     res.units = [u for u in res.units if u[1] not in gone]
-                notes.extend(self._commit(job.prior, part, res.traces, res.files, res.units))
+                files, units, settled = settle_chunk(self, res.files, res.units)
+                notes.extend(self._commit(job.prior, part, res.traces, files, units, settled))
                 if bar is not None:
                     bar.update(len(job.sources))
         finally:
@@ -522,10 +524,16 @@ class _Sync:
 
     def _commit(self, grown: Container[str], part: list[tuple[Any, ...]],
                 traces: dict[str, tuple[bool, list[dict[str, str]], int, str]], files: list[tuple[str, int, list[str]]],
-                units: list[tuple[int, str, int, int, int]]) -> list[dict[str, str]]:
-        """Record in the manifest the traces of a chunk and the files holding their rows."""
+                units: list[tuple[int, str, int, int, int]], settled: Settled) -> list[dict[str, str]]:
+        """Record in the manifest the traces of a chunk and the files holding their rows, with the
+        copies of the dataset it hid (see ``_copies.settle_chunk``)."""
         with self.m.transaction() as db:
-            return self._put(db, grown, part, traces, files, units)
+            notes = self._put(db, grown, part, traces, files, units)
+            if settled.hidden:
+                self.m.set_rows(db, settled.left)
+                self.m.set_kept(db, settled.hidden, 0)
+        self._emptied(settled.left)
+        return notes
 
     def _put(self, db: Any, grown: Container[str], part: list[tuple[Any, ...]],
              traces: dict[str, tuple[bool, list[dict[str, str]], int, str]], files: list[tuple[str, int, list[str]]],
@@ -574,37 +582,7 @@ class _Sync:
                     pass
 
     def resolve(self) -> None:
-        """Show one copy of every repeated message: hide the copies that lost, convert again the
-        traces holding a copy that now wins (its winner changed or went away)."""
-        m = self.m
-        for _ in range(8):  # converges in one or two rounds; the bound guards against a bug
-            hide, show = m.flips()
-            if not hide and not show:
-                break
-            if hide:
-                by_trace: dict[str, list[tuple[str, int]]] = {}
-                for t, mi in hide:
-                    by_trace.setdefault(t, []).append((t, mi))
-                by_file: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
-                for name, tids in m.files_of(by_trace).items():
-                    by_file[name] = ([], [u for t in tids for u in by_trace[t]])
-                with m.transaction() as db:  # stopped before the end, the next sync hides them again
-                    m.set_kept(db, hide, HIDING)
-                left = self._rewrite(by_file)
-                with m.transaction() as db:
-                    m.set_rows(db, left)
-                    m.set_kept(db, hide, 0)
-                self._emptied(left)
-            if show:
-                shown = set(show)
-                tids = sorted({t for t, _ in show})
-                hidden = m.hidden(tids)
-                keep_hidden = {t: [mi for mi in hidden.get(t, []) if (t, mi) not in shown] for t in tids}
-                m.todo_again(tids, AGAIN)  # as recorded, before they are forgotten
-                self.remove(tids)
-                self.convert(AGAIN, {t: v for t, v in keep_hidden.items() if v})
-        with m.transaction() as db:
-            m.clear_pending(db)
+        resolve(self)
 
 
 def _progress_bar(n: int, progress: bool | None, desc: str) -> Any:

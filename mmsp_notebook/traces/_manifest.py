@@ -378,6 +378,19 @@ class Manifest:
         show = [(r[0], r[1]) for r in rows if r[3] == 1]
         return hide, show
 
+    def shown_units(self, fps: list[int]) -> dict[int, tuple[str, int, int]]:
+        """fingerprint -> (trace id, message index, preference) of the unit shown, for those of
+        these fingerprints the dataset shows a unit of."""
+        out: dict[int, tuple[str, int, int]] = {}
+        self.index_units()
+        for k in range(0, len(fps), 500):
+            part = fps[k : k + 500]
+            for fp, tid, mi, pref in self.db.execute(
+                    f"SELECT fp, trace_id, mi, pref FROM units WHERE kept = 1 AND fp IN ({','.join('?' * len(part))})", part):
+                if fp not in out or (pref, tid, mi) < (out[fp][2], out[fp][0], out[fp][1]):
+                    out[fp] = (tid, mi, pref)
+        return out
+
     def hidden(self, trace_ids: Iterable[str]) -> dict[str, list[int]]:
         """trace id -> message indexes of its units not shown."""
         out: dict[str, list[int]] = {}
@@ -386,6 +399,9 @@ class Manifest:
             if mis:
                 out[tid] = mis
         return out
+
+    def add_pending(self, db: sqlite3.Connection, fps: Iterable[int]) -> None:
+        db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", ((fp,) for fp in fps))
 
     def set_kept(self, db: sqlite3.Connection, units: Iterable[tuple[str, int]], kept: int) -> None:
         db.executemany("UPDATE units SET kept = ? WHERE trace_id = ? AND mi = ?", ((kept, t, m) for t, m in units))
