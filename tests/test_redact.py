@@ -249,3 +249,78 @@ def test_redaction_cases_escapes_words_and_urls(monkeypatch, key):
     frame = ("data: " + json.dumps({"text": 'pw: Pässw0rd"x\\yz ok'}) + "\n").encode()
     assert redact_bytes(frame) == b'data: {"text": "pw: [redacted] ok"}\n'  # as JSON writes it
     assert redact("https://user:p@ss@host/v1 https://u:a/b@h/x") == "https://user:[redacted]@host/v1 https://u:[redacted]@h/x"
+
+
+def _echo_in_names(request, auth):
+    """A model that puts the key it was sent in a tool call's name and id, and in its finish reason."""
+    sent = auth.split()[-1]
+    stop = json.loads(mmsp_event(stop=True)[len(b"data: "):])
+    stop["finish_reason"] = f"stop {sent}"
+    return [
+        *mmsp_text("ok"),
+        mmsp_event({"type": "tool_call.delta", "name": f"lookup_{sent}", "tool_call_id": f"c_{sent}", "arguments": ""}),
+        mmsp_event({"type": "tool_call.done", "name": f"lookup_{sent}", "tool_call_id": f"c_{sent}", "arguments": {}}),
+        b"data: " + json.dumps(stop).encode() + b"\n\n",
+    ]
+
+
+def test_a_key_in_a_tool_name_id_or_finish_reason_is_shown_nowhere(fresh_session, key, tmp_path):
+    from mmsp_notebook.views.model import view_model
+    from mmsp_notebook.views.text import render_text
+
+    with script_server(_echo_in_names) as url:
+        turn = mn.ask("hi", model="m", client_type="mmsp", base_url=url, api_key_env=ENV, stream=io.StringIO())
+    assert key in turn.finish_reason and key in turn.steps[-1].items[-1].name  # (the data as received)
+    shown = [turn_bundle(turn)["text/html"], render_text(turn), json.dumps(view_model(turn), default=str),
+             json.dumps(fresh_session.usage.rows(), default=str)]
+    for text in shown:
+        assert key[:MIN_PREFIX] not in text and "[redacted]" in text
+    for path, text in _files_under(tmp_path / "cache").items():
+        assert key[:MIN_PREFIX] not in text, path
+
+
+def test_keys_a_trace_file_holds_are_redacted_in_its_views_and_frames(key, tmp_path):
+    """A trace not written by this package (or before it redacted): user text, the last step's tool
+    result, model ids and a sidecar's error message are shown redacted, as the assistant's text is."""
+    from mmsp_notebook import traces
+
+    history = [
+        {"role": "user", "content_items": [{"type": "text.done", "text": f"my key is {key}"}]},
+        {"role": "assistant", "finish_reason": "tool_call", "content_items": [
+            {"type": "text.done", "text": f"echo {key}"},
+            {"type": "tool_call.done", "name": "lookup", "arguments": {}, "tool_call_id": "c1"}]},
+        {"role": "user", "content_items": [{"type": "tool_result.done", "text": f"result {key}", "tool_call_id": "c1"}]},
+    ]
+    (tmp_path / "t.json").write_text(json.dumps({"config": {"trace_id": "t", "model": f"m-{key}"}, "history": history}))
+    record = {"v": 1, "trace_id": "t", "turn": 1, "message_index": None, "model": "m", "client_type": "mmsp",
+              "status": "error", "started_at": 1796106396869.3, "total_ms": 10, "events": [],
+              "error": {"type": "AuthenticationError", "message": f"bad key {key} at https://u:hunter2pass@host/v1"}}
+    (tmp_path / "t.timing.jsonl").write_text(json.dumps(record) + "\n")
+    bundle = traces.show(tmp_path / "t.json")._repr_mimebundle_()
+    explorer = traces.explore(tmp_path / "t.json")
+    explorer.select(0)
+    frame = traces.load_turns(tmp_path)
+    shown = [bundle["text/html"], bundle["text/plain"], explorer.static_html(),
+             json.dumps(explorer.detail_message(), default=str), json.dumps(explorer.get_state(), default=str),
+             frame["error_message"].to_string()]  # (an error message often quotes the key it refused)
+    for text in shown:
+        assert key[:MIN_PREFIX] not in text and "hunter2pass" not in text
+    assert "[redacted]" in frame["error_message"].dropna().iloc[0]
+
+
+def test_redacting_is_linear_in_the_text():
+    import time
+
+    for hostile in ("://a:" * 40_000, "https://" * 25_000, "sk-" * 70_000, "Bearer " * 30_000):
+        t = time.perf_counter()
+        redact(hostile)
+        assert time.perf_counter() - t < 0.5, hostile[:10]
+    assert redact("see https://u:pa@ss/w@rd@host/x and http://a:b@c") == (
+        "see https://u:[redacted]@host/x and http://a:[redacted]@c")
+
+
+def test_a_key_in_the_users_chat_message_is_kept_out_of_the_saved_transcript(fresh_session, key):
+    chat = mn.Chat(model="demo")
+    chat.send(f"why is my key {key} refused?")
+    saved = json.dumps(chat.get_state(), default=str) + chat._saved_bundle()["text/html"]
+    assert key[:MIN_PREFIX] not in saved and "why is my key [redacted] refused?" in saved

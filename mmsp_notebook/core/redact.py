@@ -158,7 +158,9 @@ def redact_secrets(text: str, secrets: list[str] | None = None) -> str:
 
 
 #: the password of a URL's user info (``https://user:password@host``)
-_URL_PASSWORD = re.compile(r"(://[^/\s:@'\"]*:)[^\s'\"]+@")  # (up to the last @: a password may hold @ or /)
+#: a URL's password, up to the last @ (a password may hold @ or /) before another ``://``: each
+#: match scans no further than the next URL, so redacting is linear in the text
+_URL_PASSWORD = re.compile(r"(://[^/\s:@'\"]*:)(?:(?!://)[^\s'\"])+@")
 
 
 def redact(text: str) -> str:

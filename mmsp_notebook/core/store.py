@@ -79,6 +79,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, TypeVar, overload
 
 from .._errors import TraceError, TraceNotFoundError
+from .redact import redact
 
 try:  # orjson is several times faster on traces and long sidecars; the stdlib parser is the fallback
     import orjson as _orjson
@@ -424,7 +425,8 @@ def sidecar_record(
         "ttft_ms": ttft_ms,
         "total_ms": total_ms,
         "usage": usage,
-        "finish_reason": finish_reason,
+        # what the server sent as the finish reason, with any key in it redacted (as the trace is)
+        "finish_reason": redact(finish_reason) if isinstance(finish_reason, str) else finish_reason,
     }
     if comparison is not None:
         record["comparison"] = comparison

@@ -259,7 +259,8 @@ class Chat(anywidget.AnyWidget):
         srcs = [item["image_url"] for item in message["content_items"] if item["type"] == "image_url.done"]
         self._last_prompt = (text, srcs)
         self.error = ""
-        self.transcript = [*self.transcript, {"role": "user", "text": text, "images": srcs}]
+        # (shown and saved with the notebook with any key in it redacted; the model gets it as written)
+        self.transcript = [*self.transcript, {"role": "user", "text": redact(text), "images": srcs}]
         index = len(self.transcript)
         run, future = launch(
             message,
@@ -380,7 +381,7 @@ def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 continue
             text = "".join(item.get("text", "") for item in items if item.get("type") == "text.done")
             srcs = [item["image_url"] for item in items if item.get("type") == "image_url.done"]
-            out.append({"role": "user", "text": text, "images": srcs})
+            out.append({"role": "user", "text": redact(text), "images": srcs})
         else:
             turn = Turn(None)
             state = turn.new_step()

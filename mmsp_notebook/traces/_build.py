@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.redact import redact
 from ._columns import INT_HI, INT_LO, as_int, as_num, as_str
 
 # Content item types as mmsp writes them, and the names used before mmsp 0.5 (still found in
@@ -69,13 +70,15 @@ def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, An
 
 
 def error_fields(rec: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A sidecar record's error type and message; a key or URL password in the message (a record
+    not written by this package's redacting writer) is redacted."""
     err = rec.get("error")
     if isinstance(err, dict):
         t, m = err.get("type"), err.get("message")
-        return (str(t) if t is not None else None), (str(m) if m is not None else None)
+        return (str(t) if t is not None else None), (redact(str(m)) if m is not None else None)
     if err is None:
         return None, None
-    return None, str(err)
+    return None, redact(str(err))
 
 
 # --------------------------------------------------------------------------- filters

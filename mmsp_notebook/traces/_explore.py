@@ -366,7 +366,7 @@ def _counts(col: pd.Series) -> list[list[str]]:
     """A facet's values with their counts, most frequent first: ``[[value, "value (count)"], ...]``."""
     counts = col.value_counts(dropna=True)
     counts = counts[counts > 0]
-    return [[str(k), f"{k} ({fmt.integer(int(v))})"] for k, v in counts.items()]
+    return [[str(k), f"{redact(str(k))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
 
 
 def _s(value: Any) -> str:
@@ -387,7 +387,7 @@ def _cell(row: dict[str, Any], col: str) -> str:
         return format_cost(float(value)) if fmt.is_number(value) else ""
     if col.endswith("_tokens") or col == "turn":
         return fmt.integer(int(value)) if value is not None and _s(value) != "" else ""
-    return _s(value)
+    return redact(_s(value))  # (model ids, trace ids... as a trace file holds them)
 
 
 def _sources(source: Any) -> tuple[list[Path], dict[str, Path]]:

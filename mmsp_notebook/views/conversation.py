@@ -448,8 +448,14 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
                             "label": f"message {index}",
                             "text": f"message {index} has role {role!r}, neither user nor assistant"})
     add_failed(None)
-    return {"trace_id": trace_id, "source": source, "notes": list(notes), "entries": entries, "turns": turns,
-            "model": model}
+    for entry in entries:  # what a trace file holds is shown with any key in it redacted, as text is
+        for k in ("label", "text", "note"):
+            if isinstance(entry.get(k), str):
+                entry[k] = redact(entry[k])
+        if entry.get("notes"):
+            entry["notes"] = [redact(n) if isinstance(n, str) else n for n in entry["notes"]]
+    return {"trace_id": trace_id, "source": source, "notes": [redact(n) for n in notes], "entries": entries,
+            "turns": turns, "model": redact(model) if isinstance(model, str) else model}
 
 
 def _only_results(message: Mapping[str, Any]) -> bool:
