@@ -533,3 +533,15 @@ def test_a_frame_without_tool_error_counts_is_scanned_from_its_files_when_the_fi
     assert answer["matched"] == 3 and dict(answer["quick"])["tool_errors"] == "tool errors (3)"
     assert answer["code"] == 'turns[turns["tool_error"]]'
     assert len(eval(answer["code"], {"turns": explorer.turns})) == 3
+
+
+def test_a_trace_id_that_climbs_out_of_the_root_names_no_file(tmp_path):
+    from mmsp_notebook.traces._show import locate
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "outside.json").write_text("{}")
+    (root / "inside.json").write_text("{}")
+    assert locate("inside", [root])[0] == root / "inside.json"
+    for tid in ("../outside", "a/../../outside", str(tmp_path / "outside")):
+        assert locate(tid, [root]) == (None, None)

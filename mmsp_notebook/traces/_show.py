@@ -118,7 +118,11 @@ def _is_row(value: Any) -> bool:
 
 
 def locate(trace_id: str, roots: Sequence[str | Path]) -> tuple[Path | None, Path | None]:
-    """(trace file, sidecar) of ``trace_id`` under the first root that has either (None when missing)."""
+    """(trace file, sidecar) of ``trace_id`` under the first root that has either (None when missing).
+    A trace id is a path under a root: one that climbs out of it (``..``) or is absolute names no file."""
+    parts = Path(trace_id).parts
+    if not trace_id or Path(trace_id).is_absolute() or ".." in parts:
+        return None, None
     for root in roots:
         base = Path(root)
         candidates = [p for p in (tracer_path(trace_id, base), base / f"{trace_id}.json") if p is not None]
