@@ -536,6 +536,25 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
     assert sorted(set(stored(ds_dir)["trace_id"].to_pylist())) == ["0/first", "a/copy", "t0"]
     quiet_sync(src, ds_dir)
     assert_same(ds_dir, src)
+    # stopped after marking the dataset's copy as being hidden, before removing its rows: the next
+    # sync counts that copy as one that may be shown, and hides it with its chunk
+    save(src, "c", conversation(2, T0 + 300_000, "fourth"))
+    quiet_sync(src, ds_dir)
+    save(src, "0/c", conversation(2, T0 + 300_000, "fourth"))
+
+    def rewrite_dies(self: Any, by_file: Any) -> Any:
+        raise RuntimeError("process killed")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset._Sync, "_rewrite", rewrite_dies)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(src, ds_dir)
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset._Sync, "resolve", stop)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(src, ds_dir)
+    assert_same(ds_dir, src)
+    assert "c" not in set(stored(ds_dir)["trace_id"].to_pylist())
 
 
 def test_queries_run_while_syncs_change_the_files(tmp_path: Path) -> None:

@@ -50,13 +50,18 @@ def settle_chunk(sync: Any, files: list[tuple[str, int, list[str]]], units: list
         return files, units, done
     drop: set[tuple[str, int]] = set()  # the chunk's copies that lose
     fps: list[int] = []  # (of the dataset's copies that lose)
-    for fp, (tid, mi, pref) in theirs.items():
+    for fp, copies in theirs.items():
         u = mine[fp]
-        if (u[3], u[1], u[2]) < (pref, tid, mi):
-            done.hidden.append((tid, mi))
-            fps.append(fp)
-        else:
+        best = min((pref, tid, mi) for tid, mi, pref in copies)
+        keep: tuple[Any, ...] | None = None  # the dataset's copy kept shown (None: the chunk's wins)
+        if best < (u[3], u[1], u[2]):
+            keep = best
             drop.add((u[1], u[2]))
+        # every other copy of the dataset whose rows may be in the files (shown, or hidden half-way)
+        lost = [(tid, mi) for tid, mi, pref in copies if (pref, tid, mi) != keep]
+        if lost:
+            done.hidden.extend(lost)
+            fps.append(fp)
     if drop:
         units = [(fp, t, mi, p, 0 if (t, mi) in drop else k) for fp, t, mi, p, k in units]
         kind, root = sync.options["kind"], str(sync.root)

@@ -378,17 +378,16 @@ class Manifest:
         show = [(r[0], r[1]) for r in rows if r[3] == 1]
         return hide, show
 
-    def shown_units(self, fps: list[int]) -> dict[int, tuple[str, int, int]]:
-        """fingerprint -> (trace id, message index, preference) of the unit shown, for those of
-        these fingerprints the dataset shows a unit of."""
-        out: dict[int, tuple[str, int, int]] = {}
+    def shown_units(self, fps: list[int]) -> dict[int, list[tuple[str, int, int]]]:
+        """fingerprint -> [(trace id, message index, preference)] of the units whose rows may be in the
+        files, shown or :data:`HIDING` (a hide stopped half-way), for these fingerprints."""
+        out: dict[int, list[tuple[str, int, int]]] = {}
         self.index_units()
         for k in range(0, len(fps), 500):
             part = fps[k : k + 500]
             for fp, tid, mi, pref in self.db.execute(
-                    f"SELECT fp, trace_id, mi, pref FROM units WHERE kept = 1 AND fp IN ({','.join('?' * len(part))})", part):
-                if fp not in out or (pref, tid, mi) < (out[fp][2], out[fp][0], out[fp][1]):
-                    out[fp] = (tid, mi, pref)
+                    f"SELECT fp, trace_id, mi, pref FROM units WHERE kept != 0 AND fp IN ({','.join('?' * len(part))})", part):
+                out.setdefault(fp, []).append((tid, mi, pref))
         return out
 
     def hidden(self, trace_ids: Iterable[str]) -> dict[str, list[int]]:
