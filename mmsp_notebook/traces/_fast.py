@@ -225,30 +225,24 @@ if msgspec is not None:
     _KIND = {**dict.fromkeys(TEXT, 1), **dict.fromkeys(THINKING, 2), **dict.fromkeys(TOOL_CALL, 3),
              **dict.fromkeys(INLINE, 4)}
 
-    #: a JSON string's opening quote and the blanks after it (spaces, escaped newlines and tabs)
-    _LEAD = re.compile(rb'"(?: |\\[ntrf])*')
     _OPENERS = frozenset(b"eET")  # "error:" in any case, "Traceback"
     #: bytes that, right after a tool result's opening quote, call for a closer look: the openers,
     #: a blank, an escape, a non-ASCII character (maybe a Unicode blank)
     _SUSPECT = bytes(int(c in _OPENERS or c in b" \\" or c >= 0x80) for c in range(256))
-    #: a tool result whose first character after its blanks may open an error report: an opener, a
-    #: non-ASCII character (maybe a Unicode blank) or a ``\\u`` escape (the blanks taken whole)
-    _MAYBE = re.compile(rb'"(?: |\\[ntrf])*+(?:[eET\x80-\xff]|\\u)')
+    #: a JSON string's opening quote and its blanks (spaces, escaped newlines and tabs, taken whole),
+    #: when what follows may open an error report: an opener, a non-ASCII character (maybe a
+    #: Unicode blank) or a ``\\u`` escape
+    _LEAD = re.compile(rb'"(?: |\\[ntrf])*+(?=[eET\x80-\xff]|\\u)')
 
     def _raw_tool_error(raw: msgspec.Raw) -> bool:
         """Whether a tool result's raw JSON text reports an error (:func:`tool_error`), from its first
         bytes after its blanks (the whole string is decoded only when a ``\\u`` escape or a
         non-ASCII character comes first, or an escape where the words looked for may go on)."""
         lead = _LEAD.match(raw)
-        if lead is None:  # not a string
+        if lead is None:  # not a string, or another character opens it
             return False
-        j = lead.end()
-        head = memoryview(raw)[j:j + 34].tobytes()
-        if not head:
-            return False
+        head = memoryview(raw)[lead.end():lead.end() + 34].tobytes()
         c = head[0]
-        if c < 0x80 and c not in _OPENERS and (c != 92 or head[1:2] != b"u"):
-            return False  # another character opens it
         if c >= 0x80 or c == 92:  # maybe a Unicode blank
             return tool_error(_ANY.decode(raw)) is not None
         k = head.find(b"\\")
@@ -382,7 +376,7 @@ if msgspec is not None:
             u3: Any
             items: list[_Item] | None
             user, kind_of = _User, _KIND.get
-            results, suspect, maybe = TOOL_RESULT, _SUSPECT, _MAYBE.match
+            results, suspect = TOOL_RESULT, _SUSPECT
             before = None
             last = -2  # index of the last assistant message
             for i, m in enumerate(trace.history):
@@ -393,8 +387,7 @@ if msgspec is not None:
                         # the byte after their opening quote (an unhashable type falls back)
                         n = 0
                         for r in answers:
-                            if (r.type in results and len(txt := r.text) > 1 and suspect[memoryview(txt)[1]]
-                                    and maybe(txt)):
+                            if r.type in results and len(txt := r.text) > 1 and suspect[memoryview(txt)[1]]:
                                 n += _raw_tool_error(txt)
                         if n:
                             out[-1] = (*out[-1][:-1], n)
