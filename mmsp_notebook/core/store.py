@@ -504,10 +504,10 @@ def _plain_records(raw: bytes, events: bool) -> list[SidecarRecord] | None:
         keys = []
         key = keys.append
         for line in lines:
-            i = line.find(_EVENTS_KEY)
-            if i < 0 or line[:1] != b"{" or not line.endswith(b"]}") or line.find(b":", i + 10) >= 0:
+            cut = _without_events(line)
+            if cut is None or line[:1] != b"{":
                 return None
-            key(line[:i] + b"}")
+            key(cut)
     if len(set(keys)) != len(keys):
         return None
     try:
