@@ -67,23 +67,31 @@ def settle_chunk(sync: Any, files: list[tuple[str, int, list[str]]], units: list
         kind, root = sync.options["kind"], str(sync.root)
         kept_files = []
         for name, n, tids in files:
-            lost = [key for key in drop if key[0] in tids]
-            left = rewrite(root, name, kind, [], lost) if lost else n
+            mine_here = [key for key in drop if key[0] in tids]
+            left = rewrite(root, name, kind, [], mine_here) if mine_here else n
             if left:
                 kept_files.append((name, left, tids))
             else:  # (listed nowhere yet)
                 os.remove(os.path.join(root, name))
         files = kept_files
-    if done.hidden:
-        with m.transaction() as db:  # stopped before the chunk's commit, the next sync decides again
-            m.set_kept(db, done.hidden, HIDING)
-            m.add_pending(db, fps)
-        by_trace: dict[str, list[tuple[str, int]]] = {}
-        for t, mi in done.hidden:
-            by_trace.setdefault(t, []).append((t, mi))
-        done.left = sync._rewrite({name: ([], [u for t in tids for u in by_trace[t]])
-                                   for name, tids in m.files_of(by_trace).items()})
+    if done.hidden:  # (stopped before the chunk's commit, the next sync decides again)
+        done.left = _hide(sync, done.hidden, fps)
     return files, units, done
+
+
+def _hide(sync: Any, units: list[tuple[str, int]], fps: list[int] | None = None) -> dict[str, int]:
+    """Remove these units' rows from the files holding them, once the manifest has marked them
+    :data:`~._manifest.HIDING` (and their fingerprints pending, when given); file -> rows left, for
+    the transaction that records them hidden."""
+    m = sync.m
+    with m.transaction() as db:
+        m.set_kept(db, units, HIDING)
+        if fps:
+            m.add_pending(db, fps)
+    by_trace: dict[str, list[tuple[str, int]]] = {}
+    for t, mi in units:
+        by_trace.setdefault(t, []).append((t, mi))
+    return sync._rewrite({name: ([], [u for t in tids for u in by_trace[t]]) for name, tids in m.files_of(by_trace).items()})
 
 
 def resolve(sync: Any) -> None:
@@ -95,15 +103,7 @@ def resolve(sync: Any) -> None:
         if not hide and not show:
             break
         if hide:
-            by_trace: dict[str, list[tuple[str, int]]] = {}
-            for t, mi in hide:
-                by_trace.setdefault(t, []).append((t, mi))
-            by_file: dict[str, tuple[list[str], list[tuple[str, int]]]] = {}
-            for name, tids in m.files_of(by_trace).items():
-                by_file[name] = ([], [u for t in tids for u in by_trace[t]])
-            with m.transaction() as db:  # stopped before the end, the next sync hides them again
-                m.set_kept(db, hide, HIDING)
-            left = sync._rewrite(by_file)
+            left = _hide(sync, hide)  # (stopped before the end, the next sync hides them again)
             with m.transaction() as db:
                 m.set_rows(db, left)
                 m.set_kept(db, hide, 0)
