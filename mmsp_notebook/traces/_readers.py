@@ -132,17 +132,13 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
 
     root = kind_dir(dataset_dir, kind)
     part = pads.partitioning(_partition_schema(), flavor="hive")
-    for attempt in range(4):
-        before = _files_state(dataset_dir)
+
+    def make() -> pads.Dataset:
         meta, files = _state_of(root)
-        try:
-            return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet",
-                                partitioning=part, partition_base_dir=str(root))
-        except FileNotFoundError:  # removed by a sync since it was listed
-            if attempt == 3 or _files_state(dataset_dir) == before:
-                raise
-        time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
+        return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet",
+                            partitioning=part, partition_base_dir=str(root))
+
+    return _again_if_changed(make, dataset_dir, (FileNotFoundError,))  # (a file removed since it was listed)
 
 
 #: the partition values of a data file, from the last two directories of its path
@@ -239,16 +235,28 @@ def read_retrying(read: Callable[[duckdb.DuckDBPyConnection], T], dataset_dir: P
     bad query) raises at once."""
     import duckdb
 
-    for attempt in range(attempts):
-        before = _files_state(dataset_dir)
+    def once() -> T:
         con = duckdb.connect()
         try:
             return read(connect(dataset_dir, con))  # (making the views reads the files' schemas)
-        except (duckdb.IOException, duckdb.InvalidInputException, FileNotFoundError):
-            if attempt == attempts - 1 or _files_state(dataset_dir) == before:
-                raise
         finally:
             con.close()
+
+    return _again_if_changed(once, dataset_dir, (duckdb.IOException, duckdb.InvalidInputException, FileNotFoundError),
+                             attempts)
+
+
+def _again_if_changed(step: Callable[[], T], dataset_dir: PathLike, errors: tuple[type[BaseException], ...],
+                      attempts: int = 4) -> T:
+    """``step()``, run again (up to ``attempts`` times in all) when it fails with one of ``errors``
+    while the dataset's files changed under it; raised as it is when they did not."""
+    for attempt in range(attempts):
+        before = _files_state(dataset_dir)
+        try:
+            return step()
+        except errors:
+            if attempt == attempts - 1 or _files_state(dataset_dir) == before:
+                raise
         time.sleep(0.05 * (attempt + 1))
     raise AssertionError("unreachable")  # pragma: no cover
 
