@@ -32,7 +32,7 @@ import os
 import re
 from typing import Any
 
-__all__ = ["redact", "redact_secrets", "redact_fragment", "redact_data", "redact_settings", "redact_bytes", "redact_exception", "exception_chain",
+__all__ = ["redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
            "register_secret_env", "secret_values", "MIN_PREFIX", "REDACTED"]
 
 REDACTED = "[redacted]"
@@ -198,9 +198,10 @@ def redact_data(value: Any, secrets: list[str] | None = None) -> Any:
     return _walk(value, secrets)
 
 
-def redact_settings(value: Any) -> Any:
-    """A JSON-like value of settings shown (``%mmsp config``, aliases, endpoints) with every string
-    in it through :func:`redact` (configured keys, key shapes, URL passwords)."""
+def redact_value(value: Any) -> Any:
+    """A JSON-like value shown (settings, aliases, endpoints; a tool's name, a finish reason) with
+    every string in it through :func:`redact` (configured keys, key shapes, URL passwords); a
+    value of another type as it is."""
     return _redacted(value)
 
 

@@ -79,7 +79,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, TypeVar, overload
 
 from .._errors import TraceError, TraceNotFoundError
-from .redact import redact
+from .redact import redact_value
 
 try:  # orjson is several times faster on traces and long sidecars; the stdlib parser is the fallback
     import orjson as _orjson
@@ -426,7 +426,7 @@ def sidecar_record(
         "total_ms": total_ms,
         "usage": usage,
         # what the server sent as the finish reason, with any key in it redacted (as the trace is)
-        "finish_reason": redact(finish_reason) if isinstance(finish_reason, str) else finish_reason,
+        "finish_reason": redact_value(finish_reason),
     }
     if comparison is not None:
         record["comparison"] = comparison

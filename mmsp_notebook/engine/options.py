@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import OptionError
-from ..core.redact import redact, redact_settings
+from ..core.redact import redact, redact_value
 
 __all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "check_option", "check_client_type",
            "parse_alias", "idle_limit"]
@@ -309,7 +309,7 @@ class Settings:
         out: dict[str, Any] = {name: getattr(self, name) for name in _CHECKS}
         if self.aliases:
             out["aliases"] = {name: alias.spec() for name, alias in self.aliases.items()}
-        return redact_settings(out)
+        return redact_value(out)
 
     def add_alias(self, name: str, spec: str | TurnOptions | None) -> None:
         """Name a model with its endpoint; ``spec=None`` (or empty) removes the alias."""

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import DemoServerError, OptionError
-from ..core.redact import redact, register_secret_env
+from ..core.redact import redact_value, register_secret_env
 from ..wire.proxies import WireProxies
 from .options import Settings
 
@@ -221,8 +221,7 @@ def usage_row(turn: Any) -> dict[str, Any]:
     t = turn.timings
     return {
         "turn": turn.id, "chat": turn.chat, "model": turn.model, "client_type": turn.client_type,
-        "status": turn.status, "finish_reason": redact(turn.finish_reason) if isinstance(turn.finish_reason, str) else None,
-        "steps": len(turn.steps),
+        "status": turn.status, "finish_reason": redact_value(turn.finish_reason), "steps": len(turn.steps),
         "cached_tokens": usage.get("cached_tokens"), "prompt_tokens": usage.get("prompt_tokens"),
         "thoughts_tokens": usage.get("thoughts_tokens"), "response_tokens": usage.get("response_tokens"),
         "ttft_s": t["ttft"], "total_s": t["total"], "tokens_per_s": t["tokens_per_second"], "cost": turn.cost,

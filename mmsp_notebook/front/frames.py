@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.redact import redact_secrets, redact_settings
+from ..core.redact import redact_secrets, redact_value
 from ..core.turn import Turn
 
 __all__ = ["usage_frame", "models_frame", "history_frame"]
@@ -35,7 +35,7 @@ def models_frame(aliases: Any = None) -> Any:
     import mmsp
     import pandas as pd
 
-    rows = [redact_settings({"model": name, "client": alias.client_type or "(by model)",
+    rows = [redact_value({"model": name, "client": alias.client_type or "(by model)",
                              "base_url": alias.base_url or "(default)", "input": "", "output": f"alias for {alias.spec()}"})
             for name, alias in (aliases or {}).items()]
     rows += [

@@ -19,7 +19,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 
 from .._errors import OptionError, TurnError
-from ..core.redact import redact, redact_settings
+from ..core.redact import redact, redact_value
 from ..engine.launch import interpolate, launch, user_message
 from ..engine.options import THINKING_LEVELS, Settings
 from ..engine.session import session
@@ -314,7 +314,7 @@ class MMSPMagics(Magics):
         removes one."""
         settings = session().settings
         if not text.strip():
-            return redact_settings({name: alias.spec() for name, alias in settings.aliases.items()})
+            return redact_value({name: alias.spec() for name, alias in settings.aliases.items()})
         name, eq, spec = text.partition("=")
         if not eq:
             raise UsageError("%mmsp alias: write %mmsp alias NAME = [CLIENT_TYPE:]MODEL [--base-url URL] "

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.items import GROWING_FIELD, ToolRun
-from ..core.redact import redact
+from ..core.redact import redact, redact_value
 from ..core.state import TurnState
 from ..core.store import tool_error
 from ..core.turn import Turn
@@ -449,13 +449,11 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
                             "text": f"message {index} has role {role!r}, neither user nor assistant"})
     add_failed(None)
     for entry in entries:  # what a trace file holds is shown with any key in it redacted, as text is
-        for k in ("label", "text", "note"):
-            if isinstance(entry.get(k), str):
-                entry[k] = redact(entry[k])
-        if entry.get("notes"):
-            entry["notes"] = [redact(n) if isinstance(n, str) else n for n in entry["notes"]]
-    return {"trace_id": trace_id, "source": source, "notes": [redact(n) for n in notes], "entries": entries,
-            "turns": turns, "model": redact(model) if isinstance(model, str) else model}
+        for k in ("label", "text", "note", "notes"):
+            if k in entry:
+                entry[k] = redact_value(entry[k])
+    return {"trace_id": trace_id, "source": source, "notes": redact_value(list(notes)), "entries": entries,
+            "turns": turns, "model": redact_value(model)}
 
 
 def _only_results(message: Mapping[str, Any]) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core.items import ItemState
 from ..core.pricing import format_cost
-from ..core.redact import redact, redact_data, redact_fragment, redact_secrets, secret_values
+from ..core.redact import redact, redact_data, redact_fragment, redact_secrets, redact_value, secret_values
 from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
 from .hints import error_hint
@@ -53,8 +53,8 @@ def _header_facts(i: int, item: ItemState) -> dict[str, Any]:
     """What is known of an item when it starts."""
     out: dict[str, Any] = {"i": i, "kind": _kind(item), "status": "streaming"}
     if item.kind == "tool_call":
-        out["name"] = _said(item.name)
-        out["tool_call_id"] = _said(item.tool_call_id)
+        out["name"] = redact_value(item.name)
+        out["tool_call_id"] = redact_value(item.tool_call_id)
     if item.kind in ("thinking", "inline_thinking", "text"):
         out["fidelity"] = sorted(item.fidelity) if item.fidelity else []
     if item.mime_type:
@@ -72,7 +72,7 @@ def _done_facts(item: ItemState) -> dict[str, Any]:
     kind = _kind(item)
     if item.kind == "tool_call":
         out["arguments"] = redact_data(item.arguments)  # keys echoed in arguments are not shown
-        out["name"] = _said(item.name)
+        out["name"] = redact_value(item.name)
     elif kind in ("image", "audio"):
         src, secs = media_src(item)
         out["src"] = src
@@ -88,12 +88,6 @@ def _done_facts(item: ItemState) -> dict[str, Any]:
     elif item.kind in ("inline_data", "inline_thinking"):
         out["bytes"] = item.size
     return out
-
-
-def _said(value: Any) -> Any:
-    """A short string the model sent (a tool's name or call id, a finish reason) as the views show
-    it: keys redacted, as in text."""
-    return redact(value) if isinstance(value, str) else value
 
 
 TOOL_OUTPUT_LIMIT = 20_000  # characters of a tool's result shown (the model gets it whole)
@@ -126,7 +120,7 @@ def _footer_facts(turn: Turn) -> dict[str, Any] | None:
     cost = turn.cost
     return {
         "usage": turn.usage,
-        "finish_reason": _said(turn.finish_reason),
+        "finish_reason": redact_value(turn.finish_reason),
         "ttft": timings["ttft"],
         "total": timings["total"],
         "tokens_per_second": timings["tokens_per_second"],
@@ -454,7 +448,7 @@ def present_view(facts: Mapping[str, Any]) -> dict[str, Any]:
     """A whole view model from a turn's facts (``items`` as item facts, with their text)."""
     status = facts.get("status")
     items = [present_item(it, status) for it in facts.get("items") or []]
-    return {"id": facts.get("id"), "model": _said(facts.get("model")), "items": items, **present_turn(facts)}
+    return {"id": facts.get("id"), "model": redact_value(facts.get("model")), "items": items, **present_turn(facts)}
 
 
 def _shown_text(text: Any) -> Any:
@@ -479,7 +473,7 @@ def view_model(turn: Turn) -> dict[str, Any]:
             if item.kind == "tool_call":
                 f["result"] = _tool_result_facts(item)
             items.append(present_item(f, facts["status"]))
-        return {"id": turn.id, "model": _said(turn.model), "items": items, **present_turn(facts)}
+        return {"id": turn.id, "model": redact_value(turn.model), "items": items, **present_turn(facts)}
 
 
 # ---------------------------------------------------------------------------------------------- events
@@ -632,7 +626,7 @@ class OpsTracker:
                 if last is not None:
                     last.append(events_label(self._events_sent))
             # id and model once (a view that gets them covers the finished turn: no redraw at the end)
-            fields = {"id": turn.id, "model": _said(turn.model), **present_turn(facts_of_turn)}
+            fields = {"id": turn.id, "model": redact_value(turn.model), **present_turn(facts_of_turn)}
             changed_fields = {k: v for k, v in fields.items() if self._turn.get(k, _MISSING) != v}
             if changed_fields:
                 out.append(["turn", changed_fields])
