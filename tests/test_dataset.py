@@ -462,6 +462,11 @@ def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(cor
     assert not [p for p in (ds_dir / "turns").rglob(".*")]
 
 
+def killed(*_args: Any) -> Any:
+    """A step of the sync whose process is killed right there."""
+    raise RuntimeError("process killed")
+
+
 def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows leave the data files only after the manifest says so: a sync stopped after removing a
     changed trace's rows, or a repeated message's losing copy, loses none of them for good."""
@@ -474,7 +479,7 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
 
     def drop_then_die(self: Any, ids: list[str]) -> Any:
         real_drop(self, ids)
-        raise RuntimeError("process killed")
+        killed()
 
     # caught half-written by the sync (not an extension of its rows: replaced), which stops once
     # the rows are gone; then the Tracer finishes the file, one turn longer than the dataset's
@@ -499,7 +504,7 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
 
     def kept_then_die(self: Any, db: Any, units: Any, kept: int) -> None:
         if kept == 0:
-            raise RuntimeError("process killed")
+            killed()
         real_kept(self, db, units, kept)
 
     with monkeypatch.context() as mp:
@@ -525,11 +530,8 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
     save(src, "0/first", conversation(1, T0 + 200_000, "third"))
     save(src, "z/last", conversation(3, T0))
 
-    def stop(self: Any) -> None:
-        raise RuntimeError("process killed")
-
     with monkeypatch.context() as mp:
-        mp.setattr(_dataset._Sync, "resolve", stop)
+        mp.setattr(_dataset._Sync, "resolve", killed)
         with pytest.raises(RuntimeError, match="process killed"):
             quiet_sync(src, ds_dir)
     assert_same(ds_dir, src)
@@ -542,15 +544,12 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
     quiet_sync(src, ds_dir)
     save(src, "0/c", conversation(2, T0 + 300_000, "fourth"))
 
-    def rewrite_dies(self: Any, by_file: Any) -> Any:
-        raise RuntimeError("process killed")
-
     with monkeypatch.context() as mp:
-        mp.setattr(_dataset._Sync, "_rewrite", rewrite_dies)
+        mp.setattr(_dataset._Sync, "_rewrite", killed)
         with pytest.raises(RuntimeError, match="process killed"):
             quiet_sync(src, ds_dir)
     with monkeypatch.context() as mp:
-        mp.setattr(_dataset._Sync, "resolve", stop)
+        mp.setattr(_dataset._Sync, "resolve", killed)
         with pytest.raises(RuntimeError, match="process killed"):
             quiet_sync(src, ds_dir)
     assert_same(ds_dir, src)
