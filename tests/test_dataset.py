@@ -556,6 +556,65 @@ def test_a_sync_stopped_after_removing_rows_loses_none(tmp_path: Path, monkeypat
     assert "c" not in set(stored(ds_dir)["trace_id"].to_pylist())
 
 
+def test_replaced_traces_settle_their_copies_before_their_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trace whose rows are all replaced (a new config) and that now repeats messages of other
+    traces is settled as its commit happens: a sync stopped right after shows each message once."""
+    src, ds_dir = tmp_path / "src", tmp_path / "ds"
+    save(src, "m/wins", conversation(2, T0, "one"))
+    save(src, "m/loses", conversation(2, T0 + 100_000, "two"))
+    save(src, "z/shown", conversation(2, T0 + 200_000, "three"))
+    save(src, "a/shown", conversation(2, T0 + 300_000, "four"))
+    for name in ("p/one", "p/two"):
+        save(src, name, conversation(1, T0 + 400_000, name))
+    quiet_sync(src, ds_dir, chunk_files=1)
+    # m/wins now repeats z/shown's turns (and sorts first: z/shown's copies are hidden); m/loses
+    # repeats a/shown's (a/shown keeps them); p/one and p/two, in chunks of their own, repeat
+    # each other's
+    save(src, "m/wins", conversation(2, T0 + 200_000, "three"), temperature=0.9)
+    save(src, "m/loses", conversation(2, T0 + 300_000, "four"), temperature=0.9)
+    for name in ("p/one", "p/two"):
+        save(src, name, conversation(1, T0 + 500_000, "five"), temperature=0.9)
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset._Sync, "resolve", killed)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(src, ds_dir, chunk_files=1)
+    assert_same(ds_dir, src)
+    ids = stored(ds_dir)["trace_id"].to_pylist()
+    assert sorted(set(ids)) == ["a/shown", "m/wins", "p/one"]
+    assert quiet_sync(src, ds_dir, chunk_files=1).converted == 0
+    assert_same(ds_dir, src)
+
+
+def test_a_replaced_trace_that_empties_a_file_hides_a_copy_half_hidden_there(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file left with none of its rows by a replaced trace is removed, not rewritten, when the
+    copy its new rows hide was in that file (hidden half-way by a stopped sync)."""
+    src, ds_dir = tmp_path / "src", tmp_path / "ds"
+    save(src, "a/t", conversation(1, T0, "t"))
+    save(src, "b/u", conversation(1, T0 + 1000, "u"))  # (in a/t's file)
+    quiet_sync(src, ds_dir)
+    real_rewrite = _dataset._Sync._rewrite
+
+    def rewrite_then_die(self: Any, by_file: Any) -> Any:
+        real_rewrite(self, by_file)
+        killed()
+
+    # a copy that sorts first: b/u's rows leave the file, then the sync stops
+    save(src, "0/w", conversation(1, T0 + 1000, "u"))
+    with monkeypatch.context() as mp:
+        mp.setattr(_dataset._Sync, "_rewrite", rewrite_then_die)
+        with pytest.raises(RuntimeError, match="process killed"):
+            quiet_sync(src, ds_dir)
+    (src / "0" / "w.json").unlink()
+    # a/t now repeats b/u's turn with another config: its rows are replaced, its file emptied
+    save(src, "a/t", conversation(1, T0 + 1000, "u"), temperature=0.9)
+    quiet_sync(src, ds_dir)
+    assert_same(ds_dir, src)
+    assert stored(ds_dir)["trace_id"].to_pylist() == ["a/t"]
+    # a reader that globs the folder sees what the manifest lists: the emptied file is gone
+    assert {str(p) for p in (ds_dir / "turns").rglob("*.parquet")} == set(traces.dataset(ds_dir).files)
+
+
 def test_queries_run_while_syncs_change_the_files(tmp_path: Path) -> None:
     """``query`` and ``summary`` read again when a sync rewrites, merges or removes a file they
     listed; ``dataset`` lists again when one goes before it is made. Syncs grow conversations
@@ -581,8 +640,8 @@ def test_queries_run_while_syncs_change_the_files(tmp_path: Path) -> None:
     writer.start()
     reads = 0
     try:
-        until = time.monotonic() + 6
-        while time.monotonic() < until and writer.is_alive():
+        until = time.monotonic() + 90  # (enough reads and syncs overlap however busy the machine)
+        while (reads < 25 or len(syncs) < 6) and time.monotonic() < until and writer.is_alive():
             n = traces.query("SELECT count(*) AS n FROM turns", ds_dir)["n"][0]
             assert n >= 30
             assert traces.summary(ds_dir, by="model")["count"].sum() >= 30
@@ -591,7 +650,7 @@ def test_queries_run_while_syncs_change_the_files(tmp_path: Path) -> None:
     finally:
         stop.set()
         writer.join()
-    assert reads > 20 and len(syncs) > 5
+    assert reads >= 25 and len(syncs) >= 6
     assert any(p.name.endswith("-m.parquet") for p in (ds_dir / "turns").rglob("*.parquet"))  # (merges happened)
     assert_same(ds_dir, src)
 

@@ -4,7 +4,8 @@ The rule is the loaders': of the units (turns, or messages for items) sharing a 
 first by (preference, trace id, message index) is shown. A chunk applies it to its own units as
 it converts them (``_convert._dedupe``); the manifest applies it across chunks and syncs:
 
-* :func:`settle_chunk`, before a chunk of an incremental sync is committed: of each message it
+* :func:`settle_chunk`, before a chunk of an incremental sync is committed (or the traces whose
+  rows a sync replaces, a window of them at a time): of each message it
   shares with the units the dataset shows, the losing copy is hidden there and then — dropped
   from the chunk's own files (no reader of the manifest lists them yet), or, when the dataset's
   copy loses, removed from its files (marked :data:`~._manifest.HIDING` first) and recorded hidden
@@ -36,19 +37,31 @@ class Settled:
         self.left: dict[str, int] = {}
 
 
-def settle_chunk(sync: Any, files: list[tuple[str, int, list[str]]], units: list[Unit]
-                 ) -> tuple[list[tuple[str, int, list[str]]], list[Unit], Settled]:
+def settle_chunk(sync: Any, files: list[tuple[str, int, list[str]]], units: list[Unit], replaced: frozenset[str] = frozenset(),
+                 emptied: frozenset[str] = frozenset()) -> tuple[list[tuple[str, int, list[str]]], list[Unit], Settled]:
     """The chunk's files and units once its copies of messages the dataset shows are settled (see
-    the module docstring); nothing to do in a first sync, whose copies :func:`resolve` settles."""
+    the module docstring); nothing to do in a first sync, whose copies :func:`resolve` settles.
+    ``replaced``: traces whose earlier rows the chunk replaces (their units still in the manifest,
+    their rows gone from the files), not copies to settle against; ``emptied``: files left with
+    none of their rows (still there until the manifest stops listing them), not rewritten."""
     done = Settled()
     m = sync.m
     if not units or m.meta().get("resolve_all"):
         return files, units, done
-    mine = {u[0]: u for u in units if u[4]}
-    theirs = m.shown_units(list(mine))
-    if not theirs:
-        return files, units, done
     drop: set[tuple[str, int]] = set()  # the chunk's copies that lose
+    mine: dict[int, Unit] = {}
+    for u in units:  # (the units of chunks put together, as replace() does, may share a message)
+        if u[4]:
+            other = mine.setdefault(u[0], u)
+            if other is not u:
+                win, lose = (u, other) if (u[3], u[1], u[2]) < (other[3], other[1], other[2]) else (other, u)
+                mine[u[0]] = win
+                drop.add((lose[1], lose[2]))
+    theirs = m.shown_units(list(mine))
+    if replaced:
+        theirs = {fp: others for fp, copies in theirs.items() if (others := [c for c in copies if c[0] not in replaced])}
+    if not theirs and not drop:
+        return files, units, done
     fps: list[int] = []  # (of the dataset's copies that lose)
     for fp, copies in theirs.items():
         u = mine[fp]
@@ -75,14 +88,16 @@ def settle_chunk(sync: Any, files: list[tuple[str, int, list[str]]], units: list
                 os.remove(os.path.join(root, name))
         files = kept_files
     if done.hidden:  # (stopped before the chunk's commit, the next sync decides again)
-        done.left = _hide(sync, done.hidden, fps)
+        done.left = _hide(sync, done.hidden, fps, emptied)
     return files, units, done
 
 
-def _hide(sync: Any, units: list[tuple[str, int]], fps: list[int] | None = None) -> dict[str, int]:
+def _hide(sync: Any, units: list[tuple[str, int]], fps: list[int] | None = None, emptied: frozenset[str] = frozenset()
+          ) -> dict[str, int]:
     """Remove these units' rows from the files holding them, once the manifest has marked them
     :data:`~._manifest.HIDING` (and their fingerprints pending, when given); file -> rows left, for
-    the transaction that records them hidden."""
+    the transaction that records them hidden. Files in ``emptied`` (left with no rows, removed once
+    no longer listed) are not read."""
     m = sync.m
     with m.transaction() as db:
         m.set_kept(db, units, HIDING)
@@ -91,7 +106,8 @@ def _hide(sync: Any, units: list[tuple[str, int]], fps: list[int] | None = None)
     by_trace: dict[str, list[tuple[str, int]]] = {}
     for t, mi in units:
         by_trace.setdefault(t, []).append((t, mi))
-    return sync._rewrite({name: ([], [u for t in tids for u in by_trace[t]]) for name, tids in m.files_of(by_trace).items()})
+    return sync._rewrite({name: ([], [u for t in tids for u in by_trace[t]]) for name, tids in m.files_of(by_trace).items()
+                          if name not in emptied})
 
 
 def resolve(sync: Any) -> None:

@@ -495,8 +495,9 @@ class _Sync:
 
     def replace(self) -> list[dict[str, str]]:
         """The changed traces whose rows were all replaced, a window of them at a time: their old
-        rows are removed from the files, the files of their new rows renamed into place, then one
-        transaction forgets the old rows and records the new; returns their skip notes.
+        rows are removed from the files, the files of their new rows renamed into place and their
+        copies of repeated messages settled (see ``_copies.settle_chunk``), then one transaction
+        forgets the old rows and records the new; returns their skip notes.
 
         Interrupted before the transaction, the manifest still holds the old signatures: the next
         sync finds the traces changed and replaces them again (the new files, listed nowhere, are
@@ -509,17 +510,22 @@ class _Sync:
             while held and (not batch or n + len(held[-1][1]) <= REMOVE_WINDOW):
                 batch.append(held.pop())
                 n += len(batch[-1][1])
-            ids = [t for _part, traces, _files, _units in batch for t in traces]
-            left = self._drop(ids)
-            for _part, _traces, files, _units in batch:
-                for name, _n, _tids in files:
-                    path = os.path.join(self.root, name)
-                    os.replace(held_path(path), path)
+            part = [r for b in batch for r in b[0]]
+            traces = {t: v for b in batch for t, v in b[1].items()}
+            files = [f for b in batch for f in b[2]]
+            units = [u for b in batch for u in b[3]]
+            left = self._drop(list(traces))
+            for name, _n, _tids in files:  # (in place, listed nowhere yet)
+                path = os.path.join(self.root, name)
+                os.replace(held_path(path), path)
+            files, units, settled = settle_chunk(self, files, units, frozenset(traces), frozenset(n for n, r in left.items() if not r))
             with self.m.transaction() as db:
-                self._forget(db, ids, left)
-                for part, traces, files, units in batch:  # (no earlier rows: all were replaced)
-                    notes += self._put(db, (), part, traces, files, units)
-            self._emptied(left)
+                self._forget(db, list(traces), left)
+                notes += self._put(db, (), part, traces, files, units)  # (no earlier rows: all were replaced)
+                if settled.hidden:
+                    self.m.set_rows(db, settled.left)
+                    self.m.set_kept(db, settled.hidden, 0)
+            self._emptied({**left, **settled.left})
         return notes
 
     def _commit(self, grown: Container[str], part: list[tuple[Any, ...]],
