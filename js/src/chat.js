@@ -4,7 +4,7 @@
 // Traits written: model, thinking (set + save_changes when the pickers change).
 // Messages sent: hello, send, stop, new_chat, retry. Received: ops (with turn index), chat_snapshot.
 import { createTurnView } from "./render.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied, covers } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } from "./util.js";
 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
 const FAILED = new Set(["error", "incomplete"]);
@@ -527,28 +527,7 @@ export function renderChatWidget({ model, el }) {
   }
 
   // ------------------------------------------------------------------ keys stay in the widget
-  // JupyterLab and Notebook 7 bind Shift+Enter, Ctrl+Enter, Esc and single letters to notebook
-  // commands (run the cell — which wipes this chat's output —, command mode, insert/delete cells).
-  // Typed in the chat's own fields they belong to the chat: Lumino's key bindings skip an element
-  // marked data-lm-suppress-shortcuts (set just before they look, in the window's capture phase:
-  // the application listens on the document), and the event goes no further than the chat. The
-  // application's own shortcuts with Ctrl/Cmd (save, command palette, sidebar) still work.
-  const FIELD = /^(TEXTAREA|INPUT|SELECT)$/;
-  const appShortcut = (e) =>
-    (e.ctrlKey || e.metaKey) && !e.altKey && (/^[sb]$/i.test(e.key) || (e.shiftKey && /^c$/i.test(e.key)));
-  const guard = (e) => {
-    const t = e.target;
-    if (!t || !FIELD.test(t.tagName || "") || !root.contains(t)) return;
-    if (appShortcut(e)) t.removeAttribute("data-lm-suppress-shortcuts");
-    else t.setAttribute("data-lm-suppress-shortcuts", "true");
-  };
-  listen(win, "keydown", guard, true);
-  for (const type of ["keydown", "keyup", "keypress"]) {
-    listen(root, type, (e) => {
-      const t = e.target;
-      if (t && FIELD.test(t.tagName || "") && !appShortcut(e)) e.stopPropagation();
-    });
-  }
+  keysStayIn(root, listen);
 
   listen(input, "keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey && !e.isComposing && e.keyCode !== 229) {

@@ -247,3 +247,20 @@ test("turn widget: draws a saved turn trait on render", () => {
   turnWidget.render({ model, el });
   assert.equal(el.querySelector("h1").textContent, "Saved");
 });
+
+test("chat: keys pressed anywhere in the chat (its conversation, its buttons) never reach the notebook", () => {
+  const { win, el, q, key, model } = setup();
+  model.update("transcript", [{ role: "user", text: "hi", images: [] }]);
+  const reached = [];
+  win.document.addEventListener("keydown", (e) => reached.push(e.key));
+  for (const target of [q(".mmsp-chat-log"), q(".mmsp-copy"), q(".mmsp-new-chat"), q("textarea.mmsp-input"), q(".mmsp-model-select")]) {
+    for (const k of ["d", "m", "a", "Escape"]) key(target, { key: k });
+    key(target, { key: "Enter", shiftKey: true });
+    assert.equal(target.getAttribute("data-lm-suppress-shortcuts"), "true", target.className);
+    // the application's own shortcuts still work
+    key(target, { key: "s", ctrlKey: true });
+    assert.equal(target.hasAttribute("data-lm-suppress-shortcuts"), false, target.className);
+  }
+  assert.deepEqual(reached, ["s", "s", "s", "s", "s"]);
+  assert.ok(el.querySelector(".mmsp-chat"));
+});
