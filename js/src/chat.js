@@ -10,6 +10,8 @@ const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
 const FAILED = new Set(["error", "incomplete"]);
 const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
+// Enter while a reply streams keeps the message in the box, and says so (until the reply ends)
+const WAIT_NOTE = "A reply is streaming: your message stays here. Enter sends it once the reply is done; Esc or Stop ends the reply.";
 
 function optionList(list, emptyLabel) {
   if (!Array.isArray(list)) return [];
@@ -385,6 +387,7 @@ export function renderChatWidget({ model, el }) {
     sendBtn.classList.toggle("mmsp-stop", b);
     sendBtn.classList.toggle("mmsp-primary", !b);
     root.classList.toggle("mmsp-busy", b);
+    if (!b && note.textContent === WAIT_NOTE) showNote("");
     updateRetry();
   }
   // A failed turn says so in its own banner, with a Retry under it: the chat's banner is for what
@@ -513,9 +516,12 @@ export function renderChatWidget({ model, el }) {
   });
 
   function send() {
-    if (busy()) return false;
     const text = input.value;
     if (!text.trim() && pending.length === 0) return false;
+    if (busy()) {
+      showNote(WAIT_NOTE);
+      return false;
+    }
     model.send({ type: "send", text, images: pending.map((a) => a.src) });
     input.value = "";
     pending = [];

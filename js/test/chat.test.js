@@ -99,10 +99,15 @@ test("chat: Send becomes Stop while busy", () => {
   q("textarea").value = "queued";
   key(q("textarea"), { key: "Enter" });
   assert.equal(model.sent.filter((m) => m.type === "send").length, 0);
+  // ... and says why, the message kept in the box
+  assert.equal(q(".mmsp-composer-note").hidden, false);
+  assert.match(q(".mmsp-composer-note").textContent, /reply is streaming: your message stays here/);
+  assert.equal(q("textarea").value, "queued");
   key(q("textarea"), { key: "Escape" });
   assert.deepEqual(model.sent.at(-1), { type: "stop" });
   model.update("busy", false);
   assert.equal(btn.textContent, "Send");
+  assert.equal(q(".mmsp-composer-note").hidden, true, "the note goes when the reply ends");
   btn.click();
   assert.deepEqual(model.sent.at(-1), { type: "send", text: "queued", images: [] });
 });
