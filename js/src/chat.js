@@ -242,9 +242,13 @@ export function renderChatWidget({ model, el }) {
       dropEntry(live);
       live = null;
     }
-    // DOM order: entries, then the live turn
-    for (const e of entries) log.appendChild(e.el);
-    if (live) log.appendChild(live.el);
+    // DOM order: the empty note, the entries, then the live turn. Only a node out of place moves:
+    // moving one lays out everything after it again (the whole conversation, on every message).
+    let prev = empty;
+    for (const e of live ? [...entries, live] : entries) {
+      if (prev.nextSibling !== e.el) log.insertBefore(e.el, prev.nextSibling);
+      prev = e.el;
+    }
     empty.hidden = entries.length > 0 || !!live;
     updateRetry();
     scrollToEnd();

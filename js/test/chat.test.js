@@ -269,3 +269,23 @@ test("chat: keys pressed anywhere in the chat (its conversation, its buttons) ne
   assert.deepEqual(reached, ["s", "s", "s", "s", "s"]);
   assert.ok(el.querySelector(".mmsp-chat"));
 });
+
+test("chat: a new message adds its own node and leaves the conversation's nodes in place", () => {
+  const { win, model, q } = setup();
+  const done = { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "an answer" }], footer: null };
+  const u1 = { role: "user", text: "one", images: [] };
+  model.update("transcript", [u1, { role: "assistant", turn: done }]);
+  const log = q(".mmsp-chat-log");
+  const before = [...log.querySelectorAll(".mmsp-msg")];
+  const seen = new win.MutationObserver(() => {});
+  seen.observe(log, { childList: true });
+  model.update("transcript", [u1, { role: "assistant", turn: done }, { role: "user", text: "two", images: [] }]);
+  model.custom({ type: "ops", turn: 3, ops: [["turn", { status: "streaming" }]] });
+  const records = seen.takeRecords();
+  const moved = records.flatMap((r) => [...r.removedNodes]);
+  assert.deepEqual(moved, [], "no node of the conversation was taken out and put back");
+  const added = records.flatMap((r) => [...r.addedNodes]);
+  assert.equal(added.length, 2, "the new message and the live turn");
+  assert.deepEqual([...log.querySelectorAll(".mmsp-msg")].slice(0, 2), before);
+  assert.deepEqual([...log.querySelectorAll(".mmsp-msg-user .mmsp-user-text")].map((e) => e.textContent), ["one", "two"]);
+});
