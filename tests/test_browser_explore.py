@@ -13,7 +13,7 @@ import json
 import re
 
 import pytest
-from browser_utils import ARTIFACTS, LONGTASK_OBSERVER, XSS_TRAP, save_screenshot
+from browser_utils import ARTIFACTS, LONGTASK_OBSERVER, XSS_TRAP, axe_contrast, save_screenshot, set_theme
 from test_browser import browser, open_lab, page, run_all_via_menu, server, sync_playwright_mod, wait_cell_done  # noqa: F401
 from test_explore import corpus
 from tools import WEATHER_SOURCE
@@ -119,3 +119,29 @@ def test_lab_explorer_finds_an_error_opens_it_and_replays(page, server):  # noqa
     print(f"\nexplorer paging: {len(tasks)} long tasks; worst: {worst}")
     assert not page.errors, page.errors
     assert worst is None or worst["duration"] <= 100, f"paging blocked the page for {worst['duration']} ms: {worst}"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_explorer_rows_keep_aa_contrast_when_selected_in_either_theme(page, server, theme):  # noqa: F811
+    set_theme(server, theme)
+    try:
+        make = ("import io, os\nimport mmsp_notebook as mn\nfrom mmsp_notebook import traces\n"
+                "for k in range(2):\n"
+                "    mn.ask('Hello there', chat=f'c{k}', trace=f'theme/c{k}', stream=io.StringIO())\n"
+                "explorer = traces.explore(os.environ['MMSP_CACHE_DIR'])\nexplorer")
+        name = server.write_notebook(f"explore_{theme}.ipynb", make)
+        open_lab(page, server, name, f"explore-{theme}")
+        run_all_via_menu(page)
+        wait_cell_done(page, 0, timeout=120_000)
+        explorer = page.locator(".mmsp-explorer").first
+        rows(page).first.wait_for()
+        rows(page).first.click()
+        explorer.locator(".mmsp-x-table tbody tr[aria-selected=true]").wait_for()
+        explorer.locator(".mmsp-x-detail .mmsp-conv-selected").wait_for()
+        page.mouse.move(0, 0)  # no row hovered
+        result = axe_contrast(page, ".mmsp-explorer")
+        assert result["checked"] > 20, result
+        assert not result["violations"], json.dumps(result["violations"], indent=1)
+    finally:
+        set_theme(server, "light")

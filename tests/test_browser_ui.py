@@ -93,6 +93,16 @@ def test_notebook_shortcuts_never_fire_from_the_chats_fields(page, server, host)
     chat.locator(".mmsp-msg-user .mmsp-user-text").wait_for()
     assert chat.locator(".mmsp-msg-user .mmsp-user-text").inner_text() == "line one\nline two abdd"
     wait_status(last_assistant(chat), "complete")
+    # the conversation itself, focused to read or scroll it, and its buttons: letters there are not
+    # the notebook's either ("a" would insert a cell, "m" make the chat's cell Markdown, "d d" delete it)
+    for target in (".mmsp-chat-log", ".mmsp-msg-assistant .mmsp-copy", ".mmsp-new-chat"):
+        chat.locator(target).first.focus()
+        for key in ("a", "b", "m", "d", "d", "Shift+Enter"):
+            page.keyboard.press(key)
+    page.wait_for_timeout(800)
+    assert cells(page).count() == 2
+    assert chat.evaluate("(el) => el.__mark") == "same chat"
+    assert cells(page).nth(0).evaluate("(c) => c.classList.contains('jp-CodeCell')")
     assert not page.errors, page.errors
 
 

@@ -61,6 +61,11 @@ def test_markdown_renderer_neutralises_payloads(payload):
     assert_inert(render_markdown(payload))
 
 
+def test_markdown_images_are_their_alt_text_never_loaded():
+    out = render_markdown("see ![a *chart* <b>](https://track.example/p.png?q=secret) and ![dot](data:image/png;base64,AAAA)")
+    assert out == "<p>see a chart &lt;b&gt; and dot</p>\n"
+
+
 def test_markdown_renders_tables_code_lists():
     out = render_markdown("# T\n\n- a\n- b\n\n| x | y |\n|---|---|\n| 1 | 2 |\n\n```py\nprint(1 < 2)\n```\n")
     assert "<h1>" in out and "<li>a</li>" in out and "<table>" in out and "print(1 &lt; 2)" in out

@@ -4,12 +4,14 @@
 // Traits written: model, thinking (set + save_changes when the pickers change).
 // Messages sent: hello, send, stop, new_chat, retry. Received: ops (with turn index), chat_snapshot.
 import { createTurnView } from "./render.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied, covers } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } from "./util.js";
 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
 const FAILED = new Set(["error", "incomplete"]);
 const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
+// Enter while a reply streams keeps the message in the box, and says so (until the reply ends)
+const WAIT_NOTE = "A reply is streaming: your message stays here. Enter sends it once the reply is done; Esc or Stop ends the reply.";
 
 function optionList(list, emptyLabel) {
   if (!Array.isArray(list)) return [];
@@ -240,9 +242,13 @@ export function renderChatWidget({ model, el }) {
       dropEntry(live);
       live = null;
     }
-    // DOM order: entries, then the live turn
-    for (const e of entries) log.appendChild(e.el);
-    if (live) log.appendChild(live.el);
+    // DOM order: the empty note, the entries, then the live turn. Only a node out of place moves:
+    // moving one lays out everything after it again (the whole conversation, on every message).
+    let prev = empty;
+    for (const e of live ? [...entries, live] : entries) {
+      if (prev.nextSibling !== e.el) log.insertBefore(e.el, prev.nextSibling);
+      prev = e.el;
+    }
     empty.hidden = entries.length > 0 || !!live;
     updateRetry();
     scrollToEnd();
@@ -385,6 +391,7 @@ export function renderChatWidget({ model, el }) {
     sendBtn.classList.toggle("mmsp-stop", b);
     sendBtn.classList.toggle("mmsp-primary", !b);
     root.classList.toggle("mmsp-busy", b);
+    if (!b && note.textContent === WAIT_NOTE) showNote("");
     updateRetry();
   }
   // A failed turn says so in its own banner, with a Retry under it: the chat's banner is for what
@@ -513,9 +520,12 @@ export function renderChatWidget({ model, el }) {
   });
 
   function send() {
-    if (busy()) return false;
     const text = input.value;
     if (!text.trim() && pending.length === 0) return false;
+    if (busy()) {
+      showNote(WAIT_NOTE);
+      return false;
+    }
     model.send({ type: "send", text, images: pending.map((a) => a.src) });
     input.value = "";
     pending = [];
@@ -527,28 +537,7 @@ export function renderChatWidget({ model, el }) {
   }
 
   // ------------------------------------------------------------------ keys stay in the widget
-  // JupyterLab and Notebook 7 bind Shift+Enter, Ctrl+Enter, Esc and single letters to notebook
-  // commands (run the cell — which wipes this chat's output —, command mode, insert/delete cells).
-  // Typed in the chat's own fields they belong to the chat: Lumino's key bindings skip an element
-  // marked data-lm-suppress-shortcuts (set just before they look, in the window's capture phase:
-  // the application listens on the document), and the event goes no further than the chat. The
-  // application's own shortcuts with Ctrl/Cmd (save, command palette, sidebar) still work.
-  const FIELD = /^(TEXTAREA|INPUT|SELECT)$/;
-  const appShortcut = (e) =>
-    (e.ctrlKey || e.metaKey) && !e.altKey && (/^[sb]$/i.test(e.key) || (e.shiftKey && /^c$/i.test(e.key)));
-  const guard = (e) => {
-    const t = e.target;
-    if (!t || !FIELD.test(t.tagName || "") || !root.contains(t)) return;
-    if (appShortcut(e)) t.removeAttribute("data-lm-suppress-shortcuts");
-    else t.setAttribute("data-lm-suppress-shortcuts", "true");
-  };
-  listen(win, "keydown", guard, true);
-  for (const type of ["keydown", "keyup", "keypress"]) {
-    listen(root, type, (e) => {
-      const t = e.target;
-      if (t && FIELD.test(t.tagName || "") && !appShortcut(e)) e.stopPropagation();
-    });
-  }
+  keysStayIn(root, listen);
 
   listen(input, "keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.altKey && !e.ctrlKey && !e.metaKey && !e.isComposing && e.keyCode !== 229) {

@@ -5,7 +5,7 @@
 // Every string is placed with textContent (model output only through render.js); every number comes
 // formatted from Python. Only the page on screen is ever sent here.
 import { createTurnView } from "./render.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn } from "./util.js";
 
 const SPEEDS = ["1", "2", "5", "10", "inf"];
 const PAGE_SIZES = [10, 25, 50, 100];
@@ -76,11 +76,12 @@ export function renderExplorer({ model, el }) {
   let replayView = null;
   let searchTimer = null;
   const cleanups = [];
-  const listen = (target, name, fn) => {
-    target.addEventListener(name, fn);
-    cleanups.push(() => target.removeEventListener(name, fn));
+  const listen = (target, name, fn, opts) => {
+    target.addEventListener(name, fn, opts);
+    cleanups.push(() => target.removeEventListener(name, fn, opts));
   };
   const win = doc.defaultView;
+  keysStayIn(el, listen);
 
   function query(patch) {
     summary.dataset.busy = "true";

@@ -1,6 +1,6 @@
-// Markdown for untrusted model output: markdown-it (html: false, linkify: false) → DOMPurify
-// (returned as a DOM fragment, never re-serialized) → code blocks get a copy button, links open
-// in a new tab with rel="noopener noreferrer".
+// Markdown for untrusted model output: markdown-it (html: false, linkify: false, images as their
+// alt text) → DOMPurify (returned as a DOM fragment, never re-serialized) → code blocks get a copy
+// button, links open in a new tab with rel="noopener noreferrer".
 //
 // Streaming: `StreamingMarkdown` keeps a stable prefix rendered once and re-renders only the tail.
 // The prefix ends at a blank line outside any fenced code block whose next line starts a new
@@ -22,6 +22,11 @@ export function markdownIt() {
   // (except raster data:image). Keep it that way, and also refuse data:image/svg+xml explicitly.
   const validate = md.validateLink.bind(md);
   md.validateLink = (url) => validate(url) && !/^\s*data:image\/svg/i.test(url);
+  // An image in Markdown is never loaded: a remote one would be fetched from wherever the model
+  // points (a tracking pixel, or a URL carrying what the conversation holds). Its alt text stands
+  // in, as in the static HTML (views/html.py). Images a model returns come as image items.
+  md.renderer.rules.image = (tokens, idx, options, env, self) =>
+    md.utils.escapeHtml(self.renderInlineAsText(tokens[idx].children || [], options, env));
   _md = md;
   return md;
 }

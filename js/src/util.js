@@ -111,3 +111,31 @@ export function covers(a, b) {
   for (const k of Object.keys(b)) if (!covers(a[k], b[k])) return false;
   return true;
 }
+
+// JupyterLab and Notebook 7 bind Shift+Enter, Ctrl+Enter, Esc and single letters to notebook
+// commands (run the cell — which wipes the widget's output —, command mode, insert, delete or
+// retype cells). Pressed anywhere in a widget — its fields, and also its focused conversation, rows
+// or buttons, where "d d" would delete the cell and "m" turn it into Markdown — they belong to the
+// widget: Lumino's key bindings skip an element marked data-lm-suppress-shortcuts (set on the
+// target just before they look, in the window's capture phase: the application listens on the
+// document), and the event goes no further than the widget. The application's own shortcuts with
+// Ctrl/Cmd (save, command palette, sidebar) still work.
+const appShortcut = (e) =>
+  (e.ctrlKey || e.metaKey) && !e.altKey && (/^[sb]$/i.test(e.key) || (e.shiftKey && /^c$/i.test(e.key)));
+
+/** Keep key presses inside `root` away from the notebook's shortcuts (`listen` registers cleanups). */
+export function keysStayIn(root, listen) {
+  const win = root.ownerDocument.defaultView;
+  const inside = (t) => !!t && t.nodeType === 1 && root.contains(t);
+  listen(win, "keydown", (e) => {
+    const t = e.target;
+    if (!inside(t)) return;
+    if (appShortcut(e)) t.removeAttribute("data-lm-suppress-shortcuts");
+    else t.setAttribute("data-lm-suppress-shortcuts", "true");
+  }, true);
+  for (const type of ["keydown", "keyup", "keypress"]) {
+    listen(root, type, (e) => {
+      if (inside(e.target) && !appShortcut(e)) e.stopPropagation();
+    });
+  }
+}

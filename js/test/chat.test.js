@@ -99,10 +99,15 @@ test("chat: Send becomes Stop while busy", () => {
   q("textarea").value = "queued";
   key(q("textarea"), { key: "Enter" });
   assert.equal(model.sent.filter((m) => m.type === "send").length, 0);
+  // ... and says why, the message kept in the box
+  assert.equal(q(".mmsp-composer-note").hidden, false);
+  assert.match(q(".mmsp-composer-note").textContent, /reply is streaming: your message stays here/);
+  assert.equal(q("textarea").value, "queued");
   key(q("textarea"), { key: "Escape" });
   assert.deepEqual(model.sent.at(-1), { type: "stop" });
   model.update("busy", false);
   assert.equal(btn.textContent, "Send");
+  assert.equal(q(".mmsp-composer-note").hidden, true, "the note goes when the reply ends");
   btn.click();
   assert.deepEqual(model.sent.at(-1), { type: "send", text: "queued", images: [] });
 });
@@ -246,4 +251,41 @@ test("turn widget: draws a saved turn trait on render", () => {
   const model = fakeModel({ turn: { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "# Saved" }] } });
   turnWidget.render({ model, el });
   assert.equal(el.querySelector("h1").textContent, "Saved");
+});
+
+test("chat: keys pressed anywhere in the chat (its conversation, its buttons) never reach the notebook", () => {
+  const { win, el, q, key, model } = setup();
+  model.update("transcript", [{ role: "user", text: "hi", images: [] }]);
+  const reached = [];
+  win.document.addEventListener("keydown", (e) => reached.push(e.key));
+  for (const target of [q(".mmsp-chat-log"), q(".mmsp-copy"), q(".mmsp-new-chat"), q("textarea.mmsp-input"), q(".mmsp-model-select")]) {
+    for (const k of ["d", "m", "a", "Escape"]) key(target, { key: k });
+    key(target, { key: "Enter", shiftKey: true });
+    assert.equal(target.getAttribute("data-lm-suppress-shortcuts"), "true", target.className);
+    // the application's own shortcuts still work
+    key(target, { key: "s", ctrlKey: true });
+    assert.equal(target.hasAttribute("data-lm-suppress-shortcuts"), false, target.className);
+  }
+  assert.deepEqual(reached, ["s", "s", "s", "s", "s"]);
+  assert.ok(el.querySelector(".mmsp-chat"));
+});
+
+test("chat: a new message adds its own node and leaves the conversation's nodes in place", () => {
+  const { win, model, q } = setup();
+  const done = { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "an answer" }], footer: null };
+  const u1 = { role: "user", text: "one", images: [] };
+  model.update("transcript", [u1, { role: "assistant", turn: done }]);
+  const log = q(".mmsp-chat-log");
+  const before = [...log.querySelectorAll(".mmsp-msg")];
+  const seen = new win.MutationObserver(() => {});
+  seen.observe(log, { childList: true });
+  model.update("transcript", [u1, { role: "assistant", turn: done }, { role: "user", text: "two", images: [] }]);
+  model.custom({ type: "ops", turn: 3, ops: [["turn", { status: "streaming" }]] });
+  const records = seen.takeRecords();
+  const moved = records.flatMap((r) => [...r.removedNodes]);
+  assert.deepEqual(moved, [], "no node of the conversation was taken out and put back");
+  const added = records.flatMap((r) => [...r.addedNodes]);
+  assert.equal(added.length, 2, "the new message and the live turn");
+  assert.deepEqual([...log.querySelectorAll(".mmsp-msg")].slice(0, 2), before);
+  assert.deepEqual([...log.querySelectorAll(".mmsp-msg-user .mmsp-user-text")].map((e) => e.textContent), ["one", "two"]);
 });

@@ -202,3 +202,19 @@ test("explore: dispose removes every listener and the DOM", () => {
   assert.equal(el.children.length, 0);
   assert.ok(!el.classList.contains("mmsp-explorer"));
 });
+
+test("explore: keys pressed in the explorer (search, rows, pickers) never reach the notebook", () => {
+  const { win, model, q } = setup();
+  model.custom({ type: "state", page: page(), detail: { type: "detail", row: null } });
+  const reached = [];
+  win.document.addEventListener("keydown", (e) => reached.push(e.key));
+  const key = (target, init) => target.dispatchEvent(new win.KeyboardEvent("keydown", { bubbles: true, cancelable: true, ...init }));
+  for (const target of [q(".mmsp-x-search"), q(".mmsp-x-table tbody tr"), q(".mmsp-x-facet"), q(".mmsp-x-copy")]) {
+    for (const k of ["d", "m", "Escape"]) key(target, { key: k });
+    key(target, { key: "Enter", shiftKey: true });
+    assert.equal(target.getAttribute("data-lm-suppress-shortcuts"), "true", target.className);
+    key(target, { key: "s", ctrlKey: true });
+    assert.equal(target.hasAttribute("data-lm-suppress-shortcuts"), false);
+  }
+  assert.deepEqual(reached, ["s", "s", "s", "s"]);
+});

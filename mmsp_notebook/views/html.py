@@ -231,9 +231,14 @@ _ALLOWED_TAGS = {
 @lru_cache(maxsize=1)
 def _md():
     from markdown_it import MarkdownIt
+    from markdown_it.common.utils import escapeHtml
 
-    # "commonmark" with tables and strikethrough; html=False renders raw HTML as text
-    return MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+    # "commonmark" with tables and strikethrough; html=False renders raw HTML as text; an image is
+    # its alt text, never loaded (as the live view draws it: js/src/markdown.js)
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
+    md.add_render_rule("image", lambda self, tokens, idx, options, env:
+                       escapeHtml(self.renderInlineAsText(tokens[idx].children or [], options, env)))
+    return md
 
 
 def render_markdown(text: str) -> str:
