@@ -324,3 +324,15 @@ def test_refused_aliases_in_config_add_none(fresh_session, caplog):
     assert "a model id goes after" in caplog.text
     assert "good" not in fresh_session.settings.aliases
     ip.config.MMSPMagics.pop("aliases", None)
+
+
+def test_an_option_value_with_spaces_stays_one_value_in_the_cell_magic_too(fresh_session):
+    ip = shell()
+    ip.user_ns.update(persona="You are a pirate", quoted="don't")
+    assert ip.run_cell("%%mmsp --system {persona} -o cell_turn\nhi").success
+    assert ip.run_cell("%%mmsp --system $persona --chat two -o dollar_turn\nhi").success
+    assert ip.run_cell("%%mmsp --system \"{quoted}\" --chat three -o quoted_turn\nhi").success
+    assert ip.run_cell("%mmsp --system {persona} --chat four -o line_turn hi").success
+    for name, system in (("cell_turn", "You are a pirate"), ("dollar_turn", "You are a pirate"),
+                         ("quoted_turn", "don't"), ("line_turn", "You are a pirate")):
+        assert ip.user_ns[name].config["system_prompt"] == system, name

@@ -149,15 +149,13 @@ class MMSPMagics(Magics):
         if cell is None and line.split(None, 1)[:1] == ["alias"]:
             # the spec expands {expr} and $name as any magic's line does
             return self._alias(self._expand(line.split(None, 1)[1]) if " " in line.strip() else "")
-        if cell is not None:
-            line = self._expand(line)  # the options line, as IPython would ({url}, $model)
         args = _parse(self.mmsp, line)
-        if cell is None:
-            # a one-line prompt: its options are expanded as IPython would, its prompt by interpolate()
-            # (which also sends an image value as an image)
-            for key, value in vars(args).items():
-                if isinstance(value, str) and key != "rest":
-                    setattr(args, key, self._expand(value))
+        # each option's value is expanded as IPython expands a magic's line ({url}, $model), after the
+        # line is split, so a value with spaces stays one value (--system {prompt}); a one-line
+        # prompt is interpolated by interpolate() (which also sends an image value as an image)
+        for key, value in vars(args).items():
+            if isinstance(value, str) and key != "rest":
+                setattr(args, key, self._expand(value))
         sess = session()
         sess.notebook = _notebook_name(self.shell)
         if cell is None:
