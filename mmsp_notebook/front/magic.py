@@ -282,8 +282,8 @@ class MMSPMagics(Magics):
             message = user_message(text.strip(), images)
             comparison = compare(message, args.model, chat=args.chat, new=args.new, tools=tools,
                                  system=args.system, thinking=args.thinking, max_tokens=args.max_tokens,
-                                 temperature=args.temperature, max_steps=args.max_steps,
-                                 base_url=args.base_url, api_key_env=args.api_key_env,
+                                 temperature=args.temperature, max_steps=args.max_steps, timeout=args.timeout,
+                                 client_type=args.client_type, base_url=args.base_url, api_key_env=args.api_key_env,
                                  trace=False if args.no_trace else None,
                                  strict=True if args.strict else None, keep=self._keeper(args.out))
         except OptionError as exc:
