@@ -19,6 +19,7 @@ from ..core.redact import REDACTED, secret_values
 from ..core.turn import Turn
 from ..wire.capture import Exchange, Wire
 from .model import event_row
+from .text import printable
 
 __all__ = ["render_wire_html", "render_wire_text", "frame_payload", "show_wire", "register_formatters"]
 
@@ -213,7 +214,7 @@ def render_wire_text(wire: Wire, width: int = 100) -> str:
             lines.append(f"{ms:>8}  {shown}")
             for ev in rows:
                 lines.append(f"{'':>8}    → {ev['type'] or ev['event_type']} {ev['preview'][:width - 20]}")
-    return "\n".join(lines) if lines else "<Wire: no request captured>"
+    return printable("\n".join(lines)) if lines else "<Wire: no request captured>"
 
 
 def _pretty(wire: Wire, printer: Any, cycle: bool) -> None:
