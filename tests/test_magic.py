@@ -336,3 +336,14 @@ def test_an_option_value_with_spaces_stays_one_value_in_the_cell_magic_too(fresh
     for name, system in (("cell_turn", "You are a pirate"), ("dollar_turn", "You are a pirate"),
                          ("quoted_turn", "don't"), ("line_turn", "You are a pirate")):
         assert ip.user_ns[name].config["system_prompt"] == system, name
+
+
+def test_strict_shows_a_comparison_in_one_line_and_sends_a_cancel_nowhere(kernel):
+    kernel.execute("%load_ext mmsp_notebook\n%mmsp config demo_instant=true")
+    outputs = kernel.execute("%%mmsp -m demo,demo+error --strict\nhi")
+    [error] = [m["content"] for m in outputs if m["msg_type"] == "error"]
+    assert error["ename"] == "TurnError" and len(error["traceback"]) == 1
+    assert error["traceback"][0] == "TurnError: comparison error: demo+error did not complete (the full detail: %mmsp error)"
+    # a cancel is no error: %mmsp error would show the comparison's, so the line points nowhere
+    reply, _ = kernel.interrupted("%%mmsp -m demo+stall --strict\nhello", after=1.5)
+    assert reply["content"]["traceback"] == ["TurnError: turn cancelled"]

@@ -288,6 +288,9 @@ class MMSPMagics(Magics):
                                  strict=True if args.strict else None, keep=self._keeper(args.out))
         except OptionError as exc:
             raise UsageError(f"%%mmsp: {exc}") from None
+        except TurnError as exc:
+            _shown_short(exc)
+            raise
         return comparison
 
     def _keeper(self, out: str | None) -> Any:
@@ -376,10 +379,13 @@ class MMSPMagics(Magics):
 
 
 def _shown_short(exc: TurnError) -> None:
-    """A strict turn's error shown by IPython in one line under the turn's banner, which already says
-    what happened: the traceback through this package and mmsp's client adds nothing. The error
-    itself is unchanged (``__cause__``, ``turn``); ``%mmsp error`` shows the whole detail."""
-    line = f"TurnError: {exc} (the full detail: %mmsp error)"
+    """A strict turn's (or comparison's) error shown by IPython in one line under the banner, which
+    already says what happened: the traceback through this package and mmsp's client adds nothing.
+    The error itself is unchanged (``__cause__``, ``turn``); ``%mmsp error`` shows the whole detail
+    of a turn that failed (a cancelled one has none)."""
+    turns = getattr(exc.turn, "turns", None) or [exc.turn]
+    failed = any(getattr(turn, "status", None) in ("error", "incomplete") for turn in turns)
+    line = f"TurnError: {exc}" + (" (the full detail: %mmsp error)" if failed else "")
     exc._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]  # IPython's hook for this
 
 
