@@ -460,10 +460,13 @@ class Session:
         """``<notebook>/<chat>`` (``<chat>~<k>`` after a fresh start): one trace per conversation.
 
         mmsp's Tracer rewrites the conversation's one file after each turn, and the timing sidecar
-        numbers the turns (its ``turn``), so a conversation's traces cost what it holds, once.
+        numbers the turns (its ``turn``), so a conversation's traces cost what it holds, once. A name
+        with other characters than letters, digits, ``_`` and ``-`` has them replaced and a short
+        hash of it added (``a b`` → ``a_b-<hash>``), so two names never share a trace.
         """
         def clean(part: str) -> str:
-            return re.sub(r"[^A-Za-z0-9_\-]+", "_", part).strip("_") or "x"
+            tidy = re.sub(r"[^A-Za-z0-9_\-]+", "_", part).strip("_") or "x"
+            return tidy if tidy == part else f"{tidy}-{hashlib.sha1(part.encode()).hexdigest()[:6]}"
 
         chat = clean(conv.name) + (f"~{conv.generation}" if conv.generation > 1 else "")
         return f"{clean(self.notebook)}/{chat}"
