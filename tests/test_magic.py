@@ -347,3 +347,16 @@ def test_strict_shows_a_comparison_in_one_line_and_sends_a_cancel_nowhere(kernel
     # a cancel is no error: %mmsp error would show the comparison's, so the line points nowhere
     reply, _ = kernel.interrupted("%%mmsp -m demo+stall --strict\nhello", after=1.5)
     assert reply["content"]["traceback"] == ["TurnError: turn cancelled"]
+
+
+def test_an_assigned_alias_line_gives_the_aliases(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    assert ip.run_cell('%mmsp alias fast = demo+nothink --system "be quick"').success
+    assert ip.run_cell("aliases = %mmsp alias").success
+    assert ip.user_ns["aliases"] == {"fast": "demo+nothink --system 'be quick'"}
+    assert ip.run_cell('x = %mmsp alias slow = demo --system "take your time"').success
+    assert fresh_session.settings.aliases["slow"].system == "take your time"
+    with pytest.raises(UsageError, match="alias: takes no options"):
+        ip.run_line_magic("mmsp", "--chat x alias")

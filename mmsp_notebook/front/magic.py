@@ -146,9 +146,10 @@ class MMSPMagics(Magics):
         error | fix [N] | explain [N]``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
         prompt that starts with ``-``).
         """
-        if cell is None and line.split(None, 1)[:1] == ["alias"]:
+        bare = re.sub(r"^\s*--value(?:\s+|$)", "", line)  # (x = %mmsp alias: the aliases are x's value)
+        if cell is None and bare.split(None, 1)[:1] == ["alias"]:
             # the spec expands {expr} and $name as any magic's line does
-            return self._alias(self._expand(line.split(None, 1)[1]) if " " in line.strip() else "")
+            return self._alias(self._expand(bare.split(None, 1)[1]) if " " in bare.strip() else "")
         args = _parse(self.mmsp, line)
         # each option's value is expanded as IPython expands a magic's line ({url}, $model), after the
         # line is split, so a value with spaces stays one value (--system {prompt}); a one-line
@@ -375,6 +376,8 @@ class MMSPMagics(Magics):
             detail.append("".join(traceback.format_exception(exc)))
             print(redact("\n".join(detail)))
             return None
+        if name == "alias":
+            raise UsageError("%mmsp alias: takes no options: %mmsp alias [NAME = [CLIENT_TYPE:]MODEL --base-url URL ...]")
         raise UsageError(f"%mmsp: unknown subcommand {name!r}")
 
 
