@@ -51,6 +51,9 @@ def is_demo_model(model: str) -> bool:
 class LocalServer(Protocol):
     """What a session needs of the local server of the demo models (``mmsp_notebook.demo.DemoServer``)."""
 
+    #: whether the demo models answer at once (set again when ``%mmsp config demo_instant=...`` changes it)
+    instant: bool
+
     @property
     def base_url(self) -> str: ...
 
@@ -393,6 +396,8 @@ class Session:
                     raise DemoServerError("no local model server serves the demo models here: give a --base-url, "
                                           "or start one with mmsp_notebook.demo.DemoServer")
                 self._demo = start(self.settings.demo_instant)
+            elif self._demo.instant != self.settings.demo_instant:  # %mmsp config demo_instant=... since it started
+                self._demo.instant = self.settings.demo_instant
             return self._demo
 
     def close(self) -> None:
