@@ -360,3 +360,7 @@ def test_an_assigned_alias_line_gives_the_aliases(fresh_session):
     assert fresh_session.settings.aliases["slow"].system == "take your time"
     with pytest.raises(UsageError, match="alias: takes no options"):
         ip.run_line_magic("mmsp", "--chat x alias")
+    # its values expand as the magic's options do, a value with spaces staying one value
+    ip.user_ns.update(persona="You are a pirate", short="pirate")
+    assert ip.run_cell("%mmsp alias {short} = demo --system {persona}").success
+    assert fresh_session.settings.aliases["pirate"].system == "You are a pirate"

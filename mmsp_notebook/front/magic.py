@@ -148,8 +148,7 @@ class MMSPMagics(Magics):
         """
         bare = re.sub(r"^\s*--value(?:\s+|$)", "", line)  # (x = %mmsp alias: the aliases are x's value)
         if cell is None and bare.split(None, 1)[:1] == ["alias"]:
-            # the spec expands {expr} and $name as any magic's line does
-            return self._alias(self._expand(bare.split(None, 1)[1]) if " " in bare.strip() else "")
+            return self._alias(bare.split(None, 1)[1] if " " in bare.strip() else "")
         args = _parse(self.mmsp, line)
         # each option's value is expanded as IPython expands a magic's line ({url}, $model), after the
         # line is split, so a value with spaces stays one value (--system {prompt}); a one-line
@@ -322,7 +321,13 @@ class MMSPMagics(Magics):
             raise UsageError("%mmsp alias: write %mmsp alias NAME = [CLIENT_TYPE:]MODEL [--base-url URL] "
                              "[--api-key-env NAME] ...")
         try:
-            settings.add_alias(name.strip(), spec.strip() or None)
+            # {expr} and $name expand as in any magic's line, in each word of the spec on its own (a
+            # value with spaces stays one value: --system {persona})
+            try:
+                spec = shlex.join(self._expand(word) for word in shlex.split(spec))
+            except ValueError:  # (an unclosed quote: parse_alias says so)
+                spec = self._expand(spec)
+            settings.add_alias(self._expand(name.strip()), spec.strip() or None)
         except OptionError as exc:
             raise UsageError(f"%mmsp alias: {exc}") from None
         return None
