@@ -7,7 +7,7 @@ import time
 
 import pytest
 from helpers import html_of, text_of
-from test_magic import notebook, run_notebook
+from test_magic import notebook, run_notebook, shell
 
 from mmsp_notebook import OptionError, TurnError
 from mmsp_notebook.core.store import sidecar_path
@@ -159,3 +159,17 @@ def test_the_trace_loaders_see_a_comparison_as_ordinary_turns_with_its_name(fres
     assert turns["comparison"].isna().sum() == len(turns) - 2  # the ordinary turn has none
     assert str(turns["comparison"].dtype) == "category"
     assert traces.to_arrow(turns).schema.field("comparison") is not None
+
+
+def test_the_magic_gives_its_timeout_and_client_type_to_every_model(fresh_session):
+    ip = shell()
+    started = time.monotonic()
+    assert ip.run_cell("%%mmsp -m demo,demo+stall --timeout 1 -o timed\nTell me about rivers").success
+    assert time.monotonic() - started < 30  # not the default 120 s of silence
+    timed = ip.user_ns["timed"]
+    assert [t.status for t in timed.turns] == ["complete", "incomplete"]
+    assert type(timed["demo+stall"].error).__name__ == "IdleTimeoutError"
+    assert ip.run_cell("%%mmsp -m demo,demo+nothink@mmsp --client-type openai-chat -o typed\nhi").success
+    typed = ip.user_ns["typed"]
+    assert [t.client_type for t in typed.turns] == ["openai-chat", "mmsp"]  # @ still wins for its model
+    assert [t.status for t in typed.turns] == ["complete", "complete"]

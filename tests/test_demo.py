@@ -1016,3 +1016,21 @@ def test_a_notebook_turn_through_the_embedded_demo_writes_one_trace_with_one_his
         last = [write for write in writes if write[2] == one.trace_id][-1]
         saved = _trace_json(tmp_path / "cache", one.trace_id)["history"]
         assert last[3].startswith(json.dumps(saved, sort_keys=True))
+
+
+def test_a_request_too_big_to_plan_is_refused_at_once_and_the_server_goes_on(demo_server: DemoServer) -> None:
+    # a plan is built whole before it streams: 10**9 tokens would fill the serving process's memory
+    started = time.monotonic()
+    for model, said in (("demo+tokens=1000000000", "+tokens must be at most 1,000,000"),
+                        ("demo+tps=nan", "+tps=nan is not a finite number"),
+                        ("demo+delay=inf", "+delay=inf is not a finite number"),
+                        ("demo-embed+dim=1000000000", "+dim must be at most 65,536")):
+        events, error = asyncio.run(collect(demo_server, "mmsp", model, [user("hi")]))
+        assert events == [] and demo_server.transcripts[-1].status == 404 and said in str(error), model
+    with httpx.Client(base_url=demo_server.base_url, timeout=10) as http:
+        for dimensions in (10**9, 0, -3):
+            answer = http.post("/embeddings", json={"model": "demo-embed", "input": "hi", "dimensions": dimensions})
+            assert answer.status_code == 400 and "between 1 and 65,536" in answer.text
+    assert time.monotonic() - started < 10
+    events, error = asyncio.run(collect(demo_server, "mmsp", "demo+tokens=50", [user("hi")]))
+    assert error is None and events[-1]["event_type"] == "stop"

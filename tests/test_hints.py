@@ -249,3 +249,16 @@ def test_a_model_no_client_is_known_for_gets_the_nearest_name():
     far = error_hint(_routing_error("zzqx-unknown"), None, None)
     assert far.startswith("%mmsp models lists") and "Did you mean" not in far
     assert error_hint(_routing_error("dem", "nope-client"), None, "nope-client").startswith("Name one of the client types")
+
+
+@pytest.mark.parametrize("client_type", ["mmsp", "openai-chat"])
+def test_a_frame_that_is_not_json_is_not_called_a_dropped_connection(tmp_path, client_type):
+    # "Expecting property name enclosed in double quotes" holds "closed", which is no closed connection
+    path = tmp_path / "garbage.sse"
+    path.write_text("data: {not json\n\ndata: [DONE]\n\n", encoding="utf-8")
+    protocol = {"mmsp": "mmsp", "openai-chat": "chat"}[client_type]
+    with DemoServer(replay=path, replay_protocol=protocol, instant=True) as server:
+        events, error = asyncio.run(_stream(server, "captured", client_type))
+    assert type(error).__name__ == "JSONDecodeError" and not events
+    hint = error_hint(error, None, client_type)
+    assert "connection" not in hint and "not JSON" in hint and "--client-type" in hint

@@ -143,3 +143,37 @@ def test_a_terminal_says_what_it_waits_for_on_a_line_it_then_clears(fresh_sessio
     run, future = launch("hi", model="demo+tokens=20", trace=False)
     drive(run, future, TextLive(plain, color=False))
     assert "\x1b" not in plain.getvalue()
+
+
+def test_control_characters_a_model_sends_never_reach_the_terminal_or_text_plain(fresh_session, tmp_path):
+    import json
+
+    from mmsp_notebook.demo import DemoServer
+    from mmsp_notebook.views.text import render_text
+
+    # colours, a carriage return over the line, a window title, an OSC 8 link, a clipboard write, a C1 CSI
+    hostile = "safe \x1b[31mred\x1b[0m\rover \x1b]0;title\x07 \x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b]52;c;aGk=\x07 \x9b2J"
+
+    def event(items, event_type="delta", **extra):
+        return "data: " + json.dumps({"role": "assistant", "event_type": event_type, "content_items": items,
+                                      "usage_metadata": None, "finish_reason": None, **extra}) + "\n\n"
+
+    call = {"name": "look\x1b[2J", "arguments": {"q": hostile}, "tool_call_id": "c1"}
+    path = tmp_path / "hostile.sse"
+    path.write_text("".join([
+        event([{"type": "thinking.delta", "thinking": hostile}]), event([{"type": "thinking.done", "thinking": hostile}]),
+        event([{"type": "text.delta", "text": hostile}]), event([{"type": "text.done", "text": hostile}]),
+        event([{"type": "tool_call.delta", **call, "arguments": json.dumps(call["arguments"])}]),
+        event([{"type": "tool_call.done", **call}]),
+        event([], "stop", usage_metadata={"cached_tokens": 0, "prompt_tokens": 1, "thoughts_tokens": 1,
+                                          "response_tokens": 1}, finish_reason="stop\x1b[8m"),
+        "data: [DONE]\n\n"]), encoding="utf-8")
+    with DemoServer(replay=path, replay_protocol="mmsp", instant=True) as server:
+        run, future = launch("hi", model="captured", client_type="mmsp", base_url=server.base_url, trace=False)
+        out = io.StringIO()
+        turn = drive(run, future, TextLive(out, color=True))
+    assert turn.status == "complete" and hostile in turn.text  # the Turn keeps what was sent
+    for shown in (out.getvalue(), render_text(turn)):
+        model_said = shown.replace(TextLive.DIM, "").replace(TextLive.YELLOW, "").replace(TextLive.RESET, "")
+        assert not [c for c in model_said if (ord(c) < 32 and c not in "\t\n") or 0x7F <= ord(c) < 0xA0], shown
+        assert "safe ␛[31mred␛[0m␍over ␛]0;title␇" in shown and "look␛[2J" in shown

@@ -324,3 +324,43 @@ def test_refused_aliases_in_config_add_none(fresh_session, caplog):
     assert "a model id goes after" in caplog.text
     assert "good" not in fresh_session.settings.aliases
     ip.config.MMSPMagics.pop("aliases", None)
+
+
+def test_an_option_value_with_spaces_stays_one_value_in_the_cell_magic_too(fresh_session):
+    ip = shell()
+    ip.user_ns.update(persona="You are a pirate", quoted="don't")
+    assert ip.run_cell("%%mmsp --system {persona} -o cell_turn\nhi").success
+    assert ip.run_cell("%%mmsp --system $persona --chat two -o dollar_turn\nhi").success
+    assert ip.run_cell("%%mmsp --system \"{quoted}\" --chat three -o quoted_turn\nhi").success
+    assert ip.run_cell("%mmsp --system {persona} --chat four -o line_turn hi").success
+    for name, system in (("cell_turn", "You are a pirate"), ("dollar_turn", "You are a pirate"),
+                         ("quoted_turn", "don't"), ("line_turn", "You are a pirate")):
+        assert ip.user_ns[name].config["system_prompt"] == system, name
+
+
+def test_strict_shows_a_comparison_in_one_line_and_sends_a_cancel_nowhere(kernel):
+    kernel.execute("%load_ext mmsp_notebook\n%mmsp config demo_instant=true")
+    outputs = kernel.execute("%%mmsp -m demo,demo+error --strict\nhi")
+    [error] = [m["content"] for m in outputs if m["msg_type"] == "error"]
+    assert error["ename"] == "TurnError" and len(error["traceback"]) == 1
+    assert error["traceback"][0] == "TurnError: comparison error: demo+error did not complete (the full detail: %mmsp error)"
+    # a cancel is no error: %mmsp error would show the comparison's, so the line points nowhere
+    reply, _ = kernel.interrupted("%%mmsp -m demo+stall --strict\nhello", after=1.5)
+    assert reply["content"]["traceback"] == ["TurnError: turn cancelled"]
+
+
+def test_an_assigned_alias_line_gives_the_aliases(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    assert ip.run_cell('%mmsp alias fast = demo+nothink --system "be quick"').success
+    assert ip.run_cell("aliases = %mmsp alias").success
+    assert ip.user_ns["aliases"] == {"fast": "demo+nothink --system 'be quick'"}
+    assert ip.run_cell('x = %mmsp alias slow = demo --system "take your time"').success
+    assert fresh_session.settings.aliases["slow"].system == "take your time"
+    with pytest.raises(UsageError, match="alias: takes no options"):
+        ip.run_line_magic("mmsp", "--chat x alias")
+    # its values expand as the magic's options do, a value with spaces staying one value
+    ip.user_ns.update(persona="You are a pirate", short="pirate")
+    assert ip.run_cell("%mmsp alias {short} = demo --system {persona}").success
+    assert fresh_session.settings.aliases["pirate"].system == "You are a pirate"

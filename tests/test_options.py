@@ -110,3 +110,20 @@ def test_a_bad_alias_is_refused_in_one_line(spec, said, capsys):
         parse_alias(spec)
     assert capsys.readouterr().err == ""  # no argparse usage text besides
     assert parse_alias("llama3:8b").model == "llama3:8b"  # a model id with a colon keeps it
+
+
+def test_a_list_of_models_is_refused_where_one_model_is_meant(shell, fresh_session):
+    from mmsp_notebook import Chat
+
+    said = "takes one model id, not 'demo,demo[+]nothink': to compare models"
+    with pytest.raises(UsageError, match=said):
+        shell.run_line_magic("mmsp", "config model=demo,demo+nothink")
+    assert fresh_session.settings.model == "demo"  # every later turn would have failed
+    with pytest.raises(UsageError, match=said):
+        shell.run_line_magic("mmsp", "alias pair = demo,demo+nothink")
+    for door in (lambda: launch("hi", model="demo,demo+nothink"), lambda: Chat(model="demo,demo+nothink")):
+        with pytest.raises(OptionError, match=said):
+            door()
+    assert fresh_session.turns == []
+    shell.run_cell_magic("mmsp", "-m demo,demo+nothink -o pair", "hi")  # where a list is meant, it compares
+    assert [t.status for t in shell.user_ns["pair"].turns] == ["complete", "complete"]

@@ -159,3 +159,30 @@ def test_the_kernels_demo_server_keeps_few_request_records(fresh_session):
     server = fresh_session.demo_server()
     assert len(server.transcripts) == mmsp_notebook.EMBEDDED_TRANSCRIPTS == 8
     assert "turn 11" in str(server.transcripts[-1].request)  # the latest are kept
+
+
+def test_conversations_whose_names_clean_alike_keep_their_own_traces(fresh_session, tmp_path):
+    from mmsp_notebook.engine.launch import check_trace_id
+
+    names = ["a b", "a.b", "a_b", "翻訳", "要約", "demo+nothink"]
+    turns = [ask(f"I am {name}", chat=name, max_tokens=5) for name in names]
+    ids = [turn.trace_id for turn in turns]
+    assert len(set(ids)) == len(names) and ids[2] == "tests/a_b"  # a name that needs no cleaning keeps it
+    for name, turn in zip(names, turns):
+        check_trace_id(turn.trace_id)
+        history = json.loads(tracer_path(turn.trace_id).read_text())["history"]
+        assert history[0]["content_items"][0]["text"] == f"I am {name}"  # its own conversation, alone
+        assert len(history) == 2
+    assert ask("again", chat="翻訳", max_tokens=5).trace_id == ids[3]  # the same name, the same trace
+
+
+def test_demo_instant_set_after_the_first_turn_takes_effect(fresh_session):
+    fresh_session.settings.demo_instant = False  # the demo server starts paced
+    paced = ask("one", model="demo+nothink+tokens=8", trace=False)
+    assert paced.status == "complete" and paced.timings["total"] > 0.3  # a 0.4 s first token
+    fresh_session.settings.update({"demo_instant": "true"})  # %mmsp config demo_instant=true
+    instant = ask("two", model="demo+nothink+tokens=200", trace=False)
+    assert instant.status == "complete" and instant.timings["total"] < 1.0  # paced: 5 s at 40 tokens/s
+    fresh_session.settings.update({"demo_instant": "false"})
+    again = ask("three", model="demo+nothink+tokens=8", trace=False)
+    assert again.timings["total"] > 0.3

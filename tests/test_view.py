@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -92,6 +93,33 @@ def test_a_huge_tool_result_is_shown_cut_and_kept_whole(fresh_session):
     output = shown["result"]["text"]
     assert len(output) < TOOL_OUTPUT_LIMIT + 200 and output.endswith("(turn.tool_calls has them all)")
     assert f"{TOOL_OUTPUT_LIMIT * 4:,} more characters not shown" in output
+
+
+def test_a_huge_error_from_the_server_is_shown_cut_and_kept_whole(fresh_session):
+    from helpers import serve_posts
+
+    from mmsp_notebook.views.html import render_html
+    from mmsp_notebook.views.model import ERROR_LIMIT
+    from mmsp_notebook.views.text import render_text
+
+    said = "the request is refused: " + "this is why. " * 100_000  # 1.3 MB, in the provider's error shape
+
+    def refuse(handler):
+        handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        body = json.dumps({"error": {"message": said, "type": "invalid_request_error"}}).encode()
+        handler.send_response(400)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    with contextlib.contextmanager(serve_posts)(refuse) as url:
+        run, future = launch("hi", model="any", client_type="mmsp", base_url=url)
+        turn = future.result(30)
+    assert turn.status == "error" and said in turn.error_message  # the Turn keeps it whole
+    banner = view_model(turn)["banner"]
+    assert len(banner["text"]) < ERROR_LIMIT + 200 and banner["text"].endswith("(the error itself has them all)")
+    assert len(render_text(turn)) < ERROR_LIMIT + 1000 and len(render_html(turn)) < 100_000
 
 
 def test_a_tool_without_a_usable_name_is_refused_clearly():

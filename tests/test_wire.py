@@ -581,3 +581,16 @@ def test_a_key_quoted_back_in_a_response_is_redacted_in_the_wire_view_and_its_sa
         assert all("canary-key-9876543" not in text for text in [*shown, repr(turn.wire)])
         assert "[redacted]" in shown[0]  # (the text view cuts long lines before it)
         assert model == "custom-model" or "[redacted]" in shown[-1]  # the saved stream
+
+
+def test_a_long_answer_shows_its_first_frames_and_keeps_them_all(fresh_session):
+    from mmsp_notebook.views.wire import FRAME_LIMIT
+
+    run, future = launch("Tell me everything", model="demo+tokens=3000+nothink", wire=True)
+    turn = future.result(60)
+    frames = len(turn.wire)
+    assert turn.status == "complete" and frames > 2 * FRAME_LIMIT  # the Wire keeps every frame
+    said = f"… {frames - FRAME_LIMIT:,} more frames not shown (turn.wire has them all"
+    html, text = render_wire_html(turn.wire), render_wire_text(turn.wire)
+    assert said in html and html.count("<tr") == FRAME_LIMIT + 1  # the head's row too
+    assert said in text and len(text.splitlines()) < 3 * FRAME_LIMIT

@@ -23,10 +23,10 @@ A model name is a base model and options appended with ``+``: ``demo+instant``,
 | `instant` | no pacing at all (the server's `instant=True` does this for every model) |
 | `tps=N` | N fragments per second (paces even on an instant server) |
 | `delay=S` | first-token delay in seconds (paces even on an instant server) |
-| `tokens=N` | answer with a Markdown text of N tokens (benchmarks) |
+| `tokens=N` | answer with a Markdown text of N tokens (benchmarks; at most 1,000,000) |
 | `nothink` | no thinking (so does `thinking_level` "none" / Messages `thinking: disabled` / Responses effort "none") |
 | `xss` | script payloads in thinking, text and tool arguments; with tools offered, the call names the first offered tool whose name contains markup, else the first offered tool |
-| `dim=N` | embedding dimensions (`embedding_config.dimensions` wins; default 64) |
+| `dim=N` | embedding dimensions (`embedding_config.dimensions` wins; default 64, at most 65,536) |
 | `silence[=S]` | S seconds (default 3) of heartbeats only, then the normal answer (kept in instant mode); a heartbeat every second, or at the server's `heartbeat` interval when shorter |
 | fault | one of `cut-text`, `cut-args`, `error`, `nostop`, `bad-args`, `401`, `429[=S]` (S: Retry-After, default 1), `stall` |
 

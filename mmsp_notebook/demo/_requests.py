@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._scenario import DemoRequest, ToolSpec, Turn
+from ._scenario import MAX_DIMENSIONS, DemoRequest, ToolSpec, Turn
 
 __all__ = [
     "BadRequest",
@@ -49,6 +49,13 @@ def _int_or_none(value: Any, name: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequest(f"{name} must be an integer.")
     return value
+
+
+def _dimensions(value: Any, name: str) -> int | None:
+    dimensions = _int_or_none(value, name)
+    if dimensions is not None and not 1 <= dimensions <= MAX_DIMENSIONS:
+        raise BadRequest(f"{name} must be between 1 and {MAX_DIMENSIONS:,}.")
+    return dimensions
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -136,7 +143,7 @@ def read_mmsp(body: Any) -> DemoRequest:
         system=str(config.get("system_prompt") or ""),
         max_tokens=_int_or_none(config.get("max_tokens"), "config.max_tokens"),
         thinking=thinking_level != "none",
-        dimensions=_int_or_none(dimensions, "config.embedding_config.dimensions"),
+        dimensions=_dimensions(dimensions, "config.embedding_config.dimensions"),
     )
 
 
@@ -350,5 +357,5 @@ def read_embeddings(body: Any) -> DemoRequest:
     if not turns:
         raise BadRequest("input must not be empty.")
     return DemoRequest(
-        model=body["model"], turns=turns, dimensions=_int_or_none(body.get("dimensions"), "dimensions")
+        model=body["model"], turns=turns, dimensions=_dimensions(body.get("dimensions"), "dimensions")
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -70,6 +71,11 @@ DEFAULT_SILENCE = 3.0
 SILENCE_HEARTBEAT = 1.0  # seconds between the heartbeats of a +silence, at most
 DEFAULT_RETRY_AFTER = 1
 DEFAULT_DIMENSIONS = 64
+#: The most an answer's ``+tokens=N`` and an embedding's dimensions may ask for: a plan is built
+#: whole before it streams, so a few zeros too many would fill the memory of the process serving it
+#: (the kernel, for the embedded server) and hold every other request meanwhile.
+MAX_TOKENS = 1_000_000
+MAX_DIMENSIONS = 65_536
 IMAGE_PROMPT_TOKENS = 258
 PSEUDO_TOOL = "demo_lookup"
 
@@ -121,15 +127,20 @@ class ModelSpec:
     dimensions: int | None = None
 
 
-def _number(name: str, option: str, value: str | None, kind: type, minimum: float) -> Any:
+def _number(name: str, option: str, value: str | None, kind: type, minimum: float,
+            maximum: float = float("inf")) -> Any:
     if value is None:
         raise DemoServerError(f"model {name!r}: option +{option} needs a value, e.g. +{option}=10")
     try:
         number = kind(value)
     except ValueError:
         raise DemoServerError(f"model {name!r}: +{option}={value} is not a number") from None
+    if not math.isfinite(number):
+        raise DemoServerError(f"model {name!r}: +{option}={value} is not a finite number")
     if number < minimum:
         raise DemoServerError(f"model {name!r}: +{option} must be at least {minimum}")
+    if number > maximum:
+        raise DemoServerError(f"model {name!r}: +{option} must be at most {maximum:,}")
     return number
 
 
@@ -158,7 +169,7 @@ def parse_model(name: str) -> ModelSpec:
         if key == "instant":
             fields["instant"] = True
         elif key == "tokens":
-            fields["tokens"] = _number(name, key, value_or_none, int, 1)
+            fields["tokens"] = _number(name, key, value_or_none, int, 1, MAX_TOKENS)
         elif key == "tps":
             fields["tps"] = _number(name, key, value_or_none, float, 0.01)
         elif key == "delay":
@@ -168,7 +179,7 @@ def parse_model(name: str) -> ModelSpec:
         elif key == "nothink":
             fields["thinking"] = False
         elif key == "dim":
-            fields["dimensions"] = _number(name, key, value_or_none, int, 1)
+            fields["dimensions"] = _number(name, key, value_or_none, int, 1, MAX_DIMENSIONS)
         elif key == "silence":
             fields["silence"] = DEFAULT_SILENCE if value_or_none is None else _number(name, key, value, float, 0)
         elif key in FAULTS:

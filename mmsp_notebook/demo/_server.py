@@ -490,6 +490,15 @@ class DemoServer(Served):
         """``http://HOST:PORT/v1``, the base URL of the MMSP and OpenAI clients."""
         return f"{self.root_url}/v1"
 
+    @property
+    def instant(self) -> bool:
+        """Whether the demo models answer at once; set it to change how the next requests are paced."""
+        return self._app.settings.instant
+
+    @instant.setter
+    def instant(self, value: bool) -> None:
+        self._app.settings.instant = bool(value)
+
     # -- life cycle ----------------------------------------------------------------------------
 
     def start(self) -> DemoServer:

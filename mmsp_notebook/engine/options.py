@@ -53,6 +53,9 @@ def _model(name: str, value: Any) -> str:
     value = _text(name, value).strip()
     if not value:
         raise OptionError(f"{name} takes a model id (e.g. 'demo', or one of %mmsp models)")
+    if "," in value:  # every turn would fail: no model id has a comma
+        raise OptionError(f"{name} takes one model id, not {value!r}: to compare models, give the list to "
+                          "%%mmsp -m a,b or compare(prompt, 'a,b')")
     return value
 
 

@@ -51,6 +51,9 @@ def is_demo_model(model: str) -> bool:
 class LocalServer(Protocol):
     """What a session needs of the local server of the demo models (``mmsp_notebook.demo.DemoServer``)."""
 
+    #: whether the demo models answer at once (set again when ``%mmsp config demo_instant=...`` changes it)
+    instant: bool
+
     @property
     def base_url(self) -> str: ...
 
@@ -393,6 +396,8 @@ class Session:
                     raise DemoServerError("no local model server serves the demo models here: give a --base-url, "
                                           "or start one with mmsp_notebook.demo.DemoServer")
                 self._demo = start(self.settings.demo_instant)
+            elif self._demo.instant != self.settings.demo_instant:  # %mmsp config demo_instant=... since it started
+                self._demo.instant = self.settings.demo_instant
             return self._demo
 
     def close(self) -> None:
@@ -460,10 +465,13 @@ class Session:
         """``<notebook>/<chat>`` (``<chat>~<k>`` after a fresh start): one trace per conversation.
 
         mmsp's Tracer rewrites the conversation's one file after each turn, and the timing sidecar
-        numbers the turns (its ``turn``), so a conversation's traces cost what it holds, once.
+        numbers the turns (its ``turn``), so a conversation's traces cost what it holds, once. A name
+        with other characters than letters, digits, ``_`` and ``-`` has them replaced and a short
+        hash of it added (``a b`` → ``a_b-<hash>``), so two names never share a trace.
         """
         def clean(part: str) -> str:
-            return re.sub(r"[^A-Za-z0-9_\-]+", "_", part).strip("_") or "x"
+            tidy = re.sub(r"[^A-Za-z0-9_\-]+", "_", part).strip("_") or "x"
+            return tidy if tidy == part else f"{tidy}-{hashlib.sha1(part.encode()).hexdigest()[:6]}"
 
         chat = clean(conv.name) + (f"~{conv.generation}" if conv.generation > 1 else "")
         return f"{clean(self.notebook)}/{chat}"

@@ -174,17 +174,17 @@ def start(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: st
     """Start one turn per model; returns the group run (to watch or abort) and a future of the comparison."""
     sess = sess or session()
     entries = parse_models(models)
-    for key in ("model", "client_type"):
-        if options.get(key) is not None:
-            raise OptionError(f"compare: {key} is given per model (-m a,b@client-type), not once for all")
+    if options.get("model") is not None:
+        raise OptionError("compare: the models are the list (-m a,b), not one model= for all")
+    every_type = options.pop("client_type", None)  # the client type of each model named without @
     name = chat or f"compare-{next(_names)}"
     message = prompt if isinstance(prompt, dict) else user_message(prompt, options.pop("images", ()))
     labels = [label(m, c) for m, c in entries]
     runs, futures = [], []
     try:
         for (model, client_type), tag in zip(entries, labels):
-            run, future = launch(message, model=model, client_type=client_type, chat=f"{name}~{tag}", sess=sess,
-                                 comparison=name, **options)
+            run, future = launch(message, model=model, client_type=client_type or every_type, chat=f"{name}~{tag}",
+                                 sess=sess, comparison=name, **options)
             runs.append(run)
             futures.append(future)
     except Exception:
@@ -211,7 +211,8 @@ def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: 
             kernel's setting).
         keep: Called with the comparison before strict mode may raise (``-o VAR``).
         **options: Options of ``%%mmsp`` for every model (``system``, ``thinking``, ``max_tokens``,
-            ``temperature``, ``tools``, ``max_steps``, ``trace``, ``new``...).
+            ``temperature``, ``tools``, ``max_steps``, ``timeout``, ``trace``, ``new``...);
+            ``client_type`` is that of every model named without ``@``.
 
     Returns:
         The :class:`Comparison` (``.turns``, ``.frame``), also when models failed.

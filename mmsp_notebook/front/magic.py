@@ -146,18 +146,16 @@ class MMSPMagics(Magics):
         error | fix [N] | explain [N]``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
         prompt that starts with ``-``).
         """
-        if cell is None and line.split(None, 1)[:1] == ["alias"]:
-            # the spec expands {expr} and $name as any magic's line does
-            return self._alias(self._expand(line.split(None, 1)[1]) if " " in line.strip() else "")
-        if cell is not None:
-            line = self._expand(line)  # the options line, as IPython would ({url}, $model)
+        bare = re.sub(r"^\s*--value(?:\s+|$)", "", line)  # (x = %mmsp alias: the aliases are x's value)
+        if cell is None and bare.split(None, 1)[:1] == ["alias"]:
+            return self._alias(bare.split(None, 1)[1] if " " in bare.strip() else "")
         args = _parse(self.mmsp, line)
-        if cell is None:
-            # a one-line prompt: its options are expanded as IPython would, its prompt by interpolate()
-            # (which also sends an image value as an image)
-            for key, value in vars(args).items():
-                if isinstance(value, str) and key != "rest":
-                    setattr(args, key, self._expand(value))
+        # each option's value is expanded as IPython expands a magic's line ({url}, $model), after the
+        # line is split, so a value with spaces stays one value (--system {prompt}); a one-line
+        # prompt is interpolated by interpolate() (which also sends an image value as an image)
+        for key, value in vars(args).items():
+            if isinstance(value, str) and key != "rest":
+                setattr(args, key, self._expand(value))
         sess = session()
         sess.notebook = _notebook_name(self.shell)
         if cell is None:
@@ -284,12 +282,15 @@ class MMSPMagics(Magics):
             message = user_message(text.strip(), images)
             comparison = compare(message, args.model, chat=args.chat, new=args.new, tools=tools,
                                  system=args.system, thinking=args.thinking, max_tokens=args.max_tokens,
-                                 temperature=args.temperature, max_steps=args.max_steps,
-                                 base_url=args.base_url, api_key_env=args.api_key_env,
+                                 temperature=args.temperature, max_steps=args.max_steps, timeout=args.timeout,
+                                 client_type=args.client_type, base_url=args.base_url, api_key_env=args.api_key_env,
                                  trace=False if args.no_trace else None,
                                  strict=True if args.strict else None, keep=self._keeper(args.out))
         except OptionError as exc:
             raise UsageError(f"%%mmsp: {exc}") from None
+        except TurnError as exc:
+            _shown_short(exc)
+            raise
         return comparison
 
     def _keeper(self, out: str | None) -> Any:
@@ -320,7 +321,13 @@ class MMSPMagics(Magics):
             raise UsageError("%mmsp alias: write %mmsp alias NAME = [CLIENT_TYPE:]MODEL [--base-url URL] "
                              "[--api-key-env NAME] ...")
         try:
-            settings.add_alias(name.strip(), spec.strip() or None)
+            # {expr} and $name expand as in any magic's line, in each word of the spec on its own (a
+            # value with spaces stays one value: --system {persona})
+            try:
+                spec = shlex.join(self._expand(word) for word in shlex.split(spec))
+            except ValueError:  # (an unclosed quote: parse_alias says so)
+                spec = self._expand(spec)
+            settings.add_alias(self._expand(name.strip()), spec.strip() or None)
         except OptionError as exc:
             raise UsageError(f"%mmsp alias: {exc}") from None
         return None
@@ -374,14 +381,19 @@ class MMSPMagics(Magics):
             detail.append("".join(traceback.format_exception(exc)))
             print(redact("\n".join(detail)))
             return None
+        if name == "alias":
+            raise UsageError("%mmsp alias: takes no options: %mmsp alias [NAME = [CLIENT_TYPE:]MODEL --base-url URL ...]")
         raise UsageError(f"%mmsp: unknown subcommand {name!r}")
 
 
 def _shown_short(exc: TurnError) -> None:
-    """A strict turn's error shown by IPython in one line under the turn's banner, which already says
-    what happened: the traceback through this package and mmsp's client adds nothing. The error
-    itself is unchanged (``__cause__``, ``turn``); ``%mmsp error`` shows the whole detail."""
-    line = f"TurnError: {exc} (the full detail: %mmsp error)"
+    """A strict turn's (or comparison's) error shown by IPython in one line under the banner, which
+    already says what happened: the traceback through this package and mmsp's client adds nothing.
+    The error itself is unchanged (``__cause__``, ``turn``); ``%mmsp error`` shows the whole detail
+    of a turn that failed (a cancelled one has none)."""
+    turns = getattr(exc.turn, "turns", None) or [exc.turn]
+    failed = any(getattr(turn, "status", None) in ("error", "incomplete") for turn in turns)
+    line = f"TurnError: {exc}" + (" (the full detail: %mmsp error)" if failed else "")
     exc._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]  # IPython's hook for this
 
 

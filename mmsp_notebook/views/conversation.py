@@ -38,7 +38,7 @@ from ..core.turn import Turn
 from . import format as fmt
 from .html import CSS, render_html, render_text
 from .model import STATUS_TEXT, present_turn, present_view, view_model
-from .text import footer_line
+from .text import footer_line, printable
 from .waterfall import number as _number
 from .waterfall import stop_ms as _stop_ms
 from .waterfall import waterfall, waterfall_html
@@ -562,5 +562,5 @@ def conversation_text(conversation: Mapping[str, Any], limit: int | None = 4000)
         else:
             out.append(f"! {entry.get('text')}")
         out.extend(f"! {n}" for n in entry.get("notes") or [])
-    return "\n".join(out)
+    return printable("\n".join(out))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import re
 from typing import Any
 
 from ..core.endings import error_type, tool_arguments_ending
@@ -143,7 +144,11 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     chain = exception_chain(exc)  # what a provider SDK's error wraps says how it failed
     names = {type(e).__name__ for e in chain}
     said = " ".join(str(e).lower() for e in chain)
-    if names & {"RemoteProtocolError", "ReadError", "ReadTimeout"} or "closed" in said or "incomplete chunked" in said:
+    if names & {"JSONDecodeError"}:
+        return ("The server sent a frame that is not JSON, so it does not speak this client's protocol: check "
+                "--client-type and --base-url (--wire shows what it sent).")
+    if names & {"RemoteProtocolError", "ReadError", "ReadTimeout"} or re.search(r"\bclosed\b", said) \
+            or "incomplete chunked" in said:
         return "The connection dropped before the stream ended; the request is worth retrying."
     if name in ("ConnectError", "APIConnectionError", "ConnectTimeout"):
         return "Could not connect: check the network, --base-url if you set one, and that the server is reachable."

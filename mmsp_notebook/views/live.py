@@ -19,7 +19,7 @@ from ..core.run import TurnRun
 from ..core.turn import STATUS_TEXT, Turn
 from .html import render_html
 from .model import OpsTracker, view_model
-from .text import banner_lines, footer_line, item_head, item_tail, render_text, result_line
+from .text import banner_lines, footer_line, item_head, item_tail, printable, render_text, result_line
 
 __all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "adrive", "in_kernel"]
 
@@ -131,6 +131,7 @@ class TextLive(LiveView):
         if not text:
             return
         self._clear_status()  # the status line goes before anything else is written
+        text = printable(text)  # what the model sent never drives the terminal
         self.line_start = text.endswith("\n")
         if style and self.color:
             text = f"{style}{text}{self.RESET}"

@@ -91,13 +91,13 @@ def _done_facts(item: ItemState) -> dict[str, Any]:
 
 
 TOOL_OUTPUT_LIMIT = 20_000  # characters of a tool's result shown (the model gets it whole)
+ERROR_LIMIT = 2_000  # characters of an error message in a banner (a server's whole HTML error page...)
 
 
-def _shown(text: str | None) -> str | None:
-    if text is None or len(text) <= TOOL_OUTPUT_LIMIT:
+def _shown(text: str | None, limit: int = TOOL_OUTPUT_LIMIT, whole: str = "turn.tool_calls has them all") -> str | None:
+    if text is None or len(text) <= limit:
         return text
-    rest = len(text) - TOOL_OUTPUT_LIMIT
-    return f"{text[:TOOL_OUTPUT_LIMIT]}\n… {rest:,} more characters not shown (turn.tool_calls has them all)"
+    return f"{text[:limit]}\n… {len(text) - limit:,} more characters not shown ({whole})"
 
 
 def _tool_result_facts(item: ItemState) -> dict[str, Any] | None:
@@ -415,6 +415,8 @@ def _footer_view(facts: Any) -> dict[str, Any] | None:
 
 def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
     err: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": _str(error)} if error else {}
+    if isinstance(err.get("message"), str):
+        err = {**err, "message": _shown(err["message"], ERROR_LIMIT, "the error itself has them all")}
     hint = str(err.get("hint") or "")
     if status == "streaming":
         return {"kind": "streaming", "text": text or STATUS_TEXT["streaming"]}

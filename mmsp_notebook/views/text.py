@@ -12,8 +12,19 @@ from typing import Any
 
 from .model import view_model
 
-__all__ = ["render_text", "render_transcript_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail",
+__all__ = ["printable", "render_text", "render_transcript_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail",
            "result_line"]
+
+
+# C0 controls but tab and newline, DEL and the C1 controls: a terminal acts on them (colours, cursor
+# moves, a carriage return writing over a line, a window title, OSC 8 links, clipboard writes), so a
+# model's text never carries them there; each is shown as its Control Picture (ESC as ␛), a C1 as �
+_UNPRINTABLE = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0x2421} | dict.fromkeys(range(0x80, 0xA0), 0xFFFD)
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal or a ``text/plain`` output: control characters made visible."""
+    return text.translate(_UNPRINTABLE)
 
 
 def footer_line(footer: Mapping[str, Any] | None) -> str:
@@ -90,7 +101,7 @@ def render_text(turn: Any, vm: Mapping[str, Any] | None = None, limit: int | Non
     footer = footer_line(vm.get("footer"))
     if footer:
         out.append(footer)
-    return "\n".join(out)
+    return printable("\n".join(out))
 
 
 def render_transcript_text(transcript: Any, limit: int | None = 8000) -> str:
@@ -106,4 +117,4 @@ def render_transcript_text(transcript: Any, limit: int | None = 8000) -> str:
             out.append(f"user: {said}")
         elif entry.get("role") == "assistant" and isinstance(entry.get("turn"), Mapping):
             out.append("assistant: " + render_text(None, entry["turn"], limit=limit))
-    return "\n\n".join(out) if out else "(an empty chat)"
+    return printable("\n\n".join(out)) if out else "(an empty chat)"

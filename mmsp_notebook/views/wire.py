@@ -19,10 +19,16 @@ from ..core.redact import REDACTED, secret_values
 from ..core.turn import Turn
 from ..wire.capture import Exchange, Wire
 from .model import event_row
+from .text import printable
 
 __all__ = ["render_wire_html", "render_wire_text", "frame_payload", "show_wire", "register_formatters"]
 
 LINE_LIMIT = 400  # characters of one raw line shown before it is cut with a note
+FRAME_LIMIT = 500  # frames of one request shown (a long answer has tens of thousands), as the events table
+
+
+def _more(n: int) -> str:
+    return f"… {n:,} more frames not shown (turn.wire has them all; turn.save_wire(path) writes the stream)"
 
 # The wire's own stylesheet, scoped under .mmsp-wire, one class more specific than JupyterLab's
 # rendered-HTML rules (right-aligned cells, padding, borders): a compact monospaced table of fixed
@@ -136,8 +142,12 @@ def render_wire_html(wire: Wire) -> str:
                      '<thead><tr><th scope="col">ms</th><th scope="col">raw SSE frame</th>'
                      '<th scope="col">→ UniEvent(s)</th></tr></thead><tbody>')
         streamed: dict[str, str] = {}
+        count = 0
         for row in wire:
             if row["request"] != exchange.record.id:
+                continue
+            count += 1
+            if count > FRAME_LIMIT:
                 continue
             quiet = ' class="mmsp-quiet"' if not row["events"] else ""
             ms = "" if row["ms"] is None else f"{row['ms']:.1f}"
@@ -148,6 +158,8 @@ def render_wire_html(wire: Wire) -> str:
             parts.append(f'<tr{quiet}><td class="mmsp-ms">{_e(ms)}</td><td><pre>{_e(_cut(raw))}</pre></td>'
                          f"<td>{events}</td></tr>")
         parts.append("</tbody></table></div>")
+        if count > FRAME_LIMIT:
+            parts.append(f'<div class="mmsp-wire-head">{_e(_more(count - FRAME_LIMIT))}</div>')
     parts.append("</div>")
     return "".join(parts)
 
@@ -202,8 +214,12 @@ def render_wire_text(wire: Wire, width: int = 100) -> str:
                      f"{record.protocol} {len(record.response)} bytes, {len(exchange.frames)} frames, "
                      f"{len(exchange.events)} UniEvents ({exchange.rule or 'not paired'})")
         streamed: dict[str, str] = {}
+        count = 0
         for row in wire:
             if row["request"] != record.id:
+                continue
+            count += 1
+            if count > FRAME_LIMIT:
                 continue
             raw, rows = _shown_row(row, streamed, secrets)
             shown = frame_payload(raw)
@@ -213,7 +229,9 @@ def render_wire_text(wire: Wire, width: int = 100) -> str:
             lines.append(f"{ms:>8}  {shown}")
             for ev in rows:
                 lines.append(f"{'':>8}    → {ev['type'] or ev['event_type']} {ev['preview'][:width - 20]}")
-    return "\n".join(lines) if lines else "<Wire: no request captured>"
+        if count > FRAME_LIMIT:
+            lines.append(_more(count - FRAME_LIMIT))
+    return printable("\n".join(lines)) if lines else "<Wire: no request captured>"
 
 
 def _pretty(wire: Wire, printer: Any, cycle: bool) -> None:
