@@ -66,14 +66,19 @@ def html_of(cell) -> str:
 
 def text_of(cell) -> str:
     """What a notebook cell printed or showed as text (errors as ``Name: value``)."""
-    parts = []
+    parts: list[str] = []
+    last = None
     for o in cell.outputs:
         if o.output_type == "stream":
-            parts.append(o.text)
+            if last is not None and last.output_type == "stream" and last.name == o.name:
+                parts[-1] += o.text  # (one print may arrive in pieces: they carry their own newlines)
+            else:
+                parts.append(o.text)
         elif o.output_type in ("display_data", "execute_result"):
             parts.append(o.get("data", {}).get("text/plain", ""))
         elif o.output_type == "error":
             parts.append(f"{o.ename}: {o.evalue}")
+        last = o
     return "\n".join(parts)
 
 

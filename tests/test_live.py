@@ -31,9 +31,10 @@ def test_the_final_repaint_follows_the_end_of_the_turn_without_waiting_out_a_tic
     turn = drive(run, future, view, rate=0.5)
     assert turn.status == "complete"
     ended = max(step.ended for step in turn.steps)
-    assert view.finished_at is not None and view.finished_at - ended < 0.25
-    # and the rate still holds while it streams: one repaint in the 2 s
-    assert len(view.updates) == 1
+    # (well under the second a rested-out tick would cost, with room for a busy machine)
+    assert view.finished_at is not None and view.finished_at - ended < 0.6
+    # and the rate still holds while it streams: one repaint per 2 s begun
+    assert view.updates and len(view.updates) <= 1 + int((ended - view.updates[0]) / 2.0)
 
 
 def test_text_live_streams_the_answer_then_the_footer(fresh_session):
