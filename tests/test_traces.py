@@ -1545,3 +1545,23 @@ def test_items_data_is_a_string_column_as_the_datasets(tmp_path: Path) -> None:
     items = traces.load_items(tmp_path, payloads=True)
     assert items["data"].dtype == items["text"].dtype
     assert items["data"].tolist()[:3] == ["iVBORw0KGgo=", '{"a":[1]}', "12"] and items["data"].isna().tolist()[3:] == [True, True]
+
+
+def test_a_prompt_sent_to_several_models_stays_in_each_trace(tmp_path: Path) -> None:
+    # a comparison: one prompt (one created_at) sent to two models, each traced on its own
+    prompt = user("Tell me about rivers", T0)
+    save(tmp_path, "cmp/a", [prompt, answer("Rivers flow.", T0 + 900)], model="demo")
+    save(tmp_path, "cmp/b", [prompt, answer("Rivers flow!", T0 + 1200)], model="demo+tps=200")
+    turns = no_warnings_load(traces.load_turns, tmp_path)
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert turns.attrs["duplicates"] == 0 and items.attrs["duplicates"] == 0
+    prompts = items[items["role"] == "user"]
+    assert prompts["trace_id"].tolist() == ["cmp/a", "cmp/b"]
+    assert prompts["model"].astype(str).tolist() == ["demo", "demo+tps=200"]
+    # a history repeated in a later file is still counted once
+    save(tmp_path, "cmp/a2", [prompt, answer("Rivers flow.", T0 + 900), user("more", T0 + 2000), answer("Deltas.", T0 + 2500)],
+         model="demo")
+    items = traces.load_items(tmp_path)
+    assert items.attrs["duplicates"] == 2
+    assert items.groupby("trace_id")["role"].apply(list).to_dict() == {
+        "cmp/a": ["user", "assistant"], "cmp/a2": ["user", "assistant"], "cmp/b": ["user", "assistant"]}

@@ -77,8 +77,9 @@ Repeated histories
     several files. With ``dedupe=True`` (the default) a message is counted once: assistant
     messages with the same ``created_at``, finish reason, usage and content counts are one turn,
     kept from the file whose sidecar times it, else from the first file (in trace id order); in
-    the items frame a message (role, ``created_at``, usage and item shapes) is kept from the
-    first file. ``df.attrs["duplicates"]`` counts what was left out (before any filter: copies
+    the items frame a message (role, ``created_at``, usage and item shapes; a user message also
+    by the answer that follows it, so the prompt of a comparison, one trace per model, stays in
+    every model's trace) is kept from the first file. ``df.attrs["duplicates"]`` counts what was left out (before any filter: copies
     are resolved first, then ``since`` / ``until`` / ``models`` apply to the copy kept);
     ``dedupe=False`` keeps every copy.
 

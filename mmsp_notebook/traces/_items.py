@@ -128,6 +128,8 @@ class ItemBuilder(Window):
             # de-duplicate first, then filter: a filter must not change which copy is kept
             if self.seen is not None and created is not None:
                 fp = _message_fingerprint(role, created, msg, items)
+                if fp is not None and role == "user":
+                    fp = _with_answer(fp, history, mi + 1)
                 if fp is not None:
                     if fp in self.seen:
                         self.duplicates += 1
@@ -240,6 +242,20 @@ class ItemBuilder(Window):
 
 def _slen(v: Any) -> int | None:
     return len(v) if v.__class__ is str else None
+
+
+def _with_answer(fp: int, history: list[dict[str, Any]], i: int) -> int:
+    """A user message's fingerprint joined with that of the assistant message answering it
+    (``history[i]``): a prompt sent to several models at once (a comparison, each model its own
+    trace) is the same message in each trace, but not a copy of the others."""
+    answer = history[i] if i < len(history) else None
+    if answer.__class__ is not dict or answer.get("role") != "assistant":
+        return fp
+    items, created = answer.get("content_items"), as_ms(answer.get("created_at"))
+    if items.__class__ is not list or created is None:
+        return fp
+    other = _message_fingerprint("assistant", created, answer, items)
+    return fp if other is None else hash((fp, other))
 
 
 def _message_fingerprint(role: str | None, created: float, msg: dict[str, Any], items: list[Any]) -> int | None:
