@@ -1565,3 +1565,20 @@ def test_a_prompt_sent_to_several_models_stays_in_each_trace(tmp_path: Path) -> 
     assert items.attrs["duplicates"] == 2
     assert items.groupby("trace_id")["role"].apply(list).to_dict() == {
         "cmp/a": ["user", "assistant"], "cmp/a2": ["user", "assistant"], "cmp/b": ["user", "assistant"]}
+
+
+def test_arguments_nested_deeper_than_the_encoders_go_load(tmp_path: Path) -> None:
+    # orjson reads 1,000 levels of nesting; orjson and Python's recursive encoders cannot write them back
+    depth = 500  # {"k": [ ... ]}: 1,000 levels
+    args = '{"a":' + '{"k":[' * depth + "1" + "]}" * depth + "}"
+    raw = ('{"history":[{"role":"user","content_items":[{"type":"text.done","text":"q"}],"created_at":' + str(T0) + '},'
+           '{"role":"assistant","content_items":[{"type":"tool_call.done","name":"f","tool_call_id":"c1","arguments":'
+           + args + ',"extra_field":' + args + '}],"usage_metadata":null,"finish_reason":"tool_call","created_at":'
+           + str(T0 + 1000) + '}],"config":{"model":"demo"}}')
+    path = tmp_path / "deep.json"
+    path.write_text(raw)
+    items = no_warnings_load(traces.load_items, path, payloads=True)
+    call = items[items["type"] == "tool_call.done"].iloc[0]
+    assert call["arguments"] == args and call["size"] == len(args)
+    assert call["extra"] == '{"extra_field":' + args + "}"
+    assert len(no_warnings_load(traces.load_turns, path)) == 1
