@@ -119,6 +119,10 @@ def _item_problem(item: dict[str, Any]) -> str | None:
         for key in ("name", "tool_call_id"):
             if not isinstance(item.get(key), str) or not item[key]:
                 return f"has no {key}"
+        try:  # streamed as their JSON text
+            json.dumps(value)
+        except RecursionError:
+            return "has arguments nested too deeply to stream as JSON text"
         return None
     if value is None:
         return None
