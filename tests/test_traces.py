@@ -1582,3 +1582,20 @@ def test_arguments_nested_deeper_than_the_encoders_go_load(tmp_path: Path) -> No
     assert call["arguments"] == args and call["size"] == len(args)
     assert call["extra"] == '{"extra_field":' + args + "}"
     assert len(no_warnings_load(traces.load_turns, path)) == 1
+
+
+def test_usage_plot_of_turns_spanning_millennia_has_few_bins(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    # a foreign producer's stray created_at (year 3000) next to a turn of today
+    save(tmp_path, "today", [user("q", T0), answer("a", T0 + 1000)])
+    far = 32_503_680_000_000
+    save(tmp_path, "stray", [user("q", far), answer("a", far + 1000)])
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["started"].notna().all()
+    started = time.monotonic()
+    fig = traces.plot_usage_over_time(df)
+    assert time.monotonic() - started < 20
+    assert 2 <= len(fig.axes[1].patches) <= 61  # one bar per bin
