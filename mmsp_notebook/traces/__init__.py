@@ -35,7 +35,12 @@ Paths
     (device and inode) is entered once, so links to directories are followed but loops of them
     (``ln -s .. t/sub/loop; ln -s . t/self``) cannot repeat or hang a load, and a file reached
     several ways is read once, under its shortest path; so is a tree given several times in a list
-    (twice, within another, or through a link: named as the first path given reaches it). ``pattern`` follows :mod:`glob`'s rules
+    (twice, within another, or through a link: named as the first path given reaches it). Two
+    directories given together that hold the same trace id (``jan/nb/default.json`` and
+    ``feb/nb/default.json``) hold two conversations under one id: the load warns and lists them in
+    ``df.attrs["repeated_trace_ids"]`` (trace id -> files), and ``show``, ``replay`` and the
+    explorer refuse a row of such an id (TraceError) rather than open the wrong conversation.
+    ``pattern`` follows :mod:`glob`'s rules
     (``*``, ``?``, ``[...]`` within one path part, ``**`` across parts, wildcards match no hidden
     name) and must be relative to the directory (else ``OptionError``). Directories matched by
     ``pattern`` are ignored; a directory that cannot be listed is named in ``attrs["skipped"]``
