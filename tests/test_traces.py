@@ -981,6 +981,22 @@ def test_integers_beyond_int64_become_na(tmp_path: Path) -> None:
     assert len(items) == 4 and items["created_at"].isna().sum() == 2
 
 
+def test_token_sums_beyond_int64_are_na_not_wrapped_around(tmp_path: Path) -> None:
+    big = 2**62 + 5  # each bucket fits an int64, their sums do not
+    h = [user("q", T0), answer("a", T0 + 100, usage={"cached_tokens": big, "prompt_tokens": big, "thoughts_tokens": big,
+                                                     "response_tokens": 7}),
+         user("q", T0 + 200), answer("b", T0 + 300, usage={"cached_tokens": None, "prompt_tokens": 2**63 - 1,
+                                                           "thoughts_tokens": 1, "response_tokens": None})]
+    save(tmp_path, "big", h)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["input_tokens"].isna().tolist() == [True, False]
+    assert df["output_tokens"].tolist() == [big + 7, 1]
+    assert df["total_tokens"].isna().tolist() == [True, True]
+    assert df["input_tokens"][1] == 2**63 - 1
+    for col in ("input_tokens", "output_tokens", "total_tokens"):
+        assert (df[col].dropna() > 0).all()
+
+
 def test_lone_surrogates_and_undecodable_file_names(tmp_path: Path) -> None:
     h = [user("q \ud83d", T0), answer("a\udcff", T0 + 100)]
     write_json(tmp_path / "s.json", {"history": h, "config": {"model": "demo\ud800"}})

@@ -133,9 +133,9 @@ tokens_per_s       float64          ``output_tokens / (latency - ttft)``: decode
 finish_reason      category         ``stop``, ``length``, ``tool_call``, ``unknown`` or NA
 cached_tokens, prompt_tokens, thoughts_tokens, response_tokens
                    Int64            mmsp's usage buckets as recorded; a missing bucket stays NA
-input_tokens       Int64            cached + prompt (NA only when both are NA)
-output_tokens      Int64            thoughts + response (NA only when both are NA)
-total_tokens       Int64            input + output
+input_tokens       Int64            cached + prompt (NA when both are NA, or the sum is beyond int64)
+output_tokens      Int64            thoughts + response (NA when both are NA, or beyond int64)
+total_tokens       Int64            input + output (NA when both are NA, or beyond int64)
 n_items            Int64            content items of the assistant message (NA for failed turns)
 n_text, n_thinking, n_tool_calls
                    Int64            ``text.done``, ``thinking.done``, ``tool_call.done`` items
