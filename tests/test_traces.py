@@ -997,6 +997,23 @@ def test_token_sums_beyond_int64_are_na_not_wrapped_around(tmp_path: Path) -> No
         assert (df[col].dropna() > 0).all()
 
 
+def test_negative_token_counts_are_na_in_traces_and_sidecars(tmp_path: Path, decode_path: str) -> None:
+    # a foreign producer's -1 for "unknown": not a count to add to sums and costs
+    usage = {"cached_tokens": -1, "prompt_tokens": 1000, "thoughts_tokens": -5, "response_tokens": 200}
+    save(tmp_path, "neg", [user("q", T0), answer("a", T0 + 1000, usage)])
+    append_sidecar(sidecar_record("neg", 1, None, "error", started_at=T0 + 2000, total_ms=10.0,
+                                  usage={"prompt_tokens": -1, "response_tokens": 3}), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["status"].astype(str).tolist() == ["complete", "error"]
+    first, failed = df.iloc[0], df.iloc[1]
+    assert first["cached_tokens"] is pd.NA and first["thoughts_tokens"] is pd.NA
+    assert first["input_tokens"] == 1000 and first["output_tokens"] == 200 and first["total_tokens"] == 1200
+    assert first["cost"] == pytest.approx(expected_cost({"prompt_tokens": 1000, "response_tokens": 200},
+                                                        price("gemini-3.8-flash")))
+    assert failed["prompt_tokens"] is pd.NA and failed["response_tokens"] == 3
+    assert (df[["cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"]].fillna(0) >= 0).all().all()
+
+
 def test_lone_surrogates_and_undecodable_file_names(tmp_path: Path) -> None:
     h = [user("q \ud83d", T0), answer("a\udcff", T0 + 100)]
     write_json(tmp_path / "s.json", {"history": h, "config": {"model": "demo\ud800"}})
@@ -1377,20 +1394,20 @@ def test_typed_decoding_gives_the_same_frame_as_dicts(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.parametrize(("bucket", "want"), [(5.0, 5), (2.5, None), (True, None), ("5", None), (2**63, None), (2**64, None),
-                                             (-(2**63), None), (-(2**63) + 1, -(2**63) + 1), (2**63 - 1, 2**63 - 1), (0, 0),
-                                             (None, None)])
+                                             (-(2**63), None), (-(2**63) + 1, None), (-1, None), (2**63 - 1, 2**63 - 1),
+                                             (0, 0), (None, None)])
 def test_usage_buckets_the_typed_decoding_refuses_give_the_plain_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        bucket: Any, want: int | None) -> None:
-    """A usage bucket is decoded as an int64 (or null); any other value (an integral float, a
-    bool, a string, an integer beyond int64 or the missing-value sentinel itself) sends the file
-    the plain way, which coerces it: the frame is the same either way."""
+    """A usage bucket is decoded as an int64 >= 0 (or null); any other value (an integral float, a
+    bool, a string, a negative count, an integer beyond int64 or the missing-value sentinel
+    itself) sends the file the plain way, which coerces it: the frame is the same either way."""
     from mmsp_notebook.traces import _fast, _load
 
     usage = {"cached_tokens": bucket, "prompt_tokens": 10, "thoughts_tokens": bucket, "response_tokens": 5}
     raw = write_json(tmp_path / "u.json", {"history": [user("q", T0), answer("a", T0 + 1000, usage)],
                                            "config": {"model": "demo"}}).read_bytes()
     typed = _fast.decode_trace(raw)
-    assert (typed is not None) == (bucket is None or (bucket.__class__ is int and -(2**63) < bucket < 2**63))
+    assert (typed is not None) == (bucket is None or (bucket.__class__ is int and 0 <= bucket < 2**63))
     fast = no_warnings_load(traces.load_turns, tmp_path)
     monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
     plain = no_warnings_load(traces.load_turns, tmp_path)

@@ -65,7 +65,7 @@ Robustness
     ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
     ignored. Values that cannot be what they claim never stop a load: integers beyond int64 are
-    NA, timestamps outside 1970..9999 are NaT, negative durations (and a ``ttft`` longer than the
+    NA, so are negative token counts (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT, negative durations (and a ``ttft`` longer than the
     whole response) are NaN, lone surrogates in strings (tool names included), bytes that are not
     UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
     a string is an unknown item. ``tests/test_traces_fuzz.py`` sets every field of a trace and of
@@ -132,7 +132,8 @@ ttft               float64 (s)      time to first content delta (sidecar); NaN w
 tokens_per_s       float64          ``output_tokens / (latency - ttft)``: decode speed, sidecar only
 finish_reason      category         ``stop``, ``length``, ``tool_call``, ``unknown`` or NA
 cached_tokens, prompt_tokens, thoughts_tokens, response_tokens
-                   Int64            mmsp's usage buckets as recorded; a missing bucket stays NA
+                   Int64            mmsp's usage buckets as recorded; a missing (or negative) bucket
+                                    is NA
 input_tokens       Int64            cached + prompt (NA when both are NA, or the sum is beyond int64)
 output_tokens      Int64            thoughts + response (NA when both are NA, or beyond int64)
 total_tokens       Int64            input + output (NA when both are NA, or beyond int64)

@@ -52,6 +52,13 @@ def int_or_na(v: Any) -> int:
     return INT_NA if v is None else v
 
 
+def count_or_na(v: Any) -> int:
+    """A token count (an :func:`as_int` not below 0), else ``INT_NA``: a negative count, a foreign
+    producer's ``-1`` for "unknown" among them, is missing, not subtracted from sums and costs."""
+    v = as_int(v)
+    return INT_NA if v is None or v < 0 else v
+
+
 def as_num(v: Any) -> float | None:
     """A finite number from JSON, or None."""
     c = v.__class__

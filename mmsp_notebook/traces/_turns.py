@@ -26,9 +26,9 @@ from ._columns import (
     as_ms,
     as_str,
     cat_col,
+    count_or_na,
     float_col,
     int_col,
-    int_or_na,
     obj_col,
     obj_series,
     sidecar_timing,
@@ -114,7 +114,7 @@ class TurnBuilder(Window):
             self.errors[row] = err
         usage = rec.get("usage")
         if usage.__class__ is dict:
-            buckets = tuple(int_or_na(usage.get(k)) for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
+            buckets = tuple(count_or_na(usage.get(k)) for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
         else:
             buckets = (INT_NA,) * 4
         mi = as_int(rec.get("message_index"))
