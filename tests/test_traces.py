@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from mmsp.integration.tracer import Tracer
 from mmsp.registry import list_supported_models
 
-from mmsp_notebook import OptionError, traces
+from mmsp_notebook import OptionError, OptionTypeError, traces
 from mmsp_notebook.core.store import append_sidecar, read_sidecar
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -502,6 +502,15 @@ def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
                         "must be a finite number")):
         with pytest.raises(OptionError, match=said):
             call()
+    # arguments of the wrong type: an OptionTypeError (a TypeError too) saying what is expected
+    for call, said in ((lambda: traces.load_turns(None), "give a trace directory or file .* not NoneType"),
+                       (lambda: traces.load_events(5), "not int 5"),
+                       (lambda: traces.load_items([tmp_path, None]), "a path in the list is NoneType None"),
+                       (lambda: traces.load_turns(tmp_path, models=5), "models takes a model id or a list of them"),
+                       (lambda: traces.load_events(tmp_path, models=["demo", None]), "models takes a model id")):
+        with pytest.raises(OptionTypeError, match=said):
+            call()
+    assert len(no_warnings_load(traces.load_turns, tmp_path, models=(m for m in ["gemini-3.8-flash"]))) == 1
 
 
 def test_a_tree_given_several_ways_is_read_once(tmp_path: Path) -> None:

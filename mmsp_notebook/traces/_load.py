@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._errors import OptionError, TraceError
+from .._errors import OptionError, OptionTypeError, TraceError
 from ..core.pricing import Prices
 from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
@@ -48,7 +48,10 @@ def _model_set(models: str | Iterable[str] | None) -> frozenset[str] | None:
         return None
     if isinstance(models, str):
         return frozenset({models})
-    return frozenset(models)
+    given = list(models) if isinstance(models, Iterable) else None
+    if given is None or not all(isinstance(m, str) for m in given):
+        raise OptionTypeError(f"models takes a model id or a list of them, not {models!r}")
+    return frozenset(given)
 
 
 def _progress(n: int, progress: bool | None, desc: str) -> Any:
@@ -216,6 +219,8 @@ def load_turns(
         OptionError: a price without ``prompt_tokens`` / ``response_tokens`` or not a number; a
             ``pattern`` that is not relative to the directory; a ``max_size`` that is not an int; a
             ``since`` / ``until`` that is no time (``NaT``, ``""``, unparsable).
+        OptionTypeError: a path that is not a str, bytes or path-like object (``None``, a number), or
+            ``models`` that is not a model id or a list of them.
 
     Returns:
         The turns frame, sorted by trace then turn order; ``attrs`` holds ``skipped``,
