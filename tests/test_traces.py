@@ -1641,3 +1641,24 @@ def test_usage_plot_of_turns_spanning_millennia_has_few_bins(tmp_path: Path) -> 
     fig = traces.plot_usage_over_time(df)
     assert time.monotonic() - started < 20
     assert 2 <= len(fig.axes[1].patches) <= 61  # one bar per bin
+
+
+def test_items_keep_the_copy_of_a_turn_the_turns_frame_keeps(tmp_path: Path) -> None:
+    # the same conversation in two files; the later one's sidecar times the turn: both frames keep that copy
+    h = [user("q", T0), answer("a", T0 + 9000)]
+    save(tmp_path, "a/1", h)
+    save(tmp_path, "b/1", h)
+    append_sidecar(sidecar_record("b/1", 0, 1, started_at=T0 + 5000, total_ms=4000.0), base=tmp_path)
+    turns = no_warnings_load(traces.load_turns, tmp_path)
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert turns["trace_id"].tolist() == ["b/1"]
+    assert items["trace_id"].tolist() == ["b/1", "b/1"] and items["role"].astype(str).tolist() == ["user", "assistant"]
+    assert items.attrs["duplicates"] == 2 and turns.attrs["duplicates"] == 1
+    joined = turns.merge(items[items["role"] == "assistant"], on=["trace_id", "message_index"])
+    assert len(joined) == 1
+    # a filter applies to the copy kept: the turn started (sidecar) after the cut, its items too
+    cut = pd.Timestamp(T0 + 1000, unit="ms", tz="UTC")
+    since = traces.load_items(tmp_path, since=cut)
+    assert since["trace_id"].tolist() == ["b/1", "b/1"] and since.attrs["duplicates"] == 2
+    assert len(traces.load_items(tmp_path, until=cut)) == 0 == len(traces.load_turns(tmp_path, until=cut))
+    assert len(traces.load_items(tmp_path, dedupe=False)) == 4

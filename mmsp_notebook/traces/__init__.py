@@ -84,7 +84,8 @@ Repeated histories
     kept from the file whose sidecar times it, else from the first file (in trace id order); in
     the items frame a message (role, ``created_at``, usage and item shapes; a user message also
     by the answer that follows it, so the prompt of a comparison, one trace per model, stays in
-    every model's trace) is kept from the first file. ``df.attrs["duplicates"]`` counts what was left out (before any filter: copies
+    every model's trace) is kept from the same file as its turn: the one whose sidecar times the
+    turn, else the first (so the two frames join on ``trace_id`` and ``message_index``). ``df.attrs["duplicates"]`` counts what was left out (before any filter: copies
     are resolved first, then ``since`` / ``until`` / ``models`` apply to the copy kept);
     ``dedupe=False`` keeps every copy.
 

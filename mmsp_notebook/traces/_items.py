@@ -88,7 +88,10 @@ class ItemBuilder(Window):
     ) -> None:
         super().__init__(since_ms, until_ms, models)
         self.payloads = payloads
-        self.seen: set[int] | None = set() if dedupe else None
+        #: fingerprint -> (preference, first row, rows) of the copy of a message kept so far (no rows:
+        #: filtered out); None without de-duplication
+        self.seen: dict[int, tuple[int, int, int]] | None = {} if dedupe else None
+        self.dropped: list[tuple[int, int]] = []  # (first row, rows) of copies that lost to a later one
         self.duplicates = 0
         self.trace_id: list[str] = []
         self.strs: dict[str, list[str | None]] = {
@@ -125,17 +128,26 @@ class ItemBuilder(Window):
                 continue
             role = msg.get("role")
             role = role if role.__class__ is str else None
-            # de-duplicate first, then filter: a filter must not change which copy is kept
+            # de-duplicate first, then filter: a filter must not change which copy is kept. The
+            # copy kept is the turns frame's: the one whose sidecar times its turn, else the first
+            fp = None
             if self.seen is not None and created is not None:
                 fp = _message_fingerprint(role, created, msg, items)
                 if fp is not None and role == "user":
                     fp = _with_answer(fp, history, mi + 1)
                 if fp is not None:
-                    if fp in self.seen:
+                    pref = int(t in done)
+                    kept = self.seen.get(fp)
+                    if kept is not None:
                         self.duplicates += 1
-                        continue
-                    self.seen.add(fp)
+                        if pref <= kept[0]:
+                            continue
+                        if kept[2]:
+                            self.dropped.append(kept[1:])
+            start = len(self.trace_id)
             if filtered and not self._keep(anchor, model):
+                if fp is not None:
+                    self.seen[fp] = (pref, start, 0)  # type: ignore[index]
                 continue
             for ii, it in enumerate(items):
                 if it.__class__ is not dict:
@@ -204,6 +216,8 @@ class ItemBuilder(Window):
                     self.embedding.append(emb)
                     self.images.append(images)
                     self.fidelity.append(dumps(it["fidelity"]) if "fidelity" in it else None)
+            if fp is not None:
+                self.seen[fp] = (pref, start, len(self.trace_id) - start)  # type: ignore[index]
 
     def frame(self) -> pd.DataFrame:
         """Build the items DataFrame."""
@@ -236,6 +250,11 @@ class ItemBuilder(Window):
             cols["images"] = obj_series(obj_col(self.images))
             cols["fidelity"] = str_col(self.fidelity)
         df = pd.DataFrame(cols, copy=False)
+        if self.dropped:
+            keep = np.ones(len(df), dtype=bool)
+            for start, n in self.dropped:
+                keep[start:start + n] = False
+            df = df.loc[keep].reset_index(drop=True)
         df.attrs["duplicates"] = self.duplicates
         return df
 
