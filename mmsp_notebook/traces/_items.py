@@ -116,6 +116,7 @@ class ItemBuilder(Window):
         n_turns = len(starts)
         filtered, payloads = self.filtered, self.payloads
         N, S, C = self.ints, self.strs, self.cats
+        answer_at, answer_fp = -1, None  # the fingerprint of the answer to the last user message, found with it
         for mi, msg in enumerate(history):
             t = turn_of[mi]
             created = as_ms(msg.get("created_at"))
@@ -132,9 +133,11 @@ class ItemBuilder(Window):
             # copy kept is the turns frame's: the one whose sidecar times its turn, else the first
             fp = None
             if self.seen is not None and created is not None:
-                fp = _message_fingerprint(role, created, msg, items)
+                fp = answer_fp if answer_at == mi else _message_fingerprint(role, created, msg, items)
                 if fp is not None and role == "user":
-                    fp = _with_answer(fp, history, mi + 1)
+                    answer_at, answer_fp = mi + 1, _answer_fingerprint(history, mi + 1)
+                    if answer_fp is not None:
+                        fp = hash((fp, answer_fp))
                 if fp is not None:
                     pref = int(t in done)
                     kept = self.seen.get(fp)
@@ -263,18 +266,18 @@ def _slen(v: Any) -> int | None:
     return len(v) if v.__class__ is str else None
 
 
-def _with_answer(fp: int, history: list[dict[str, Any]], i: int) -> int:
-    """A user message's fingerprint joined with that of the assistant message answering it
-    (``history[i]``): a prompt sent to several models at once (a comparison, each model its own
-    trace) is the same message in each trace, but not a copy of the others."""
+def _answer_fingerprint(history: list[dict[str, Any]], i: int) -> int | None:
+    """The fingerprint of ``history[i]`` when it is an assistant message (the answer to the user
+    message before it), else None. A user message's fingerprint is joined with its answer's: a
+    prompt sent to several models at once (a comparison, each model its own trace) is the same
+    message in each trace, but not a copy of the others."""
     answer = history[i] if i < len(history) else None
     if answer.__class__ is not dict or answer.get("role") != "assistant":
-        return fp
+        return None
     items, created = answer.get("content_items"), as_ms(answer.get("created_at"))
     if items.__class__ is not list or created is None:
-        return fp
-    other = _message_fingerprint("assistant", created, answer, items)
-    return fp if other is None else hash((fp, other))
+        return None
+    return _message_fingerprint("assistant", created, answer, items)
 
 
 def _message_fingerprint(role: str | None, created: float, msg: dict[str, Any], items: list[Any]) -> int | None:
