@@ -64,10 +64,11 @@ Robustness
     (its trace loads without timing); one with damaged lines (not JSON, not a record) is listed in
     ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
-    ignored. Values that cannot be what they claim never stop a load: integers beyond int64 are
-    NA, so are negative token counts (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT, negative durations (and a ``ttft`` longer than the
-    whole response) are NaN, lone surrogates in strings (tool names included), bytes that are not
-    UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
+    ignored and a sidecar saved as UTF-16 (with its BOM) is read as such. Values that cannot be
+    what they claim never stop a load: integers beyond int64 are NA, so are negative token counts
+    (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT, negative durations
+    (and a ``ttft`` longer than the whole response) are NaN, lone surrogates in strings (tool
+    names included), bytes that are not UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
     a string is an unknown item. ``tests/test_traces_fuzz.py`` sets every field of a trace and of
     a sidecar to each of a list of wrong values, damages files and plants FIFOs, devices and link
     loops: no load crashes, hangs or runs out of memory, every unusable file is named. Unknown content item types load as they are (their ``type`` as stored, unknown fields
