@@ -9,6 +9,7 @@ import io
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from mmsp.integration.tracer import Tracer
 from tools import get_weather, weather_in
 
+import mmsp_notebook as mn
 from mmsp_notebook import OptionError, OptionTypeError, TraceError, TraceNotFoundError, traces
 from mmsp_notebook.demo import XSS_PAYLOADS
 from mmsp_notebook.front.ask import ask
@@ -545,3 +547,36 @@ def test_a_trace_id_that_climbs_out_of_the_root_names_no_file(tmp_path):
     assert locate("inside", [root])[0] == root / "inside.json"
     for tid in ("../outside", "a/../../outside", str(tmp_path / "outside")):
         assert locate(tid, [root]) == (None, None)
+
+
+def test_one_trace_id_under_two_directories_is_never_opened_as_the_other(tmp_path):
+    # two caches loaded together, each with its own "nb/default": two conversations, one trace id
+    jan = save(tmp_path / "jan", "nb/default", [
+        {"role": "user", "content_items": [{"type": "text.done", "text": "a January question"}], "created_at": T0},
+        {"role": "assistant", "content_items": [{"type": "text.done", "text": "a January answer"}], "created_at": T0 + 900}])
+    feb = save(tmp_path / "feb", "nb/default", [
+        {"role": "user", "content_items": [{"type": "text.done", "text": "a February question"}], "created_at": T0 + 10**9},
+        {"role": "assistant", "content_items": [{"type": "text.done", "text": "a February answer"}],
+         "created_at": T0 + 10**9 + 900}])
+    dirs = [tmp_path / "jan", tmp_path / "feb"]
+    with pytest.warns(traces.TraceLoadWarning, match="1 trace id names several conversations") as caught:
+        turns = traces.load_turns(dirs)
+    assert str(jan) in str(caught[0].message) and str(feb) in str(caught[0].message)
+    assert turns.attrs["repeated_trace_ids"] == {"nb/default": [str(jan), str(feb)]}
+    assert turns.attrs["n_skipped"] == 0 and len(turns) == 2
+    with pytest.raises(TraceError, match="names several conversations"):
+        traces.show(turns.iloc[1], root=dirs)
+    with pytest.raises(TraceError, match="names several conversations"):
+        mn.replay(turns.iloc[1], root=dirs[0], display=False)
+    with pytest.warns(traces.TraceLoadWarning):
+        explorer = traces.explore(dirs)
+    explorer.select(1)
+    assert "names several conversations" in explorer.detail_message()["error"]
+    static = explorer.static_html()
+    assert "January answer" not in static and "February answer" not in static
+    # each directory on its own is one conversation, shown as it is
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", traces.TraceLoadWarning)
+        alone = traces.load_turns(dirs[1])
+    assert "repeated_trace_ids" not in alone.attrs
+    assert "February answer" in traces.show(alone.iloc[0], root=dirs[1]).text

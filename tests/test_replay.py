@@ -372,3 +372,18 @@ def test_locating_a_recorded_message_needs_no_front_door_views_or_pandas(quick):
             "'mmsp_notebook.front', 'mmsp_notebook.views', 'IPython'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "[]"]
+
+
+def test_arguments_nested_too_deeply_are_named_not_raised(tmp_path):
+    # orjson reads 1,000 levels of nesting; Python's recursive JSON encoders cannot write them back
+    depth = 1000
+    args = '{"a":' + '{"k":' * depth + "1" + "}" * depth + "}"
+    raw = ('{"history":[{"role":"user","content_items":[{"type":"text.done","text":"q"}],"created_at":1767225600000},'
+           '{"role":"assistant","content_items":[{"type":"tool_call.done","name":"f","tool_call_id":"c1","arguments":'
+           + args + '}],"usage_metadata":null,"finish_reason":"tool_call","created_at":1767225601000}],'
+           '"config":{"model":"demo"}}')
+    path = tmp_path / "deep.json"
+    path.write_text(raw)
+    with pytest.raises(TraceError, match=r"item 0 \(tool_call.done\) has arguments nested too deeply") as info:
+        load_recorded(path, turn=0)
+    assert info.value.path == str(path)

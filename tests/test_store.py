@@ -321,3 +321,16 @@ def test_the_store_imports_no_pandas_or_front_end():
 def test_loaders_name_a_missing_path_with_trace_not_found(tmp_path):
     with pytest.raises(TraceNotFoundError, match="no such trace file or directory"):
         traces.load_turns(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-16-le"])
+def test_a_sidecar_saved_as_utf16_is_read_as_a_utf16_trace_is(tmp_path, encoding):
+    # a tool that re-saves text as UTF-16 (with its BOM) leaves a trace that reads and a sidecar that must too
+    lines = _A.decode() + "\r\n" + _B.decode() + "\r\n"
+    bom = "\ufeff" if encoding != "utf-16" else ""
+    raw = (bom + lines).encode(encoding)
+    got = parse_sidecar(raw)
+    assert list(got) == [json.loads(_A), json.loads(_B)] and got.damaged == 0
+    trace = tmp_path / "t.json"
+    trace.write_bytes(('\ufeff{"history": [], "config": {}}' if bom else '{"history": [], "config": {}}').encode(encoding))
+    assert read_trace(trace)["history"] == []

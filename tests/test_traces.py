@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from mmsp.integration.tracer import Tracer
 from mmsp.registry import list_supported_models
 
-from mmsp_notebook import OptionError, traces
+from mmsp_notebook import OptionError, OptionTypeError, traces
 from mmsp_notebook.core.store import append_sidecar, read_sidecar
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -502,6 +502,15 @@ def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
                         "must be a finite number")):
         with pytest.raises(OptionError, match=said):
             call()
+    # arguments of the wrong type: an OptionTypeError (a TypeError too) saying what is expected
+    for call, said in ((lambda: traces.load_turns(None), "give a trace directory or file .* not NoneType"),
+                       (lambda: traces.load_events(5), "not int 5"),
+                       (lambda: traces.load_items([tmp_path, None]), "a path in the list is NoneType None"),
+                       (lambda: traces.load_turns(tmp_path, models=5), "models takes a model id or a list of them"),
+                       (lambda: traces.load_events(tmp_path, models=["demo", None]), "models takes a model id")):
+        with pytest.raises(OptionTypeError, match=said):
+            call()
+    assert len(no_warnings_load(traces.load_turns, tmp_path, models=(m for m in ["gemini-3.8-flash"]))) == 1
 
 
 def test_a_tree_given_several_ways_is_read_once(tmp_path: Path) -> None:
@@ -981,6 +990,39 @@ def test_integers_beyond_int64_become_na(tmp_path: Path) -> None:
     assert len(items) == 4 and items["created_at"].isna().sum() == 2
 
 
+def test_token_sums_beyond_int64_are_na_not_wrapped_around(tmp_path: Path) -> None:
+    big = 2**62 + 5  # each bucket fits an int64, their sums do not
+    h = [user("q", T0), answer("a", T0 + 100, usage={"cached_tokens": big, "prompt_tokens": big, "thoughts_tokens": big,
+                                                     "response_tokens": 7}),
+         user("q", T0 + 200), answer("b", T0 + 300, usage={"cached_tokens": None, "prompt_tokens": 2**63 - 1,
+                                                           "thoughts_tokens": 1, "response_tokens": None})]
+    save(tmp_path, "big", h)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["input_tokens"].isna().tolist() == [True, False]
+    assert df["output_tokens"].tolist() == [big + 7, 1]
+    assert df["total_tokens"].isna().tolist() == [True, True]
+    assert df["input_tokens"][1] == 2**63 - 1
+    for col in ("input_tokens", "output_tokens", "total_tokens"):
+        assert (df[col].dropna() > 0).all()
+
+
+def test_negative_token_counts_are_na_in_traces_and_sidecars(tmp_path: Path, decode_path: str) -> None:
+    # a foreign producer's -1 for "unknown": not a count to add to sums and costs
+    usage = {"cached_tokens": -1, "prompt_tokens": 1000, "thoughts_tokens": -5, "response_tokens": 200}
+    save(tmp_path, "neg", [user("q", T0), answer("a", T0 + 1000, usage)])
+    append_sidecar(sidecar_record("neg", 1, None, "error", started_at=T0 + 2000, total_ms=10.0,
+                                  usage={"prompt_tokens": -1, "response_tokens": 3}), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["status"].astype(str).tolist() == ["complete", "error"]
+    first, failed = df.iloc[0], df.iloc[1]
+    assert first["cached_tokens"] is pd.NA and first["thoughts_tokens"] is pd.NA
+    assert first["input_tokens"] == 1000 and first["output_tokens"] == 200 and first["total_tokens"] == 1200
+    assert first["cost"] == pytest.approx(expected_cost({"prompt_tokens": 1000, "response_tokens": 200},
+                                                        price("gemini-3.8-flash")))
+    assert failed["prompt_tokens"] is pd.NA and failed["response_tokens"] == 3
+    assert (df[["cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"]].fillna(0) >= 0).all().all()
+
+
 def test_lone_surrogates_and_undecodable_file_names(tmp_path: Path) -> None:
     h = [user("q \ud83d", T0), answer("a\udcff", T0 + 100)]
     write_json(tmp_path / "s.json", {"history": h, "config": {"model": "demo\ud800"}})
@@ -1361,20 +1403,20 @@ def test_typed_decoding_gives_the_same_frame_as_dicts(tmp_path: Path, monkeypatc
 
 
 @pytest.mark.parametrize(("bucket", "want"), [(5.0, 5), (2.5, None), (True, None), ("5", None), (2**63, None), (2**64, None),
-                                             (-(2**63), None), (-(2**63) + 1, -(2**63) + 1), (2**63 - 1, 2**63 - 1), (0, 0),
-                                             (None, None)])
+                                             (-(2**63), None), (-(2**63) + 1, None), (-1, None), (2**63 - 1, 2**63 - 1),
+                                             (0, 0), (None, None)])
 def test_usage_buckets_the_typed_decoding_refuses_give_the_plain_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                        bucket: Any, want: int | None) -> None:
-    """A usage bucket is decoded as an int64 (or null); any other value (an integral float, a
-    bool, a string, an integer beyond int64 or the missing-value sentinel itself) sends the file
-    the plain way, which coerces it: the frame is the same either way."""
+    """A usage bucket is decoded as an int64 >= 0 (or null); any other value (an integral float, a
+    bool, a string, a negative count, an integer beyond int64 or the missing-value sentinel
+    itself) sends the file the plain way, which coerces it: the frame is the same either way."""
     from mmsp_notebook.traces import _fast, _load
 
     usage = {"cached_tokens": bucket, "prompt_tokens": 10, "thoughts_tokens": bucket, "response_tokens": 5}
     raw = write_json(tmp_path / "u.json", {"history": [user("q", T0), answer("a", T0 + 1000, usage)],
                                            "config": {"model": "demo"}}).read_bytes()
     typed = _fast.decode_trace(raw)
-    assert (typed is not None) == (bucket is None or (bucket.__class__ is int and -(2**63) < bucket < 2**63))
+    assert (typed is not None) == (bucket is None or (bucket.__class__ is int and 0 <= bucket < 2**63))
     fast = no_warnings_load(traces.load_turns, tmp_path)
     monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
     plain = no_warnings_load(traces.load_turns, tmp_path)
@@ -1545,3 +1587,78 @@ def test_items_data_is_a_string_column_as_the_datasets(tmp_path: Path) -> None:
     items = traces.load_items(tmp_path, payloads=True)
     assert items["data"].dtype == items["text"].dtype
     assert items["data"].tolist()[:3] == ["iVBORw0KGgo=", '{"a":[1]}', "12"] and items["data"].isna().tolist()[3:] == [True, True]
+
+
+def test_a_prompt_sent_to_several_models_stays_in_each_trace(tmp_path: Path) -> None:
+    # a comparison: one prompt (one created_at) sent to two models, each traced on its own
+    prompt = user("Tell me about rivers", T0)
+    save(tmp_path, "cmp/a", [prompt, answer("Rivers flow.", T0 + 900)], model="demo")
+    save(tmp_path, "cmp/b", [prompt, answer("Rivers flow!", T0 + 1200)], model="demo+tps=200")
+    turns = no_warnings_load(traces.load_turns, tmp_path)
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert turns.attrs["duplicates"] == 0 and items.attrs["duplicates"] == 0
+    prompts = items[items["role"] == "user"]
+    assert prompts["trace_id"].tolist() == ["cmp/a", "cmp/b"]
+    assert prompts["model"].astype(str).tolist() == ["demo", "demo+tps=200"]
+    # a history repeated in a later file is still counted once
+    save(tmp_path, "cmp/a2", [prompt, answer("Rivers flow.", T0 + 900), user("more", T0 + 2000), answer("Deltas.", T0 + 2500)],
+         model="demo")
+    items = traces.load_items(tmp_path)
+    assert items.attrs["duplicates"] == 2
+    assert items.groupby("trace_id")["role"].apply(list).to_dict() == {
+        "cmp/a": ["user", "assistant"], "cmp/a2": ["user", "assistant"], "cmp/b": ["user", "assistant"]}
+
+
+def test_arguments_nested_deeper_than_the_encoders_go_load(tmp_path: Path) -> None:
+    # orjson reads 1,000 levels of nesting; orjson and Python's recursive encoders cannot write them back
+    depth = 500  # {"k": [ ... ]}: 1,000 levels
+    args = '{"a":' + '{"k":[' * depth + "1" + "]}" * depth + "}"
+    raw = ('{"history":[{"role":"user","content_items":[{"type":"text.done","text":"q"}],"created_at":' + str(T0) + '},'
+           '{"role":"assistant","content_items":[{"type":"tool_call.done","name":"f","tool_call_id":"c1","arguments":'
+           + args + ',"extra_field":' + args + '}],"usage_metadata":null,"finish_reason":"tool_call","created_at":'
+           + str(T0 + 1000) + '}],"config":{"model":"demo"}}')
+    path = tmp_path / "deep.json"
+    path.write_text(raw)
+    items = no_warnings_load(traces.load_items, path, payloads=True)
+    call = items[items["type"] == "tool_call.done"].iloc[0]
+    assert call["arguments"] == args and call["size"] == len(args)
+    assert call["extra"] == '{"extra_field":' + args + "}"
+    assert len(no_warnings_load(traces.load_turns, path)) == 1
+
+
+def test_usage_plot_of_turns_spanning_millennia_has_few_bins(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    # a foreign producer's stray created_at (year 3000) next to a turn of today
+    save(tmp_path, "today", [user("q", T0), answer("a", T0 + 1000)])
+    far = 32_503_680_000_000
+    save(tmp_path, "stray", [user("q", far), answer("a", far + 1000)])
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["started"].notna().all()
+    started = time.monotonic()
+    fig = traces.plot_usage_over_time(df)
+    assert time.monotonic() - started < 20
+    assert 2 <= len(fig.axes[1].patches) <= 61  # one bar per bin
+
+
+def test_items_keep_the_copy_of_a_turn_the_turns_frame_keeps(tmp_path: Path) -> None:
+    # the same conversation in two files; the later one's sidecar times the turn: both frames keep that copy
+    h = [user("q", T0), answer("a", T0 + 9000)]
+    save(tmp_path, "a/1", h)
+    save(tmp_path, "b/1", h)
+    append_sidecar(sidecar_record("b/1", 0, 1, started_at=T0 + 5000, total_ms=4000.0), base=tmp_path)
+    turns = no_warnings_load(traces.load_turns, tmp_path)
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert turns["trace_id"].tolist() == ["b/1"]
+    assert items["trace_id"].tolist() == ["b/1", "b/1"] and items["role"].astype(str).tolist() == ["user", "assistant"]
+    assert items.attrs["duplicates"] == 2 and turns.attrs["duplicates"] == 1
+    joined = turns.merge(items[items["role"] == "assistant"], on=["trace_id", "message_index"])
+    assert len(joined) == 1
+    # a filter applies to the copy kept: the turn started (sidecar) after the cut, its items too
+    cut = pd.Timestamp(T0 + 1000, unit="ms", tz="UTC")
+    since = traces.load_items(tmp_path, since=cut)
+    assert since["trace_id"].tolist() == ["b/1", "b/1"] and since.attrs["duplicates"] == 2
+    assert len(traces.load_items(tmp_path, until=cut)) == 0 == len(traces.load_turns(tmp_path, until=cut))
+    assert len(traces.load_items(tmp_path, dedupe=False)) == 4

@@ -465,6 +465,7 @@ class Sidecar(list[SidecarRecord]):
 
 _EVENTS_KEY = b',"events":'
 _BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def _without_events(line: bytes) -> bytes | None:
@@ -523,7 +524,8 @@ def _plain_records(raw: bytes, events: bool) -> list[SidecarRecord] | None:
 def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
     """The records of a sidecar's bytes (and how many lines are damaged).
 
-    A leading UTF-8 BOM is ignored, blank lines are skipped, a line repeated verbatim counts once
+    A leading UTF-8 BOM is ignored, a file with a UTF-16 BOM is decoded as UTF-16, blank lines
+    are skipped, a line repeated verbatim counts once
     (with ``events=False``, lines that differ only in their unparsed ``events`` count once too, and
     records may lack ``events``), objects with a ``trace_id`` are records. Any other line is
     damaged — except a last line without its newline that starts like a record, which a writer is
@@ -535,6 +537,8 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
         return Sidecar(plain)
     if raw.startswith(_BOM):
         raw = raw[3:]
+    elif raw.startswith(_UTF16_BOMS):  # re-saved by a tool that writes UTF-16 (as a trace then is read too)
+        raw = raw.decode("utf-16", errors="replace").encode("utf-8", errors="surrogatepass")
     loads = _orjson.loads if _orjson is not None else json.loads
     lines = raw.splitlines()
     open_tail = bool(lines) and not raw.endswith((b"\n", b"\r"))

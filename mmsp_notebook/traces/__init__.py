@@ -35,7 +35,12 @@ Paths
     (device and inode) is entered once, so links to directories are followed but loops of them
     (``ln -s .. t/sub/loop; ln -s . t/self``) cannot repeat or hang a load, and a file reached
     several ways is read once, under its shortest path; so is a tree given several times in a list
-    (twice, within another, or through a link: named as the first path given reaches it). ``pattern`` follows :mod:`glob`'s rules
+    (twice, within another, or through a link: named as the first path given reaches it). Two
+    directories given together that hold the same trace id (``jan/nb/default.json`` and
+    ``feb/nb/default.json``) hold two conversations under one id: the load warns and lists them in
+    ``df.attrs["repeated_trace_ids"]`` (trace id -> files), and ``show``, ``replay`` and the
+    explorer refuse a row of such an id (TraceError) rather than open the wrong conversation.
+    ``pattern`` follows :mod:`glob`'s rules
     (``*``, ``?``, ``[...]`` within one path part, ``**`` across parts, wildcards match no hidden
     name) and must be relative to the directory (else ``OptionError``). Directories matched by
     ``pattern`` are ignored; a directory that cannot be listed is named in ``attrs["skipped"]``
@@ -59,10 +64,11 @@ Robustness
     (its trace loads without timing); one with damaged lines (not JSON, not a record) is listed in
     ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
-    ignored. Values that cannot be what they claim never stop a load: integers beyond int64 are
-    NA, timestamps outside 1970..9999 are NaT, negative durations (and a ``ttft`` longer than the
-    whole response) are NaN, lone surrogates in strings (tool names included), bytes that are not
-    UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
+    ignored and a sidecar saved as UTF-16 (with its BOM) is read as such. Values that cannot be
+    what they claim never stop a load: integers beyond int64 are NA, so are negative token counts
+    (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT, negative durations
+    (and a ``ttft`` longer than the whole response) are NaN, lone surrogates in strings (tool
+    names included), bytes that are not UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
     a string is an unknown item. ``tests/test_traces_fuzz.py`` sets every field of a trace and of
     a sidecar to each of a list of wrong values, damages files and plants FIFOs, devices and link
     loops: no load crashes, hangs or runs out of memory, every unusable file is named. Unknown content item types load as they are (their ``type`` as stored, unknown fields
@@ -77,8 +83,10 @@ Repeated histories
     several files. With ``dedupe=True`` (the default) a message is counted once: assistant
     messages with the same ``created_at``, finish reason, usage and content counts are one turn,
     kept from the file whose sidecar times it, else from the first file (in trace id order); in
-    the items frame a message (role, ``created_at``, usage and item shapes) is kept from the
-    first file. ``df.attrs["duplicates"]`` counts what was left out (before any filter: copies
+    the items frame a message (role, ``created_at``, usage and item shapes; a user message also
+    by the answer that follows it, so the prompt of a comparison, one trace per model, stays in
+    every model's trace) is kept from the same file as its turn: the one whose sidecar times the
+    turn, else the first (so the two frames join on ``trace_id`` and ``message_index``). ``df.attrs["duplicates"]`` counts what was left out (before any filter: copies
     are resolved first, then ``since`` / ``until`` / ``models`` apply to the copy kept);
     ``dedupe=False`` keeps every copy.
 
@@ -126,10 +134,11 @@ ttft               float64 (s)      time to first content delta (sidecar); NaN w
 tokens_per_s       float64          ``output_tokens / (latency - ttft)``: decode speed, sidecar only
 finish_reason      category         ``stop``, ``length``, ``tool_call``, ``unknown`` or NA
 cached_tokens, prompt_tokens, thoughts_tokens, response_tokens
-                   Int64            mmsp's usage buckets as recorded; a missing bucket stays NA
-input_tokens       Int64            cached + prompt (NA only when both are NA)
-output_tokens      Int64            thoughts + response (NA only when both are NA)
-total_tokens       Int64            input + output
+                   Int64            mmsp's usage buckets as recorded; a missing (or negative) bucket
+                                    is NA
+input_tokens       Int64            cached + prompt (NA when both are NA, or the sum is beyond int64)
+output_tokens      Int64            thoughts + response (NA when both are NA, or beyond int64)
+total_tokens       Int64            input + output (NA when both are NA, or beyond int64)
 n_items            Int64            content items of the assistant message (NA for failed turns)
 n_text, n_thinking, n_tool_calls
                    Int64            ``text.done``, ``thinking.done``, ``tool_call.done`` items

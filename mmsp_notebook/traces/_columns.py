@@ -52,6 +52,13 @@ def int_or_na(v: Any) -> int:
     return INT_NA if v is None else v
 
 
+def count_or_na(v: Any) -> int:
+    """A token count (an :func:`as_int` not below 0), else ``INT_NA``: a negative count, a foreign
+    producer's ``-1`` for "unknown" among them, is missing, not subtracted from sums and costs."""
+    v = as_int(v)
+    return INT_NA if v is None or v < 0 else v
+
+
 def as_num(v: Any) -> float | None:
     """A finite number from JSON, or None."""
     c = v.__class__
@@ -124,7 +131,43 @@ def data_url_info(url: str) -> tuple[str | None, int | None]:
 
 
 def _dumps(v: Any) -> str:
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    except RecursionError:  # nested deeper than the recursive encoders go (a parser may take ~1000 levels)
+        return _dumps_deep(v)
+
+
+class _Text(str):
+    """JSON text already written, on :func:`_dumps_deep`'s stack."""
+
+
+def _dumps_deep(v: Any) -> str:
+    """The text :func:`_dumps` gives, built with a stack instead of recursion (any depth)."""
+    out: list[str] = []
+    stack: list[Any] = [v]
+    while stack:
+        x = stack.pop()
+        if x.__class__ is _Text:
+            out.append(x)
+        elif isinstance(x, dict):
+            out.append("{")
+            stack.append(_Text("}"))
+            pairs = list(x.items())
+            for i in range(len(pairs) - 1, -1, -1):
+                k, value = pairs[i]
+                stack.append(value)
+                stack.append(_Text(("," if i else "") + json.dumps(k if isinstance(k, str) else _dumps(k),
+                                                                   ensure_ascii=False) + ":"))
+        elif isinstance(x, (list, tuple)):
+            out.append("[")
+            stack.append(_Text("]"))
+            for i in range(len(x) - 1, -1, -1):
+                stack.append(x[i])
+                if i:
+                    stack.append(_Text(","))
+        else:
+            out.append(json.dumps(x, ensure_ascii=False))
+    return "".join(out)
 
 
 try:  # compact JSON for tool arguments and fidelity; orjson when installed

@@ -1,12 +1,15 @@
 """Names the parts of :mod:`mmsp_notebook.traces` share: the OpenTelemetry column names, the load
-warning and the argument types. No pandas import.
+warning, the argument types, and the check that a row's trace id names one conversation. No pandas
+import.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
+
+from .._errors import TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -46,3 +49,13 @@ def plain(turns: Any) -> Any:
     if any(c in FROM_OTEL for c in turns.columns):
         return turns.rename(columns=FROM_OTEL)
     return turns
+
+
+def check_unique(trace_id: str, attrs: Mapping[str, Any]) -> None:
+    """Raise TraceError when a frame's ``attrs`` say ``trace_id`` names several conversations (the
+    same trace id under several directories loaded at once): which one a row is, the frame cannot say."""
+    where = (attrs.get("repeated_trace_ids") or {}).get(trace_id)
+    if where:
+        raise TraceError(f"trace id {trace_id} names several conversations ({', '.join(map(str, where))}): load, "
+                         "show, replay or explore each directory on its own", path=str(where[0]),
+                         reason="a trace id of several conversations")

@@ -53,7 +53,7 @@ from ..views.html import CSS
 from ..views.live import LiveView, drive
 from ..views.model import OpsTracker, present_turn, view_model
 from ..views.widget import STATIC
-from ._common import plain
+from ._common import check_unique, plain
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
 
@@ -204,6 +204,7 @@ class Explorer(anywidget.AnyWidget):
 
     # ------------------------------------------------------------------ detail
     def _locate(self, trace_id: str) -> tuple[Path | None, Path | None]:
+        check_unique(trace_id, self.turns.attrs)
         path, sidecar = locate(trace_id, self._roots)
         if path is None and sidecar is None:
             given = self._files.get(trace_id) or self._files.get(Path(trace_id).name)

@@ -19,7 +19,7 @@ with what Python and NumPy offer.
 
 A file msgspec cannot take as a trace (not JSON, NaN, a BOM, a lone surrogate, bytes that are not
 UTF-8 where a field is decoded, a history that is not a list of objects, a usage that is not an
-object or a usage bucket that is not an int64 or null, a finish reason that is not a string or
+object or a usage bucket that is not an int64 >= 0 or null, a finish reason that is not a string or
 null, a config's model or thinking level that is not a string, temperature that is not a number
 or max_tokens that is not an int64, a role other than mmsp's ``user`` and ``assistant``...) makes :func:`decode_trace` return
 None, and the loader falls back to the standard read policy and :func:`summarize`, which coerces
@@ -30,7 +30,7 @@ standard path is taken for every file.
 The summary of a trace is one tuple per assistant message: ``(index in the history, created_at
 of the message just before when it is a user's (else None), created_at, finish_reason, cached,
 prompt, thoughts, response, n_items, n_text, n_thinking, n_tool_calls, n_images, n_audio,
-text_chars, thinking_chars, n_tool_errors)``: usage buckets are int64 values or ``INT_NA``, ``finish_reason`` a
+text_chars, thinking_chars, n_tool_errors)``: usage buckets are int64 counts (>= 0) or ``INT_NA``, ``finish_reason`` a
 string or None, times as stored.
 """
 
@@ -43,7 +43,7 @@ import numpy as np
 
 from ..core.store import TRACEBACK_START, tool_error
 from ._build import INLINE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
-from ._columns import INT_HI, INT_LO, INT_NA, _encodable, as_int, utf8_safe
+from ._columns import INT_HI, INT_LO, INT_NA, _encodable, count_or_na, utf8_safe
 
 try:
     import msgspec
@@ -62,9 +62,8 @@ FAST = msgspec is not None
 
 def _bucket(usage: dict[str, Any], key: str) -> int:
     v = usage.get(key)
-    if v.__class__ is not int or not INT_LO < v < INT_HI:
-        v = as_int(v)
-        return INT_NA if v is None else v
+    if v.__class__ is not int or not 0 <= v < INT_HI:
+        return count_or_na(v)
     return v
 
 
@@ -173,15 +172,17 @@ if msgspec is not None:
         thinking: Any = None
         mime_type: Any = None
 
-    #: a usage bucket the frame can hold as it is (an int64 other than INT_NA) or null; anything
-    #: else (a float, a string, an integer beyond int64) fails the decoding: the plain way coerces it
+    #: an int64 the frame can hold as it is (other than INT_NA) or null; anything else (a float, a
+    #: string, an integer beyond int64) fails the decoding: the plain way coerces it
     _Bucket = Annotated[int, msgspec.Meta(ge=INT_LO + 1, le=INT_HI - 1)] | None
+    #: a usage bucket: a count (an int64 >= 0) or null; a negative one takes the plain way too (NA)
+    _Count = Annotated[int, msgspec.Meta(ge=0, le=INT_HI - 1)] | None
 
     class _Usage(msgspec.Struct, gc=False):
-        cached_tokens: _Bucket = None
-        prompt_tokens: _Bucket = None
-        thoughts_tokens: _Bucket = None
-        response_tokens: _Bucket = None
+        cached_tokens: _Count = None
+        prompt_tokens: _Count = None
+        thoughts_tokens: _Count = None
+        response_tokens: _Count = None
 
     # messages as a union tagged by "role" (mmsp's roles): an assistant message's items are
     # decoded in the same pass, a user message's are skipped; another role takes the plain way

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._errors import OptionError, TraceNotFoundError
+from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
 from ._walk import Pattern, walk_dirs
@@ -46,7 +46,13 @@ def _sidecar_pattern(pattern: str) -> str:
 def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[str]:
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
-    out = [os.fsdecode(p) for p in paths]
+    elif not isinstance(paths, Iterable):
+        raise OptionTypeError(f"give a trace directory or file (or a list of them), not {type(paths).__name__} {paths!r}")
+    out = []
+    for p in paths:
+        if not isinstance(p, (str, bytes, os.PathLike)):
+            raise OptionTypeError(f"a path in the list is {type(p).__name__} {p!r}, not a trace directory or file")
+        out.append(os.fsdecode(p))
     if any(not p for p in out):  # ("" would be this process's working directory, walked whole)
         raise OptionError("an empty path: give a trace directory or file (\".\" for the working directory)")
     return out

@@ -88,7 +88,10 @@ class ItemBuilder(Window):
     ) -> None:
         super().__init__(since_ms, until_ms, models)
         self.payloads = payloads
-        self.seen: set[int] | None = set() if dedupe else None
+        #: fingerprint -> (preference, first row, rows) of the copy of a message kept so far (no rows:
+        #: filtered out); None without de-duplication
+        self.seen: dict[int, tuple[int, int, int]] | None = {} if dedupe else None
+        self.dropped: list[tuple[int, int]] = []  # (first row, rows) of copies that lost to a later one
         self.duplicates = 0
         self.trace_id: list[str] = []
         self.strs: dict[str, list[str | None]] = {
@@ -113,6 +116,7 @@ class ItemBuilder(Window):
         n_turns = len(starts)
         filtered, payloads = self.filtered, self.payloads
         N, S, C = self.ints, self.strs, self.cats
+        answer_at, answer_fp = -1, None  # the fingerprint of the answer to the last user message, found with it
         for mi, msg in enumerate(history):
             t = turn_of[mi]
             created = as_ms(msg.get("created_at"))
@@ -125,15 +129,28 @@ class ItemBuilder(Window):
                 continue
             role = msg.get("role")
             role = role if role.__class__ is str else None
-            # de-duplicate first, then filter: a filter must not change which copy is kept
+            # de-duplicate first, then filter: a filter must not change which copy is kept. The
+            # copy kept is the turns frame's: the one whose sidecar times its turn, else the first
+            fp = None
             if self.seen is not None and created is not None:
-                fp = _message_fingerprint(role, created, msg, items)
+                fp = answer_fp if answer_at == mi else _message_fingerprint(role, created, msg, items)
+                if fp is not None and role == "user":
+                    answer_at, answer_fp = mi + 1, _answer_fingerprint(history, mi + 1)
+                    if answer_fp is not None:
+                        fp = hash((fp, answer_fp))
                 if fp is not None:
-                    if fp in self.seen:
+                    pref = int(t in done)
+                    kept = self.seen.get(fp)
+                    if kept is not None:
                         self.duplicates += 1
-                        continue
-                    self.seen.add(fp)
+                        if pref <= kept[0]:
+                            continue
+                        if kept[2]:
+                            self.dropped.append(kept[1:])
+            start = len(self.trace_id)
             if filtered and not self._keep(anchor, model):
+                if fp is not None:
+                    self.seen[fp] = (pref, start, 0)  # type: ignore[index]
                 continue
             for ii, it in enumerate(items):
                 if it.__class__ is not dict:
@@ -202,6 +219,8 @@ class ItemBuilder(Window):
                     self.embedding.append(emb)
                     self.images.append(images)
                     self.fidelity.append(dumps(it["fidelity"]) if "fidelity" in it else None)
+            if fp is not None:
+                self.seen[fp] = (pref, start, len(self.trace_id) - start)  # type: ignore[index]
 
     def frame(self) -> pd.DataFrame:
         """Build the items DataFrame."""
@@ -234,12 +253,31 @@ class ItemBuilder(Window):
             cols["images"] = obj_series(obj_col(self.images))
             cols["fidelity"] = str_col(self.fidelity)
         df = pd.DataFrame(cols, copy=False)
+        if self.dropped:
+            keep = np.ones(len(df), dtype=bool)
+            for start, n in self.dropped:
+                keep[start:start + n] = False
+            df = df.loc[keep].reset_index(drop=True)
         df.attrs["duplicates"] = self.duplicates
         return df
 
 
 def _slen(v: Any) -> int | None:
     return len(v) if v.__class__ is str else None
+
+
+def _answer_fingerprint(history: list[dict[str, Any]], i: int) -> int | None:
+    """The fingerprint of ``history[i]`` when it is an assistant message (the answer to the user
+    message before it), else None. A user message's fingerprint is joined with its answer's: a
+    prompt sent to several models at once (a comparison, each model its own trace) is the same
+    message in each trace, but not a copy of the others."""
+    answer = history[i] if i < len(history) else None
+    if answer.__class__ is not dict or answer.get("role") != "assistant":
+        return None
+    items, created = answer.get("content_items"), as_ms(answer.get("created_at"))
+    if items.__class__ is not list or created is None:
+        return None
+    return _message_fingerprint("assistant", created, answer, items)
 
 
 def _message_fingerprint(role: str | None, created: float, msg: dict[str, Any], items: list[Any]) -> int | None:

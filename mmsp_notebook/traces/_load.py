@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._errors import OptionError, TraceError
+from .._errors import OptionError, OptionTypeError, TraceError
 from ..core.pricing import Prices
 from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
@@ -48,7 +48,10 @@ def _model_set(models: str | Iterable[str] | None) -> frozenset[str] | None:
         return None
     if isinstance(models, str):
         return frozenset({models})
-    return frozenset(models)
+    given = list(models) if isinstance(models, Iterable) else None
+    if given is None or not all(isinstance(m, str) for m in given):
+        raise OptionTypeError(f"models takes a model id or a list of them, not {models!r}")
+    return frozenset(given)
 
 
 def _progress(n: int, progress: bool | None, desc: str) -> Any:
@@ -60,13 +63,16 @@ def _progress(n: int, progress: bool | None, desc: str) -> Any:
     return tqdm(total=n, desc=desc, unit="file")
 
 
-def _finish(df: pd.DataFrame, n_files: int, skipped: list[dict[str, str]], otel: bool) -> pd.DataFrame:
+def _finish(df: pd.DataFrame, n_files: int, skipped: list[dict[str, str]], otel: bool,
+            repeated: dict[str, list[str]] | None = None) -> pd.DataFrame:
     if otel:
         df = df.rename(columns=OTEL_COLUMNS)
     df.attrs["skipped"] = skipped
     df.attrs["n_files"] = n_files
     df.attrs["n_skipped"] = len(skipped)
-    if skipped:
+    if repeated:
+        df.attrs["repeated_trace_ids"] = repeated
+    if skipped or repeated:
         groups: dict[str, list[str]] = {"file": [], _DAMAGED: [], UNREAD: [], _UNLISTED: []}
         for s in skipped:
             reason = s["reason"]
@@ -82,8 +88,16 @@ def _finish(df: pd.DataFrame, n_files: int, skipped: list[dict[str, str]], otel:
             parts.append(f"{len(groups[UNREAD])} timing sidecars not read ({_kinds(groups[UNREAD])})")
         if groups[_UNLISTED]:
             parts.append(f"{len(groups[_UNLISTED])} directories could not be listed")
+        if parts:
+            parts[-1] += "; see df.attrs['skipped'] for paths and reasons"
+        if repeated:
+            tid, where = next(iter(repeated.items()))
+            ids = "1 trace id names" if len(repeated) == 1 else f"{len(repeated)} trace ids name"
+            parts.append(f"{ids} several conversations ({tid!r}: {', '.join(where)}), so their rows cannot be told "
+                         "apart: load each directory on its own, or one directory holding them all; see "
+                         "df.attrs['repeated_trace_ids']")
         warnings.warn(
-            f"mmsp_notebook.traces: {'; '.join(parts)}; see df.attrs['skipped'] for paths and reasons",
+            f"mmsp_notebook.traces: {'; '.join(parts)}",
             TraceLoadWarning,
             stacklevel=3,
         )
@@ -111,13 +125,15 @@ def _drive(
     events: bool = True,
     max_size: int = MAX_FILE_SIZE,
     decode: Callable[[bytes], Any] | None = None,
-) -> tuple[int, list[dict[str, str]]]:
+) -> tuple[int, list[dict[str, str]], dict[str, list[str]]]:
     if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0:
         raise OptionError(f"max_size must be a number of bytes (an int >= 0), not {max_size!r}")
     sources, skipped = find_sources(paths, pattern)
     bar = _progress(len(sources), progress, desc)
     loaded = 0
     skip = skipped.append
+    first: dict[str, str] = {}  # trace id -> the file it was first found in
+    repeated: dict[str, list[str]] = {}  # trace ids found in several files (given under several directories)
     try:
         for src in sources:
             data = None
@@ -154,13 +170,16 @@ def _drive(
                     rec_tid = records[-1].get("trace_id")
                     tid = config_trace_id(src, {"trace_id": rec_tid})
             each(tid, data, records)
+            where = path or sidecar_path or ""
+            if first.setdefault(tid, where) != where:
+                repeated.setdefault(tid, [first[tid]]).append(where)
             loaded += 1
             if bar is not None:
                 bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return loaded, skipped
+    return loaded, skipped, repeated
 
 
 def load_turns(
@@ -200,15 +219,17 @@ def load_turns(
         OptionError: a price without ``prompt_tokens`` / ``response_tokens`` or not a number; a
             ``pattern`` that is not relative to the directory; a ``max_size`` that is not an int; a
             ``since`` / ``until`` that is no time (``NaT``, ``""``, unparsable).
+        OptionTypeError: a path that is not a str, bytes or path-like object (``None``, a number), or
+            ``models`` that is not a model id or a list of them.
 
     Returns:
         The turns frame, sorted by trace then turn order; ``attrs`` holds ``skipped``,
         ``n_files``, ``n_skipped`` and ``duplicates``.
     """
     builder = TurnBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), dedupe, prices)
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False, max_size=max_size,
-                        decode=decode_trace)
-    return _finish(builder.frame(), n, skipped, otel)
+    n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False,
+                                  max_size=max_size, decode=decode_trace)
+    return _finish(builder.frame(), n, skipped, otel, repeated)
 
 
 def load_items(
@@ -241,8 +262,9 @@ def load_items(
         if data is not None:
             builder.add(tid, data, records)
 
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading items", each, events=False, max_size=max_size)
-    return _finish(builder.frame(), n, skipped, otel)
+    n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading items", each, events=False,
+                                  max_size=max_size)
+    return _finish(builder.frame(), n, skipped, otel, repeated)
 
 
 def load_events(
@@ -273,5 +295,6 @@ def load_events(
         if records:
             builder.add(tid, records)
 
-    n, skipped = _drive(path_or_paths, pattern, progress, "loading events", each, need_trace=False, max_size=max_size)
-    return _finish(builder.frame(), n, skipped, otel)
+    n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading events", each, need_trace=False,
+                                  max_size=max_size)
+    return _finish(builder.frame(), n, skipped, otel, repeated)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +77,8 @@ def _auto_freq(span: pd.Timedelta) -> str:
     ):
         if span / pd.Timedelta(width) <= 60:
             return freq
-    return "7D"
+    # weeks, or wider bins still when the turns span years (a stray timestamp: at most ~60 bins)
+    return f"{max(7, math.ceil(span / pd.Timedelta('1D') / 60))}D"
 
 
 def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str | None = None) -> Figure:
@@ -84,7 +86,7 @@ def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str |
 
     Top panel: input and output tokens per bin. Bottom panel: cost per bin (bars) and cumulative
     cost (line), in USD. ``freq`` is a pandas frequency (``"1min"``, ``"1h"``...), chosen from the
-    time span when None. ``by`` (e.g. ``"model"``) splits the output tokens line per group.
+    time span when None (about 60 bins at most). ``by`` (e.g. ``"model"``) splits the output tokens line per group.
     Requires matplotlib (the ``plot`` extra). Returns the figure.
     """
     plt = _pyplot()

@@ -17,7 +17,7 @@ from typing import Any, cast
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_sidecar, read_trace, sidecar_path, tracer_path
 from ..views.conversation import build_conversation, conversation_html, conversation_text, waterfall
-from ._common import FROM_OTEL
+from ._common import FROM_OTEL, check_unique
 from ._io import latest_run
 
 __all__ = ["show", "Conversation", "read_conversation", "locate", "row_key"]
@@ -248,6 +248,7 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
             raise OptionError("the row has no trace id (a 'trace_id' or 'gen_ai.conversation.id' field): pass a row "
                               "of traces.load_turns")
         trace_id: str | None = str(tid)
+        check_unique(str(tid), getattr(trace, "attrs", None) or {})
         path, sidecar = locate(str(tid), roots)
         if path is None and sidecar is None:
             raise TraceNotFoundError(f"no trace file or sidecar for {tid} under {', '.join(map(str, roots))}",

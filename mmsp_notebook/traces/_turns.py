@@ -26,9 +26,9 @@ from ._columns import (
     as_ms,
     as_str,
     cat_col,
+    count_or_na,
     float_col,
     int_col,
-    int_or_na,
     obj_col,
     obj_series,
     sidecar_timing,
@@ -114,7 +114,7 @@ class TurnBuilder(Window):
             self.errors[row] = err
         usage = rec.get("usage")
         if usage.__class__ is dict:
-            buckets = tuple(int_or_na(usage.get(k)) for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
+            buckets = tuple(count_or_na(usage.get(k)) for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
         else:
             buckets = (INT_NA,) * 4
         mi = as_int(rec.get("message_index"))
@@ -276,7 +276,8 @@ class TurnBuilder(Window):
         re_ = cols["response_tokens"] = int_col(icol("response_tokens"))
         inp = cols["input_tokens"] = _nasum(ca, pr)
         out = cols["output_tokens"] = _nasum(th, re_)
-        tot = cols["total_tokens"] = _nasum(inp, out)
+        beyond = (inp.isna() & ~(ca.isna() & pr.isna())) | (out.isna() & ~(th.isna() & re_.isna()))
+        tot = cols["total_tokens"] = _nasum(inp, out, np.asarray(beyond))
         with np.errstate(invalid="ignore", divide="ignore"):
             window = latency - ttft
             outf = out.to_numpy(dtype=np.float64, na_value=np.nan)
@@ -368,12 +369,17 @@ def _duplicates(fp: np.ndarray, source: np.ndarray) -> np.ndarray:
     return drop
 
 
-def _nasum(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray) -> pd.arrays.IntegerArray:
-    """a + b where NA counts as 0, NA only when both are NA."""
+def _nasum(a: pd.arrays.IntegerArray, b: pd.arrays.IntegerArray, beyond: np.ndarray | None = None) -> pd.arrays.IntegerArray:
+    """a + b where NA counts as 0: NA when both are NA, and when the sum is beyond int64 (as a value
+    beyond int64 is) or ``beyond`` says a term is (a sum of sums)."""
     va = a.to_numpy(dtype=np.int64, na_value=0)
     vb = b.to_numpy(dtype=np.int64, na_value=0)
-    mask = np.asarray(a.isna()) & np.asarray(b.isna())
-    return pd.arrays.IntegerArray(va + vb, mask)
+    total = va + vb  # (int64 arrays wrap around silently)
+    wrapped = ((va ^ total) & (vb ^ total)) < 0  # both signs differ from the sum's
+    mask = (np.asarray(a.isna()) & np.asarray(b.isna())) | wrapped | (total == INT_NA)
+    if beyond is not None:
+        mask |= beyond
+    return pd.arrays.IntegerArray(total, mask)
 
 
 def row_costs(buckets: Iterable[np.ndarray], no_usage: np.ndarray, prices: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -26,6 +26,7 @@ from typing import Any, TypedDict
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.state import GROWING_FIELD
 from ..core.store import SIDECAR_SUFFIX, SidecarRecord, cache_dir, read_sidecar, read_trace, sidecar_path, tracer_path
+from ._common import check_unique
 
 __all__ = ["Recorded", "load_recorded"]
 
@@ -119,6 +120,10 @@ def _item_problem(item: dict[str, Any]) -> str | None:
         for key in ("name", "tool_call_id"):
             if not isinstance(item.get(key), str) or not item[key]:
                 return f"has no {key}"
+        try:  # streamed as their JSON text
+            json.dumps(value)
+        except RecursionError:
+            return "has arguments nested too deeply to stream as JSON text"
         return None
     if value is None:
         return None
@@ -241,6 +246,7 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
             raise OptionError("the row has no trace id (a 'trace_id' or 'gen_ai.conversation.id' field): "
                               "pass a row of traces.load_turns")
         trace_id = str(value)
+        check_unique(trace_id, getattr(trace, "attrs", None) or {})
         value = _row_field(trace, "message_index")
         try:
             message_index = None if value is None else int(value)
