@@ -296,6 +296,28 @@ def test_repeated_histories_are_shown_once_like_the_loader(corpus: Path, tmp_pat
     assert_same(tmp_path / "all", corpus, "turns", dedupe=False)
 
 
+@pytest.mark.parametrize("chunk_files", [1, 100])
+def test_items_keep_the_copies_the_loaders_keep(tmp_path: Path, chunk_files: int) -> None:
+    """A comparison's prompt (one trace per model, the same prompt) stays in every model's items;
+    of a repeated history the copy whose sidecar times its turn is kept, as in the turns."""
+    src = tmp_path / "src"
+    prompt = user("compare us", T0)
+    save(src, "cmp/a", [prompt, answer("I am a", T0 + 900)], model="glm-5.3")
+    save(src, "cmp/b", [prompt, answer("I am b, longer", T0 + 950, response=9)], model="gemini-3.8-flash")
+    history = conversation(2, T0 + DAY, "rep")
+    save(src, "rep/1", history)
+    save(src, "rep/2", history + conversation(1, T0 + DAY + 50_000, "more"))
+    for turn in range(2):
+        append_sidecar(record("rep/2", turn, 2 * turn + 1, started=(T0 + DAY + 10_000 * turn) / 1000 + 0.1), base=src)
+    for kind in ("items", "turns"):
+        quiet_sync(src, tmp_path / "ds", kind=kind, chunk_files=chunk_files)
+        assert_same(tmp_path / "ds", src, kind)
+    items = stored(tmp_path / "ds", "items")
+    prompts = items.filter(pc.equal(items["role"].cast(pa.string()), "user"))
+    assert sorted(set(prompts.filter(pc.starts_with(prompts["trace_id"], "cmp/"))["trace_id"].to_pylist())) == ["cmp/a", "cmp/b"]
+    assert set(items.filter(pc.starts_with(items["trace_id"], "rep/"))["trace_id"].to_pylist()) == {"rep/2"}
+
+
 def test_default_process_pool_and_progress(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = quiet_sync(corpus, tmp_path / "ds", chunk_files=5, progress=True)
     assert res.converted > 5

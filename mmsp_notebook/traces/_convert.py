@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Container
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ import pyarrow.parquet as pq
 from .._errors import TraceError
 from ..core.pricing import PriceTable
 from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
+from ._build import split_sidecar
 from ._columns import as_ms
 from ._events import EventBuilder
 from ._export import to_arrow
@@ -131,7 +133,7 @@ def convert(job: Job) -> ChunkResult:
     need_trace = job.kind != "events"
     decode = decode_trace if job.kind == "turns" else None  # the turns need only some fields: msgspec's way
     loaded: dict[str, tuple[bool, list[dict[str, str]]]] = {}
-    item_fps: list[tuple[int, str, int]] = []
+    item_fps: list[tuple[int, str, int, int]] = []
     for tid, path, sidecar in job.sources:
         notes: list[dict[str, str]] = []
         data: Any = None  # the trace's dict, or what decode_trace made of it
@@ -160,7 +162,7 @@ def convert(job: Job) -> ChunkResult:
             if data is not None:
                 builder.add(tid, data, records)
                 if job.dedupe:
-                    item_fps.extend(_message_fps(tid, data["history"]))
+                    item_fps.extend(_message_fps(tid, data["history"], split_sidecar(records)[0] if records else ()))
         elif records:
             builder.add(tid, records)
         loaded[tid] = (True, notes)
@@ -319,38 +321,54 @@ def _slen(v: Any) -> int | None:
     return len(v) if v.__class__ is str else None
 
 
-def _message_fps(tid: str, history: list[dict[str, Any]]) -> list[tuple[int, str, int]]:
-    """(fingerprint, trace id, message index) of each message the items loader de-duplicates: the
-    fields it compares (role, ``created_at``, finish reason, usage, item shapes), digested with
-    BLAKE2b so that every process and every run agrees."""
-    out: list[tuple[int, str, int]] = []
-    for mi, msg in enumerate(history):
-        items = msg.get("content_items")
-        if items.__class__ is not list:
-            continue
-        created = as_ms(msg.get("created_at"))
-        if created is None:
-            continue
-        role = msg.get("role")
-        usage = msg.get("usage_metadata")
-        key = (
-            role if role.__class__ is str else None,
-            created,
-            msg.get("finish_reason"),
-            tuple(usage.values()) if usage.__class__ is dict else None,
-            tuple(
-                (it.get("type"), _slen(it.get("text")), _slen(it.get("thinking")), _slen(it.get("data")), it.get("tool_call_id"))
-                if it.__class__ is dict
-                else repr(it)
-                for it in items
-            ),
-        )
-        try:
-            hash(key)
-        except TypeError:  # the loader does not de-duplicate it either
-            continue
-        digest = hashlib.blake2b(repr(_canon(key)).encode("utf-8", "surrogatepass"), digest_size=8).digest()
-        out.append((int.from_bytes(digest, "little", signed=True) or 1, tid, mi))
+def _message_key(msg: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The fields the items loader compares of a message (role, ``created_at``, finish reason,
+    usage, item shapes); None when it does not de-duplicate the message."""
+    items = msg.get("content_items")
+    if items.__class__ is not list:
+        return None
+    created = as_ms(msg.get("created_at"))
+    if created is None:
+        return None
+    role = msg.get("role")
+    usage = msg.get("usage_metadata")
+    key = (
+        role if role.__class__ is str else None,
+        created,
+        msg.get("finish_reason"),
+        tuple(usage.values()) if usage.__class__ is dict else None,
+        tuple(
+            (it.get("type"), _slen(it.get("text")), _slen(it.get("thinking")), _slen(it.get("data")), it.get("tool_call_id"))
+            if it.__class__ is dict
+            else repr(it)
+            for it in items
+        ),
+    )
+    try:
+        hash(key)
+    except TypeError:  # the loader does not de-duplicate it either
+        return None
+    return key
+
+
+def _message_fps(tid: str, history: list[dict[str, Any]], timed: Container[int]) -> list[tuple[int, str, int, int]]:
+    """(fingerprint, trace id, message index, preference) of each message the items loader
+    de-duplicates, by its rule: the fields of :func:`_message_key`, a user message's joined with
+    those of the assistant message answering it (a comparison's prompt, one trace per model, is
+    no copy); preference 0 for a message of a turn the sidecar times (``timed``: turn indexes),
+    else 1, as the turns'. Digested with BLAKE2b so that every process and every run agrees."""
+    out: list[tuple[int, str, int, int]] = []
+    keys = [_message_key(m) if m.__class__ is dict else None for m in history]
+    turn = 0
+    for mi, (msg, key) in enumerate(zip(history, keys)):
+        role = msg.get("role") if msg.__class__ is dict else None
+        if key is not None:
+            if role == "user" and mi + 1 < len(keys) and (nxt := keys[mi + 1]) is not None and nxt[0] == "assistant":
+                key = (key, nxt)
+            digest = hashlib.blake2b(repr(_canon(key)).encode("utf-8", "surrogatepass"), digest_size=8).digest()
+            out.append((int.from_bytes(digest, "little", signed=True) or 1, tid, mi, 0 if turn in timed else 1))
+        if role == "assistant":
+            turn += 1
     return out
 
 
@@ -373,7 +391,7 @@ def _key_mask(tids: np.ndarray, mi: np.ndarray, sidecar: np.ndarray | None, keys
     return mask
 
 
-def _dedupe(job: Job, df: pd.DataFrame, item_fps: list[tuple[int, str, int]]) -> tuple[pd.DataFrame, list[tuple[int, str, int, int, int]]]:
+def _dedupe(job: Job, df: pd.DataFrame, item_fps: list[tuple[int, str, int, int]]) -> tuple[pd.DataFrame, list[tuple[int, str, int, int, int]]]:
     """Units of the chunk, each marked shown or not, and the frame without the rows not shown.
 
     Within the chunk the rule of the loaders applies (first by preference, trace id, message
@@ -392,8 +410,7 @@ def _dedupe(job: Job, df: pd.DataFrame, item_fps: list[tuple[int, str, int]]) ->
             }
         )
     else:
-        cand = pd.DataFrame(item_fps, columns=["fp", "tid", "mi"])
-        cand["pref"] = 0
+        cand = pd.DataFrame(item_fps, columns=["fp", "tid", "mi", "pref"])
     hide = {(t, m) for t, ms in job.hide.items() for m in ms}
     forced = np.fromiter(((t, m) in hide for t, m in zip(cand["tid"], cand["mi"])), dtype=bool, count=len(cand)) if hide else np.zeros(len(cand), dtype=bool)
     order = cand.assign(forced=forced).sort_values(["fp", "forced", "pref", "tid", "mi"], kind="stable")
