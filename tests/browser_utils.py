@@ -261,6 +261,40 @@ LONGTASK_OBSERVER = r"""
 """
 
 
+#: a fixed piece of front-end work (JSON, escaping, string building; no DOM, so that the page
+#: around it does not matter) whose time says how fast this machine runs JavaScript; best of runs
+CALIBRATION_JS = r"""
+() => {
+  const t0 = performance.now();
+  const rows = [];
+  for (let i = 0; i < 2000; i++) rows.push({id: i, name: "row " + i, text: "lorem ipsum <dolor> sit & amet ".repeat(8), n: i * 1.5});
+  let size = 0;
+  for (let k = 0; k < 3; k++) {
+    const back = JSON.parse(JSON.stringify(rows));
+    const html = back.map((r) => `<tr><td>${r.id}</td><td>${r.name}</td><td>${r.text.replace(/[<&>]/g, (c) => "&#" + c.charCodeAt(0) + ";")}</td><td>${r.n.toFixed(2)}</td></tr>`).join("");
+    size += html.length;
+  }
+  return size ? performance.now() - t0 : 0;
+}
+"""
+#: its time (ms) on the machines the long-task budgets were set on (2 CPUs, Debian chromium): it
+#: took 34-42 ms on one where bench/RESULTS.md's recorded runs went 2-2.9x slower
+CALIBRATION_REF_MS = 18.0
+#: the most a budget is stretched for a slow machine: beyond, a long task is a defect anywhere
+MAX_STRETCH = 3.0
+
+
+def long_task_budget(page: Any, base_ms: float = 100.0) -> float:
+    """``base_ms`` on a machine of the reference speed; on a slower one (the calibration work takes
+    longer here, best of 7), stretched in proportion, at most :data:`MAX_STRETCH` times. A page
+    whose tasks grow with the machine's slowness passes anywhere; one that blocks longer than its
+    work explains fails."""
+    best = min(page.evaluate(CALIBRATION_JS) for _ in range(7))
+    budget = base_ms * min(MAX_STRETCH, max(1.0, best / CALIBRATION_REF_MS))
+    print(f"\nlong-task budget: {budget:.0f} ms (calibration {best:.0f} ms, reference {CALIBRATION_REF_MS:.0f} ms)")
+    return budget
+
+
 def save_screenshot(page: Any, name: str, full_page: bool = True) -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / name
