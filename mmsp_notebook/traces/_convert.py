@@ -37,7 +37,7 @@ from ._events import EventBuilder
 from ._export import to_arrow
 from ._fast import decode_trace
 from ._io import latest_run
-from ._items import ItemBuilder
+from ._items import ItemBuilder, message_key
 from ._load import UNREAD
 from ._turns import TurnBuilder, row_costs, row_prices
 
@@ -317,13 +317,9 @@ def _canon(v: Any) -> Any:
     return v
 
 
-def _slen(v: Any) -> int | None:
-    return len(v) if v.__class__ is str else None
-
-
 def _message_key(msg: dict[str, Any]) -> tuple[Any, ...] | None:
-    """The fields the items loader compares of a message (role, ``created_at``, finish reason,
-    usage, item shapes); None when it does not de-duplicate the message."""
+    """The items loader's :func:`~._items.message_key` of a message; None when it does not
+    de-duplicate the message (no items, no time, an unhashable value)."""
     items = msg.get("content_items")
     if items.__class__ is not list:
         return None
@@ -331,19 +327,7 @@ def _message_key(msg: dict[str, Any]) -> tuple[Any, ...] | None:
     if created is None:
         return None
     role = msg.get("role")
-    usage = msg.get("usage_metadata")
-    key = (
-        role if role.__class__ is str else None,
-        created,
-        msg.get("finish_reason"),
-        tuple(usage.values()) if usage.__class__ is dict else None,
-        tuple(
-            (it.get("type"), _slen(it.get("text")), _slen(it.get("thinking")), _slen(it.get("data")), it.get("tool_call_id"))
-            if it.__class__ is dict
-            else repr(it)
-            for it in items
-        ),
-    )
+    key = message_key(role if role.__class__ is str else None, created, msg, items)
     try:
         hash(key)
     except TypeError:  # the loader does not de-duplicate it either

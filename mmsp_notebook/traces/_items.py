@@ -280,24 +280,28 @@ def _answer_fingerprint(history: list[dict[str, Any]], i: int) -> int | None:
     return _message_fingerprint("assistant", created, answer, items)
 
 
+def message_key(role: str | None, created: float, msg: dict[str, Any], items: list[Any]) -> tuple[Any, ...]:
+    """The fields that tell one message apart across trace files that repeat a conversation's
+    history: role, ``created_at`` (Unix ms), finish reason, usage and the shape of each item. A
+    dataset digests the same key (``_convert._message_fps``)."""
+    usage = msg.get("usage_metadata")
+    return (
+        role,
+        created,
+        msg.get("finish_reason"),
+        tuple(usage.values()) if usage.__class__ is dict else None,
+        tuple(
+            (it.get("type"), _slen(it.get("text")), _slen(it.get("thinking")), _slen(it.get("data")), it.get("tool_call_id"))
+            if it.__class__ is dict
+            else repr(it)
+            for it in items
+        ),
+    )
+
+
 def _message_fingerprint(role: str | None, created: float, msg: dict[str, Any], items: list[Any]) -> int | None:
     """A hash identifying one message across trace files that repeat a conversation's history."""
-    usage = msg.get("usage_metadata")
     try:
-        return hash(
-            (
-                role,
-                created,
-                msg.get("finish_reason"),
-                tuple(usage.values()) if usage.__class__ is dict else None,
-                tuple(
-                    (it.get("type"), _slen(it.get("text")), _slen(it.get("thinking")), _slen(it.get("data")),
-                     it.get("tool_call_id"))
-                    if it.__class__ is dict
-                    else repr(it)
-                    for it in items
-                ),
-            )
-        )
+        return hash(message_key(role, created, msg, items))
     except TypeError:  # an unhashable value in a foreign file: no de-duplication for it
         return None
