@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from helpers import fresh_session, kernel, serve_posts  # noqa: F401  (fixtures shared by every module)
@@ -16,6 +18,29 @@ def demo_server() -> Iterator[DemoServer]:
     """An instant demo server (short heartbeat interval), shared by the tests of a module."""
     with DemoServer(instant=True, heartbeat=0.1) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def traces_notebook(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    """``notebooks/traces.ipynb`` executed once in a real kernel (it takes a while): the executed
+    notebook and the folder it ran in. Its own temporary folders go under that folder too."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    where = tmp_path_factory.mktemp("traces_notebook")
+    nb = nbformat.read(Path(__file__).resolve().parent.parent / "notebooks" / "traces.ipynb", as_version=4)
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), "store the notebook without outputs"
+    (where / "tmp").mkdir()
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(where / "tmp")  # inherited by the kernel
+    try:
+        NotebookClient(nb, kernel_name="python3", timeout=240, resources={"metadata": {"path": str(where)}}).execute()
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+    return nb, where
 
 
 @pytest.fixture

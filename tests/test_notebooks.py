@@ -23,6 +23,8 @@ def run(name: str, tmp_path, monkeypatch, instant: bool = True) -> list:
     if instant:
         monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # the notebooks' own temporary folders
     NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     return [cell for cell in nb.cells if cell.cell_type == "code"]
 
