@@ -14,6 +14,8 @@ one fresh process measures, side by side:
   (its trace file rewritten whole, a record appended to its sidecar) — against the first sync
   (goal ≤ 5 % of its time); and, as the worst case, 1 % of the conversations with a changed
   config (every row of the trace differs, so its old rows are removed from their files first);
+  then ``--series`` syncs in a row, each after another 1 % of the files grew (mean and slowest:
+  what keeping a dataset up to date costs, the merging of the small files they leave included);
 * **new prices** for every model (as after an upgrade of mmsp with new list prices): every file's
   cost columns recomputed in place, against the first sync;
 * **p50/p90/p99 latency by model**: ``traces.query`` in DuckDB over the dataset (views created
@@ -68,7 +70,7 @@ import psutil
 from mmsp_notebook import traces
 import mmsp, mmsp_notebook.traces._dataset  # imports (mmsp, pandas, pyarrow) before the clock starts
 
-SRC, DS, REPEAT, SEED = {src!r}, {ds!r}, {repeat!r}, {seed!r}
+SRC, DS, REPEAT, SEED, SERIES = {src!r}, {ds!r}, {repeat!r}, {seed!r}, {series!r}
 
 
 def vm(key):
@@ -183,6 +185,19 @@ if __name__ == "__main__":
             open(f, "wb").write(raw)
         time.sleep(2.1)
         traces.sync(SRC, DS, progress=False)  # back to the corpus as generated
+    # the Tracer's change again, SERIES syncs in a row (other files each time, as a sync run every
+    # so often finds them): what a dataset kept up to date costs, the merging of small files included
+    series, saved = [], {{}}
+    for _ in range(SERIES):
+        for f, raw in change(rng.sample(files, n), "append").items():
+            saved.setdefault(f, raw)
+        time.sleep(2.1)
+        series.append(timed(lambda: traces.sync(SRC, DS, progress=False))[0])
+    out["series"] = series
+    for f, raw in saved.items():
+        open(f, "wb").write(raw)
+    time.sleep(2.1)
+    traces.sync(SRC, DS, progress=False)
     # new prices for every model (as an upgrade of mmsp bringing new list prices would): every
     # file's cost columns are recomputed; then back to the list prices (the same work again)
     models = sorted(traces.query("SELECT DISTINCT model FROM turns WHERE model IS NOT NULL", DS)["model"])
@@ -206,9 +221,10 @@ if __name__ == "__main__":
 '''
 
 
-def run_size(corpus: Path, ds: Path, repeat: int, seed: int) -> dict[str, Any]:
+def run_size(corpus: Path, ds: Path, repeat: int, seed: int, series: int) -> dict[str, Any]:
     script = ds.with_name(ds.name + "_runner.py")
-    script.write_text(textwrap.dedent(_RUNNER.format(root=str(ROOT), src=str(corpus), ds=str(ds), repeat=repeat, seed=seed)))
+    script.write_text(textwrap.dedent(_RUNNER.format(root=str(ROOT), src=str(corpus), ds=str(ds), repeat=repeat, seed=seed,
+                                                     series=series)))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(proc.stderr[-4000:])
@@ -232,6 +248,9 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
         f"  re-sync, nothing changed: {r['nothing'] * 1000:.0f} ms = {r['first'] / r['nothing']:.0f}x faster than the first sync",
         f"  re-sync, 1% of files grew by a turn ({r['append_converted']} converted): {r['append'] * 1000:.0f} ms = "
         f"{100 * r['append'] / r['first']:.1f}% of the first sync",
+        f"  re-sync, 1% of files grew by a turn, {len(r['series'])} syncs in a row (other files each time, merging of "
+        f"small files included): mean {1000 * _mean(r['series']):.0f} ms = {100 * _mean(r['series']) / r['first']:.1f}% of the "
+        f"first sync, slowest {1000 * max(r['series']):.0f} ms",
         f"  re-sync, 1% of files with a changed config (rows replaced): {r['config'] * 1000:.0f} ms = "
         f"{100 * r['config'] / r['first']:.1f}% of the first sync",
         f"  re-sync, new prices for every model ({r['repriced']} files' cost columns recomputed, no trace read): "
@@ -240,6 +259,10 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
         f"frame {r['pandas'] * 1000:.0f} ms ({r['duckdb'] / r['pandas']:.2f}x; load_turns first: {r['load_turns']:.1f} s); "
         f"same figures: {r['same_figures']}",
     ]
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _goal(percent: float) -> str:
@@ -254,8 +277,8 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
     sizes = sorted(figures)
     small, big = figures[sizes[0]], figures[sizes[-1]]
     table = [
-        "| turns | first sync | turns per CPU-second: sync (load_turns) | peak RSS main / worker | nothing changed | 1 % grew | 1 % replaced | DuckDB vs pandas quantiles |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| turns | first sync | turns per CPU-second: sync (load_turns) | peak RSS main / worker | nothing changed | 1 % grew | 1 % grew, in a row (mean) | 1 % replaced | DuckDB vs pandas quantiles |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for n in sizes:
         r = figures[n]
@@ -263,6 +286,7 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             f"| {n:,} | {r['first']:.1f} s | {r['rows'] / (r['main_cpu'] + r['worker_cpu']):,.0f} ({r['load_rows'] / r['load_cpu']:,.0f}) | "
             f"{r['main_peak'] / 1e6:.0f} / {r['worker_peak'] / 1e6:.0f} MB | {r['nothing'] * 1000:.0f} ms "
             f"(**{r['first'] / r['nothing']:.0f}×** faster) | {r['append'] * 1000:.0f} ms ({_goal(100 * r['append'] / r['first'])}) | "
+            f"{_mean(r['series']) * 1000:.0f} ms ({_goal(100 * _mean(r['series']) / r['first'])}) | "
             f"{r['config'] * 1000:.0f} ms ({_goal(100 * r['config'] / r['first'])}) | {r['duckdb'] * 1000:.0f} vs {r['pandas'] * 1000:.0f} ms |"
         )
     grow = big["worker_peak"] / max(small["worker_peak"], 1)
@@ -297,7 +321,9 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             f"`load_turns` itself got {big['load_cpu'] / big['load_turns']:.0%} of a CPU in that run.",
             f"* Goals: nothing changed ≥ 20× faster than the first sync — {small['first'] / small['nothing']:.0f}× and "
             f"{big['first'] / big['nothing']:.0f}×; 1 % of files changed ≤ 5 % of the first sync — the Tracer's change (a "
-            f"turn appended) {100 * small['append'] / small['first']:.1f} % and {100 * big['append'] / big['first']:.1f} %, "
+            f"turn appended) {100 * small['append'] / small['first']:.1f} % and {100 * big['append'] / big['first']:.1f} % (in "
+            f"{len(big['series'])} syncs in a row, on average {100 * _mean(small['series']) / small['first']:.1f} % and "
+            f"{100 * _mean(big['series']) / big['first']:.1f} %), "
             f"a changed config {100 * small['config'] / small['first']:.1f} % and {100 * big['config'] / big['first']:.1f} % "
             "(over the goal: every file holding one of those traces is rewritten without its rows; plain Parquet has no "
             "deletion vectors).",
@@ -311,9 +337,11 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             f"every file are recomputed in place (read, two columns replaced, written), no trace file read again — "
             f"{100 * small['reprice'] / small['first']:.1f} % and {100 * big['reprice'] / big['first']:.1f} % of the first sync.",
             "* The shares move with the first sync's speed: a re-sync has costs that a faster first sync does not shrink "
-            "in proportion — the scan (~50 ms per 10,000 files, two `stat` calls a trace), and one small file per (date, model) "
-            "partition the changed traces touch (~1 ms each to write). At 100,000 turns the 100 changed conversations "
-            "touch every partition.",
+            "in proportion — the scan (~50 ms per 10,000 files, two `stat` calls a trace), and one small file per (month, model) "
+            "partition the changed traces touch (a few ms each to write, and to merge later: a partition that collects 8 "
+            "such files has them merged, which the syncs in a row include). The changed conversations are drawn at random "
+            "from the whole corpus, their new turn dated just after their last one: the worst case for the number of "
+            "partitions touched (a conversation continued today writes into this month's).",
             "",
             "",
         ]
@@ -326,6 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--series", type=int, default=10, help="syncs in a row, each after 1%% of the files grew")
     ap.add_argument("--work", type=Path, default=Path("/tmp/mmsp_ds_bench"))
     ap.add_argument("--no-results", action="store_true")
     args = ap.parse_args(argv)
@@ -336,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
         files = max(1, n // args.turns)
         corpus = args.work / f"corpus_{n}"
         ensure_corpus(corpus, files, args.turns, args.seed)
-        r = run_size(corpus, args.work / f"dataset_{n}", args.repeat, args.seed)
+        r = run_size(corpus, args.work / f"dataset_{n}", args.repeat, args.seed, args.series)
         figures[n] = r
         out = report(n, r)
         lines += out

@@ -139,7 +139,7 @@ def expected(src: Path, kind: str = "turns", **kwargs: Any) -> pa.Table:
 
 def stored(ds_dir: Path, kind: str = "turns") -> pa.Table:
     table = traces.dataset(ds_dir, kind).to_table()
-    return table.drop_columns(["date"]).replace_schema_metadata(None)
+    return table.drop_columns(["month"]).replace_schema_metadata(None)
 
 
 def _sorted(table: pa.Table) -> pa.Table:
@@ -188,17 +188,17 @@ def test_sync_gives_the_loaders_rows(corpus: Path, tmp_path: Path, kind: str) ->
     assert_same(ds_dir, corpus, kind)
     frame = traces.dataset(ds_dir, kind).to_table().to_pandas()  # a model-less trace's null partition too
     assert len(frame) == res.rows and frame["model"].isna().any() == (kind != "events")
-    # partitions: UTC date of the start and the model; odd model names round-trip, missing ones are null
+    # partitions: UTC month of the start and the model; odd model names round-trip, missing ones are null
     parts = {p.relative_to(ds_dir / kind).parts[:2] for p in (ds_dir / kind).rglob("*.parquet")}
-    assert ("date=2026-01-01", "model=glm-5.3") in parts
+    assert ("month=2026-01", "model=glm-5.3") in parts
     if kind != "events":
-        assert ("date=2026-01-04", "model=org%2Fmodel%20v2%25") in parts
-        assert any(d == "date=__HIVE_DEFAULT_PARTITION__" for d, _ in parts)
+        assert ("month=2026-01", "model=org%2Fmodel%20v2%25") in parts
+        assert any(d == "month=__HIVE_DEFAULT_PARTITION__" for d, _ in parts)
 
 
 def test_models_no_partition_directory_can_hold_are_skipped_by_name(tmp_path: Path) -> None:
     src, ds_dir = tmp_path / "cache", tmp_path / "ds"
-    odd = ["a/b=c%20d", "..", ".hidden", "date=2020-01-01", "emoji🙂", "semi;colon?q#h", "sp ace", "a\\b"]
+    odd = ["a/b=c%20d", "..", ".hidden", "month=2020-01", "emoji🙂", "semi;colon?q#h", "sp ace", "a\\b"]
     for k, model in enumerate(odd):
         save(src, f"odd/{k}", conversation(1, T0 + k * 60_000, f"o{k}"), model=model)
     save(src, "none", conversation(1, T0 + DAY, "n"), model=None)
@@ -220,11 +220,11 @@ def test_models_no_partition_directory_can_hold_are_skipped_by_name(tmp_path: Pa
     # moved under directories named as partitions are: DuckDB would take those for the partitions
     whole = "SELECT * FROM turns ORDER BY trace_id"
     before = traces.query(whole, ds_dir)
-    moved = tmp_path / "snapshots" / "date=2024-01-01" / "model=all" / "ds"
+    moved = tmp_path / "snapshots" / "month=2024-01" / "model=all" / "ds"
     shutil.move(str(ds_dir), str(moved))
     after = traces.query(whole, moved)
     pd.testing.assert_frame_equal(after, before)
-    assert sorted(after["model"].dropna()) == sorted(odd) and "2024-01-01" not in set(after["date"].astype(str))
+    assert sorted(after["model"].dropna()) == sorted(odd) and "2024-01" not in set(after["month"].astype(str))
     assert traces.summary(moved, by="model")["count"].sum() == 9
     shutil.move(str(moved), str(ds_dir))
     want = expected(src)
@@ -868,7 +868,7 @@ def test_a_lost_data_file_is_named_by_readers_and_restored_by_the_next_sync(corp
     assert_same(ds_dir, corpus)
     assert quiet_sync(corpus, ds_dir).converted == 0
     # a partition kept elsewhere behind a link is not lost
-    part = next((ds_dir / "turns").glob("date=*"))
+    part = next((ds_dir / "turns").glob("month=*"))
     shutil.move(str(part), str(tmp_path / "cold"))
     os.symlink(tmp_path / "cold", part)
     before = mtimes(tmp_path / "cold")
@@ -943,7 +943,7 @@ def test_a_broken_pool_is_explained_however_it_is_met() -> None:
 def test_leftovers_of_a_crash_are_removed(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)
-    orphan_dir = ds_dir / "turns" / "date=2026-01-01" / "model=glm-5.3"
+    orphan_dir = ds_dir / "turns" / "month=2026-01" / "model=glm-5.3"
     shutil.copy(next(orphan_dir.glob("*.parquet")), orphan_dir / "part-orphan-0.parquet")  # data not committed
     (orphan_dir / ".part-x.parquet.tmp").write_bytes(b"half")
     res = quiet_sync(corpus, ds_dir)
@@ -965,11 +965,11 @@ def test_dask_cluster_executor_and_dask_reader(corpus: Path, tmp_path: Path) -> 
     assert res.converted > 4
     assert_same(ds_dir, corpus)
     # as the README shows it: the partition columns' types given (a directory of nulls has none to infer)
-    partitioning = {"flavor": "hive", "schema": pa.schema([("date", pa.date32()), ("model", pa.string())])}
+    partitioning = {"flavor": "hive", "schema": pa.schema([("month", pa.string()), ("model", pa.string())])}
     ddf = dd.read_parquet(str(ds_dir / "turns"), dataset={"partitioning": partitioning})
     want = expected(corpus)
     assert len(ddf) == want.num_rows
-    assert set(want.column_names) | {"date"} == set(ddf.columns)
+    assert set(want.column_names) | {"month"} == set(ddf.columns)
     by_model = ddf.groupby("model", dropna=False)["latency"].count().compute()
     assert int(by_model.sum()) == pc.count(want["latency"]).as_py()
 
@@ -1000,7 +1000,7 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     quiet_sync(corpus, ds_dir, kind="events")
     frame = expected(corpus)
     cols = traces.query("SELECT * FROM turns LIMIT 0", ds_dir).columns.tolist()
-    assert cols == [*frame.column_names, "date"]
+    assert cols == [*frame.column_names, "month"]
     n = traces.query("SELECT count(*) AS n FROM turns WHERE model = 'org/model v2%'", ds_dir)["n"][0]
     assert n == pc.sum(pc.equal(frame["model"].cast(pa.string()), "org/model v2%")).as_py() == 2
     joined = traces.query(
@@ -1092,7 +1092,7 @@ def test_traces_notebook_dataset_section(traces_notebook: tuple[Any, Path]) -> N
         return "\n".join(o.get("text", "") + json.dumps(o.get("data", {})) for o in cell.outputs)
 
     first = out("first = traces.sync(")
-    assert "0 removed, 0 unchanged" in first and "date=" in first and "model=demo" in first
+    assert "0 removed, 0 unchanged" in first and "month=" in first and "model=demo" in first
     again = out("again = traces.sync(")
     assert "1 traces converted" in again and "0 removed" in again
     table = out("FROM turns")
@@ -1121,14 +1121,16 @@ def test_items_with_payloads(corpus: Path, tmp_path: Path) -> None:
     (corpus / "foreign" / "payloads.json").write_text(json.dumps({"history": odd, "config": {"model": "glm-5.3"}}))
     quiet_sync(corpus, ds_dir, kind="items", payloads=True)
     assert_same(ds_dir, corpus, "items", payloads=True)
-    # valid payloads of nested values (an embedding's numbers), in a trace that then grows
-    embed = [user("embed this", T0 + DAY), {"role": "assistant", "content_items": [{"type": "embedding.done", "embedding": [0.1, 0.2, 0.3]}],
-             "usage_metadata": {"prompt_tokens": 3, "response_tokens": 0}, "finish_reason": "stop", "created_at": T0 + DAY + 50}]
+    # valid payloads of nested values (an embedding's numbers), in a trace that then grows (in a
+    # month of its own: the other partition has collected enough small files to be merged)
+    t = T0 + 40 * DAY
+    embed = [user("embed this", t), {"role": "assistant", "content_items": [{"type": "embedding.done", "embedding": [0.1, 0.2, 0.3]}],
+             "usage_metadata": {"prompt_tokens": 3, "response_tokens": 0}, "finish_reason": "stop", "created_at": t + 50}]
     save(corpus, "emb/one", embed)
     res = quiet_sync(corpus, ds_dir, kind="items", payloads=True)
     assert res.converted == 1 and not res.new_skipped
     assert_same(ds_dir, corpus, "items", payloads=True)
-    save(corpus, "emb/one", embed + [user("and this", T0 + DAY + 60), {**embed[1], "created_at": T0 + DAY + 90}])
+    save(corpus, "emb/one", embed + [user("and this", t + 60), {**embed[1], "created_at": t + 90}])
     before = mtimes(ds_dir)
     assert quiet_sync(corpus, ds_dir, kind="items", payloads=True).converted == 1
     assert {f: t for f, t in mtimes(ds_dir).items() if f in before} == before  # its earlier rows kept, not replaced
@@ -1187,7 +1189,7 @@ def test_small_files_of_many_syncs_are_merged(corpus: Path, tmp_path: Path) -> N
 
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)
-    part = ds_dir / "turns" / "date=2026-01-01" / "model=glm-5.3"
+    part = ds_dir / "turns" / "month=2026-01" / "model=glm-5.3"
     counts = []
     for n in range(4, 4 + COMPACT_FILES + 2):  # a conversation going on, synced after every turn
         save(corpus, "app/chat_1", conversation(n, T0))
@@ -1200,11 +1202,45 @@ def test_small_files_of_many_syncs_are_merged(corpus: Path, tmp_path: Path) -> N
     on_disk = {str(p) for p in (ds_dir / "turns").rglob("*.parquet")}
     assert on_disk == set(traces.dataset(ds_dir).files)
     assert_same(ds_dir, corpus)
-    partitioning = {"flavor": "hive", "schema": pa.schema([("date", pa.date32()), ("model", pa.string())])}
+    partitioning = {"flavor": "hive", "schema": pa.schema([("month", pa.string()), ("model", pa.string())])}
     import pyarrow.dataset as pads
 
     globbed = pads.dataset(str(ds_dir / "turns"), partitioning=pads.partitioning(partitioning["schema"], flavor="hive"))
     assert globbed.count_rows() == stored(ds_dir).num_rows
+
+
+def test_files_are_merged_rewritten_and_repriced_a_row_group_at_a_time(corpus: Path, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         list_prices_restored: None) -> None:
+    # a merge, a rewrite without a trace's rows and a repricing each hold one row group, not the
+    # file: with row groups of 3 rows every one of them goes through several
+    from mmsp_notebook.traces import _compact, _files
+
+    monkeypatch.setattr(_files, "ROW_GROUP", 3)
+    monkeypatch.setattr(_compact, "ROW_GROUP", 3)
+    monkeypatch.setattr(_compact, "COMPACT_FILES", 2)  # the first sync's files are merged already
+    ds_dir, pool = tmp_path / "ds", ThreadPoolExecutor(2)
+
+    def row_groups() -> list[int]:
+        return [pq.ParquetFile(f).metadata.row_group(i).num_rows
+                for f in traces.dataset(ds_dir).files for i in range(pq.ParquetFile(f).metadata.num_row_groups)]
+
+    quiet_sync(corpus, ds_dir, chunk_files=2, executor=pool)
+    merged = [f for f in traces.dataset(ds_dir).files if f.endswith("-m.parquet")]
+    assert merged and max(pq.ParquetFile(f).metadata.num_row_groups for f in merged) > 1
+    assert max(row_groups()) <= 3
+    assert_same(ds_dir, corpus)
+    # a changed config: the trace's rows leave the merged file it was in, a row group at a time
+    save(corpus, "app/chat_1", conversation(3, T0), temperature=0.25)
+    assert quiet_sync(corpus, ds_dir, executor=pool).converted == 1
+    assert_same(ds_dir, corpus)
+    assert set(stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "app/chat_1"))["temperature"].to_pylist()) == {0.25}
+    # new prices: the cost columns recomputed a row group at a time, each row with its own cost
+    mine = {"glm-5.3": {"prompt_tokens": 7.0, "response_tokens": 11.0}}
+    res = quiet_sync(corpus, ds_dir, prices=mine, executor=pool)
+    assert res.repriced >= 1
+    assert_same(ds_dir, corpus, prices=mine)
+    assert max(row_groups()) <= 3
 
 
 def test_a_dataset_given_by_a_relative_path_reads(tmp_path, monkeypatch):

@@ -207,7 +207,7 @@ Export
     :func:`to_parquet` writes one, from a frame or from a trace path loaded first.
 
 Datasets
-    :func:`sync` converts a trace folder into a Hive-partitioned Parquet dataset (``date`` /
+    :func:`sync` converts a trace folder into a Hive-partitioned Parquet dataset (``month`` /
     ``model`` directories, the loaders' columns and :func:`to_arrow`'s types), incrementally: a
     manifest records what was converted, so a re-run converts only new or changed traces (a trace
     that only grew gets its new rows), replaces changed ones and drops deleted ones; chunks run on a

@@ -21,7 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ._convert import _atomic_write, data_schema
+from ._convert import data_schema
+from ._files import ROW_GROUP, atomic_writer
 
 __all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS"]
 
@@ -63,18 +64,43 @@ def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: 
           ) -> tuple[str, int, list[str]]:
     """Write the rows of ``names`` (one partition) as one file; returns (its name, rows, trace
     ids). The merged files are left in place: the caller removes them once the manifest lists
-    the new one. ``schema_bytes``: the data files' schema, when known (see ``data_schema``)."""
+    the new one. ``schema_bytes``: the data files' schema, when known (see ``data_schema``).
+
+    The files are read one at a time and written in row groups of up to :data:`ROW_GROUP` rows:
+    a merge holds a row group, not the merged file."""
     schema = data_schema(kind, payloads, schema_bytes)
-    tables = []
-    for name in names:
-        try:
-            tables.append(pq.ParquetFile(os.path.join(root, name)).read().cast(schema))
-        except FileNotFoundError:  # removed by a sync that stopped before its manifest said so
-            continue
-    table = pa.concat_tables(tables).unify_dictionaries() if tables else schema.empty_table()
     part = names[0].rsplit("/", 1)[0]
     new = f"{part}/part-{uuid.uuid4().hex[:16]}-m.parquet"
-    if table.num_rows:
-        _atomic_write(table.combine_chunks(), os.path.join(root, new))
-    tids = pc.unique(table.column("trace_id")).to_pylist() if table.num_rows else []
-    return new, table.num_rows, tids
+    tids: set[str] = set()
+    rows = 0
+    pending: list[pa.Table] = []
+
+    def flush(out: pq.ParquetWriter) -> None:
+        if pending:
+            out.write_table(pa.concat_tables(pending).unify_dictionaries().combine_chunks(), row_group_size=ROW_GROUP)
+            pending.clear()
+
+    try:
+        with atomic_writer(os.path.join(root, new), schema) as out:
+            for name in names:
+                try:
+                    file = pq.ParquetFile(os.path.join(root, name))
+                except FileNotFoundError:  # removed by a sync that stopped before its manifest said so
+                    continue
+                for i in range(file.num_row_groups):
+                    table = file.read_row_group(i).cast(schema)
+                    tids.update(pc.unique(table.column("trace_id")).to_pylist())
+                    if sum(t.num_rows for t in pending) + table.num_rows > ROW_GROUP:
+                        flush(out)
+                    pending.append(table)
+                    rows += table.num_rows
+            flush(out)
+            if not rows:
+                raise _NothingToMerge
+    except _NothingToMerge:  # no file is written
+        return new, 0, []
+    return new, rows, list(tids)
+
+
+class _NothingToMerge(Exception):
+    """Every file of a merge was gone."""

@@ -20,13 +20,12 @@ from collections.abc import Container
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .._errors import TraceError
 from ..core.pricing import PriceTable
@@ -36,18 +35,18 @@ from ._columns import as_ms
 from ._events import EventBuilder
 from ._export import to_arrow
 from ._fast import decode_trace
+from ._files import NULL_PARTITION, atomic_write, key_mask
 from ._io import latest_run
 from ._items import ItemBuilder, message_key
 from ._load import UNREAD
-from ._turns import TurnBuilder, row_costs, row_prices
+from ._turns import TurnBuilder
 
-__all__ = ["Job", "ChunkResult", "convert", "rewrite", "reprice", "UNREADABLE", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
+__all__ = ["Job", "ChunkResult", "convert", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
 
 KINDS = ("turns", "items", "events")
-#: the column whose UTC date partitions each kind
+#: the column whose UTC month partitions each kind
 DATE_FROM = {"turns": "started", "items": "created_at", "events": "started"}
 #: Hive's name for a missing partition value (pyarrow, Spark, Dask and DuckDB read it as null)
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 DAMAGED = "damaged sidecar"
 
 _TURN_FP_COLUMNS = (
@@ -123,7 +122,7 @@ def data_schema(kind: str, payloads: bool = False, known: bytes | None = None) -
 def convert(job: Job) -> ChunkResult:
     """Read the chunk's traces as the loaders do, build the kind's frame, drop the copies of
     repeated messages it holds twice (and those shown from other traces), write one Parquet file
-    per (date, model) partition.
+    per (month, model) partition.
 
     A changed trace (``job.prior``) whose first rows are still those the dataset holds (the Tracer
     appended a turn, a sidecar a record) gets only its new rows written; any other changed trace
@@ -360,19 +359,12 @@ def _unit_mask(df: pd.DataFrame, kind: str, keys: set[tuple[str, int]]) -> np.nd
     """Rows of the units ``keys`` ((trace id, message index)): a trace's turn row, a message's items."""
     if not keys or not len(df):
         return np.zeros(len(df), dtype=bool)
-    return _key_mask(
+    return key_mask(
         df["trace_id"].to_numpy(dtype=object),
         df["message_index"].to_numpy(dtype=np.int64, na_value=-1),
         np.asarray(df["source"] == "sidecar") if kind == "turns" else None,
         keys,
     )
-
-
-def _key_mask(tids: np.ndarray, mi: np.ndarray, sidecar: np.ndarray | None, keys: set[tuple[str, int]]) -> np.ndarray:
-    mask = np.fromiter(((t, m) in keys for t, m in zip(tids, mi.tolist())), dtype=bool, count=len(tids))
-    if sidecar is not None:  # a sidecar-only row is no copy of a message
-        mask &= ~sidecar
-    return mask
 
 
 def _dedupe(job: Job, df: pd.DataFrame, item_fps: list[tuple[int, str, int, int]]) -> tuple[pd.DataFrame, list[tuple[int, str, int, int, int]]]:
@@ -410,10 +402,10 @@ def _dedupe(job: Job, df: pd.DataFrame, item_fps: list[tuple[int, str, int, int]
 # --------------------------------------------------------------------------- files
 
 
-def partition_dir(date: Any, model: Any) -> str:
-    """``date=YYYY-MM-DD/model=<model, URI-encoded>`` (Hive's null name where missing)."""
-    d = NULL_PARTITION if date is None or pd.isna(date) else str(date)
-    return f"date={d}/{_model_dir(model)}"
+def partition_dir(month: Any, model: Any) -> str:
+    """``month=YYYY-MM/model=<model, URI-encoded>`` (Hive's null name where missing)."""
+    m = NULL_PARTITION if month is None or pd.isna(month) else str(month)
+    return f"month={m}/{_model_dir(model)}"
 
 
 def _model_dir(model: Any) -> str:
@@ -458,31 +450,15 @@ def held_path(path: str) -> str:
     return os.path.join(folder, f".{name}.held")
 
 
-def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The columns a data file dictionary-encodes: those whose Arrow type is a dictionary (a few
-    distinct values). The others are written plain: their values are mostly distinct (ids,
-    numbers, timestamps), where a dictionary makes the file no smaller and its writing ~30 %
-    slower."""
-    return [f.name for f in schema if pa.types.is_dictionary(f.type)]
-
-
-def _atomic_write(table: pa.Table, path: str) -> None:
-    folder, name = os.path.split(path)
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{name}.tmp")
-    pq.write_table(table, tmp, use_dictionary=_dictionary_columns(table.schema))
-    os.replace(tmp, path)
-
-
 def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, int, list[str]]]:
-    """One file per (date, model) partition of the frame's rows: (name, rows, trace ids) each;
+    """One file per (month, model) partition of the frame's rows: (name, rows, trace ids) each;
     ``hidden``: written at :func:`held_path` of the name. The rows are put in partition order
     once and each file written from a slice (on ``job.write_threads`` threads)."""
     if not len(df):
         return []
     schema = data_schema(job.kind, job.payloads, job.schema)
-    day = df[DATE_FROM[job.kind]].to_numpy(dtype="datetime64[us]").astype("datetime64[D]")
-    keys = pd.DataFrame({"d": day, "m": df["model"].astype(object)})
+    month = df[DATE_FROM[job.kind]].to_numpy(dtype="datetime64[us]").astype("datetime64[M]")
+    keys = pd.DataFrame({"d": month, "m": df["model"].astype(object)})
     groups = list(keys.groupby(["d", "m"], dropna=False, sort=True).indices.items())
     order = np.concatenate([idx for _, idx in groups])
     try:  # straight into the files' types (to_arrow infers them first, ~2x the time)
@@ -495,102 +471,16 @@ def _write(job: Job, df: pd.DataFrame, hidden: bool = False) -> list[tuple[str, 
     parts: list[tuple[str, pa.Table]] = []
     start = 0
     for n, ((d, m), idx) in enumerate(groups):
-        date = None if pd.isna(d) else str(np.datetime64(d, "D"))
-        parts.append((f"{partition_dir(date, m)}/part-{token}-{n}.parquet", table.slice(start, len(idx))))
+        when = None if pd.isna(d) else str(np.datetime64(d, "M"))
+        parts.append((f"{partition_dir(when, m)}/part-{token}-{n}.parquet", table.slice(start, len(idx))))
         start += len(idx)
 
     def write(name: str, part: pa.Table) -> tuple[str, int, list[str]]:
         path = os.path.join(job.root, name)
-        _atomic_write(part, held_path(path) if hidden else path)
+        atomic_write(part, held_path(path) if hidden else path)
         return name, part.num_rows, pc.unique(part.column("trace_id")).to_pylist()
 
     if job.write_threads < 2 or len(parts) < 4:
         return [write(*p) for p in parts]
     with ThreadPoolExecutor(job.write_threads, thread_name_prefix="mmsp-notebook-parquet") as ex:
         return list(ex.map(lambda p: write(*p), parts))
-
-
-def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int:
-    """Rewrite one data file without the rows of ``drop_traces`` and of the units ``drop_units``;
-    returns the rows left. A file left unchanged is not written, nor one left with no rows (0:
-    the caller removes it once the manifest no longer lists it, so that no reader of the
-    manifest finds a listed file missing)."""
-    path = os.path.join(root, name)
-    try:
-        table = pq.ParquetFile(path).read()
-    except FileNotFoundError:
-        return 0
-    tids = table.column("trace_id")
-    drop = pc.is_in(tids, value_set=pa.array(drop_traces, pa.large_string())) if drop_traces else None
-    if drop_units:
-        mi = pc.fill_null(table.column("message_index"), -1).to_numpy()
-        sidecar = None
-        if kind == "turns":
-            sidecar = pc.fill_null(pc.equal(table.column("source").cast(pa.string()), "sidecar"), False).to_numpy()
-        unit = pa.array(_key_mask(tids.to_numpy(), mi, sidecar, set(drop_units)))
-        drop = unit if drop is None else pc.or_(drop, unit)
-    if drop is None or not pc.any(drop).as_py():
-        return table.num_rows
-    left = table.filter(pc.invert(drop))
-    if left.num_rows == 0:  # left as it is: the caller removes it once no manifest lists it
-        return 0
-    _atomic_write(left, path)
-    return left.num_rows
-
-
-def partition_model(name: str) -> str | None:
-    """The model of a data file's partition, from its name (``date=.../model=<model>/part-...``)."""
-    for part in name.split("/"):
-        if part.startswith("model="):
-            model = unquote(part[len("model="):])
-            return None if model == NULL_PARTITION else model
-    return None
-
-
-#: what :func:`reprice` returns for a file it cannot read as Parquet
-UNREADABLE = "unreadable"
-
-
-#: the columns :func:`reprice` computes from and compares
-_PRICED = ("client_type", "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "total_tokens",
-           "cost", "cost_missing")
-
-
-def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
-    """Recompute the ``cost`` and ``cost_missing`` columns of one turns file with the price table
-    ``prices``, as the loader computes them. The file is rewritten only when a value changes;
-    returns whether it was, or :data:`UNREADABLE` (a damaged file: the caller converts its traces
-    again)."""
-    path = os.path.join(root, name)
-    try:
-        file = pq.ParquetFile(path)
-        table = file.read(columns=list(_PRICED))  # the whole file only when a value changes
-    except (FileNotFoundError, PermissionError):
-        if not os.path.exists(path):
-            return False
-        raise
-    except (OSError, pa.ArrowException):  # not Parquet, cut short, a damaged footer
-        return UNREADABLE
-    n = table.num_rows
-    model = partition_model(name)
-    model_cat = pd.Categorical.from_codes(np.zeros(n, np.int8) if model is not None else np.full(n, -1, np.int8),
-                                          categories=[model] if model is not None else [])
-    client = table.column("client_type").to_pandas()
-    client_cat = client.array if isinstance(client.dtype, pd.CategoricalDtype) else pd.Categorical(client)
-    buckets = (pc.fill_null(table.column(b), 0).to_numpy().astype(np.float64)
-               for b in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
-    no_usage = table.column("total_tokens").is_null().to_numpy(zero_copy_only=False)
-    cost, missing = row_costs(buckets, no_usage, row_prices(model_cat, client_cat, prices))
-    old_cost = table.column("cost").to_numpy()
-    old_missing = table.column("cost_missing").to_numpy(zero_copy_only=False)
-    if np.array_equal(old_cost, cost, equal_nan=True) and np.array_equal(old_missing, missing):
-        return False
-    try:
-        table = file.read()
-    except (OSError, pa.ArrowException):
-        return UNREADABLE
-    i, j = table.schema.get_field_index("cost"), table.schema.get_field_index("cost_missing")
-    table = table.set_column(i, table.schema.field(i), pa.array(cost, table.schema.field(i).type, from_pandas=True))  # NaN: null, as written
-    table = table.set_column(j, table.schema.field(j), pa.array(missing, table.schema.field(j).type))
-    _atomic_write(table, path)
-    return True

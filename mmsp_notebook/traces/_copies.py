@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._convert import rewrite
+from ._files import rewrite
 from ._manifest import HIDING
 from ._scan import AGAIN
 

@@ -5,13 +5,13 @@ or Spark.
 Layout of ``dataset_dir``::
 
     turns/_manifest.sqlite                        what was converted (see ``_manifest``)
-    turns/date=2026-01-05/model=glm-5.3/part-<token>-<n>.parquet
-    turns/date=__HIVE_DEFAULT_PARTITION__/...     rows without a start time
+    turns/month=2026-01/model=glm-5.3/part-<token>-<n>.parquet
+    turns/month=__HIVE_DEFAULT_PARTITION__/...    rows without a start time
     items/...   events/...                        the other kinds, when synced
 
 The files hold the columns of ``load_turns`` (``load_items`` / ``load_events``) with the types
 :func:`~mmsp_notebook.traces.to_arrow` gives them, except ``model``, which is in the path with the
-UTC ``date`` of ``started`` (``created_at`` for items); model ids are URI-encoded there (a trace
+UTC ``month`` (``YYYY-MM``) of ``started`` (``created_at`` for items); model ids are URI-encoded there (a trace
 whose model no directory name can hold is skipped with the reason, see ``_convert``), and read
 back as a string column.
 """
@@ -33,8 +33,9 @@ from .._errors import TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
-from ._convert import DAMAGED, UNREADABLE, Job, convert, held_path, reprice, rewrite
+from ._convert import DAMAGED, Job, convert, held_path
 from ._copies import Settled, resolve, settle_chunk
+from ._files import UNREADABLE, reprice, rewrite
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import LOCK_NAME, Manifest
 from ._readers import is_missing, kind_dir

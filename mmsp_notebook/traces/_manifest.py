@@ -53,7 +53,7 @@ LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
 #: the version of the rows and of the layout: a dataset of another version is rebuilt by its next sync
-_VERSION = "7"
+_VERSION = "8"
 #: ``units.kept`` of a copy whose rows are being removed from the files (see the module docstring)
 HIDING = 2
 
@@ -287,14 +287,14 @@ class Manifest:
     def move(self, db: sqlite3.Connection, trace_ids: Iterable[str], old: list[str], new: str, rows: int) -> None:
         """Files ``old`` merged into ``new`` (``rows`` rows; none: not written) for these traces."""
         gone = set(old)
-        for tid in trace_ids:
-            row = db.execute("SELECT files FROM sources WHERE trace_id = ?", (tid,)).fetchone()
-            if row is None:
-                continue
-            files = [f for f in json.loads(row[0]) if f not in gone]
-            if rows and new not in files:
-                files.append(new)
-            db.execute("UPDATE sources SET files = ? WHERE trace_id = ?", (json.dumps(files), tid))
+        updates: list[tuple[str, str]] = []
+        for part, marks in _in_parts(list(trace_ids)):
+            for tid, listed in db.execute(f"SELECT trace_id, files FROM sources WHERE trace_id IN ({marks})", part):
+                files = [f for f in json.loads(listed) if f not in gone]
+                if rows and new not in files:
+                    files.append(new)
+                updates.append((json.dumps(files), tid))
+        db.executemany("UPDATE sources SET files = ? WHERE trace_id = ?", updates)
         db.executemany("DELETE FROM files WHERE name = ?", ((n,) for n in old))
         if rows:
             db.execute("INSERT OR REPLACE INTO files VALUES (?, ?)", (new, rows))
@@ -302,10 +302,10 @@ class Manifest:
     def files_of(self, trace_ids: Iterable[str]) -> dict[str, list[str]]:
         """file name -> the given traces that have rows in it (a file since emptied may be named)."""
         out: dict[str, list[str]] = {}
-        for tid in trace_ids:
-            row = self.db.execute("SELECT files FROM sources WHERE trace_id = ?", (tid,)).fetchone()
-            for name in json.loads(row[0]) if row is not None else ():
-                out.setdefault(name, []).append(tid)
+        for part, marks in _in_parts(list(trace_ids)):
+            for tid, listed in self.db.execute(f"SELECT trace_id, files FROM sources WHERE trace_id IN ({marks})", part):
+                for name in json.loads(listed):
+                    out.setdefault(name, []).append(tid)
         return out
 
     def traces_in(self, names: Iterable[str]) -> list[str]:

@@ -40,12 +40,12 @@ def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
 def _partition_schema() -> Any:
     import pyarrow as pa
 
-    return pa.schema([("date", pa.date32()), ("model", pa.string())])
+    return pa.schema([("month", pa.string()), ("model", pa.string())])
 
 
 @functools.cache
 def _full_schema(kind: str, payloads: bool) -> Any:
-    """The dataset's schema: the frame's columns in the loader's order, then ``date``. ``model``
+    """The dataset's schema: the frame's columns in the loader's order, then ``month``. ``model``
     (from the partition directories) is a string column, not the loader's dictionary: pyarrow
     gives a null partition value as a null entry of the dictionary, and tables with such
     dictionaries cannot be made DataFrames ("Cannot yet unify dictionaries with nulls")."""
@@ -56,7 +56,7 @@ def _full_schema(kind: str, payloads: bool) -> Any:
 
     frame_schema = to_arrow(_builder(Job(kind, "", [], payloads=payloads)).frame()).schema.remove_metadata()
     i = frame_schema.get_field_index("model")
-    return frame_schema.set(i, pa.field("model", pa.string())).append(pa.field("date", pa.date32()))
+    return frame_schema.set(i, pa.field("model", pa.string())).append(pa.field("month", pa.string()))
 
 
 def is_missing(path: str) -> bool:
@@ -118,7 +118,7 @@ def _listed_files(root: Path) -> tuple[dict[str, Any], list[str]]:
 
 def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
     """The dataset as a ``pyarrow.dataset.Dataset`` of the files the manifest lists (columns of the
-    loader, in its order, then ``date``; ``model`` and ``date`` come from the Hive partition
+    loader, in its order, then ``month``; ``model`` and ``month`` come from the Hive partition
     directories, so filters on them skip whole directories)::
 
         ds = traces.dataset("traces_ds")
@@ -142,10 +142,10 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
 
 
 #: the partition values of a data file, from the last two directories of its path
-_PARTS = r"/date=([^/]*)/model=([^/]*)/[^/]*$"
+_PARTS = r"/month=([^/]*)/model=([^/]*)/[^/]*$"
 #: the partition columns taken from the path when DuckDB cannot read them itself (see _view_sql)
 _FROM_PATH = {
-    "date": f"CAST(nullif(regexp_extract(filename, '{_PARTS}', 1), '{NULL_PARTITION}') AS DATE)",
+    "month": f"nullif(regexp_extract(filename, '{_PARTS}', 1), '{NULL_PARTITION}')",
     "model": f"url_decode(nullif(regexp_extract(filename, '{_PARTS}', 2), '{NULL_PARTITION}'))",
 }
 
@@ -153,7 +153,7 @@ _FROM_PATH = {
 def _view_sql(kind: str, payloads: bool, files: list[str], root: Path) -> str | None:
     """The view of a kind's files. DuckDB reads the partition columns from every ``key=value``
     directory of a file's path, the first of a name winning: when a directory above the dataset
-    is named so (``snapshots/date=2024-01-01/ds``), they are taken from the path's last two
+    is named so (``snapshots/month=2024-01/ds``), they are taken from the path's last two
     directories instead (no directory is then skipped by a filter on them)."""
     if not files:
         return None
@@ -162,7 +162,7 @@ def _view_sql(kind: str, payloads: bool, files: list[str], root: Path) -> str | 
     if not any("=" in part for part in Path(os.path.abspath(root)).parts):
         select = ", ".join(f'"{c}"' for c in cols)
         return (f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet([{listed}], hive_partitioning = true, "
-                f"hive_types = {{'date': 'DATE', 'model': 'VARCHAR'}})")
+                f"hive_types = {{'month': 'VARCHAR', 'model': 'VARCHAR'}})")
     select = ", ".join(f'{_FROM_PATH[c]} AS "{c}"' if c in _FROM_PATH else f'"{c}"' for c in cols)
     return (f"CREATE OR REPLACE VIEW {kind} AS SELECT {select} FROM read_parquet([{listed}], hive_partitioning = false, "
             "filename = true)")
@@ -170,7 +170,7 @@ def _view_sql(kind: str, payloads: bool, files: list[str], root: Path) -> str | 
 
 def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection (a new in-memory one unless ``con`` is given) with a view per synced
-    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``date``)."""
+    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``month``)."""
     try:
         import duckdb
     except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency

@@ -32,13 +32,16 @@ class Runner:
         """(task, result) as the ``n`` tasks finish; the first failure cancels the rest and is
         raised. Tasks are taken from the iterable as workers free up (a few in flight per worker),
         so they are made lazily. ``io`` tasks (Parquet rewrites: Arrow releases the GIL) run on
-        threads by default."""
+        the process pool when this sync started one (its workers hold the reading and writing
+        machinery already, which the main process then never takes on), else on threads."""
         if not n:
             return
         ex = self.given
         window = IN_FLIGHT
         if ex is None and n > 1:
-            if io:
+            if io and self.pool is not None:
+                ex = self.pool
+            elif io:
                 if self.threads is None:
                     from concurrent.futures import ThreadPoolExecutor
 

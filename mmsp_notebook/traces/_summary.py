@@ -32,7 +32,7 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
         turns: a frame from :func:`load_turns` (``otel=True`` frames are accepted), or a trace
             dataset: its directory (made by :func:`sync`) or :func:`dataset`'s
             ``pyarrow.dataset.Dataset``; a dataset is summarized in DuckDB without loading it.
-        by: column(s) to group by (OTel names accepted; a dataset also has ``date``); ``None``
+        by: column(s) to group by (OTel names accepted; a dataset also has ``month``); ``None``
             summarizes everything as one row labelled ``"all"``.
     """
     keys: list[str] = []
