@@ -355,7 +355,7 @@ def _tool(item: Mapping[str, Any]) -> str:
     out = [_open("mmsp-tool", item, f' data-state="{_e(item.get("state") or "")}"'),
            '<div class="mmsp-tool-head"><span class="mmsp-tool-icon" aria-hidden="true">⚙</span> '
            f'<span class="mmsp-tool-label">{_e(item.get("tag"))}</span> '
-           f'<code class="mmsp-tool-name"{title}>{_e(item.get("name"))}</code> '
+           f'<code class="mmsp-tool-name" dir="auto"{title}>{_e(item.get("name"))}</code> '
            f'<span class="mmsp-tool-state">{_e(item.get("state_text"))}</span></div>',
            f'<pre class="mmsp-tool-args{" mmsp-parsed" if parsed else ""}" aria-label="arguments">'
            f'{_e(shown)}</pre>']

@@ -1,0 +1,68 @@
+"""The chat in a real browser, as a user reads and drives it (JupyterLab 4, headless Debian Chromium).
+
+The same setup as tests/test_browser.py (its fixtures and helpers): one ``jupyter lab`` server per
+module with the demo model unpaced unless a test asks for ``demo+tps=N``. Here: names a model gives
+that hold bidi controls, keyboard navigation through a long conversation, long user messages, math
+in Markdown, and a kernel that restarts while a reply streams.
+"""
+# ruff: noqa: F811  (the fixtures of tests/test_browser.py, imported by name, are the tests' arguments)
+
+from __future__ import annotations
+
+import pytest
+from test_browser import (  # noqa: F401  (fixtures)
+    browser,
+    cells,
+    chat_in,
+    last_assistant,
+    open_lab,
+    page,
+    run_cell,
+    send_chat,
+    server,
+    sync_playwright_mod,
+    wait_cell_done,
+    wait_status,
+)
+
+RLO = "\u202e"
+
+
+def start_chat(page, server, name: str, source: str):
+    nb = server.write_notebook(name, source)
+    open_lab(page, server, nb, name.removesuffix(".ipynb"))
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    chat = chat_in(page, 0)
+    chat.locator("textarea.mmsp-input").wait_for()
+    return chat
+
+
+# --------------------------------------------------------------------------- 1. bidi controls in names
+BIDI_CHAT = f"""from mmsp_notebook import Chat
+chat = Chat()
+chat.history = [
+    {{"role": "user", "content_items": [{{"type": "text.done", "text": "weather in Paris?"}}]}},
+    {{"role": "assistant", "finish_reason": "tool_call", "content_items": [
+        {{"type": "tool_call.done", "name": "get{RLO}weather", "tool_call_id": "c1", "arguments": {{"city": "Paris"}}}}]}},
+]
+chat"""
+
+
+@pytest.mark.browser
+def test_a_tool_name_with_an_override_character_reorders_nothing_around_it(page, server):
+    chat = start_chat(page, server, "bidi.ipynb", BIDI_CHAT)
+    answer = last_assistant(chat)
+    wait_status(answer, "complete")
+    name = answer.locator(".mmsp-tool .mmsp-tool-name").first
+    assert name.text_content() == f"get{RLO}weather"
+    boxes = name.evaluate("""(el) => {
+      const head = el.closest('.mmsp-tool-head');
+      const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.right]; };
+      return {bidi: getComputedStyle(el).unicodeBidi, dir: el.getAttribute('dir'), name: box(el),
+              label: box(head.querySelector('.mmsp-tool-label')), state: box(head.querySelector('.mmsp-tool-state'))};
+    }""")
+    assert boxes["bidi"] == "isolate" and boxes["dir"] == "auto", boxes
+    # the label before the name and the state after it stay where they are: in order, left to right
+    assert boxes["label"][1] <= boxes["name"][0] + 0.5 and boxes["name"][1] <= boxes["state"][0] + 0.5, boxes
+    assert not page.errors, page.errors
