@@ -66,3 +66,33 @@ def test_a_tool_name_with_an_override_character_reorders_nothing_around_it(page,
     # the label before the name and the state after it stay where they are: in order, left to right
     assert boxes["label"][1] <= boxes["name"][0] + 0.5 and boxes["name"][1] <= boxes["state"][0] + 0.5, boxes
     assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 3. long user messages
+LONG_CHAT = '''from mmsp_notebook import Chat
+chat = Chat()
+chat.history = [
+    {"role": "user", "content_items": [{"type": "text.done", "text": "\\n".join(f"line {k}" for k in range(500))}]},
+    {"role": "assistant", "content_items": [{"type": "text.done", "text": "That is a long file."}]},
+]
+chat'''
+
+
+@pytest.mark.browser
+def test_a_long_user_message_is_collapsed_with_an_accessible_toggle(page, server):
+    chat = start_chat(page, server, "long.ipynb", LONG_CHAT)
+    message = chat.locator(".mmsp-msg-user").first
+    text = message.locator(".mmsp-user-text")
+    toggle = message.get_by_role("button", name="Show more")
+    toggle.wait_for()
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert toggle.get_attribute("aria-controls") == text.get_attribute("id")
+    collapsed = text.bounding_box()["height"]
+    assert collapsed < 400, collapsed  # 12 lines, not 500
+    toggle.click()
+    assert toggle.get_attribute("aria-expanded") == "true" and toggle.text_content() == "Show less"
+    assert text.bounding_box()["height"] > 10 * collapsed
+    toggle.press("Enter")  # a button: the keyboard works it too
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert text.bounding_box()["height"] == pytest.approx(collapsed, abs=1)
+    assert not page.errors, page.errors

@@ -452,3 +452,20 @@ def test_names_a_model_gives_are_isolated_in_the_static_html(fresh_session):
                               {"model": f"m{RLO}odel"}, [], trace_id="t")
     label = next(e["label"] for e in conv["entries"] if e["kind"] == "assistant")
     assert label.endswith(f" · \u2068m{RLO}odel\u2069 · no timing"), label
+
+
+def test_a_long_user_message_shows_its_start_and_the_rest_behind_show_more():
+    from mmsp_notebook.views.html import render_transcript_html
+
+    long = "\n".join(f"line {k}" for k in range(500))
+    html = render_transcript_html([{"role": "user", "text": "short", "images": []},
+                                   {"role": "user", "text": long, "images": []}])
+    assert '<div class="mmsp-user-text">short</div></div>' in html  # a short one as it was
+    head = "\n".join(f"line {k}" for k in range(12))
+    rest = "\n".join(f"line {k}" for k in range(12, 500))
+    assert (f'<div class="mmsp-user-text">{head}</div><details class="mmsp-more"><summary>Show more (488 more lines)'
+            f'</summary><div class="mmsp-user-text">{rest}</div></details>') in html
+    one_line = render_transcript_html([{"role": "user", "text": "word " * 1000, "images": []}])
+    assert '<details class="mmsp-more"><summary>Show more (1 more line)</summary>' in one_line
+    assert ".mmsp-more>summary{" in one_line or "details.mmsp-more>summary{" in one_line
+    assert_inert(html)

@@ -9,6 +9,10 @@ import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
 const FAILED = new Set(["error", "incomplete"]);
 const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
+// A user message longer than this is shown collapsed, with "Show more" (views/html.py: the same limits)
+const LONG_LINES = 12;
+const LONG_CHARS = 1200;
+let collapsedIds = 0;
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
 // Enter while a reply streams keeps the message in the box, and says so (until the reply ends)
 const WAIT_NOTE = "A reply is streaming: your message stays here. Enter sends it once the reply is done; Esc or Stop ends the reply.";
@@ -168,7 +172,24 @@ export function renderChatWidget({ model, el }) {
     const m = h(doc, "div", "mmsp-msg mmsp-msg-user");
     const bubble = h(doc, "div", "mmsp-bubble");
     const text = typeof entry.text === "string" ? entry.text : "";
-    if (text) bubble.appendChild(h(doc, "div", "mmsp-user-text", null, text));
+    if (text) {
+      const body = h(doc, "div", "mmsp-user-text", null, text);
+      bubble.appendChild(body);
+      if (text.length > LONG_CHARS || text.split("\n", LONG_LINES + 1).length > LONG_LINES) {
+        // a long message (a pasted file) is shown collapsed: it would push the conversation away
+        body.id = `mmsp-user-text-${++collapsedIds}`;
+        body.classList.add("mmsp-collapsed");
+        const more = h(doc, "button", "mmsp-btn mmsp-btn-small mmsp-more", { type: "button", "aria-expanded": "false", "aria-controls": body.id }, "Show more");
+        more.addEventListener("click", () => {
+          const open = more.getAttribute("aria-expanded") !== "true";
+          more.setAttribute("aria-expanded", String(open));
+          more.textContent = open ? "Show less" : "Show more";
+          body.classList.toggle("mmsp-collapsed", !open);
+          if (!open && typeof m.scrollIntoView === "function") m.scrollIntoView({ block: "nearest" });
+        });
+        bubble.appendChild(more);
+      }
+    }
     const imgs = Array.isArray(entry.images) ? entry.images : [];
     if (imgs.length) {
       const thumbs = h(doc, "div", "mmsp-thumbs");

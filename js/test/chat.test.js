@@ -289,3 +289,28 @@ test("chat: a new message adds its own node and leaves the conversation's nodes 
   assert.deepEqual([...log.querySelectorAll(".mmsp-msg")].slice(0, 2), before);
   assert.deepEqual([...log.querySelectorAll(".mmsp-msg-user .mmsp-user-text")].map((e) => e.textContent), ["one", "two"]);
 });
+
+test("chat: a long user message is collapsed behind Show more / Show less (aria-expanded)", () => {
+  const { model, el } = setup();
+  const long = Array.from({ length: 500 }, (_, k) => `line ${k}`).join("\n");
+  model.update("transcript", [{ role: "user", text: "short", images: [] }, { role: "user", text: long, images: [] }]);
+  const [shortMsg, longMsg] = el.querySelectorAll(".mmsp-msg-user");
+  assert.equal(shortMsg.querySelector(".mmsp-more"), null);
+  assert.ok(!shortMsg.querySelector(".mmsp-user-text").classList.contains("mmsp-collapsed"));
+  const body = longMsg.querySelector(".mmsp-user-text");
+  const more = longMsg.querySelector("button.mmsp-more");
+  assert.equal(body.textContent, long); // the whole text is there (copy, search), only clipped
+  assert.ok(body.classList.contains("mmsp-collapsed"));
+  assert.equal(more.getAttribute("aria-expanded"), "false");
+  assert.equal(more.getAttribute("aria-controls"), body.id);
+  assert.equal(more.textContent, "Show more");
+  more.click();
+  assert.equal(more.getAttribute("aria-expanded"), "true");
+  assert.equal(more.textContent, "Show less");
+  assert.ok(!body.classList.contains("mmsp-collapsed"));
+  more.click();
+  assert.ok(body.classList.contains("mmsp-collapsed"));
+  // one long line counts too
+  model.update("transcript", [{ role: "user", text: "x".repeat(5000), images: [] }]);
+  assert.ok(el.querySelector(".mmsp-user-text").classList.contains("mmsp-collapsed"));
+});

@@ -126,7 +126,7 @@ CSS = (_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", turn_
 #: Classes of the chat's static transcript (the chat's messages, without its controls).
 TRANSCRIPT_CLASSES = frozenset({"mmsp-chat-static", "mmsp-chat-log", "mmsp-msg", "mmsp-msg-user",
                                 "mmsp-msg-assistant", "mmsp-msg-body", "mmsp-bubble", "mmsp-user-text",
-                                "mmsp-thumbs", "mmsp-thumb"})
+                                "mmsp-thumbs", "mmsp-thumb", "mmsp-more"})
 #: Classes the copy script adds to code blocks (in a trusted output, where scripts run).
 COPY_CLASSES = frozenset({"mmsp-btn", "mmsp-copy-code"})
 _CLASS_ATTR = re.compile(r'class="([^"]*)"')
@@ -531,11 +531,33 @@ _CHAT_SWITCH = (
 )
 
 
+#: A user message longer than this shows its start, the rest behind "Show more" (js/src/chat.js: the same limits).
+LONG_LINES, LONG_CHARS = 12, 1200
+
+
+def split_long(text: str) -> tuple[str, str]:
+    """A user message as what shows at once and what waits behind "Show more" (``""`` when it is short)."""
+    lines = text.split("\n", LONG_LINES)
+    if len(lines) > LONG_LINES:
+        head = "\n".join(lines[:LONG_LINES])
+        if len(head) <= LONG_CHARS:
+            return head, lines[LONG_LINES]
+    if len(text) <= LONG_CHARS:
+        return text, ""
+    cut = text.rfind(" ", LONG_CHARS // 2, LONG_CHARS) + 1 or LONG_CHARS
+    return text[:cut], text[cut:]
+
+
 def _user_html(entry: Mapping[str, Any]) -> str:
     text = entry.get("text") if isinstance(entry.get("text"), str) else ""
     parts = ['<div class="mmsp-msg mmsp-msg-user"><div class="mmsp-bubble">']
     if text:
-        parts.append(f'<div class="mmsp-user-text">{_e(text)}</div>')
+        head, rest = split_long(text)
+        parts.append(f'<div class="mmsp-user-text">{_e(head)}</div>')
+        if rest:  # no script here: the rest in a <details>, which needs none
+            more = rest.count("\n") + 1
+            parts.append(f'<details class="mmsp-more"><summary>Show more ({more:,} more line{"s" if more > 1 else ""})'
+                         f'</summary><div class="mmsp-user-text">{_e(rest)}</div></details>')
     images = [src for src in entry.get("images") or [] if isinstance(src, str)]
     if images:
         parts.append('<div class="mmsp-thumbs">')
