@@ -83,8 +83,8 @@ def test_a_long_user_message_is_collapsed_with_an_accessible_toggle(page, server
     chat = start_chat(page, server, "long.ipynb", LONG_CHAT)
     message = chat.locator(".mmsp-msg-user").first
     text = message.locator(".mmsp-user-text")
-    toggle = message.get_by_role("button", name="Show more")
-    toggle.wait_for()
+    message.get_by_role("button", name="Show more").wait_for()
+    toggle = message.locator("button.mmsp-more")  # (its name changes as it toggles)
     assert toggle.get_attribute("aria-expanded") == "false"
     assert toggle.get_attribute("aria-controls") == text.get_attribute("id")
     collapsed = text.bounding_box()["height"]
@@ -95,4 +95,38 @@ def test_a_long_user_message_is_collapsed_with_an_accessible_toggle(page, server
     toggle.press("Enter")  # a button: the keyboard works it too
     assert toggle.get_attribute("aria-expanded") == "false"
     assert text.bounding_box()["height"] == pytest.approx(collapsed, abs=1)
+    assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 5. a kernel restarted mid-reply
+@pytest.mark.browser
+def test_a_kernel_restart_while_a_reply_streams_cuts_it_and_gives_the_input_back(page, server):
+    import re
+
+    from test_browser import wait_text
+
+    chat = start_chat(page, server, "restart.ipynb", "from mmsp_notebook import Chat\nchat = Chat(model='demo+tps=5+tokens=2000')\nchat")
+    send_chat(chat, "Tell me about lighthouses")
+    button = chat.locator("button.mmsp-send")
+    wait_text(button, "Stop")
+    live = last_assistant(chat)
+    page.wait_for_function(
+        "(t) => { const x = t.querySelector('.mmsp-text'); return x && x.textContent.trim().length > 0; }",
+        arg=live.element_handle(), timeout=30_000)
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.get_by_role("menuitem", name=re.compile(r"^Restart Kernel…")).first.click()
+    page.locator(".jp-Dialog button.jp-mod-accept").click()  # "Restart"
+    # the chat notices (pinged, no answer for 10 s), cuts the reply and takes input again
+    wait_text(button, "Send", timeout=30_000)
+    cut = last_assistant(chat)
+    assert cut.get_attribute("data-status") == "incomplete"
+    assert re.search(r"kernel stopped answering; the reply was cut", cut.locator(".mmsp-status").inner_text())
+    assert cut.locator(".mmsp-item.mmsp-text").last.inner_text().strip()  # what arrived is kept
+    box = chat.locator("textarea.mmsp-input")
+    box.fill("still there?")
+    box.press("Enter")
+    # not refused as busy: the new kernel has no such chat, and the note says what to do
+    note = chat.locator(".mmsp-composer-note")
+    assert "run its cell again" in note.inner_text() or box.input_value() == "", note.inner_text()
+    assert "A reply is streaming" not in note.inner_text()
     assert not page.errors, page.errors

@@ -2,7 +2,7 @@
 //
 // Traits read: transcript, busy, models, model, thinking, thinking_levels, error.
 // Traits written: model, thinking (set + save_changes when the pickers change).
-// Messages sent: hello, send, stop, new_chat, retry. Received: ops (with turn index), chat_snapshot.
+// Messages sent: hello, send, stop, new_chat, retry, ping. Received: ops (with turn index), chat_snapshot, pong.
 import { createTurnView } from "./render.js";
 import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } from "./util.js";
 
@@ -16,6 +16,13 @@ let collapsedIds = 0;
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
 // Enter while a reply streams keeps the message in the box, and says so (until the reply ends)
 const WAIT_NOTE = "A reply is streaming: your message stays here. Enter sends it once the reply is done; Esc or Stop ends the reply.";
+// While a reply streams the kernel speaks at least once a second (ops, the waiting counter); silent
+// for PING_MS it is asked for a pong, and silent for DEAD_MS (a restart, a crash) the reply is cut
+// here: the chat leaves its busy state instead of refusing input forever.
+const PING_MS = 2000;
+const DEAD_MS = 10000;
+const DEAD_NOTE = "The kernel stopped answering; the reply was cut.";
+const NO_KERNEL = "This chat is no longer connected to a kernel: run its cell again to chat.";
 
 function optionList(list, emptyLabel) {
   if (!Array.isArray(list)) return [];
@@ -107,7 +114,9 @@ export function renderChatWidget({ model, el }) {
   let pending = []; // attached images: {src}
   let errorDismissed = null;
 
-  const busy = () => !!model.get("busy");
+  let heard = Date.now(); // the last time the kernel said anything
+  let gone = false; // it stopped answering while busy: the reply is cut here
+  const busy = () => !!model.get("busy") && !gone;
 
   // ------------------------------------------------------------------ scrolling
   // The log follows the bottom while the reader has not scrolled up: after every change of its
@@ -406,6 +415,7 @@ export function renderChatWidget({ model, el }) {
   // ------------------------------------------------------------------ busy / error
   function drawBusy() {
     const b = busy();
+    watchKernel(b);
     sendBtn.textContent = b ? "Stop" : "Send";
     sendBtn.setAttribute("aria-label", b ? "Stop generating" : "Send message");
     sendBtn.title = b ? "Stop generating (Esc)" : "Send message (Enter)";
@@ -432,6 +442,50 @@ export function renderChatWidget({ model, el }) {
     errorDismissed = errorText.textContent;
     errorBanner.hidden = true;
   });
+
+  // ------------------------------------------------------------------ a kernel that stops answering
+  let watch = null;
+  function watchKernel(on) {
+    if (on && watch === null) {
+      heard = Date.now();
+      watch = win.setInterval(checkKernel, 500);
+    } else if (!on && watch !== null) {
+      win.clearInterval(watch);
+      watch = null;
+    }
+  }
+  cleanups.push(() => watchKernel(false));
+  let pinged = 0;
+  function checkKernel() {
+    const silent = Date.now() - heard;
+    if (silent >= DEAD_MS) {
+      kernelGone();
+    } else if (silent >= PING_MS && Date.now() - pinged >= PING_MS) {
+      pinged = Date.now();
+      try {
+        model.send({ type: "ping" });
+      } catch {
+        kernelGone(); // its connection is closed already: no need to wait
+      }
+    }
+  }
+  function kernelGone() {
+    gone = true;
+    if (live) {
+      // what arrived stays, marked as cut (the kernel that would say so is gone: worded here)
+      live.view.apply([["turn", { status: "incomplete", banner: { kind: "error", lead: "", text: DEAD_NOTE } }]]);
+      live.el.classList.add("mmsp-cut-off");
+    }
+    showNote(DEAD_NOTE);
+    drawBusy();
+  }
+  function heardFromKernel() {
+    heard = Date.now();
+    if (!gone) return;
+    gone = false; // it was only slow: it goes on drawing what it sends
+    if (note.textContent === DEAD_NOTE) showNote("");
+    drawBusy();
+  }
 
   // ------------------------------------------------------------------ composing
   function showNote(text) {
@@ -547,7 +601,12 @@ export function renderChatWidget({ model, el }) {
       showNote(WAIT_NOTE);
       return false;
     }
-    model.send({ type: "send", text, images: pending.map((a) => a.src) });
+    try {
+      model.send({ type: "send", text, images: pending.map((a) => a.src) });
+    } catch {
+      showNote(NO_KERNEL); // (a restarted kernel's chat: the message stays in the box)
+      return false;
+    }
     input.value = "";
     pending = [];
     drawAttachments();
@@ -584,6 +643,7 @@ export function renderChatWidget({ model, el }) {
   // ------------------------------------------------------------------ model events
   const onMsg = (msg) => {
     if (!msg || typeof msg !== "object") return;
+    heardFromKernel();
     if (msg.type === "ops") applyOps(msg.turn, msg.ops);
     else if (msg.type === "chat_snapshot" && msg.chat && typeof msg.chat === "object") {
       const c = msg.chat;
@@ -601,7 +661,10 @@ export function renderChatWidget({ model, el }) {
   };
   on("msg:custom", onMsg);
   on("change:transcript", () => drawTranscript(model.get("transcript")));
-  on("change:busy", drawBusy);
+  on("change:busy", () => {
+    heardFromKernel();
+    drawBusy();
+  });
   on("change:models", drawModels);
   on("change:model", drawModels);
   on("change:thinking_levels", drawThinking);
