@@ -130,3 +130,52 @@ def test_a_kernel_restart_while_a_reply_streams_cuts_it_and_gives_the_input_back
     assert "run its cell again" in note.inner_text() or box.input_value() == "", note.inner_text()
     assert "A reply is streaming" not in note.inner_text()
     assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 2. Tab stops
+MANY_TURNS = '''from mmsp_notebook import Chat
+chat = Chat()
+chat.history = [m for k in range(30) for m in (
+    {"role": "user", "content_items": [{"type": "text.done", "text": f"question {k}"}]},
+    {"role": "assistant", "content_items": [{"type": "text.done", "text": f"answer {k}, see [the docs](https://example.com/{k})"}]})]
+chat'''
+
+ACTIVE = "() => { const a = document.activeElement; return a ? [a.tagName, a.className, a.textContent.slice(0, 40)] : null; }"
+
+
+@pytest.mark.browser
+def test_tab_reaches_the_input_in_a_few_presses_whatever_the_turns_and_copy_stays_keyboard_reachable(page, server):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    chat = start_chat(page, server, "tabs.ipynb", MANY_TURNS)
+    assert chat.locator(".mmsp-msg-assistant").count() == 30
+    chat.locator(".mmsp-model-select").focus()
+    presses = 0
+    while not page.evaluate("() => document.activeElement.classList.contains('mmsp-input')"):
+        page.keyboard.press("Tab")
+        presses += 1
+        assert presses <= 8, f"{presses} Tab presses and not at the input yet: {page.evaluate(ACTIVE)}"
+    # the pickers, New chat, the conversation (one stop), the input: not 60 Copy buttons
+    assert presses <= 6, presses
+    # back to the conversation: its stop is the last message; arrows move between messages
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate(ACTIVE)[1].startswith("mmsp-msg mmsp-msg-assistant"), page.evaluate(ACTIVE)
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    assert "answer 28" in page.evaluate(ACTIVE)[2], page.evaluate(ACTIVE)
+    # Tab goes into that message: its link, then its Copy button, which Enter presses
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.classList.contains('mmsp-copy')"):
+            break
+    copy = chat.locator(".mmsp-msg-assistant").nth(28).locator(".mmsp-copy")
+    assert copy.evaluate("(b) => b === document.activeElement"), page.evaluate(ACTIVE)
+    assert copy.get_attribute("aria-label") == "Copy answer"
+    page.keyboard.press("Enter")
+    from test_browser import wait_text
+
+    wait_text(copy, "Copied", timeout=5_000)
+    # and out of the message, Tab leaves the conversation: the next stop is past it
+    for _ in range(2):
+        page.keyboard.press("Tab")
+    assert not chat.locator(".mmsp-msg").nth(58).evaluate("(m) => m.contains(document.activeElement)")
+    assert not page.errors, page.errors

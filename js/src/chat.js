@@ -79,7 +79,10 @@ export function renderChatWidget({ model, el }) {
   errorBanner.hidden = true;
 
   const body = h(doc, "div", "mmsp-chat-body");
-  const log = h(doc, "div", "mmsp-chat-log", { tabindex: "0", role: "region", "aria-label": "Conversation" });
+  // One Tab stop for the whole conversation: its current message (arrows move between messages,
+  // Home/End to the first/last); a message's own controls (Copy, Retry, code blocks, links) take
+  // Tab only while focus is in that message.
+  const log = h(doc, "div", "mmsp-chat-log", { tabindex: "-1", role: "feed", "aria-label": "Conversation" });
   const empty = h(doc, "div", "mmsp-chat-empty mmsp-meta", null, "Ask something. Enter sends, Shift+Enter adds a new line; paste or drop images to attach them.");
   log.appendChild(empty);
   const jump = button(doc, "mmsp-btn mmsp-jump", "↓ Latest", "Jump to the latest message");
@@ -178,7 +181,7 @@ export function renderChatWidget({ model, el }) {
   }
 
   function userMessage(entry) {
-    const m = h(doc, "div", "mmsp-msg mmsp-msg-user");
+    const m = h(doc, "div", "mmsp-msg mmsp-msg-user", { role: "article", "aria-label": "Your message", tabindex: "-1" });
     const bubble = h(doc, "div", "mmsp-bubble");
     const text = typeof entry.text === "string" ? entry.text : "";
     if (text) {
@@ -215,9 +218,9 @@ export function renderChatWidget({ model, el }) {
   }
 
   function assistantMessage(vm) {
-    const m = h(doc, "div", "mmsp-msg mmsp-msg-assistant");
+    const m = h(doc, "div", "mmsp-msg mmsp-msg-assistant", { role: "article", "aria-label": "Answer", tabindex: "-1" });
     const body = h(doc, "div", "mmsp-msg-body");
-    const view = createTurnView(body, { onCopy: copy, onUpdate: () => { scrollToEnd(); } });
+    const view = createTurnView(body, { onCopy: copy, onUpdate: () => { tame(m); scrollToEnd(); } });
     if (vm) view.render(vm);
     observeSize(body);
     const actions = actionsBar();
@@ -231,6 +234,53 @@ export function renderChatWidget({ model, el }) {
     m.append(body, actions);
     return { role: "assistant", el: m, view, retry };
   }
+
+  // ------------------------------------------------------------------ keyboard: one Tab stop for the conversation
+  const FOCUSABLE = "button, a[href], summary, audio, textarea, select, input, [tabindex]:not(.mmsp-msg)";
+  let current = null; // the message that holds the conversation's Tab stop
+  function messages() {
+    return Array.from(log.children).filter((c) => c.classList.contains("mmsp-msg"));
+  }
+  /** Take a message's controls out of the Tab order, unless focus is in it. */
+  function tame(m) {
+    const open = m.contains(doc.activeElement);
+    for (const c of m.querySelectorAll(FOCUSABLE)) {
+      const want = open ? "0" : "-1";
+      if (c.getAttribute("tabindex") !== want) c.setAttribute("tabindex", want);
+    }
+  }
+  function rove() {
+    const all = messages();
+    if (!all.includes(current)) current = all[all.length - 1] || null;
+    for (const m of all) {
+      const want = m === current ? "0" : "-1";
+      if (m.getAttribute("tabindex") !== want) m.setAttribute("tabindex", want);
+      tame(m);
+    }
+  }
+  listen(log, "focusin", (e) => {
+    const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
+    if (!m || !log.contains(m)) return;
+    if (m !== current) {
+      current = m;
+      rove();
+    } else tame(m);
+  });
+  listen(log, "focusout", (e) => {
+    const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
+    if (m && !(e.relatedTarget && m.contains(e.relatedTarget))) win.setTimeout(() => tame(m), 0);
+  });
+  listen(log, "keydown", (e) => {
+    if (!e.target.classList || !e.target.classList.contains("mmsp-msg")) return;
+    const all = messages();
+    const k = all.indexOf(e.target);
+    const to = { ArrowDown: k + 1, ArrowUp: k - 1, Home: 0, End: all.length - 1 }[e.key];
+    if (to === undefined || !all[to]) return;
+    e.preventDefault();
+    current = all[to];
+    rove();
+    all[to].focus();
+  });
 
   function makeEntry(entry) {
     if (entry && entry.role === "user") return userMessage(entry);
@@ -280,6 +330,7 @@ export function renderChatWidget({ model, el }) {
       prev = e.el;
     }
     empty.hidden = entries.length > 0 || !!live;
+    rove();
     updateRetry();
     scrollToEnd();
   }
@@ -290,6 +341,7 @@ export function renderChatWidget({ model, el }) {
     live = { ...assistantMessage({ status: "streaming", items: [] }), index };
     log.appendChild(live.el);
     empty.hidden = true;
+    rove();
     return live;
   }
 
