@@ -267,3 +267,12 @@ def test_a_chat_starts_from_a_history(fresh_session):
     assert thinking["label"] == "redacted thinking (1 block, kept for the next turn)" and thinking["text"] == ""
     with pytest.raises(MMSPNotebookError):
         Chat(history=[{"role": "tool"}])
+
+
+def test_a_ping_from_the_front_end_gets_a_pong(fresh_session):
+    """While a reply streams the front end checks the kernel still answers (js/src/chat.js)."""
+    chat = Chat()
+    cap = Capture(chat)
+    inbound(chat, {"type": "ping"})
+    wait_for(lambda: {"type": "pong"} in cap.messages)
+    assert chat.message_count == 0  # not counted with the conversation's messages

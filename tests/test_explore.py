@@ -99,7 +99,7 @@ def test_show_draws_a_plain_mmsp_trace_with_the_turn_view(tmp_path):
     assert_inert(page)
     assert page.count('class="mmsp-root mmsp-turn mmsp-static"') == 2  # render_html per turn, one stylesheet
     assert page.count("<style>") == 1
-    assert '<code class="mmsp-tool-name" title="id c1">get_weather</code>' in page
+    assert '<code class="mmsp-tool-name" dir="auto" title="id c1">get_weather</code>' in page
     assert '<pre class="mmsp-tool-args mmsp-parsed" aria-label="arguments">{\n  &quot;city&quot;: &quot;Paris&quot;\n}</pre>' in page
     assert '<pre class="mmsp-tool-output">18 degrees and sunny in Paris</pre>' in page
     assert '<div class="mmsp-tool-result mmsp-err">' in page and "RuntimeError: weather service down" in page

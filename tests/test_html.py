@@ -313,7 +313,7 @@ def test_static_html_embeds_the_widget_css_and_nothing_interactive(fresh_session
     for tag in ("<button", "<script", "<input", "<textarea", "<select", "<form", "onclick", "contenteditable"):
         assert tag not in html
     assert 'class="mmsp-tool-icon" aria-hidden="true">⚙</span> <span class="mmsp-tool-label">tool call</span> ' \
-           '<code class="mmsp-tool-name" title="id ' in html
+           '<code class="mmsp-tool-name" dir="auto" title="id ' in html
     assert '<span class="mmsp-tool-result-label">result</span>' in html and "sunny in Paris" in html
     assert '<span class="mmsp-badge" title="fidelity: signature">signed</span>' in html
     assert '<details class="mmsp-details"><summary class="mmsp-summary"><span class="mmsp-summary-label">Thought for' in html
@@ -417,3 +417,55 @@ def test_the_committed_bundles_are_what_js_src_builds(tmp_path):
     for built in tmp_path.iterdir():
         assert built.read_bytes() == (static / built.name).read_bytes(), \
             f"mmsp_notebook/static/{built.name} is not what js/src builds: run `cd js && npm run build` and commit it"
+
+
+# ---------------------------------------------------------------------------------------------- bidi
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: the text after it is drawn reversed, up to the end of its isolate
+
+
+def test_isolate_wraps_only_text_with_bidi_controls_and_keeps_its_overrides_inside():
+    from mmsp_notebook.views.format import isolate
+
+    assert isolate("get_weather") == "get_weather" and isolate(None) == ""
+    assert isolate(f"evil{RLO}txt.exe") == f"\u2068evil{RLO}txt.exe\u2069"
+    # a PDI of its own would close the wrapper early: dropped; the isolates it opens are closed
+    assert isolate("a\u2069\u202eb") == "\u2068a\u202eb\u2069"
+    assert isolate("a\u2067b") == "\u2068a\u2067b\u2069\u2069"
+
+
+def test_names_a_model_gives_are_isolated_in_the_static_html(fresh_session):
+    from mmsp_notebook.views.columns import render_comparison_html
+    from mmsp_notebook.views.conversation import build_conversation
+
+    name = f"get{RLO}weather"
+    turn = m.ask(f"please {name} Paris", tools=ToolSet({name: lambda city: f"sunny in {city}"}),
+                 stream=io.StringIO())
+    assert turn.tool_calls and turn.tool_calls[0]["name"] == name
+    html = render_html(turn)
+    assert re.search(rf'<code class="mmsp-tool-name" dir="auto"[^>]*>{name}</code>', html), html
+    assert '[dir=auto]{unicode-bidi:isolate}' in html  # the stylesheet says so too, where one applies
+    compared = render_comparison_html([f"demo{RLO}x", "demo"], [turn, turn])
+    assert f'<div class="mmsp-column-head" dir="auto">demo{RLO}x</div>' in compared
+    assert f'<th dir="auto">demo{RLO}x</th>' in compared
+    conv = build_conversation([{"role": "user", "content_items": [{"type": "text.done", "text": "hi"}]},
+                               {"role": "assistant", "content_items": [{"type": "text.done", "text": "yo"}]}],
+                              {"model": f"m{RLO}odel"}, [], trace_id="t")
+    label = next(e["label"] for e in conv["entries"] if e["kind"] == "assistant")
+    assert label.endswith(f" · \u2068m{RLO}odel\u2069 · no timing"), label
+
+
+def test_a_long_user_message_shows_its_start_and_the_rest_behind_show_more():
+    from mmsp_notebook.views.html import render_transcript_html
+
+    long = "\n".join(f"line {k}" for k in range(500))
+    html = render_transcript_html([{"role": "user", "text": "short", "images": []},
+                                   {"role": "user", "text": long, "images": []}])
+    assert '<div class="mmsp-user-text">short</div></div>' in html  # a short one as it was
+    head = "\n".join(f"line {k}" for k in range(12))
+    rest = "\n".join(f"line {k}" for k in range(12, 500))
+    assert (f'<div class="mmsp-user-text">{head}</div><details class="mmsp-more"><summary>Show more (488 more lines)'
+            f'</summary><div class="mmsp-user-text">{rest}</div></details>') in html
+    one_line = render_transcript_html([{"role": "user", "text": "word " * 1000, "images": []}])
+    assert '<details class="mmsp-more"><summary>Show more (1 more line)</summary>' in one_line
+    assert ".mmsp-more>summary{" in one_line or "details.mmsp-more>summary{" in one_line
+    assert_inert(html)

@@ -2,16 +2,27 @@
 //
 // Traits read: transcript, busy, models, model, thinking, thinking_levels, error.
 // Traits written: model, thinking (set + save_changes when the pickers change).
-// Messages sent: hello, send, stop, new_chat, retry. Received: ops (with turn index), chat_snapshot.
+// Messages sent: hello, send, stop, new_chat, retry, ping. Received: ops (with turn index), chat_snapshot, pong.
 import { createTurnView } from "./render.js";
 import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } from "./util.js";
 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
 const FAILED = new Set(["error", "incomplete"]);
 const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
+// A user message longer than this is shown collapsed, with "Show more" (views/html.py: the same limits)
+const LONG_LINES = 12;
+const LONG_CHARS = 1200;
+let collapsedIds = 0;
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
 // Enter while a reply streams keeps the message in the box, and says so (until the reply ends)
 const WAIT_NOTE = "A reply is streaming: your message stays here. Enter sends it once the reply is done; Esc or Stop ends the reply.";
+// While a reply streams the kernel speaks at least once a second (ops, the waiting counter); silent
+// for PING_MS it is asked for a pong, and silent for DEAD_MS (a restart, a crash) the reply is cut
+// here: the chat leaves its busy state instead of refusing input forever.
+const PING_MS = 2000;
+const DEAD_MS = 10000;
+const DEAD_NOTE = "The kernel stopped answering; the reply was cut.";
+const NO_KERNEL = "This chat is no longer connected to a kernel: run its cell again to chat.";
 
 function optionList(list, emptyLabel) {
   if (!Array.isArray(list)) return [];
@@ -68,7 +79,10 @@ export function renderChatWidget({ model, el }) {
   errorBanner.hidden = true;
 
   const body = h(doc, "div", "mmsp-chat-body");
-  const log = h(doc, "div", "mmsp-chat-log", { tabindex: "0", role: "region", "aria-label": "Conversation" });
+  // One Tab stop for the whole conversation: its current message (arrows move between messages,
+  // Home/End to the first/last); a message's own controls (Copy, Retry, code blocks, links) take
+  // Tab only while focus is in that message.
+  const log = h(doc, "div", "mmsp-chat-log", { tabindex: "-1", role: "feed", "aria-label": "Conversation" });
   const empty = h(doc, "div", "mmsp-chat-empty mmsp-meta", null, "Ask something. Enter sends, Shift+Enter adds a new line; paste or drop images to attach them.");
   log.appendChild(empty);
   const jump = button(doc, "mmsp-btn mmsp-jump", "↓ Latest", "Jump to the latest message");
@@ -103,7 +117,9 @@ export function renderChatWidget({ model, el }) {
   let pending = []; // attached images: {src}
   let errorDismissed = null;
 
-  const busy = () => !!model.get("busy");
+  let heard = Date.now(); // the last time the kernel said anything
+  let gone = false; // it stopped answering while busy: the reply is cut here
+  const busy = () => !!model.get("busy") && !gone;
 
   // ------------------------------------------------------------------ scrolling
   // The log follows the bottom while the reader has not scrolled up: after every change of its
@@ -165,10 +181,27 @@ export function renderChatWidget({ model, el }) {
   }
 
   function userMessage(entry) {
-    const m = h(doc, "div", "mmsp-msg mmsp-msg-user");
+    const m = h(doc, "div", "mmsp-msg mmsp-msg-user", { role: "article", "aria-label": "Your message", tabindex: "-1" });
     const bubble = h(doc, "div", "mmsp-bubble");
     const text = typeof entry.text === "string" ? entry.text : "";
-    if (text) bubble.appendChild(h(doc, "div", "mmsp-user-text", null, text));
+    if (text) {
+      const body = h(doc, "div", "mmsp-user-text", null, text);
+      bubble.appendChild(body);
+      if (text.length > LONG_CHARS || text.split("\n", LONG_LINES + 1).length > LONG_LINES) {
+        // a long message (a pasted file) is shown collapsed: it would push the conversation away
+        body.id = `mmsp-user-text-${++collapsedIds}`;
+        body.classList.add("mmsp-collapsed");
+        const more = h(doc, "button", "mmsp-btn mmsp-btn-small mmsp-more", { type: "button", "aria-expanded": "false", "aria-controls": body.id }, "Show more");
+        more.addEventListener("click", () => {
+          const open = more.getAttribute("aria-expanded") !== "true";
+          more.setAttribute("aria-expanded", String(open));
+          more.textContent = open ? "Show less" : "Show more";
+          body.classList.toggle("mmsp-collapsed", !open);
+          if (!open && typeof m.scrollIntoView === "function") m.scrollIntoView({ block: "nearest" });
+        });
+        bubble.appendChild(more);
+      }
+    }
     const imgs = Array.isArray(entry.images) ? entry.images : [];
     if (imgs.length) {
       const thumbs = h(doc, "div", "mmsp-thumbs");
@@ -185,9 +218,9 @@ export function renderChatWidget({ model, el }) {
   }
 
   function assistantMessage(vm) {
-    const m = h(doc, "div", "mmsp-msg mmsp-msg-assistant");
+    const m = h(doc, "div", "mmsp-msg mmsp-msg-assistant", { role: "article", "aria-label": "Answer", tabindex: "-1" });
     const body = h(doc, "div", "mmsp-msg-body");
-    const view = createTurnView(body, { onCopy: copy, onUpdate: () => { scrollToEnd(); } });
+    const view = createTurnView(body, { onCopy: copy, onUpdate: () => { tame(m); scrollToEnd(); } });
     if (vm) view.render(vm);
     observeSize(body);
     const actions = actionsBar();
@@ -201,6 +234,53 @@ export function renderChatWidget({ model, el }) {
     m.append(body, actions);
     return { role: "assistant", el: m, view, retry };
   }
+
+  // ------------------------------------------------------------------ keyboard: one Tab stop for the conversation
+  const FOCUSABLE = "button, a[href], summary, audio, textarea, select, input, [tabindex]:not(.mmsp-msg)";
+  let current = null; // the message that holds the conversation's Tab stop
+  function messages() {
+    return Array.from(log.children).filter((c) => c.classList.contains("mmsp-msg"));
+  }
+  /** Take a message's controls out of the Tab order, unless focus is in it. */
+  function tame(m) {
+    const open = m.contains(doc.activeElement);
+    for (const c of m.querySelectorAll(FOCUSABLE)) {
+      const want = open ? "0" : "-1";
+      if (c.getAttribute("tabindex") !== want) c.setAttribute("tabindex", want);
+    }
+  }
+  function rove() {
+    const all = messages();
+    if (!all.includes(current)) current = all[all.length - 1] || null;
+    for (const m of all) {
+      const want = m === current ? "0" : "-1";
+      if (m.getAttribute("tabindex") !== want) m.setAttribute("tabindex", want);
+      tame(m);
+    }
+  }
+  listen(log, "focusin", (e) => {
+    const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
+    if (!m || !log.contains(m)) return;
+    if (m !== current) {
+      current = m;
+      rove();
+    } else tame(m);
+  });
+  listen(log, "focusout", (e) => {
+    const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
+    if (m && !(e.relatedTarget && m.contains(e.relatedTarget))) win.setTimeout(() => tame(m), 0);
+  });
+  listen(log, "keydown", (e) => {
+    if (!e.target.classList || !e.target.classList.contains("mmsp-msg")) return;
+    const all = messages();
+    const k = all.indexOf(e.target);
+    const to = { ArrowDown: k + 1, ArrowUp: k - 1, Home: 0, End: all.length - 1 }[e.key];
+    if (to === undefined || !all[to]) return;
+    e.preventDefault();
+    current = all[to];
+    rove();
+    all[to].focus();
+  });
 
   function makeEntry(entry) {
     if (entry && entry.role === "user") return userMessage(entry);
@@ -250,6 +330,7 @@ export function renderChatWidget({ model, el }) {
       prev = e.el;
     }
     empty.hidden = entries.length > 0 || !!live;
+    rove();
     updateRetry();
     scrollToEnd();
   }
@@ -260,6 +341,7 @@ export function renderChatWidget({ model, el }) {
     live = { ...assistantMessage({ status: "streaming", items: [] }), index };
     log.appendChild(live.el);
     empty.hidden = true;
+    rove();
     return live;
   }
 
@@ -385,6 +467,7 @@ export function renderChatWidget({ model, el }) {
   // ------------------------------------------------------------------ busy / error
   function drawBusy() {
     const b = busy();
+    watchKernel(b);
     sendBtn.textContent = b ? "Stop" : "Send";
     sendBtn.setAttribute("aria-label", b ? "Stop generating" : "Send message");
     sendBtn.title = b ? "Stop generating (Esc)" : "Send message (Enter)";
@@ -411,6 +494,50 @@ export function renderChatWidget({ model, el }) {
     errorDismissed = errorText.textContent;
     errorBanner.hidden = true;
   });
+
+  // ------------------------------------------------------------------ a kernel that stops answering
+  let watch = null;
+  function watchKernel(on) {
+    if (on && watch === null) {
+      heard = Date.now();
+      watch = win.setInterval(checkKernel, 500);
+    } else if (!on && watch !== null) {
+      win.clearInterval(watch);
+      watch = null;
+    }
+  }
+  cleanups.push(() => watchKernel(false));
+  let pinged = 0;
+  function checkKernel() {
+    const silent = Date.now() - heard;
+    if (silent >= DEAD_MS) {
+      kernelGone();
+    } else if (silent >= PING_MS && Date.now() - pinged >= PING_MS) {
+      pinged = Date.now();
+      try {
+        model.send({ type: "ping" });
+      } catch {
+        kernelGone(); // its connection is closed already: no need to wait
+      }
+    }
+  }
+  function kernelGone() {
+    gone = true;
+    if (live) {
+      // what arrived stays, marked as cut (the kernel that would say so is gone: worded here)
+      live.view.apply([["turn", { status: "incomplete", banner: { kind: "error", lead: "", text: DEAD_NOTE } }]]);
+      live.el.classList.add("mmsp-cut-off");
+    }
+    showNote(DEAD_NOTE);
+    drawBusy();
+  }
+  function heardFromKernel() {
+    heard = Date.now();
+    if (!gone) return;
+    gone = false; // it was only slow: it goes on drawing what it sends
+    if (note.textContent === DEAD_NOTE) showNote("");
+    drawBusy();
+  }
 
   // ------------------------------------------------------------------ composing
   function showNote(text) {
@@ -526,7 +653,12 @@ export function renderChatWidget({ model, el }) {
       showNote(WAIT_NOTE);
       return false;
     }
-    model.send({ type: "send", text, images: pending.map((a) => a.src) });
+    try {
+      model.send({ type: "send", text, images: pending.map((a) => a.src) });
+    } catch {
+      showNote(NO_KERNEL); // (a restarted kernel's chat: the message stays in the box)
+      return false;
+    }
     input.value = "";
     pending = [];
     drawAttachments();
@@ -563,6 +695,7 @@ export function renderChatWidget({ model, el }) {
   // ------------------------------------------------------------------ model events
   const onMsg = (msg) => {
     if (!msg || typeof msg !== "object") return;
+    heardFromKernel();
     if (msg.type === "ops") applyOps(msg.turn, msg.ops);
     else if (msg.type === "chat_snapshot" && msg.chat && typeof msg.chat === "object") {
       const c = msg.chat;
@@ -580,7 +713,10 @@ export function renderChatWidget({ model, el }) {
   };
   on("msg:custom", onMsg);
   on("change:transcript", () => drawTranscript(model.get("transcript")));
-  on("change:busy", drawBusy);
+  on("change:busy", () => {
+    heardFromKernel();
+    drawBusy();
+  });
   on("change:models", drawModels);
   on("change:model", drawModels);
   on("change:thinking_levels", drawThinking);

@@ -19,6 +19,7 @@ export function renderCompareWidget({ model, el }) {
       column.className = "mmsp-column";
       const head = document.createElement("div");
       head.className = "mmsp-column-head";
+      head.dir = "auto"; // a model's name: its bidi controls reorder nothing outside it
       head.textContent = String(label);
       const body = document.createElement("div");
       body.className = "mmsp-column-body";

@@ -55,7 +55,7 @@ export function renderExplorer({ model, el }) {
 
   const detail = h(doc, "div", "mmsp-x-detail");
   const detailHead = h(doc, "div", "mmsp-x-detail-head");
-  const title = h(doc, "span", "mmsp-x-detail-title", null, "Select a turn to read its conversation");
+  const title = h(doc, "span", "mmsp-x-detail-title", { dir: "auto" }, "Select a turn to read its conversation");
   const speedSel = h(doc, "select", "mmsp-select mmsp-x-speed", { "aria-label": "Replay speed" });
   for (const s of SPEEDS) speedSel.appendChild(option(doc, s, s === "inf" ? "at once" : `${s}×`, s === "1"));
   const replayBtn = button(doc, "mmsp-btn mmsp-btn-small mmsp-primary mmsp-x-replay", "Replay", "Replay this turn with its recorded timing");
@@ -211,7 +211,7 @@ export function renderExplorer({ model, el }) {
       cells.forEach((text, k) => {
         const numeric = p.columns[k] && p.columns[k][2];
         const cls = p.columns[k] && p.columns[k][0] === "error" && text ? "mmsp-x-error" : numeric ? "mmsp-x-num" : null;
-        tr.appendChild(h(doc, "td", cls, { title: text.length > 40 ? text : null }, text));
+        tr.appendChild(h(doc, "td", cls, { title: text.length > 40 ? text : null, dir: "auto" }, text));
       });
       rows.push(tr);
     }
@@ -246,7 +246,7 @@ export function renderExplorer({ model, el }) {
       bar.style.left = `${Number(b.left) || 0}%`;
       bar.style.width = `${Number(b.width) || 0}%`;
       track.appendChild(bar);
-      row.append(h(doc, "span", "mmsp-x-wf-label", null, b.label), track, h(doc, "span", "mmsp-x-wf-time", null, b.text));
+      row.append(h(doc, "span", "mmsp-x-wf-label", { dir: "auto" }, b.label), track, h(doc, "span", "mmsp-x-wf-time", null, b.text));
       box.appendChild(row);
     }
     const axis = h(doc, "div", "mmsp-x-wf-row mmsp-x-wf-axis");
@@ -264,7 +264,7 @@ export function renderExplorer({ model, el }) {
   function drawEntry(entry, selected) {
     const kind = ["user", "assistant", "failed", "damaged"].includes(entry.kind) ? entry.kind : "damaged";
     const sec = h(doc, "section", `mmsp-conv-msg mmsp-conv-${kind}${entry.key === selected ? " mmsp-conv-selected" : ""}`, { "data-key": entry.key });
-    sec.appendChild(h(doc, "div", "mmsp-conv-head", null, entry.label || ""));
+    sec.appendChild(h(doc, "div", "mmsp-conv-head", { dir: "auto" }, entry.label || ""));
     if (kind === "user") {
       if (entry.text) sec.appendChild(h(doc, "div", "mmsp-conv-user-text", null, entry.text));
       for (const img of entry.images || []) {

@@ -335,7 +335,7 @@ export function createTurnView(container, options = {}) {
     const head = h(doc, "div", "mmsp-tool-head");
     const icon = h(doc, "span", "mmsp-tool-icon", { "aria-hidden": "true" }, "⚙");
     const label = h(doc, "span", "mmsp-tool-label");
-    const name = h(doc, "code", "mmsp-tool-name");
+    const name = h(doc, "code", "mmsp-tool-name", { dir: "auto" }); // a name the model gives: isolated (bidi)
     const state = h(doc, "span", "mmsp-tool-state");
     head.append(icon, label, name, state);
     const args = h(doc, "pre", "mmsp-tool-args", { "aria-label": "arguments" });

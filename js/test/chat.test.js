@@ -289,3 +289,73 @@ test("chat: a new message adds its own node and leaves the conversation's nodes 
   assert.deepEqual([...log.querySelectorAll(".mmsp-msg")].slice(0, 2), before);
   assert.deepEqual([...log.querySelectorAll(".mmsp-msg-user .mmsp-user-text")].map((e) => e.textContent), ["one", "two"]);
 });
+
+test("chat: a long user message is collapsed behind Show more / Show less (aria-expanded)", () => {
+  const { model, el } = setup();
+  const long = Array.from({ length: 500 }, (_, k) => `line ${k}`).join("\n");
+  model.update("transcript", [{ role: "user", text: "short", images: [] }, { role: "user", text: long, images: [] }]);
+  const [shortMsg, longMsg] = el.querySelectorAll(".mmsp-msg-user");
+  assert.equal(shortMsg.querySelector(".mmsp-more"), null);
+  assert.ok(!shortMsg.querySelector(".mmsp-user-text").classList.contains("mmsp-collapsed"));
+  const body = longMsg.querySelector(".mmsp-user-text");
+  const more = longMsg.querySelector("button.mmsp-more");
+  assert.equal(body.textContent, long); // the whole text is there (copy, search), only clipped
+  assert.ok(body.classList.contains("mmsp-collapsed"));
+  assert.equal(more.getAttribute("aria-expanded"), "false");
+  assert.equal(more.getAttribute("aria-controls"), body.id);
+  assert.equal(more.textContent, "Show more");
+  more.click();
+  assert.equal(more.getAttribute("aria-expanded"), "true");
+  assert.equal(more.textContent, "Show less");
+  assert.ok(!body.classList.contains("mmsp-collapsed"));
+  more.click();
+  assert.ok(body.classList.contains("mmsp-collapsed"));
+  // one long line counts too
+  model.update("transcript", [{ role: "user", text: "x".repeat(5000), images: [] }]);
+  assert.ok(el.querySelector(".mmsp-user-text").classList.contains("mmsp-collapsed"));
+});
+
+test("chat: a kernel that stops answering while a reply streams: pinged, then the reply is cut and input comes back", () => {
+  const realNow = Date.now;
+  let now = 1_000_000;
+  Date.now = () => now;
+  try {
+    const { model, q, el, win, dispose } = setup();
+    // (no window timers here: the test drives the check itself)
+    let tick = null;
+    win.setInterval = (fn) => { tick = fn; return 7; };
+    win.clearInterval = () => { tick = null; };
+    model.update("transcript", [{ role: "user", text: "tell me", images: [] }]);
+    model.update("busy", true);
+    model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: { kind: "streaming", text: "streaming…" } }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial"]] });
+    assert.ok(tick, "watching the kernel while busy");
+    assert.equal(q(".mmsp-send").textContent, "Stop");
+    // silent for 2 s: asked for a pong; a pong (any message) means alive
+    now += 2500;
+    tick();
+    assert.deepEqual(model.sent.at(-1), { type: "ping" });
+    model.custom({ type: "pong" });
+    now += 1000;
+    tick();
+    assert.equal(q(".mmsp-send").textContent, "Stop");
+    // silent for 10 s: the reply is cut, marked, and the chat takes input again
+    for (let k = 0; k < 22; k++) {
+      now += 500;
+      tick && tick();
+    }
+    assert.equal(tick, null, "the watch ends with the busy state");
+    assert.equal(q(".mmsp-send").textContent, "Send");
+    const turn = el.querySelector(".mmsp-msg-assistant .mmsp-turn");
+    assert.equal(turn.getAttribute("data-status"), "incomplete");
+    assert.match(turn.querySelector(".mmsp-status").textContent, /kernel stopped answering; the reply was cut/);
+    assert.equal(turn.querySelector(".mmsp-text").textContent.trim(), "Partial");
+    assert.match(q(".mmsp-composer-note").textContent, /kernel stopped answering/);
+    const input = q("textarea.mmsp-input");
+    input.value = "again";
+    input.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
+    assert.deepEqual(model.sent.at(-1), { type: "send", text: "again", images: [] });
+    dispose();
+  } finally {
+    Date.now = realNow;
+  }
+});

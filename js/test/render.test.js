@@ -537,3 +537,12 @@ test("destroy removes the view", () => {
   view.apply([["turn", { status: "error" }]]);
   assert.equal(container.children.length, 0);
 });
+
+test("a tool name a model gives is isolated: its bidi controls reorder nothing around it", () => {
+  const { view, container } = makeView();
+  const name = "get\u202eweather";
+  view.render({ status: "complete", items: [{ i: 0, kind: "tool_call", status: "done", name, text: "{}", tag: "tool call", state: "done", state_text: "returned" }] });
+  const el = container.querySelector(".mmsp-tool-name");
+  assert.equal(el.textContent, name);
+  assert.equal(el.getAttribute("dir"), "auto");
+});

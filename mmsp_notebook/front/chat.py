@@ -302,6 +302,8 @@ class Chat(anywidget.AnyWidget):
                 text = str(content.get("text") or "")
                 images = [src for src in content.get("images") or [] if isinstance(src, str)]
                 await self._start(text, images)
+            elif kind == "ping":  # the front end checks the kernel is alive while a reply streams
+                anywidget.AnyWidget.send(self, {"type": "pong"})
             elif kind == "stop":
                 self.stop()
             elif kind == "new_chat":

@@ -243,7 +243,7 @@ class Explorer(anywidget.AnyWidget):
         t0 = time.perf_counter()
         found, key, index = self._detail_of(self.selected)
         row = self._df.iloc[self.selected]
-        title = f"{row['trace_id']} · turn {_s(row.get('turn'))}"
+        title = f"{fmt.isolate(row['trace_id'])} · turn {_s(row.get('turn'))}"
         if isinstance(found, Exception):
             return {"type": "detail", "row": self.selected, "title": title,
                     "error": f"{type(found).__name__}: {found}"}

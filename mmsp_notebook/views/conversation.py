@@ -400,7 +400,7 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
             rec_model = str(rec.get("model") or model)
             entries.append({"kind": "failed", "key": key, "turns": [_turn_of(rec)], "indices": [],
                             "status": rec.get("status"), "started": _number(rec.get("started_at")),
-                            "label": f"assistant · turn {_turn_of(rec)} · {rec_model} · {rec.get('status')} (sidecar only)",
+                            "label": f"assistant · turn {_turn_of(rec)} · {fmt.isolate(rec_model)} · {fmt.isolate(rec.get('status'))} (sidecar only)",
                             "vm": _failed_vm(rec, key, rec_model), "note": _arrived_note(rec)})
             turns[key] = (None, [(None, rec)])
             fi += 1
@@ -479,7 +479,7 @@ def _assistant_entry(history: Sequence[Any], group: list[int], numbers: list[int
     turn_model = str(rec0.get("model") or model)
     client = rec0.get("client_type")
     label = f"assistant · turn {numbers[0]}" + (f"–{numbers[-1]} ({len(group)} steps)" if len(group) > 1 else "")
-    label += f" · {turn_model}" + ("" if rec0 else " · no timing")
+    label += f" · {fmt.isolate(turn_model)}" + ("" if rec0 else " · no timing")
     try:
         turn, notes, untimed = message_turn(steps, results, model=turn_model,
                                             client_type=client if isinstance(client, str) else None,
@@ -507,7 +507,7 @@ def _strip_style(markup: str) -> str:
 def _entry_html(entry: Mapping[str, Any], conversation: Mapping[str, Any], selected: str | None) -> str:
     kind = entry["kind"]
     cls = f"mmsp-conv-msg mmsp-conv-{kind}" + (" mmsp-conv-selected" if entry["key"] == selected else "")
-    head = f'<div class="mmsp-conv-head">{_e(entry.get("label"))}</div>'
+    head = f'<div class="mmsp-conv-head" dir="auto">{_e(entry.get("label"))}</div>'
     body = ""
     if kind == "user":
         body = f'<div class="mmsp-conv-user-text">{_e(entry.get("text"))}</div>' if entry.get("text") else ""

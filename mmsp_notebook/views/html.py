@@ -126,7 +126,7 @@ CSS = (_RESETS + re.sub(r"\.mmsp-root(?![\w-])", ".mmsp-root.mmsp-static", turn_
 #: Classes of the chat's static transcript (the chat's messages, without its controls).
 TRANSCRIPT_CLASSES = frozenset({"mmsp-chat-static", "mmsp-chat-log", "mmsp-msg", "mmsp-msg-user",
                                 "mmsp-msg-assistant", "mmsp-msg-body", "mmsp-bubble", "mmsp-user-text",
-                                "mmsp-thumbs", "mmsp-thumb"})
+                                "mmsp-thumbs", "mmsp-thumb", "mmsp-more"})
 #: Classes the copy script adds to code blocks (in a trusted output, where scripts run).
 COPY_CLASSES = frozenset({"mmsp-btn", "mmsp-copy-code"})
 _CLASS_ATTR = re.compile(r'class="([^"]*)"')
@@ -355,7 +355,7 @@ def _tool(item: Mapping[str, Any]) -> str:
     out = [_open("mmsp-tool", item, f' data-state="{_e(item.get("state") or "")}"'),
            '<div class="mmsp-tool-head"><span class="mmsp-tool-icon" aria-hidden="true">⚙</span> '
            f'<span class="mmsp-tool-label">{_e(item.get("tag"))}</span> '
-           f'<code class="mmsp-tool-name"{title}>{_e(item.get("name"))}</code> '
+           f'<code class="mmsp-tool-name" dir="auto"{title}>{_e(item.get("name"))}</code> '
            f'<span class="mmsp-tool-state">{_e(item.get("state_text"))}</span></div>',
            f'<pre class="mmsp-tool-args{" mmsp-parsed" if parsed else ""}" aria-label="arguments">'
            f'{_e(shown)}</pre>']
@@ -531,11 +531,33 @@ _CHAT_SWITCH = (
 )
 
 
+#: A user message longer than this shows its start, the rest behind "Show more" (js/src/chat.js: the same limits).
+LONG_LINES, LONG_CHARS = 12, 1200
+
+
+def split_long(text: str) -> tuple[str, str]:
+    """A user message as what shows at once and what waits behind "Show more" (``""`` when it is short)."""
+    lines = text.split("\n", LONG_LINES)
+    if len(lines) > LONG_LINES:
+        head = "\n".join(lines[:LONG_LINES])
+        if len(head) <= LONG_CHARS:
+            return head, lines[LONG_LINES]
+    if len(text) <= LONG_CHARS:
+        return text, ""
+    cut = text.rfind(" ", LONG_CHARS // 2, LONG_CHARS) + 1 or LONG_CHARS
+    return text[:cut], text[cut:]
+
+
 def _user_html(entry: Mapping[str, Any]) -> str:
     text = entry.get("text") if isinstance(entry.get("text"), str) else ""
     parts = ['<div class="mmsp-msg mmsp-msg-user"><div class="mmsp-bubble">']
     if text:
-        parts.append(f'<div class="mmsp-user-text">{_e(text)}</div>')
+        head, rest = split_long(text)
+        parts.append(f'<div class="mmsp-user-text">{_e(head)}</div>')
+        if rest:  # no script here: the rest in a <details>, which needs none
+            more = rest.count("\n") + 1
+            parts.append(f'<details class="mmsp-more"><summary>Show more ({more:,} more line{"s" if more > 1 else ""})'
+                         f'</summary><div class="mmsp-user-text">{_e(rest)}</div></details>')
     images = [src for src in entry.get("images") or [] if isinstance(src, str)]
     if images:
         parts.append('<div class="mmsp-thumbs">')

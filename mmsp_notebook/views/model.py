@@ -312,7 +312,7 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
             out[key] = _raw(facts[key], 4)
     if kind in _TEXT_KINDS and "text" in facts:
         out["text"] = facts["text"]
-    mime = str(facts.get("mime_type") or "")
+    mime = fmt.isolate(facts.get("mime_type") or "")
     size = "" if streaming else fmt.size(facts.get("bytes"))
     dots = "…" if streaming else ""
 
@@ -344,7 +344,7 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
         state = _tool_state(facts, stopped)
         ident = facts.get("tool_call_id")
         arguments = facts.get("arguments")
-        out.update(tag="tool call", title=f"id {ident}" if ident else None, state=state,
+        out.update(tag="tool call", title=f"id {fmt.isolate(ident)}" if ident else None, state=state,
                    state_text=TOOL_STATE_TEXT[state],
                    args=None if streaming or arguments is None else _str(arguments),
                    result=_result_view(facts.get("result"), state))

@@ -72,7 +72,7 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
             if phase == "delta" and open_ is None:
                 open_ = (item, ms)
             elif phase == "done" and open_ is not None:
-                label = f"tool call {next(names, '')}".rstrip() if item == "tool_call" else item
+                label = f"tool call {fmt.isolate(next(names, ''))}".rstrip() if item == "tool_call" else item
                 bars.append(_bar(item, prefix + label, base + open_[1], base + ms, mark))
                 open_ = None
         status = str(rec.get("status") or "")
@@ -120,7 +120,7 @@ def waterfall_html(wf: Mapping[str, Any] | None) -> str:
     rows = []
     for b in wf.get("bars") or []:
         selected = " mmsp-x-wf-selected" if b.get("selected") else ""
-        rows.append(f'<div class="mmsp-x-wf-row mmsp-x-wf-{_e(b["kind"])}{selected}"><span class="mmsp-x-wf-label">'
+        rows.append(f'<div class="mmsp-x-wf-row mmsp-x-wf-{_e(b["kind"])}{selected}"><span class="mmsp-x-wf-label" dir="auto">'
                     f'{_e(b["label"])}</span><span class="mmsp-x-wf-track"><span class="mmsp-x-wf-bar" '
                     f'style="left:{float(b["left"])}%;width:{float(b["width"])}%" title="{_e(b["text"])}"></span>'
                     f'</span><span class="mmsp-x-wf-time">{_e(b["text"])}</span></div>')

@@ -1,0 +1,181 @@
+"""The chat in a real browser, as a user reads and drives it (JupyterLab 4, headless Debian Chromium).
+
+The same setup as tests/test_browser.py (its fixtures and helpers): one ``jupyter lab`` server per
+module with the demo model unpaced unless a test asks for ``demo+tps=N``. Here: names a model gives
+that hold bidi controls, keyboard navigation through a long conversation, long user messages, math
+in Markdown, and a kernel that restarts while a reply streams.
+"""
+# ruff: noqa: F811  (the fixtures of tests/test_browser.py, imported by name, are the tests' arguments)
+
+from __future__ import annotations
+
+import pytest
+from test_browser import (  # noqa: F401  (fixtures)
+    browser,
+    cells,
+    chat_in,
+    last_assistant,
+    open_lab,
+    page,
+    run_cell,
+    send_chat,
+    server,
+    sync_playwright_mod,
+    wait_cell_done,
+    wait_status,
+)
+
+RLO = "\u202e"
+
+
+def start_chat(page, server, name: str, source: str):
+    nb = server.write_notebook(name, source)
+    open_lab(page, server, nb, name.removesuffix(".ipynb"))
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    chat = chat_in(page, 0)
+    chat.locator("textarea.mmsp-input").wait_for()
+    return chat
+
+
+# --------------------------------------------------------------------------- 1. bidi controls in names
+BIDI_CHAT = f"""from mmsp_notebook import Chat
+chat = Chat()
+chat.history = [
+    {{"role": "user", "content_items": [{{"type": "text.done", "text": "weather in Paris?"}}]}},
+    {{"role": "assistant", "finish_reason": "tool_call", "content_items": [
+        {{"type": "tool_call.done", "name": "get{RLO}weather", "tool_call_id": "c1", "arguments": {{"city": "Paris"}}}}]}},
+]
+chat"""
+
+
+@pytest.mark.browser
+def test_a_tool_name_with_an_override_character_reorders_nothing_around_it(page, server):
+    chat = start_chat(page, server, "bidi.ipynb", BIDI_CHAT)
+    answer = last_assistant(chat)
+    wait_status(answer, "complete")
+    name = answer.locator(".mmsp-tool .mmsp-tool-name").first
+    assert name.text_content() == f"get{RLO}weather"
+    boxes = name.evaluate("""(el) => {
+      const head = el.closest('.mmsp-tool-head');
+      const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.right]; };
+      return {bidi: getComputedStyle(el).unicodeBidi, dir: el.getAttribute('dir'), name: box(el),
+              label: box(head.querySelector('.mmsp-tool-label')), state: box(head.querySelector('.mmsp-tool-state'))};
+    }""")
+    assert boxes["bidi"] == "isolate" and boxes["dir"] == "auto", boxes
+    # the label before the name and the state after it stay where they are: in order, left to right
+    assert boxes["label"][1] <= boxes["name"][0] + 0.5 and boxes["name"][1] <= boxes["state"][0] + 0.5, boxes
+    assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 3. long user messages
+LONG_CHAT = '''from mmsp_notebook import Chat
+chat = Chat()
+chat.history = [
+    {"role": "user", "content_items": [{"type": "text.done", "text": "\\n".join(f"line {k}" for k in range(500))}]},
+    {"role": "assistant", "content_items": [{"type": "text.done", "text": "That is a long file."}]},
+]
+chat'''
+
+
+@pytest.mark.browser
+def test_a_long_user_message_is_collapsed_with_an_accessible_toggle(page, server):
+    chat = start_chat(page, server, "long.ipynb", LONG_CHAT)
+    message = chat.locator(".mmsp-msg-user").first
+    text = message.locator(".mmsp-user-text")
+    message.get_by_role("button", name="Show more").wait_for()
+    toggle = message.locator("button.mmsp-more")  # (its name changes as it toggles)
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert toggle.get_attribute("aria-controls") == text.get_attribute("id")
+    collapsed = text.bounding_box()["height"]
+    assert collapsed < 400, collapsed  # 12 lines, not 500
+    toggle.click()
+    assert toggle.get_attribute("aria-expanded") == "true" and toggle.text_content() == "Show less"
+    assert text.bounding_box()["height"] > 10 * collapsed
+    toggle.press("Enter")  # a button: the keyboard works it too
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert text.bounding_box()["height"] == pytest.approx(collapsed, abs=1)
+    assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 5. a kernel restarted mid-reply
+@pytest.mark.browser
+def test_a_kernel_restart_while_a_reply_streams_cuts_it_and_gives_the_input_back(page, server):
+    import re
+
+    from test_browser import wait_text
+
+    chat = start_chat(page, server, "restart.ipynb", "from mmsp_notebook import Chat\nchat = Chat(model='demo+tps=5+tokens=2000')\nchat")
+    send_chat(chat, "Tell me about lighthouses")
+    button = chat.locator("button.mmsp-send")
+    wait_text(button, "Stop")
+    live = last_assistant(chat)
+    page.wait_for_function(
+        "(t) => { const x = t.querySelector('.mmsp-text'); return x && x.textContent.trim().length > 0; }",
+        arg=live.element_handle(), timeout=30_000)
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.get_by_role("menuitem", name=re.compile(r"^Restart Kernel…")).first.click()
+    page.locator(".jp-Dialog button.jp-mod-accept").click()  # "Restart"
+    # the chat notices (pinged, no answer for 10 s), cuts the reply and takes input again
+    wait_text(button, "Send", timeout=30_000)
+    cut = last_assistant(chat)
+    assert cut.get_attribute("data-status") == "incomplete"
+    assert re.search(r"kernel stopped answering; the reply was cut", cut.locator(".mmsp-status").inner_text())
+    assert cut.locator(".mmsp-item.mmsp-text").last.inner_text().strip()  # what arrived is kept
+    box = chat.locator("textarea.mmsp-input")
+    box.fill("still there?")
+    box.press("Enter")
+    # not refused as busy: the new kernel has no such chat, and the note says what to do
+    note = chat.locator(".mmsp-composer-note")
+    assert "run its cell again" in note.inner_text() or box.input_value() == "", note.inner_text()
+    assert "A reply is streaming" not in note.inner_text()
+    assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 2. Tab stops
+MANY_TURNS = '''from mmsp_notebook import Chat
+chat = Chat()
+chat.history = [m for k in range(30) for m in (
+    {"role": "user", "content_items": [{"type": "text.done", "text": f"question {k}"}]},
+    {"role": "assistant", "content_items": [{"type": "text.done", "text": f"answer {k}, see [the docs](https://example.com/{k})"}]})]
+chat'''
+
+ACTIVE = "() => { const a = document.activeElement; return a ? [a.tagName, a.className, a.textContent.slice(0, 40)] : null; }"
+
+
+@pytest.mark.browser
+def test_tab_reaches_the_input_in_a_few_presses_whatever_the_turns_and_copy_stays_keyboard_reachable(page, server):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    chat = start_chat(page, server, "tabs.ipynb", MANY_TURNS)
+    assert chat.locator(".mmsp-msg-assistant").count() == 30
+    chat.locator(".mmsp-model-select").focus()
+    presses = 0
+    while not page.evaluate("() => document.activeElement.classList.contains('mmsp-input')"):
+        page.keyboard.press("Tab")
+        presses += 1
+        assert presses <= 8, f"{presses} Tab presses and not at the input yet: {page.evaluate(ACTIVE)}"
+    # the pickers, New chat, the conversation (one stop), the input: not 60 Copy buttons
+    assert presses <= 6, presses
+    # back to the conversation: its stop is the last message; arrows move between messages
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate(ACTIVE)[1].startswith("mmsp-msg mmsp-msg-assistant"), page.evaluate(ACTIVE)
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")
+    assert "answer 28" in page.evaluate(ACTIVE)[2], page.evaluate(ACTIVE)
+    # Tab goes into that message: its link, then its Copy button, which Enter presses
+    for _ in range(3):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.classList.contains('mmsp-copy')"):
+            break
+    copy = chat.locator(".mmsp-msg-assistant").nth(28).locator(".mmsp-copy")
+    assert copy.evaluate("(b) => b === document.activeElement"), page.evaluate(ACTIVE)
+    assert copy.get_attribute("aria-label") == "Copy answer"
+    page.keyboard.press("Enter")
+    from test_browser import wait_text
+
+    wait_text(copy, "Copied", timeout=5_000)
+    # and out of the message, Tab leaves the conversation: the next stop is past it
+    for _ in range(2):
+        page.keyboard.press("Tab")
+    assert not chat.locator(".mmsp-msg").nth(58).evaluate("(m) => m.contains(document.activeElement)")
+    assert not page.errors, page.errors
