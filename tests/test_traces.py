@@ -325,6 +325,32 @@ def test_damaged_files_are_skipped_with_one_warning(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
+def test_a_skipped_trace_file_takes_its_sidecar_out_of_every_loader(tmp_path: Path) -> None:
+    """A damaged trace file next to a valid sidecar: no loader keeps rows of that trace."""
+    events = [[200.0, "text.delta", 1], [1000.0, "stop", 0]]
+    for tid in ("app/ok", "app/broken"):
+        save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000)])
+        append_sidecar(sidecar_record(tid, 0, 1, started_at=T0 + 2.5, ttft_ms=200.0, total_ms=1000.0, events=events),
+                       base=tmp_path)
+    broken = tmp_path / "app" / "broken.json"
+    broken.write_text(broken.read_text()[:40])  # cut short
+    frames = {}
+    for name, loader in (("turns", traces.load_turns), ("items", traces.load_items), ("events", traces.load_events)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frames[name] = df = loader(tmp_path)
+        assert set(df["trace_id"]) == {"app/ok"}, name
+        assert [Path(s["path"]).name for s in df.attrs["skipped"]] == ["broken.json"], name
+        assert df.attrs["skipped"][0]["reason"].startswith("not valid JSON"), name
+        assert df.attrs["n_files"] == 1 and df.attrs["n_skipped"] == 1, name
+        [warning] = [w for w in caught if issubclass(w.category, traces.TraceLoadWarning)]
+        assert "skipped 1 of 2 trace files" in str(warning.message), name
+    assert len(frames["events"]) == 2 and len(frames["turns"]) == 1
+    # the frames join on the same traces
+    joined = frames["events"].merge(frames["turns"], on=["trace_id", "turn"], how="left", indicator=True)
+    assert (joined["_merge"] == "both").all()
+
+
 def test_missing_path_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         traces.load_turns(tmp_path / "nope")

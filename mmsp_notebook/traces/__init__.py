@@ -60,7 +60,8 @@ Robustness
     a reader can catch one half-written (an older damaged file is skipped at once); a file deleted
     mid-load is skipped as vanished, a broken link as such, a link loop as unreadable. When a
     trace file is skipped its sidecar is skipped with it (its failed turns alone would distort
-    error rates). A sidecar that cannot be read at all is named as ``sidecar not read: <why>``
+    error rates), by every loader: ``load_events`` reads the trace files too, so the turns, items
+    and events frames (and a dataset's kinds) hold the same traces. A sidecar that cannot be read at all is named as ``sidecar not read: <why>``
     (its trace loads without timing); one with damaged lines (not JSON, not a record) is listed in
     ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
