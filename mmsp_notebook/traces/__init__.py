@@ -67,7 +67,9 @@ Robustness
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
     ignored and a sidecar saved as UTF-16 (with its BOM) is read as such. Values that cannot be
     what they claim never stop a load: integers beyond int64 are NA, so are negative token counts
-    (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT, negative durations
+    (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT (a message's
+    ``created_at`` is Unix ms as mmsp writes it, or seconds as other producers do, told value by
+    value by :func:`~mmsp_notebook.core.stamps.created_ms`: below 1e11 it is seconds), negative durations
     (and a ``ttft`` longer than the whole response) are NaN, lone surrogates in strings (tool
     names included), bytes that are not UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
     a string is an unknown item. ``tests/test_traces_fuzz.py`` sets every field of a trace and of

@@ -30,9 +30,9 @@ import pyarrow.parquet as pq
 
 from .._errors import TraceError
 from ..core.pricing import PriceTable
+from ..core.stamps import created_ms
 from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
 from ._build import split_sidecar
-from ._columns import as_ms
 from ._events import EventBuilder
 from ._export import to_arrow
 from ._fast import decode_trace
@@ -324,7 +324,7 @@ def _message_key(msg: dict[str, Any]) -> tuple[Any, ...] | None:
     items = msg.get("content_items")
     if items.__class__ is not list:
         return None
-    created = as_ms(msg.get("created_at"))
+    created = created_ms(msg.get("created_at"))
     if created is None:
         return None
     role = msg.get("role")
