@@ -267,3 +267,30 @@ def test_a_chat_starts_from_a_history(fresh_session):
     assert thinking["label"] == "redacted thinking (1 block, kept for the next turn)" and thinking["text"] == ""
     with pytest.raises(MMSPNotebookError):
         Chat(history=[{"role": "tool"}])
+
+
+def test_a_trace_id_given_to_the_chat_names_its_trace_and_a_bad_one_is_refused(fresh_session, tmp_path):
+    import os
+    from pathlib import Path
+
+    from mmsp_notebook import OptionError, OptionTypeError, traces
+
+    cache = Path(os.environ["MMSP_CACHE_DIR"])
+    chat = Chat(trace="nb/x")
+    first = chat.send("hello")
+    second = chat.send("and again")
+    assert first.trace_id == second.trace_id == "nb/x"
+    assert (cache / "nb" / "x.json").is_file() and (cache / "nb" / "x.timing.jsonl").is_file()
+    turns = traces.load_turns(cache)
+    assert turns["trace_id"].tolist() == ["nb/x", "nb/x"] and turns["turn"].tolist() == [0, 1]
+    # the default: the conversation's own trace id; False: none
+    assert Chat(name="mine").send("hi").trace_id == "tests/mine"
+    assert Chat(trace=False).send("hi").trace_id is None
+    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
+    for bad, said in (("../x", "use parts of letters"), ("/abs", "use parts of letters"), ("", "no empty part"),
+                      ("nb/x.1", "no dot in its last part"), ("a/" + "b" * 250, "too long for a file name")):
+        with pytest.raises(OptionError, match=said):
+            Chat(trace=bad)
+    with pytest.raises(OptionTypeError, match="trace takes True, False or a trace id"):
+        Chat(trace=1)
+    assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before  # nothing made, nothing traced

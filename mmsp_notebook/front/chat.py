@@ -12,13 +12,13 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .._errors import BusyError, OptionError
+from .._errors import BusyError, OptionError, OptionTypeError
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
 from ..engine import worker as _worker
-from ..engine.launch import launch, user_message
+from ..engine.launch import check_trace_id, launch, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
 from ..views.live import LiveView, adrive
@@ -51,9 +51,11 @@ class Chat(anywidget.AnyWidget):
         system: System prompt. thinking: Thinking level. max_tokens, temperature: as in ``%%mmsp``.
         models: The models the picker offers (default: the demo models plus ``model``).
         client_type, base_url, api_key_env: The endpoint, as in ``%%mmsp``.
-        name: The conversation's name (its trace ids are ``<notebook>/<name>/turn_<n>``).
+        name: The conversation's name (its trace id is ``<notebook>/<name>`` unless ``trace`` names one).
         history: UniMessages the conversation starts from (as :attr:`history` takes them).
-        trace: Trace every turn (mmsp trace + timing sidecar).
+        trace: Trace every turn (mmsp trace + timing sidecar): ``True`` under the conversation's
+            trace id, a string to use that trace id (checked as ``%%mmsp --trace ID`` checks it:
+            parts of letters, digits, ``_ - ~`` separated by ``/``), ``False`` for none.
         wire: Send every turn through the recording wire proxy: each turn's ``turn.wire`` holds the
             raw SSE frames next to their UniEvents, and :meth:`send` shows them below the cell.
     """
@@ -85,7 +87,7 @@ class Chat(anywidget.AnyWidget):
         max_steps: int | None = None,
         timeout: float | str | None = None,
         name: str | None = None,
-        trace: bool = True,
+        trace: bool | str = True,
         wire: bool = False,
         history: Sequence[dict[str, Any]] | None = None,
         **kwargs: Any,
@@ -96,6 +98,10 @@ class Chat(anywidget.AnyWidget):
                     max_tokens=max_tokens, temperature=temperature, max_steps=max_steps, timeout=timeout)
         if not isinstance(model, str) or not model.strip():
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
+        if isinstance(trace, str):
+            check_trace_id(trace)  # (an empty one too) before anything is made
+        elif not isinstance(trace, bool):
+            raise OptionTypeError(f"trace takes True, False or a trace id (e.g. 'nb/x'), not {trace!r}")
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
@@ -268,7 +274,7 @@ class Chat(anywidget.AnyWidget):
             thinking=self.thinking or None,
             tools=self._tools,
             chat=self._name,
-            trace=None if self._trace else False,
+            trace=self._trace if isinstance(self._trace, str) else None if self._trace else False,
             listeners=list(self._listeners),
             **self._options,
         )
