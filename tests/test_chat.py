@@ -294,3 +294,47 @@ def test_a_trace_id_given_to_the_chat_names_its_trace_and_a_bad_one_is_refused(f
     with pytest.raises(OptionTypeError, match="trace takes True, False or a trace id"):
         Chat(trace=1)
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before  # nothing made, nothing traced
+
+
+def test_send_returns_when_an_async_tool_blocks_the_loop_past_the_timeout(fresh_session):
+    import threading
+
+    from mmsp_notebook import LoopBlockedError
+
+    release = threading.Event()
+
+    async def slow_lookup(city: str) -> str:
+        """Look up a city, blocking."""
+        deadline = time.monotonic() + 30
+        while not release.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)  # no await: the worker loop stops turning
+        return f"found {city}"
+
+    chat = Chat(tools=[slow_lookup], timeout=3, trace=False)
+    began = time.monotonic()
+    try:
+        turn = chat.send("Look up Paris with slow_lookup")
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert took < 10
+    assert turn.status == "error" and isinstance(turn.error, LoopBlockedError) and turn.error.stall.tool == "slow_lookup"
+    assert turn.tool_calls[0]["name"] == "slow_lookup"  # what arrived is kept
+    deadline = time.monotonic() + 10
+    while chat.busy and time.monotonic() < deadline:  # the transcript catches up once the loop turns
+        time.sleep(0.05)
+    assert not chat.busy and "LoopBlockedError" in json.dumps(chat.transcript[-1])
+    assert chat.send("hello").status == "complete"
+
+
+def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel):
+    from test_magic import BLOCKING_TOOL
+
+    kernel.execute("import os\nos.environ['MMSP_NOTEBOOK_DEMO_INSTANT'] = '1'\nfrom mmsp_notebook import Chat\n"
+                   + BLOCKING_TOOL + "\nchat = Chat(tools=[slow_lookup])")
+    reply, took = kernel.interrupted("t = chat.send('Look up Paris with slow_lookup')", after=4.0)
+    assert took < 2.0 and reply["content"]["status"] == "ok"
+    said = kernel.printed("print(t.status, type(t.error).__name__, t.error.stall.tool)")
+    assert said.split() == ["cancelled", "LoopBlockedError", "slow_lookup"], said
+    kernel.execute("release.set()\nimport time\nwhile chat.busy: time.sleep(0.05)")  # the loop winds the turn down
+    assert kernel.printed("print(chat.send('hello').status)").strip() == "complete"

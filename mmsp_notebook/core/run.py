@@ -44,6 +44,11 @@ class Stall:
             return f"Make {self.tool} a plain def tool (it then runs in a thread), or {calls} in it."
         return f"Code that runs on the worker loop must {calls} instead of blocking."
 
+    def overdue(self, limit: float | None, waited: float) -> bool:
+        """Whether a turn with the idle limit ``limit`` (``None``: none) that has waited ``waited``
+        seconds ends: its limit counts from the block or from the turn's start, the later."""
+        return limit is not None and min(self.seconds, waited) >= limit
+
     def message(self) -> str:
         return (f"the worker event loop has not turned for {self.seconds:.0f} s: {self.who} is blocking it, so "
                 f"every stream, chat and comparison of this kernel waits. {self.advice}")

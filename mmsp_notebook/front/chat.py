@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .._errors import BusyError, OptionError, OptionTypeError
+from .._errors import BusyError, LoopBlockedError, OptionError, OptionTypeError
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
@@ -202,18 +203,49 @@ class Chat(anywidget.AnyWidget):
 
         ``strict`` defaults to the kernel's setting, as for ``%%mmsp`` and ``ask``.
         """
-        shown = _worker.submit(self._start(text, list(images))).result()
+        started = _worker.submit(self._start(text, list(images)))
         try:
-            turn = shown.result()
-        except KeyboardInterrupt:
-            self.stop()
-            turn = shown.result(timeout=5)
+            shown = started.result()
+        except KeyboardInterrupt:  # (the worker loop is blocked) the turn is not started later
+            started.cancel()
+            raise
+        turn = self._wait(shown)
         if self._options.get("wire"):
             from ..views.live import in_kernel
             from ..views.wire import show_wire
 
             show_wire(turn, in_kernel())
         return finish_turn(turn, strict)
+
+    def _wait(self, shown: concurrent.futures.Future[Turn]) -> Turn:
+        """The turn of :meth:`send` once it ended; a KeyboardInterrupt stops it.
+
+        While the worker loop is blocked (an async tool that does not await), the turn cannot end
+        there: an interrupt ends it at once, ``cancelled``, and so does its idle timeout, ``error``,
+        with a :class:`~mmsp_notebook.LoopBlockedError` (as the magic does); the transcript shows
+        it once the loop turns again.
+        """
+        began = time.monotonic()
+        interrupted, deadline = False, None
+        while True:
+            try:
+                run, stall = self._run, _worker.stalled()
+                if run is not None and stall is not None and (
+                        interrupted or stall.overdue(run.idle_timeout, time.monotonic() - began)):
+                    if not run.finished.is_set():  # (one that ended keeps its end; its view follows)
+                        limit = run.idle_timeout
+                        run.turn.end_blocked(LoopBlockedError(stall, interrupted, limit), cancelled=interrupted)
+                    return run.turn
+                try:
+                    return shown.result(timeout=0.1)
+                except concurrent.futures.TimeoutError:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise
+            except KeyboardInterrupt:
+                if interrupted:
+                    raise
+                interrupted, deadline = True, time.monotonic() + 5
+                self.stop()
 
     async def asend(self, text: str, images: Sequence[Any] = (), *, strict: bool | None = None) -> Turn:
         """Send a message from async code; returns the turn when it ends (cancelling the await stops it)."""

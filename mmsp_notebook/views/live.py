@@ -242,9 +242,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
                 was, blocked = blocked, stalled()
                 if blocked is not None or was is not None:
                     _note_blocked(turn, blocked)
-                # the idle limit counts from the loop's block or from this turn's start, the later
-                if blocked is not None and (interrupted or (
-                        limit is not None and min(blocked.seconds, time.monotonic() - began) >= limit)):
+                if blocked is not None and (interrupted or blocked.overdue(limit, time.monotonic() - began)):
                     break
             if deadline is not None and time.monotonic() > deadline:
                 future.cancel()
