@@ -9,6 +9,8 @@ Hierarchy (every class is exported from ``mmsp_notebook``)::
     ├── DemoServerError          the demo model server cannot start or was misused
     ├── TurnError                a turn did not complete and strict mode asked to raise
     ├── IdleTimeoutError         the server sent nothing for the turn's --timeout (also httpx.ReadTimeout)
+    ├── LoopBlockedError         code on the worker event loop (an async tool that blocks) held it until the
+    │                            turn was interrupted or reached its --timeout (also a TimeoutError)
     ├── BusyError                a conversation already has a turn streaming
     └── TraceError               a trace or its timing cannot be found, read or used (also a
         │                        ValueError); ``path`` and ``reason`` name the file and what is wrong
@@ -26,7 +28,8 @@ from typing import Any
 import httpx
 
 __all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "OptionTypeError", "DemoServerError", "TurnError",
-           "BusyError", "TraceError", "TraceNotFoundError", "IdleTimeoutError"]
+           "BusyError", "TraceError", "TraceNotFoundError", "IdleTimeoutError",
+           "LoopBlockedError"]
 
 
 class MMSPNotebookError(Exception):
@@ -104,3 +107,24 @@ class IdleTimeoutError(MMSPNotebookError, httpx.ReadTimeout):
             f"no data for {seconds:g} s: the server sent nothing (no byte, no event) for that long, so the turn "
             f"was ended; what arrived is kept. Allow longer with --timeout SECONDS (%mmsp config timeout=..., "
             f"ask(timeout=...), Chat(timeout=...)), or timeout=none for no limit")
+
+
+class LoopBlockedError(MMSPNotebookError, TimeoutError):
+    """Code running on the worker event loop blocked it (an ``async def`` tool that calls
+    ``time.sleep`` or computes for long), and the turn was ended from the front door: on an
+    interrupt, or once the loop had been blocked for the turn's ``--timeout``.
+
+    What arrived is kept. The blocking code itself cannot be stopped: it runs on until it returns,
+    and every other stream waits for it. ``stall`` describes the block (``stall.tool`` names the
+    tool when one is the culprit), ``interrupted`` says whether an interrupt ended the turn, and
+    ``hint`` what to do.
+    """
+
+    def __init__(self, stall: Any, interrupted: bool = False, limit: float | None = None) -> None:
+        self.stall = stall
+        self.interrupted = interrupted
+        self.hint = stall.advice
+        how = "on interrupt" if interrupted else f"after {limit:g} s (the turn's --timeout)" if limit else "early"
+        super().__init__(
+            f"{stall.who} blocked the worker event loop for {stall.seconds:.0f} s, so the turn was ended {how}; what "
+            f"arrived is kept. It runs on until it returns, and every other stream waits for it. {stall.advice}")

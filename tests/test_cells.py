@@ -99,3 +99,44 @@ def test_err_fix_and_to_cell_in_a_kernel(tmp_path, monkeypatch):
     assert "UsageError" in text_of(c[9]) and "In[99] did not fail" in text_of(c[9])
     assert text_of(c[11]).split() == ["complete", "True"]
     assert not [p for p in payloads[10] if p.get("source") == "set_next_input"]  # explain offers no cell
+
+
+def test_the_names_the_package_relies_on_are_refused_as_out_and_the_log_stays(tmp_path, monkeypatch):
+    from mmsp_notebook.front.cells import reserved_name
+
+    for name in ("Err", "__session__", "In", "Out", "_", "__", "___", "_i", "_ii", "_iii", "_7", "_i7", "_oh",
+                 "get_ipython"):
+        assert reserved_name(name), name
+    for name in ("answer", "err", "ERR", "_private", "Error", "_x1", "In2"):
+        assert reserved_name(name) is None, name
+    monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    sources = [
+        "%load_ext mmsp_notebook",
+        "1 / 0",                                                # 1: fails (In[2])
+        "%%mmsp -o Err\nWhat went wrong? {Err}",                # 2: refused
+        "%mmsp -o Err -m demo,demo+nothink What went wrong?",   # 3: refused, a comparison too
+        "%%mmsp -o In\nhello",                                  # 4: IPython's history
+        "%%mmsp -o _\nhello",                                   # 5
+        "print(type(Err).__name__, sorted(Err))",               # 6: the log is intact
+        "%%mmsp -o a\nWhat went wrong? {Err}",                  # 7: {Err} still works
+        "print('ZeroDivisionError' in a.prompt['content_items'][0]['text'])",
+        "Err = 'mine'",                                         # 9: the user's own assignment
+        "%mmsp explain -o e",                                   # 10: the recorded log still answers
+        "print(e.status, 'ZeroDivisionError' in e.prompt['content_items'][0]['text'])",
+    ]
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    c = nb.cells
+    for i in (2, 3):
+        said = text_of(c[i])
+        assert "UsageError" in said and "-o Err: that name holds this kernel's log of failed cells" in said, said
+        assert all(len(o.traceback) <= 1 for o in c[i].outputs if o.output_type == "error")
+    assert "-o In: that name holds IPython's input history" in text_of(c[4])
+    assert "-o _: that name holds one of IPython's" in text_of(c[5])
+    assert text_of(c[6]).split() == ["ErrorLog", "[2]"]
+    assert text_of(c[8]).strip() == "True"
+    assert text_of(c[11]).split() == ["complete", "True"]

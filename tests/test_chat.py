@@ -276,3 +276,74 @@ def test_a_ping_from_the_front_end_gets_a_pong(fresh_session):
     inbound(chat, {"type": "ping"})
     wait_for(lambda: {"type": "pong"} in cap.messages)
     assert chat.message_count == 0  # not counted with the conversation's messages
+
+
+def test_a_trace_id_given_to_the_chat_names_its_trace_and_a_bad_one_is_refused(fresh_session, tmp_path):
+    import os
+    from pathlib import Path
+
+    from mmsp_notebook import OptionError, OptionTypeError, traces
+
+    cache = Path(os.environ["MMSP_CACHE_DIR"])
+    chat = Chat(trace="nb/x")
+    first = chat.send("hello")
+    second = chat.send("and again")
+    assert first.trace_id == second.trace_id == "nb/x"
+    assert (cache / "nb" / "x.json").is_file() and (cache / "nb" / "x.timing.jsonl").is_file()
+    turns = traces.load_turns(cache)
+    assert turns["trace_id"].tolist() == ["nb/x", "nb/x"] and turns["turn"].tolist() == [0, 1]
+    # the default: the conversation's own trace id; False: none
+    assert Chat(name="mine").send("hi").trace_id == "tests/mine"
+    assert Chat(trace=False).send("hi").trace_id is None
+    before = sorted(p.relative_to(cache) for p in cache.rglob("*"))
+    for bad, said in (("../x", "use parts of letters"), ("/abs", "use parts of letters"), ("", "no empty part"),
+                      ("nb/x.1", "no dot in its last part"), ("a/" + "b" * 250, "too long for a file name")):
+        with pytest.raises(OptionError, match=said):
+            Chat(trace=bad)
+    with pytest.raises(OptionTypeError, match="trace takes True, False or a trace id"):
+        Chat(trace=1)
+    assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before  # nothing made, nothing traced
+
+
+def test_send_returns_when_an_async_tool_blocks_the_loop_past_the_timeout(fresh_session):
+    import threading
+
+    from mmsp_notebook import LoopBlockedError
+
+    release = threading.Event()
+
+    async def slow_lookup(city: str) -> str:
+        """Look up a city, blocking."""
+        deadline = time.monotonic() + 30
+        while not release.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)  # no await: the worker loop stops turning
+        return f"found {city}"
+
+    chat = Chat(tools=[slow_lookup], timeout=3, trace=False)
+    began = time.monotonic()
+    try:
+        turn = chat.send("Look up Paris with slow_lookup")
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert took < 10
+    assert turn.status == "error" and isinstance(turn.error, LoopBlockedError) and turn.error.stall.tool == "slow_lookup"
+    assert turn.tool_calls[0]["name"] == "slow_lookup"  # what arrived is kept
+    deadline = time.monotonic() + 10
+    while chat.busy and time.monotonic() < deadline:  # the transcript catches up once the loop turns
+        time.sleep(0.05)
+    assert not chat.busy and "LoopBlockedError" in json.dumps(chat.transcript[-1])
+    assert chat.send("hello").status == "complete"
+
+
+def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel):
+    from test_magic import BLOCKING_TOOL
+
+    kernel.execute("import os\nos.environ['MMSP_NOTEBOOK_DEMO_INSTANT'] = '1'\nfrom mmsp_notebook import Chat\n"
+                   + BLOCKING_TOOL + "\nchat = Chat(tools=[slow_lookup])")
+    reply, took = kernel.interrupted("t = chat.send('Look up Paris with slow_lookup')", after=4.0)
+    assert took < 2.0 and reply["content"]["status"] == "ok"
+    said = kernel.printed("print(t.status, type(t.error).__name__, t.error.stall.tool)")
+    assert said.split() == ["cancelled", "LoopBlockedError", "slow_lookup"], said
+    kernel.execute("release.set()\nimport time\nwhile chat.busy: time.sleep(0.05)")  # the loop winds the turn down
+    assert kernel.printed("print(chat.send('hello').status)").strip() == "complete"

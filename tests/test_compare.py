@@ -173,3 +173,37 @@ def test_the_magic_gives_its_timeout_and_client_type_to_every_model(fresh_sessio
     typed = ip.user_ns["typed"]
     assert [t.client_type for t in typed.turns] == ["openai-chat", "mmsp"]  # @ still wins for its model
     assert [t.status for t in typed.turns] == ["complete", "complete"]
+
+
+def test_a_column_whose_async_tool_blocks_the_loop_ends_at_the_timeout_and_the_others_keep_their_end(fresh_session):
+    import asyncio
+    import threading
+
+    from mmsp_notebook import LoopBlockedError
+
+    release = threading.Event()
+    calls = []
+
+    async def slow_lookup(city: str) -> str:
+        """Look up a city; the second call blocks the loop."""
+        calls.append(city)
+        if len(calls) == 2:
+            await asyncio.sleep(1.0)  # the other column finishes meanwhile
+            deadline = time.monotonic() + 30
+            while not release.is_set() and time.monotonic() < deadline:
+                time.sleep(0.05)  # no await: the worker loop stops turning
+        return f"found {city}"
+
+    began = time.monotonic()
+    try:
+        c = compare("Look up Paris with slow_lookup", "demo,demo+nothink", tools=[slow_lookup], timeout=3,
+                    stream=io.StringIO(), trace=False)
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert took < 10
+    statuses = sorted(t.status for t in c.turns)
+    assert statuses == ["complete", "error"], statuses
+    [blocked] = [t for t in c.turns if t.status == "error"]
+    assert isinstance(blocked.error, LoopBlockedError) and blocked.error.stall.tool == "slow_lookup"
+    assert c.frame["error"].dropna().str.startswith("LoopBlockedError").all()

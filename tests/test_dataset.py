@@ -173,17 +173,15 @@ def test_sync_gives_the_loaders_rows(corpus: Path, tmp_path: Path, kind: str) ->
     with ThreadPoolExecutor(2) as pool, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = traces.sync(corpus, ds_dir, kind=kind, executor=pool, chunk_files=4)
-    if kind == "events":  # as load_events, trace files are not read: nothing to skip
-        assert not caught and res.skipped == [] and res.converted == res.traces
-    else:
-        assert [str(w.message) for w in caught if w.category is traces.TraceLoadWarning] == [
-            f"mmsp_notebook.traces.sync: skipped 1 of {res.converted} trace files (1 not valid JSON (truncated, "
-            "partially written or corrupt)); "
-            "see the result's .skipped for paths and reasons"
-        ]
-        assert res.converted == res.traces + 1  # the damaged file is counted, not loaded
-        assert [s["path"] for s in res.skipped] == [str(corpus / "bad" / "broken.json")]
-        assert "not valid JSON" in res.skipped[0]["reason"]
+    # every kind reads the trace files, as every loader does: the damaged one is skipped by all
+    assert [str(w.message) for w in caught if w.category is traces.TraceLoadWarning] == [
+        f"mmsp_notebook.traces.sync: skipped 1 of {res.converted} trace files (1 not valid JSON (truncated, "
+        "partially written or corrupt)); "
+        "see the result's .skipped for paths and reasons"
+    ]
+    assert res.converted == res.traces + 1  # the damaged file is counted, not loaded
+    assert [s["path"] for s in res.skipped] == [str(corpus / "bad" / "broken.json")]
+    assert "not valid JSON" in res.skipped[0]["reason"]
     assert res.rows > 0 and res.files > 1
     assert_same(ds_dir, corpus, kind)
     frame = traces.dataset(ds_dir, kind).to_table().to_pandas()  # a model-less trace's null partition too
@@ -194,6 +192,44 @@ def test_sync_gives_the_loaders_rows(corpus: Path, tmp_path: Path, kind: str) ->
     if kind != "events":
         assert ("month=2026-01", "model=org%2Fmodel%20v2%25") in parts
         assert any(d == "month=__HIVE_DEFAULT_PARTITION__" for d, _ in parts)
+
+
+def test_a_damaged_trace_file_takes_its_sidecar_out_of_every_kind(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    events = [[200.0, "text.delta", 1], [1000.0, "stop", 0]]
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": T0},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "a"}], "finish_reason": "stop",
+                "usage_metadata": {"prompt_tokens": 3, "response_tokens": 1}, "created_at": T0 + 1000}]
+    for tid in ("app/ok", "app/broken"):
+        Tracer(cache_dir=str(src)).save_history("demo", history, tid, {"trace_id": tid})
+        append_sidecar({"v": 1, "trace_id": tid, "turn": 0, "message_index": 1, "model": "demo", "client_type": "mmsp",
+                        "status": "complete", "error": None, "started_at": T0 + 2.5, "ttft_ms": 200.0,
+                        "total_ms": 1000.0, "usage": None, "finish_reason": "stop", "events": events}, base=src)
+    broken = src / "app" / "broken.json"
+    broken.write_text(broken.read_text()[:40])
+    for kind in ("turns", "items", "events"):
+        res = quiet_sync(src, tmp_path / "ds", kind=kind)
+        assert [Path(s["path"]).name for s in res.skipped] == ["broken.json"], kind
+        rows = traces.dataset(tmp_path / "ds", kind).to_table().to_pandas()
+        assert set(rows["trace_id"]) == {"app/ok"}, kind
+    assert len(traces.dataset(tmp_path / "ds", "events").to_table()) == 2
+
+
+def test_created_at_in_seconds_gives_the_partition_date_of_its_time(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    s0 = T0 // 1000  # 2026-01-01 in Unix seconds, as producers other than mmsp's Tracer write it
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": s0},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "a"}], "finish_reason": "stop",
+                "usage_metadata": {"prompt_tokens": 3, "response_tokens": 1}, "created_at": s0 + 2.5},
+               {"role": "user", "content_items": [{"type": "text.done", "text": "q2"}], "created_at": T0 + 86_400_000},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "a2"}], "finish_reason": "stop",
+                "usage_metadata": {"prompt_tokens": 3, "response_tokens": 1}, "created_at": s0 + 86_402}]
+    Tracer(cache_dir=str(src)).save_history("demo", history, "other/seconds", {"trace_id": "other/seconds"})
+    for kind in ("turns", "items"):
+        quiet_sync(src, tmp_path / "ds", kind=kind)
+        parts = sorted(p.relative_to(tmp_path / "ds" / kind).parts[0] for p in (tmp_path / "ds" / kind).rglob("*.parquet"))
+        assert set(parts) == {"date=2026-01-01", "date=2026-01-02"}, (kind, parts)
+        assert_same(tmp_path / "ds", src, kind)
 
 
 def test_models_no_partition_directory_can_hold_are_skipped_by_name(tmp_path: Path) -> None:

@@ -123,6 +123,22 @@ def test_show_draws_a_plain_mmsp_trace_with_the_turn_view(tmp_path):
     assert 'class="mmsp-conv-msg mmsp-conv-assistant mmsp-conv-selected" data-key="m1"' in chosen.html
 
 
+def test_show_and_the_explorer_read_created_at_in_seconds_as_milliseconds(tmp_path):
+    t0 = 1767225600  # 2026-01-01T00:00:00Z in Unix seconds, as producers other than mmsp's Tracer write it
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": t0},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "an answer"}],
+                "finish_reason": "stop", "usage_metadata": {"prompt_tokens": 3, "response_tokens": 2},
+                "created_at": t0 + 2.5}]
+    Tracer(cache_dir=str(tmp_path)).save_history("demo", history, "other/seconds", {"trace_id": "other/seconds"})
+    conv = traces.show("other/seconds", root=tmp_path)
+    [turn] = conv.turns
+    assert turn.message["created_at"] == t0 * 1000 + 2500
+    explorer = traces.explore(tmp_path)
+    row = explorer.turns.iloc[0]
+    assert row["started"] == pd.Timestamp("2026-01-01", tz="UTC")
+    assert row["ended"] == pd.Timestamp("2026-01-01 00:00:02.5", tz="UTC")
+
+
 def test_show_and_explore_traces_of_the_engine_with_their_sidecar(fresh_session):
     kw = {"stream": io.StringIO(), "chat": "w", "trace": "runs/weather"}
     ask("What's the weather in Paris?", tools=[get_weather], **kw)

@@ -172,6 +172,37 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
     assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached ' in final["content"]["data"]["text/html"]
 
 
+BLOCKING_TOOL = """
+import threading, time
+release = threading.Event()
+
+async def slow_lookup(city: str) -> str:
+    \"\"\"Look up a city, blocking.\"\"\"
+    deadline = time.monotonic() + 30
+    while not release.is_set() and time.monotonic() < deadline:
+        time.sleep(0.05)  # blocks the worker loop: no await
+    return f"found {city}"
+"""
+
+
+def test_an_interrupt_ends_a_turn_whose_async_tool_blocks_the_loop_and_the_kernel_goes_on(kernel):
+    kernel.execute("%load_ext mmsp_notebook\n%config MMSPMagics.demo_instant = True")
+    kernel.execute(BLOCKING_TOOL)
+    reply, took = kernel.interrupted("%%mmsp --tools slow_lookup -o blocked\nLook up Paris with slow_lookup",
+                                     after=4.0)
+    assert took < 2.0  # not the abort grace, not the tool's 30 s
+    assert reply["content"]["status"] == "ok"
+    said = kernel.printed("print(blocked.status, type(blocked.error).__name__, blocked.error.stall.tool,"
+                          " blocked.tool_calls[0]['name'], blocked.status_text)")
+    assert said.startswith("cancelled LoopBlockedError slow_lookup slow_lookup cancelled while the async tool "
+                           "'slow_lookup'"), said
+    assert kernel.printed("print(1 + 1)").strip() == "2"  # the kernel is usable while the tool still blocks
+    kernel.execute("release.set()")
+    outputs = kernel.execute("%%mmsp\nstill alive?")
+    final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
+    assert "tokens cached " in final["content"]["data"]["text/html"]
+
+
 def shell():
     """IPython's terminal shell (one per process), with the extension loaded."""
     from IPython.core.interactiveshell import InteractiveShell

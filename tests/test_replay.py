@@ -387,3 +387,22 @@ def test_arguments_nested_too_deeply_are_named_not_raised(tmp_path):
     with pytest.raises(TraceError, match=r"item 0 \(tool_call.done\) has arguments nested too deeply") as info:
         load_recorded(path, turn=0)
     assert info.value.path == str(path)
+
+
+def test_a_trace_stamped_in_seconds_replays_with_its_times_in_milliseconds(fresh_session, tmp_path):
+    from mmsp.integration.tracer import Tracer
+
+    t0 = 1767225600  # 2026-01-01T00:00:00Z in Unix seconds, as producers other than mmsp's Tracer write it
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": t0},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "an answer"}],
+                "finish_reason": "stop", "usage_metadata": {"prompt_tokens": 3, "response_tokens": 2},
+                "created_at": t0 + 2.5},
+               {"role": "user", "content_items": [{"type": "text.done", "text": "q2"}], "created_at": t0 * 1000 + 9000},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "another"}],
+                "finish_reason": "stop", "usage_metadata": {"prompt_tokens": 3, "response_tokens": 1},
+                "created_at": t0 * 1000 + 10_000}]  # a trace may mix the units, message by message
+    Tracer(cache_dir=str(tmp_path)).save_history("demo", history, "other/seconds", {"trace_id": "other/seconds"})
+    first = mn.replay("other/seconds", turn=0, root=tmp_path, display=False)
+    assert first.text == "an answer" and first.message["created_at"] == t0 * 1000 + 2500
+    second = mn.replay("other/seconds", turn=1, root=tmp_path, display=False)
+    assert second.message["created_at"] == t0 * 1000 + 10_000

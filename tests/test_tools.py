@@ -89,3 +89,77 @@ def test_a_coroutine_tool_is_awaited_and_cancelled_with_its_turn():
 
     asyncio.run(go())
     assert asyncio.run(tools.run(_call("slow", {"seconds": 0}))).output == "done"
+
+
+def test_an_async_tool_that_blocks_the_loop_is_named_and_its_turn_ends_at_the_timeout(fresh_session, caplog):
+    """A real streamed turn from the demo server whose async tool blocks the worker loop (time.sleep):
+    the watchdog names the tool, the front door ends the turn at its timeout and keeps what arrived,
+    and the loop serves the next turn once the tool returns."""
+    import io
+    import threading
+    import time
+
+    from mmsp_notebook import LoopBlockedError, ask
+    from mmsp_notebook.engine import worker
+    from mmsp_notebook.views.model import waiting_text
+
+    release = threading.Event()
+    seen = []
+
+    async def slow_lookup(city: str) -> str:
+        """Look up a city, blocking."""
+        deadline = time.monotonic() + 30
+        while not release.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)  # blocks the loop: no await
+        return f"found {city}"
+
+    said = []
+
+    def watch():  # what stalled() and the live view say while the tool blocks
+        while not release.is_set() and not said:
+            stall = worker.stalled()
+            if stall is not None and not seen:
+                seen.append(stall)
+            turn = fresh_session.turns[-1] if fresh_session.turns else None
+            if turn is not None and turn.loop_blocked is not None:
+                said.append(waiting_text(turn))
+            time.sleep(0.1)
+
+    threading.Thread(target=watch, daemon=True).start()
+    out = io.StringIO()
+    began = time.monotonic()
+    try:
+        with caplog.at_level("WARNING", logger="mmsp_notebook"):
+            turn = ask("Look up Paris with slow_lookup", tools=[slow_lookup], timeout=3, stream=out, trace=False)
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert took < 10, f"the front door waited {took:.1f} s for a blocked loop"
+    assert turn.status == "error" and isinstance(turn.error, LoopBlockedError)
+    assert turn.error.stall.tool == "slow_lookup" and not turn.error.interrupted
+    assert "the async tool 'slow_lookup'" in str(turn.error) and "plain def tool" in str(turn.error)
+    text = out.getvalue()
+    assert "[tool call] slow_lookup" in text and "LoopBlockedError" in text  # partial output kept, marked
+    assert turn.tool_calls and turn.tool_calls[0]["name"] == "slow_lookup"
+    assert seen and seen[0].tool == "slow_lookup" and "in slow_lookup" in (seen[0].where or "")
+    assert said and said[0].startswith("the async tool 'slow_lookup' (") and "is blocking the event loop… " in said[0]
+    assert "plain def tool" in said[0] and "interrupt (■) ends the turn, or it ends after 3 s" in said[0]
+    [warning] = [r for r in caplog.records if "slow_lookup" in r.getMessage()]
+    assert "is blocking it" in warning.getMessage() and "plain def tool" in warning.getMessage()
+    # the loop turns again once the tool returns, and serves the next turn
+    after = ask("hello", stream=io.StringIO(), trace=False)
+    assert after.status == "complete" and worker.stalled() is None
+
+
+def test_a_loop_waiting_for_the_network_is_not_blocked():
+    import time
+
+    from mmsp_notebook.engine import worker
+
+    async def nap():
+        await asyncio.sleep(worker.BLOCKED_AFTER + 0.5)
+
+    future = worker.submit(nap())
+    time.sleep(worker.BLOCKED_AFTER + 0.2)
+    assert worker.stalled() is None
+    future.result(5)

@@ -325,6 +325,69 @@ def test_damaged_files_are_skipped_with_one_warning(tmp_path: Path) -> None:
     assert snapshot(tmp_path) == before
 
 
+def test_a_skipped_trace_file_takes_its_sidecar_out_of_every_loader(tmp_path: Path) -> None:
+    """A damaged trace file next to a valid sidecar: no loader keeps rows of that trace."""
+    events = [[200.0, "text.delta", 1], [1000.0, "stop", 0]]
+    for tid in ("app/ok", "app/broken"):
+        save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000)])
+        append_sidecar(sidecar_record(tid, 0, 1, started_at=T0 + 2.5, ttft_ms=200.0, total_ms=1000.0, events=events),
+                       base=tmp_path)
+    broken = tmp_path / "app" / "broken.json"
+    broken.write_text(broken.read_text()[:40])  # cut short
+    frames = {}
+    for name, loader in (("turns", traces.load_turns), ("items", traces.load_items), ("events", traces.load_events)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            frames[name] = df = loader(tmp_path)
+        assert set(df["trace_id"]) == {"app/ok"}, name
+        assert [Path(s["path"]).name for s in df.attrs["skipped"]] == ["broken.json"], name
+        assert df.attrs["skipped"][0]["reason"].startswith("not valid JSON"), name
+        assert df.attrs["n_files"] == 1 and df.attrs["n_skipped"] == 1, name
+        [warning] = [w for w in caught if issubclass(w.category, traces.TraceLoadWarning)]
+        assert "skipped 1 of 2 trace files" in str(warning.message), name
+    assert len(frames["events"]) == 2 and len(frames["turns"]) == 1
+    # the frames join on the same traces
+    joined = frames["events"].merge(frames["turns"], on=["trace_id", "turn"], how="left", indicator=True)
+    assert (joined["_merge"] == "both").all()
+
+
+def test_created_at_in_seconds_is_told_from_milliseconds_value_by_value(tmp_path: Path) -> None:
+    """Producers other than mmsp's Tracer write created_at in seconds; a trace may mix the units."""
+    from mmsp_notebook.core.stamps import created_ms
+
+    s0 = T0 // 1000  # 2026-01-01T00:00:00Z in Unix seconds
+    assert created_ms(s0) == T0 and created_ms(s0 + 0.5) == T0 + 500 and created_ms(T0) == T0
+    assert created_ms(99_999_999_999) == 99_999_999_999_000 and created_ms(100_000_000_000) == 100_000_000_000
+    for no_time in (0, -5, True, float("nan"), "1767225600", None, 253_402_300_800_000):
+        assert created_ms(no_time) is None, no_time
+    seconds = [user("q0", s0), answer("a0", s0 + 2), user("q1", s0 + 10), answer("a1", s0 + 12)]
+    seconds[1]["created_at"] = s0 + 2.5  # a float of seconds
+    mixed = [user("m0", T0 + 20_000), answer("b0", s0 + 22), user("m1", s0 + 30), answer("b1", T0 + 33_000)]
+    save(tmp_path, "other/seconds", seconds)
+    save(tmp_path, "other/mixed", mixed)
+    day = pd.Timestamp("2026-01-01", tz="UTC")
+    turns = no_warnings_load(traces.load_turns, tmp_path).set_index(["trace_id", "turn"])
+    assert turns.loc[("other/seconds", 0), "started"] == day
+    assert turns.loc[("other/seconds", 0), "ended"] == day + pd.Timedelta(seconds=2.5)
+    assert turns.loc[("other/seconds", 1), "ended"] == day + pd.Timedelta(seconds=12)
+    assert turns.loc[("other/mixed", 0), "started"] == day + pd.Timedelta(seconds=20)
+    assert turns.loc[("other/mixed", 0), "ended"] == day + pd.Timedelta(seconds=22)
+    assert turns.loc[("other/mixed", 1), "started"] == day + pd.Timedelta(seconds=30)
+    assert turns.loc[("other/mixed", 1), "ended"] == day + pd.Timedelta(seconds=33)
+    assert (turns["started"].dt.year == 2026).all() and (turns["ended"].dt.year == 2026).all()
+    items = no_warnings_load(traces.load_items, tmp_path)
+    for tid, want in (("other/seconds", [0, 2.5, 10, 12]), ("other/mixed", [20, 22, 30, 33])):
+        got = items[items["trace_id"] == tid]["created_at"].tolist()
+        assert got == [day + pd.Timedelta(seconds=x) for x in want], tid
+    # the events' times come from the sidecar, in ms by its format, next to a seconds-based trace
+    append_sidecar(sidecar_record("other/seconds", 0, 1, started_at=T0 + 100.0, ttft_ms=200.0, total_ms=2400.0,
+                                  events=[[200.0, "text.delta", 2], [2400.0, "stop", 0]]), base=tmp_path)
+    events = no_warnings_load(traces.load_events, tmp_path)
+    assert events["at"].tolist() == [day + pd.Timedelta(milliseconds=300), day + pd.Timedelta(milliseconds=2500)]
+    started = no_warnings_load(traces.load_turns, tmp_path).set_index(["trace_id", "turn"])["started"]
+    assert started[("other/seconds", 0)] == day + pd.Timedelta(milliseconds=100)
+
+
 def test_missing_path_raises(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         traces.load_turns(tmp_path / "nope")

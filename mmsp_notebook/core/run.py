@@ -5,13 +5,53 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mmsp.abort_signal import AbortSignal
 
 from .turn import Turn
 
-__all__ = ["TurnRun", "Watched"]
+__all__ = ["TurnRun", "Watched", "Stall"]
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The worker event loop blocked: running one piece of code for ``seconds``, since ``since``
+    (its last turn, ``time.monotonic()``).
+
+    ``culprit`` names what blocks it when known ("the async tool 'get_weather'"), ``tool`` the
+    tool, ``where`` the code running ("nb.py:7 in get_weather").
+    """
+
+    seconds: float
+    since: float
+    culprit: str | None = None
+    tool: str | None = None
+    where: str | None = None
+
+    @property
+    def who(self) -> str:
+        """What blocks the loop, in words."""
+        who = self.culprit or "code running on it"
+        return f"{who} ({self.where})" if self.where else who
+
+    @property
+    def advice(self) -> str:
+        """What to do about it."""
+        calls = "await non-blocking calls (asyncio.sleep, an async HTTP client, await asyncio.to_thread(f, ...))"
+        if self.tool:
+            return f"Make {self.tool} a plain def tool (it then runs in a thread), or {calls} in it."
+        return f"Code that runs on the worker loop must {calls} instead of blocking."
+
+    def overdue(self, limit: float | None, waited: float) -> bool:
+        """Whether a turn with the idle limit ``limit`` (``None``: none) that has waited ``waited``
+        seconds ends: its limit counts from the block or from the turn's start, the later."""
+        return limit is not None and min(self.seconds, waited) >= limit
+
+    def message(self) -> str:
+        return (f"the worker event loop has not turned for {self.seconds:.0f} s: {self.who} is blocking it, so "
+                f"every stream, chat and comparison of this kernel waits. {self.advice}")
 
 
 class Watched:

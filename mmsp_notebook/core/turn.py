@@ -82,6 +82,8 @@ class Turn:
         self.waiting_since: float | None = None
         self.retrying_after: int | None = None
         self.idle_timeout: float | None = None
+        # set by the front door's pacer while the worker loop is blocked (a core.run.Stall), else None
+        self.loop_blocked: Any = None
         # set by the wire inspector: the raw SSE frames of the turn next to their UniEvents
         self.wire: Any = None
         # set by replay: which trace, turn and sidecar this turn was played from
@@ -104,6 +106,19 @@ class Turn:
             if self.status not in ("error", "incomplete", "cancelled"):
                 self._status = "cancelled"
                 self._error = asyncio.CancelledError(reason)
+
+    def end_blocked(self, exc: BaseException, cancelled: bool) -> None:
+        """The front door ended the turn while the worker loop was blocked (``exc`` a
+        :class:`~mmsp_notebook.LoopBlockedError`): ``cancelled`` on an interrupt, else ``error``; what
+        arrived is kept. A turn that already failed or was cancelled keeps how it ended."""
+        with self.lock:
+            self.loop_blocked = None
+            if self.status in ("error", "incomplete", "cancelled"):
+                return
+            for step in self.steps:
+                step.cancel(str(exc))
+            self._status = "cancelled" if cancelled else "error"
+            self._error = exc
 
     def fail_before_stream(self, exc: BaseException) -> None:
         with self.lock:
@@ -267,6 +282,9 @@ class Turn:
         """How the turn ended, in words (empty for a turn that simply completed)."""
         if self.status == "complete" and self.max_steps_reached:
             return "stopped after --max-steps with tool calls still pending"
+        stall = getattr(self._error, "stall", None)  # ended while the worker loop was blocked
+        if self.status == "cancelled" and stall is not None:
+            return f"cancelled while {stall.who} blocked the worker loop (it runs on until it returns) — partial output kept"
         if self.status in ("error", "cancelled") and not self.items:
             return "failed before any output" if self.status == "error" else "cancelled before any output"
         return STATUS_TEXT.get(self.status, "")

@@ -13,9 +13,9 @@ from typing import Any
 
 from mmsp.credentials import routed_client_type
 
-from .._errors import OptionError
+from .._errors import OptionError, OptionTypeError
 from ..core.run import TurnRun
-from ..core.store import tracer_path
+from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
 from . import worker as _worker
 from .options import TurnOptions, idle_limit
@@ -210,21 +210,31 @@ def launch(
     return run, _worker.submit(go())
 
 
+#: The longest file name most file systems take, in bytes (a trace id's parts are ASCII).
+NAME_MAX = 255
 _TRACE_PART = re.compile(r"[A-Za-z0-9_\-~]+(\.[A-Za-z0-9_\-~]+)*")
 
 
 def check_trace_id(trace_id: str) -> None:
     """Refuse a trace id mmsp's tracer cannot keep apart: it becomes a path under ``MMSP_CACHE_DIR``.
 
-    Parts separated by ``/``, each of letters, digits, ``_``, ``-``, ``~`` and inner dots; and the
+    Parts separated by ``/``, each of letters, digits, ``_``, ``-``, ``~`` and inner dots, short
+    enough to be a file name (:data:`NAME_MAX`, with the sidecar's suffix for the last); and the
     trace file must be named after the whole id (:func:`~mmsp_notebook.core.store.tracer_path`
     replaces what follows a dot in the last part with ``.json``: ``exp.1`` and ``exp.2`` would
     both be saved as ``exp.json``).
     """
+    if not isinstance(trace_id, str):
+        raise OptionTypeError(f"a trace id is a string such as 'nb/x', not {trace_id!r}")
     parts = trace_id.split("/")
     if not all(_TRACE_PART.fullmatch(part) for part in parts) or any(part.strip(".") != part for part in parts):
         raise OptionError(f"trace id {trace_id!r}: use parts of letters, digits, _ - ~ separated by / "
                           "(no empty part, no leading slash, no ..)")
+    longest = max(len(part) + (len(SIDECAR_SUFFIX) if n == len(parts) - 1 else 0) for n, part in enumerate(parts))
+    if longest > NAME_MAX:
+        raise OptionError(f"trace id {trace_id[:40]!r}…: a part is too long for a file name (each part at most "
+                          f"{NAME_MAX} characters, the last {NAME_MAX - len(SIDECAR_SUFFIX)}, as its sidecar "
+                          f"adds {SIDECAR_SUFFIX})")
     saved = tracer_path(trace_id, "")
     if saved is None or saved.as_posix() != f"{trace_id}.json":
         where = saved.name if saved is not None else "another file"

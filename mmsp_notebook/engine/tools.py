@@ -16,6 +16,7 @@ from typing import Any
 from .._errors import OptionError
 from ..core.state import ItemState, ToolRun
 from ..core.store import TOOL_ERROR_PREFIX
+from .worker import blocking_suspect
 
 __all__ = ["ToolSet", "schema_of"]
 
@@ -145,7 +146,12 @@ class ToolSet:
         return bool(self.funcs)
 
     async def run(self, item: ItemState, on_change: Callable[[], None] | None = None) -> ToolRun:
-        """Run the function a ``tool_call`` item names; its exception becomes the result's error."""
+        """Run the function a ``tool_call`` item names; its exception becomes the result's error.
+
+        A plain function runs in a thread; a coroutine function runs on the worker loop itself, so it
+        may use what lives there (asyncio objects made in earlier calls, clients, ``aask``) and a
+        cancel reaches it at its next ``await``.
+        """
         args = item.arguments or {}
         run = ToolRun(name=item.name, tool_call_id=item.tool_call_id, arguments=args, started=time.monotonic())
         item.tool_run = run
@@ -155,12 +161,17 @@ class ToolSet:
         try:
             if func is None:
                 raise LookupError(f"no tool named {item.name!r} (offered: {', '.join(self.funcs) or 'none'})")
+            # a coroutine runs on the worker loop, with the streams: one that blocks holds them all,
+            # which the loop's watchdog reports naming the tool (see engine.worker)
             if inspect.iscoroutinefunction(func):
-                value = await func(**args)
+                coro = func(**args)
+                with blocking_suspect(coro, f"the async tool {item.name!r}", item.name):
+                    value = await coro
             else:
                 value = await asyncio.to_thread(func, **args)
                 if inspect.isawaitable(value):
-                    value = await value
+                    with blocking_suspect(value, f"the awaitable the tool {item.name!r} returned", item.name):
+                        value = await value
             run.value = value
             run.output = _output_text(value)
         except asyncio.CancelledError:  # the turn was stopped while the tool ran

@@ -11,14 +11,15 @@ traceback (the last frames, at most :data:`TRACEBACK_LIMIT` characters), keys re
 
 from __future__ import annotations
 
+import re
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.redact import redact, redact_secrets
 
-__all__ = ["CellError", "ErrorLog", "record_errors", "forget_errors", "code_blocks", "pick_code",
-           "FIX_SYSTEM", "fix_prompt", "explain_prompt"]
+__all__ = ["CellError", "ErrorLog", "record_errors", "forget_errors", "error_log", "reserved_name", "RESERVED_NAMES",
+           "code_blocks", "pick_code", "FIX_SYSTEM", "fix_prompt", "explain_prompt"]
 
 TRACEBACK_LIMIT = 4000  # characters of a traceback put in a prompt (its end, where the error is)
 FRAMES = 8  # innermost frames kept
@@ -65,6 +66,37 @@ def _cell_error(execution_count: int | None, source: str, exc: BaseException) ->
 
 
 _hooks: dict[int, Any] = {}
+_logs: dict[int, ErrorLog] = {}
+
+#: Names of the notebook's namespace the package keeps or reads, and IPython's own: ``-o NAME`` refuses them.
+RESERVED_NAMES = {
+    "Err": "this kernel's log of failed cells ({Err}, %mmsp fix)",
+    "__session__": "the notebook's path, which names its traces",
+    "In": "IPython's input history",
+    "Out": "IPython's output history",
+    "get_ipython": "IPython's shell",
+    "exit": "IPython's exit",
+    "quit": "IPython's exit",
+}
+_IPYTHON_NAMES = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_[oid]h")  # _, __, ___, _i, _ii, _iii, _5, _i5, _oh, _ih, _dh
+
+
+def reserved_name(name: str) -> str | None:
+    """What the notebook's variable ``name`` holds when the package or IPython relies on it, else ``None``."""
+    if name in RESERVED_NAMES:
+        return RESERVED_NAMES[name]
+    if _IPYTHON_NAMES.fullmatch(name):
+        return "one of IPython's output and input history variables"
+    return None
+
+
+def error_log(shell: Any) -> ErrorLog | None:
+    """The log of failed cells this package records for ``shell`` (whatever ``Err`` was rebound to)."""
+    log = _logs.get(id(shell))
+    if log is None:
+        found = shell.user_ns.get("Err")
+        log = found if isinstance(found, ErrorLog) else None
+    return log
 
 
 def record_errors(shell: Any) -> ErrorLog:
@@ -87,12 +119,14 @@ def record_errors(shell: Any) -> ErrorLog:
     forget_errors(shell)
     shell.events.register("post_run_cell", post_run_cell)
     _hooks[id(shell)] = post_run_cell
+    _logs[id(shell)] = log
     return log
 
 
 def forget_errors(shell: Any) -> None:
     """Stop recording (``%unload_ext``)."""
     hook = _hooks.pop(id(shell), None)
+    _logs.pop(id(shell), None)
     if hook is not None:
         try:
             shell.events.unregister("post_run_cell", hook)

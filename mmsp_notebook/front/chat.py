@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,13 +13,13 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .._errors import BusyError, OptionError
+from .._errors import BusyError, LoopBlockedError, OptionError, OptionTypeError
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
 from ..engine import worker as _worker
-from ..engine.launch import launch, user_message
+from ..engine.launch import check_trace_id, launch, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
 from ..views.live import LiveView, adrive
@@ -51,9 +52,11 @@ class Chat(anywidget.AnyWidget):
         system: System prompt. thinking: Thinking level. max_tokens, temperature: as in ``%%mmsp``.
         models: The models the picker offers (default: the demo models plus ``model``).
         client_type, base_url, api_key_env: The endpoint, as in ``%%mmsp``.
-        name: The conversation's name (its trace ids are ``<notebook>/<name>/turn_<n>``).
+        name: The conversation's name (its trace id is ``<notebook>/<name>`` unless ``trace`` names one).
         history: UniMessages the conversation starts from (as :attr:`history` takes them).
-        trace: Trace every turn (mmsp trace + timing sidecar).
+        trace: Trace every turn (mmsp trace + timing sidecar): ``True`` under the conversation's
+            trace id, a string to use that trace id (checked as ``%%mmsp --trace ID`` checks it:
+            parts of letters, digits, ``_ - ~`` separated by ``/``), ``False`` for none.
         wire: Send every turn through the recording wire proxy: each turn's ``turn.wire`` holds the
             raw SSE frames next to their UniEvents, and :meth:`send` shows them below the cell.
     """
@@ -85,7 +88,7 @@ class Chat(anywidget.AnyWidget):
         max_steps: int | None = None,
         timeout: float | str | None = None,
         name: str | None = None,
-        trace: bool = True,
+        trace: bool | str = True,
         wire: bool = False,
         history: Sequence[dict[str, Any]] | None = None,
         **kwargs: Any,
@@ -96,6 +99,10 @@ class Chat(anywidget.AnyWidget):
                     max_tokens=max_tokens, temperature=temperature, max_steps=max_steps, timeout=timeout)
         if not isinstance(model, str) or not model.strip():
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
+        if isinstance(trace, str):
+            check_trace_id(trace)  # (an empty one too) before anything is made
+        elif not isinstance(trace, bool):
+            raise OptionTypeError(f"trace takes True, False or a trace id (e.g. 'nb/x'), not {trace!r}")
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
@@ -196,18 +203,49 @@ class Chat(anywidget.AnyWidget):
 
         ``strict`` defaults to the kernel's setting, as for ``%%mmsp`` and ``ask``.
         """
-        shown = _worker.submit(self._start(text, list(images))).result()
+        started = _worker.submit(self._start(text, list(images)))
         try:
-            turn = shown.result()
-        except KeyboardInterrupt:
-            self.stop()
-            turn = shown.result(timeout=5)
+            shown = started.result()
+        except KeyboardInterrupt:  # (the worker loop is blocked) the turn is not started later
+            started.cancel()
+            raise
+        turn = self._wait(shown)
         if self._options.get("wire"):
             from ..views.live import in_kernel
             from ..views.wire import show_wire
 
             show_wire(turn, in_kernel())
         return finish_turn(turn, strict)
+
+    def _wait(self, shown: concurrent.futures.Future[Turn]) -> Turn:
+        """The turn of :meth:`send` once it ended; a KeyboardInterrupt stops it.
+
+        While the worker loop is blocked (an async tool that does not await), the turn cannot end
+        there: an interrupt ends it at once, ``cancelled``, and so does its idle timeout, ``error``,
+        with a :class:`~mmsp_notebook.LoopBlockedError` (as the magic does); the transcript shows
+        it once the loop turns again.
+        """
+        began = time.monotonic()
+        interrupted, deadline = False, None
+        while True:
+            try:
+                run, stall = self._run, _worker.stalled()
+                if run is not None and stall is not None and (
+                        interrupted or stall.overdue(run.idle_timeout, time.monotonic() - began)):
+                    if not run.finished.is_set():  # (one that ended keeps its end; its view follows)
+                        limit = run.idle_timeout
+                        run.turn.end_blocked(LoopBlockedError(stall, interrupted, limit), cancelled=interrupted)
+                    return run.turn
+                try:
+                    return shown.result(timeout=0.1)
+                except concurrent.futures.TimeoutError:
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise
+            except KeyboardInterrupt:
+                if interrupted:
+                    raise
+                interrupted, deadline = True, time.monotonic() + 5
+                self.stop()
 
     async def asend(self, text: str, images: Sequence[Any] = (), *, strict: bool | None = None) -> Turn:
         """Send a message from async code; returns the turn when it ends (cancelling the await stops it)."""
@@ -268,7 +306,7 @@ class Chat(anywidget.AnyWidget):
             thinking=self.thinking or None,
             tools=self._tools,
             chat=self._name,
-            trace=None if self._trace else False,
+            trace=self._trace if isinstance(self._trace, str) else None if self._trace else False,
             listeners=list(self._listeners),
             **self._options,
         )

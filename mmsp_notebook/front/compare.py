@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from .._errors import OptionError, TurnError
+from .._errors import LoopBlockedError, OptionError, TurnError
 from ..core.run import Watched
 from ..core.turn import Turn
 from ..engine.launch import launch, user_message
@@ -76,6 +76,12 @@ class _GroupRun(Watched):
     def abort(self, reason: str = "cancelled by the user") -> None:
         for run in self.runs:
             run.abort(reason)
+
+    @property
+    def idle_timeout(self) -> float | None:
+        """The longest idle limit of the turns (``None``: one has no limit)."""
+        limits = [run.idle_timeout for run in self.runs]
+        return None if any(limit is None for limit in limits) else max(limits, default=None)
 
 
 def _all_of(futures: list[concurrent.futures.Future[Turn]], result: Any) -> concurrent.futures.Future[Any]:
@@ -228,7 +234,19 @@ def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: 
             future.result()
         except KeyboardInterrupt:
             group.abort("interrupted")
-            future.result(timeout=5)
+            try:
+                future.result(timeout=5)
+            except concurrent.futures.TimeoutError:  # the worker loop is blocked: the turns end here
+                from ..engine.worker import stalled
+
+                stall = stalled()
+                for run, turn in zip(group.runs, comparison.turns):
+                    if run.finished.is_set():
+                        continue
+                    if stall is not None:
+                        turn.end_blocked(LoopBlockedError(stall, interrupted=True), cancelled=True)
+                    else:
+                        turn.mark_cancelled("interrupted")
     for turn in comparison.turns:
         finish_turn(turn, False)
     if keep is not None:

@@ -21,6 +21,7 @@ from .._errors import TurnError
 from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine.session import Session, session
+from ..engine.worker import stalled
 from ..views.live import LiveView, TextLive, WidgetLive, drive, in_kernel
 from ..views.static import register_formatters, running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
@@ -54,7 +55,7 @@ def present(
     """
     sess = sess or session()
     live = live_view(stream, sess.settings.events if events is None else events)
-    turn = drive(run, future, live)
+    turn = drive(run, future, live, stalled=stalled)
     if wire:
         show_wire(turn, isinstance(live, WidgetLive), stream)
     if stream is None:  # the live view drew it in the running cell (None outside IPython)
@@ -90,7 +91,7 @@ def present_group(group: Any, future: concurrent.futures.Future[Any], *, stream:
     from ..views.columns import ColumnsLive, ColumnsText
 
     live: LiveView = ColumnsLive() if stream is None and in_kernel() else ColumnsText(stream)
-    comparison = drive(group, future, live)
+    comparison = drive(group, future, live, stalled=stalled)
     if stream is None:
         comparison.drawn_in_cell = running_cell()
     return comparison

@@ -23,7 +23,17 @@ from ..core.redact import redact, redact_value
 from ..engine.launch import interpolate, launch, user_message
 from ..engine.options import THINKING_LEVELS, Settings
 from ..engine.session import session
-from .cells import FIX_SYSTEM, ErrorLog, explain_prompt, fix_prompt, forget_errors, pick_code, record_errors
+from .cells import (
+    FIX_SYSTEM,
+    ErrorLog,
+    error_log,
+    explain_prompt,
+    fix_prompt,
+    forget_errors,
+    pick_code,
+    record_errors,
+    reserved_name,
+)
 from .finish import present
 from .frames import history_frame, models_frame, usage_frame
 
@@ -191,7 +201,7 @@ class MMSPMagics(Magics):
     def _fix(self, args: Any, name: str, rest: list[str]) -> Any:
         """``%mmsp fix [N]``: the last failed cell (or ``In[N]``) and its traceback, sent for a corrected
         cell that is offered as the next cell; ``%mmsp explain [N]``: why it failed."""
-        log = self.shell.user_ns.get("Err")
+        log = error_log(self.shell)
         if not isinstance(log, ErrorLog) or not log:
             print("no cell has failed in this kernel yet: run the failing cell, then %mmsp " + name)
             return None
@@ -211,6 +221,10 @@ class MMSPMagics(Magics):
         sess = session()
         if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)):
             raise UsageError(f"%%mmsp: -o/--out takes a variable name, not {args.out!r}")
+        held = None if args.out is None else reserved_name(args.out)
+        if held is not None:
+            raise UsageError(f"%%mmsp: -o {args.out}: that name holds {held}; keep the turn under another name "
+                             "(-o answer)")
         tools = []
         if args.tools:
             for name in [n.strip() for n in args.tools.split(",") if n.strip()]:

@@ -64,6 +64,7 @@ from typing import Any
 
 from .._errors import OptionError, OptionTypeError
 from ..core.run import TurnRun
+from ..core.stamps import created_ms
 from ..core.state import GROWING_FIELD, ToolRun
 from ..core.turn import Turn
 from ..traces.recorded import load_recorded
@@ -176,7 +177,8 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
         that is not ``[ms, type, size]`` with a finite ``0 <= ms <=`` :data:`MAX_EVENT_MS` and a
         non-negative integer size). The content is the message's in every case.
     """
-    created_at = message.get("created_at")
+    ms = created_ms(message.get("created_at"))  # as mmsp stamps it: an int of ms (seconds are converted)
+    created_at = None if ms is None else int(ms)
     items = [i for i in message.get("content_items") or []
              if isinstance(i, dict) and str(i.get("type", "")).endswith(".done")
              and str(i.get("type")).rpartition(".")[0] in GROWING_FIELD]

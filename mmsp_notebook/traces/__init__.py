@@ -60,13 +60,16 @@ Robustness
     a reader can catch one half-written (an older damaged file is skipped at once); a file deleted
     mid-load is skipped as vanished, a broken link as such, a link loop as unreadable. When a
     trace file is skipped its sidecar is skipped with it (its failed turns alone would distort
-    error rates). A sidecar that cannot be read at all is named as ``sidecar not read: <why>``
+    error rates), by every loader: ``load_events`` reads the trace files too, so the turns, items
+    and events frames (and a dataset's kinds) hold the same traces. A sidecar that cannot be read at all is named as ``sidecar not read: <why>``
     (its trace loads without timing); one with damaged lines (not JSON, not a record) is listed in
     ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
     ignored and a sidecar saved as UTF-16 (with its BOM) is read as such. Values that cannot be
     what they claim never stop a load: integers beyond int64 are NA, so are negative token counts
-    (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT, negative durations
+    (a producer's ``-1`` for unknown), timestamps outside 1970..9999 are NaT (a message's
+    ``created_at`` is Unix ms as mmsp writes it, or seconds as other producers do, told value by
+    value by :func:`~mmsp_notebook.core.stamps.created_ms`: below 1e11 it is seconds), negative durations
     (and a ``ttft`` longer than the whole response) are NaN, lone surrogates in strings (tool
     names included), bytes that are not UTF-8 and undecodable bytes in file names become U+FFFD; a content item whose ``type`` is not
     a string is an unknown item. ``tests/test_traces_fuzz.py`` sets every field of a trace and of

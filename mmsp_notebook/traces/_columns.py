@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.stamps import MS_HI, MS_LO
+
 INT_NA = -(2**63)
 #: integers strictly between these fit an int64 column (INT_NA itself is the missing-value sentinel)
 INT_LO, INT_HI = INT_NA, 2**63
-#: timestamps are Unix ms strictly between these (1970-01-01 excluded, year 10000 excluded)
-MS_LO, MS_HI = 0, 253_402_300_800_000
+#: timestamps are Unix ms strictly between MS_LO and MS_HI (1970-01-01 excluded, year 10000 excluded)
 NAN = math.nan
 #: durations are ms in ``0 <= ms < DUR_HI`` (a finite float bound, so huge integers compare safely)
 DUR_HI = 1e300
@@ -72,7 +73,9 @@ def as_num(v: Any) -> float | None:
 
 
 def as_ms(v: Any) -> float | int | None:
-    """A plausible Unix-ms timestamp (after 1970-01-01, before year 10000), or None."""
+    """A plausible Unix-ms timestamp (after 1970-01-01, before year 10000), or None: a sidecar's
+    ``started_at``, always in ms. A message's ``created_at`` is read by
+    :func:`~mmsp_notebook.core.stamps.created_ms` (seconds or ms)."""
     c = v.__class__
     if (c is int or c is float) and MS_LO < v < MS_HI:  # NaN compares False
         return v

@@ -29,9 +29,9 @@ import pyarrow.compute as pc
 
 from .._errors import TraceError
 from ..core.pricing import PriceTable
+from ..core.stamps import created_ms
 from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
 from ._build import split_sidecar
-from ._columns import as_ms
 from ._events import EventBuilder
 from ._export import to_arrow
 from ._fast import decode_trace
@@ -129,14 +129,15 @@ def convert(job: Job) -> ChunkResult:
     is returned in ``replaced``, its rows written to ``held`` files (hidden from readers until
     its old rows are removed and they are renamed into place)."""
     builder = _builder(job)
-    need_trace = job.kind != "events"
-    decode = decode_trace if job.kind == "turns" else None  # the turns need only some fields: msgspec's way
+    # every kind reads the trace file, so that a trace whose file is skipped has no rows in any kind;
+    # the turns and the events need only some fields of it (the events none): msgspec's way
+    decode = decode_trace if job.kind != "items" else None
     loaded: dict[str, tuple[bool, list[dict[str, str]]]] = {}
     item_fps: list[tuple[int, str, int, int]] = []
     for tid, path, sidecar in job.sources:
         notes: list[dict[str, str]] = []
         data: Any = None  # the trace's dict, or what decode_trace made of it
-        if path is not None and need_trace:
+        if path is not None:
             try:
                 data = read_trace(path, decode=decode)
             except TraceError as exc:
@@ -322,7 +323,7 @@ def _message_key(msg: dict[str, Any]) -> tuple[Any, ...] | None:
     items = msg.get("content_items")
     if items.__class__ is not list:
         return None
-    created = as_ms(msg.get("created_at"))
+    created = created_ms(msg.get("created_at"))
     if created is None:
         return None
     role = msg.get("role")

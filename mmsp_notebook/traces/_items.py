@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.stamps import created_ms
 from ._build import Window, split_sidecar
 from ._columns import (
     _NAN,
@@ -67,7 +68,7 @@ def turn_context(
             rec = done.get(turn)
             started = as_ms(rec.get("started_at")) if rec else None
             if started is None and prev is not None and prev.get("role") == "user":
-                started = as_ms(prev.get("created_at"))
+                started = created_ms(prev.get("created_at"))
             starts.append(started)
             models.append((as_str(rec.get("model")) if rec else None) or cfg_model)
             turn += 1
@@ -119,7 +120,7 @@ class ItemBuilder(Window):
         answer_at, answer_fp = -1, None  # the fingerprint of the answer to the last user message, found with it
         for mi, msg in enumerate(history):
             t = turn_of[mi]
-            created = as_ms(msg.get("created_at"))
+            created = created_ms(msg.get("created_at"))
             if t < n_turns:
                 anchor, model = starts[t], models[t]
             else:  # trailing user message with no answer (yet)
@@ -274,7 +275,7 @@ def _answer_fingerprint(history: list[dict[str, Any]], i: int) -> int | None:
     answer = history[i] if i < len(history) else None
     if answer.__class__ is not dict or answer.get("role") != "assistant":
         return None
-    items, created = answer.get("content_items"), as_ms(answer.get("created_at"))
+    items, created = answer.get("content_items"), created_ms(answer.get("created_at"))
     if items.__class__ is not list or created is None:
         return None
     return _message_fingerprint("assistant", created, answer, items)

@@ -121,7 +121,6 @@ def _drive(
     desc: str,
     each: Callable[[str, Any, list[dict[str, Any]] | None], None],
     *,
-    need_trace: bool = True,
     events: bool = True,
     max_size: int = MAX_FILE_SIZE,
     decode: Callable[[bytes], Any] | None = None,
@@ -138,7 +137,7 @@ def _drive(
         for src in sources:
             data = None
             path, sidecar_path = src.path, src.sidecar
-            if path is not None and need_trace:
+            if path is not None:
                 try:
                     data = read_trace(path, max_size=max_size, decode=decode, listed=src.listed)
                 except TraceError as exc:
@@ -279,8 +278,10 @@ def load_events(
 ) -> pd.DataFrame:
     """One row per streamed event, from the timing sidecars (see the module docstring).
 
-    Traces without a sidecar contribute nothing (mmsp's Tracer records no event timing). The
-    trace files themselves are not read, except to name a standalone file's trace.
+    Traces without a sidecar contribute nothing (mmsp's Tracer records no event timing). Each
+    trace file is read as :func:`load_turns` reads it (only what it needs), so that the loaders
+    agree on which traces are in: a trace whose file is skipped (damaged, unreadable, too large)
+    is named in ``attrs["skipped"]`` and its sidecar's events are left out, as its turns are.
 
     Args:
         path_or_paths, since, until, models, pattern, otel, progress, max_size: as for
@@ -295,6 +296,6 @@ def load_events(
         if records:
             builder.add(tid, records)
 
-    n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading events", each, need_trace=False,
-                                  max_size=max_size)
+    n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading events", each, max_size=max_size,
+                                  decode=decode_trace)
     return _finish(builder.frame(), n, skipped, otel, repeated)

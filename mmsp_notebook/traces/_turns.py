@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.pricing import LIST_PRICES, Prices, PriceTable
+from ..core.stamps import SECONDS_BELOW, created_ms
 from ._build import Window, config_fields, error_fields, split_sidecar
 from ._columns import (
     _DUR_HI,
@@ -148,7 +149,8 @@ class TurnBuilder(Window):
         ints, floats, a_finish = self.ints.extend, self.floats.extend, self.finish.append
         r_row, r_model, r_client = self.rec_rows.append, self.model.append, self.client.append
         r_comparison = self.comparison.append
-        ms_lo, ms_hi, dur_hi = MS_LO, MS_HI, _DUR_HI
+        # created_at: an int of ms is the common case, checked inline; any other goes through created_ms
+        created_lo, ms_lo, ms_hi, dur_hi = SECONDS_BELOW, MS_LO, MS_HI, _DUR_HI
         lat_s: Any
         ttft_s: Any
         started: Any
@@ -160,21 +162,21 @@ class TurnBuilder(Window):
                     fi += 1
                 row = len(self.finish)
             ended = m[2]
-            if ended.__class__ is not int or not ms_lo < ended < ms_hi:
-                ended = as_ms(ended)
+            if ended.__class__ is not int or not created_lo <= ended < ms_hi:
+                ended = created_ms(ended)
             finish = m[3]
             if not done or (rec := done.pop(turn, None)) is None:
                 # started: the user message's created_at just before, if any; the file's model
                 started = m[1]
-                if started.__class__ is not int or not ms_lo < started < ms_hi:
-                    started = as_ms(started)
+                if started.__class__ is not int or not created_lo <= started < ms_hi:
+                    started = created_ms(started)
                 source = 0
                 lat_s = ttft_s = _NAN
             else:
                 started = rec.get("started_at")
                 c = started.__class__
                 if not ((c is float or c is int) and ms_lo < started < ms_hi):  # as_ms(), inlined
-                    started = as_ms(m[1])
+                    started = created_ms(m[1])
                 # as_str(), inlined: a non-empty string or None (the file's model)
                 r_row(row)
                 r_model(v if (v := rec.get("model")).__class__ is str and v else cfg_model)

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..core.items import GROWING_FIELD, ToolRun
 from ..core.redact import redact, redact_value
+from ..core.stamps import created_ms
 from ..core.state import TurnState
 from ..core.store import tool_error
 from ..core.turn import Turn
@@ -169,7 +170,8 @@ def _step(message: Mapping[str, Any], record: Mapping[str, Any] | None, offset: 
     started = _number(record.get("started_at")) if record else None
     state = TurnState(clock=lambda: base, wall=lambda: (started or 0.0) / 1000.0)
     state.mark_request_sent()
-    created = message.get("created_at") if type(message.get("created_at")) is int else None
+    ms = created_ms(message.get("created_at"))  # (seconds from other producers: read as ms, an int as mmsp stamps)
+    created = None if ms is None else int(ms)
     for k, item in enumerate(items):
         kind = item["type"].rpartition(".")[0]
         field = GROWING_FIELD[kind]

@@ -104,6 +104,8 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     fault = _demo_fault(exc)
     if fault:
         return fault
+    if name == "LoopBlockedError":
+        return str(getattr(exc, "hint", "") or "")
     if name == "IdleTimeoutError":
         return "The server went silent: retry, or allow it longer with --timeout SECONDS (none for no limit)."
     if name == "ApiKeyRequiredError":

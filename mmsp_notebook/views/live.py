@@ -13,9 +13,10 @@ import concurrent.futures
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from ..core.run import TurnRun
+from ..core.run import Stall, TurnRun
 from ..core.turn import STATUS_TEXT, Turn
 from .html import render_html
 from .model import OpsTracker, view_model
@@ -204,17 +205,25 @@ class TextLive(LiveView):
 
 
 def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, rate: float = UPDATES_PER_SECOND,
-          abort_grace: float = 2.0) -> Turn:
+          abort_grace: float = 2.0, stalled: Callable[[], Stall | None] | None = None) -> Turn:
     """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn.
 
     The main thread sleeps until something changes, repaints, then rests for one tick whatever
     arrives meanwhile (while nothing changes it repaints every ``QUIET_REPAINT`` seconds, so the
     view can say how long the server has been silent); the end of the turn wakes it from either
     wait at once, so the final repaint follows the last event without waiting out a tick.
+
+    ``stalled`` says whether the worker loop is blocked (``engine.worker.stalled``): the view then
+    says by what, and the turn is not waited for, as nothing of it can move: an interrupt ends it at
+    once (``cancelled``), and so does its idle timeout (``error``), with a
+    :class:`~mmsp_notebook.LoopBlockedError`; what arrived is kept.
     """
     turn = run.turn
     interval = 1.0 / rate
     ended = threading.Event()
+    blocked: Stall | None = None
+    limit = getattr(run, "idle_timeout", None)
+    began = time.monotonic()
 
     def on_done(_: Any) -> None:
         ended.set()
@@ -229,6 +238,12 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         try:
             if ended.is_set():
                 break
+            if stalled is not None:
+                was, blocked = blocked, stalled()
+                if blocked is not None or was is not None:
+                    _note_blocked(turn, blocked)
+                if blocked is not None and (interrupted or blocked.overdue(limit, time.monotonic() - began)):
+                    break
             if deadline is not None and time.monotonic() > deadline:
                 future.cancel()
                 break
@@ -257,6 +272,15 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
             else:
                 future.cancel()
                 break
+    if blocked is not None and not ended.is_set():
+        # the worker loop cannot wind the turn down: it ends here, and the loop cancels its task
+        # once it turns again
+        future.cancel()
+        from .._errors import LoopBlockedError
+
+        _end_blocked(run, LoopBlockedError(blocked, interrupted, limit), interrupted)
+    elif blocked is not None:
+        _note_blocked(turn, None)
     returned = future.done() and not future.cancelled() and future.exception() is None
     if (interrupted or not future.done()) and not returned:
         # stopped by the user, or the worker did not end in time: the turn is cancelled all the same
@@ -264,6 +288,20 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         turn.mark_cancelled("interrupted (kernel interrupt)")
     live.finish(turn)
     return turn
+
+
+def _note_blocked(turn: Any, stall: Stall | None) -> None:
+    """Say on the turn (each turn of a comparison) that the worker loop is blocked, or no longer."""
+    for one in getattr(turn, "turns", None) or [turn]:
+        one.loop_blocked = stall
+
+
+def _end_blocked(run: Any, exc: BaseException, cancelled: bool) -> None:
+    """End the turns of ``run`` (each of a comparison's) that had not finished when the loop blocked."""
+    for one in getattr(run, "runs", None) or [run]:
+        if not one.finished.is_set():
+            one.turn.end_blocked(exc, cancelled)
+    _note_blocked(run.turn, None)
 
 
 async def adrive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView,

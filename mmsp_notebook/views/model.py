@@ -163,6 +163,9 @@ def waiting_text(turn: Turn, now: float | None = None) -> str:
     The seconds count from the server's last sign of life (a byte, an event, a response's head), in
     whole seconds, so a view repainted while nothing arrives changes once a second.
     """
+    blocked = turn.loop_blocked
+    if blocked is not None:
+        return blocked_text(turn, blocked)
     since = turn.waiting_since
     if since is None:
         return ""
@@ -183,13 +186,21 @@ def waiting_text(turn: Turn, now: float | None = None) -> str:
     return text
 
 
+def blocked_text(turn: Turn, stall: Any) -> str:
+    """What a live turn says while the worker loop is blocked (a :class:`~mmsp_notebook.core.run.Stall`)."""
+    text = f"{stall.who} is blocking the event loop… {fmt.whole_seconds(stall.seconds)}: every stream waits for it."
+    limit = turn.idle_timeout
+    ends = f"interrupt (■) ends the turn{'' if limit is None else f', or it ends after {fmt.whole_seconds(limit)}'}"
+    return f"{text} {stall.advice} The {ends}."
+
+
 def _turn_facts(turn: Turn, final: bool = True) -> dict[str, Any]:
     status = shown_status(turn, final)
     if status == "streaming":
         return {"status": status, "status_text": "" if final else waiting_text(turn), "error": None, "footer": None}
     exc = turn.error
     error = None
-    if exc is not None and turn.status in ("error", "incomplete"):
+    if exc is not None and (turn.status in ("error", "incomplete") or getattr(exc, "stall", None) is not None):
         error = {
             "type": type(exc).__name__,
             "message": turn.error_message,
