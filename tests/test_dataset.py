@@ -215,20 +215,20 @@ def test_a_damaged_trace_file_takes_its_sidecar_out_of_every_kind(tmp_path: Path
     assert len(traces.dataset(tmp_path / "ds", "events").to_table()) == 2
 
 
-def test_created_at_in_seconds_gives_the_partition_date_of_its_time(tmp_path: Path) -> None:
+def test_created_at_in_seconds_gives_the_partition_month_of_its_time(tmp_path: Path) -> None:
     src = tmp_path / "src"
     s0 = T0 // 1000  # 2026-01-01 in Unix seconds, as producers other than mmsp's Tracer write it
     history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": s0},
                {"role": "assistant", "content_items": [{"type": "text.done", "text": "a"}], "finish_reason": "stop",
                 "usage_metadata": {"prompt_tokens": 3, "response_tokens": 1}, "created_at": s0 + 2.5},
-               {"role": "user", "content_items": [{"type": "text.done", "text": "q2"}], "created_at": T0 + 86_400_000},
+               {"role": "user", "content_items": [{"type": "text.done", "text": "q2"}], "created_at": T0 + 40 * 86_400_000},
                {"role": "assistant", "content_items": [{"type": "text.done", "text": "a2"}], "finish_reason": "stop",
-                "usage_metadata": {"prompt_tokens": 3, "response_tokens": 1}, "created_at": s0 + 86_402}]
+                "usage_metadata": {"prompt_tokens": 3, "response_tokens": 1}, "created_at": s0 + 40 * 86_400 + 2}]
     Tracer(cache_dir=str(src)).save_history("demo", history, "other/seconds", {"trace_id": "other/seconds"})
     for kind in ("turns", "items"):
         quiet_sync(src, tmp_path / "ds", kind=kind)
         parts = sorted(p.relative_to(tmp_path / "ds" / kind).parts[0] for p in (tmp_path / "ds" / kind).rglob("*.parquet"))
-        assert set(parts) == {"date=2026-01-01", "date=2026-01-02"}, (kind, parts)
+        assert set(parts) == {"month=2026-01", "month=2026-02"}, (kind, parts)
         assert_same(tmp_path / "ds", src, kind)
 
 
