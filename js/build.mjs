@@ -34,8 +34,10 @@ const common = {
   sourcemap: false,
   logLevel: "warning",
   absWorkingDir: here,
-  // markdown-it runs with linkify: false, so linkify-it is replaced by a stub
-  alias: { "linkify-it": "./src/linkify-stub.js" },
+  // markdown-it runs with linkify: false, so linkify-it is replaced by a stub; markdown-it-texmath
+  // require()s katex, which would resolve to its CommonJS build next to the ES module math.js
+  // imports: both get the one ES module
+  alias: { "linkify-it": "./src/linkify-stub.js", katex: "./node_modules/katex/dist/katex.mjs" },
 };
 
 await esbuild.build({

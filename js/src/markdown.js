@@ -1,5 +1,5 @@
 // Markdown for untrusted model output: markdown-it (html: false, linkify: false, images as their
-// alt text) → DOMPurify (returned as a DOM fragment, never re-serialized) → code blocks get a copy
+// alt text, TeX math as MathML: math.js) → DOMPurify (returned as a DOM fragment, never re-serialized) → code blocks get a copy
 // button, links open in a new tab with rel="noopener noreferrer".
 //
 // Streaming: `StreamingMarkdown` keeps a stable prefix rendered once and re-renders only the tail.
@@ -13,6 +13,7 @@
 import MarkdownIt from "markdown-it";
 import createDOMPurify from "dompurify";
 import { h } from "./util.js";
+import { mathPlugin } from "./math.js";
 
 let _md = null;
 export function markdownIt() {
@@ -27,6 +28,7 @@ export function markdownIt() {
   // in, as in the static HTML (views/html.py). Images a model returns come as image items.
   md.renderer.rules.image = (tokens, idx, options, env, self) =>
     md.utils.escapeHtml(self.renderInlineAsText(tokens[idx].children || [], options, env));
+  md.use(mathPlugin);
   _md = md;
   return md;
 }
@@ -41,6 +43,11 @@ function purifier(win) {
   if (p) return p;
   p = createDOMPurify(win);
   p.addHook("afterSanitizeAttributes", (node) => {
+    if (node.namespaceURI === MATHML_NS) {
+      // only the MathML attributes of MATH_ATTRS (no style, class, id or href)
+      for (const attr of Array.from(node.attributes)) if (!MATH_ATTR_SET.has(attr.name)) node.removeAttribute(attr.name);
+      return;
+    }
     if (node.nodeName === "A" && node.hasAttribute("href")) {
       node.setAttribute("target", "_blank");
       node.setAttribute("rel", "noopener noreferrer");
@@ -50,10 +57,31 @@ function purifier(win) {
   return p;
 }
 
+const MATHML_NS = "http://www.w3.org/1998/Math/MathML";
+// The MathML KaTeX writes for TeX (math.js leaves out <semantics> and its <annotation>), and nothing
+// scriptable: no maction, no annotation-xml (an HTML integration point; dropped with its content),
+// no href, no event handler, no style.
+export const MATH_TAGS = [
+  "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msup", "msub", "msubsup", "mfrac", "msqrt",
+  "mroot", "mtable", "mtr", "mtd", "mover", "munder", "munderover", "mstyle", "mpadded", "mphantom", "menclose",
+];
+export const MATH_ATTRS = [
+  "display", "displaystyle", "scriptlevel", "mathvariant", "stretchy", "fence", "separator", "symmetric",
+  "largeop", "movablelimits", "form", "lspace", "rspace", "minsize", "maxsize", "accent", "accentunder",
+  "columnalign", "rowalign", "columnspacing", "rowspacing", "columnlines", "rowlines", "frame",
+  "framespacing", "equalrows", "equalcolumns", "width", "height", "depth", "voffset", "linethickness",
+  "notation",
+];
+const MATH_TAG_SET = new Set(MATH_TAGS);
+const MATH_ATTR_SET = new Set(MATH_ATTRS);
+
 const PURIFY_CONFIG = {
-  USE_PROFILES: { html: true }, // no svg, no mathml
-  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed"],
-  ADD_ATTR: ["target"],
+  USE_PROFILES: { html: true }, // no svg; MathML as MATH_TAGS and MATH_ATTRS say
+  ADD_TAGS: MATH_TAGS,
+  ADD_ATTR: (attr, tag) => attr === "target" || (MATH_TAG_SET.has(tag) && MATH_ATTR_SET.has(attr)),
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed",
+    "maction", "annotation-xml", "semantics", "annotation"],
+  ADD_FORBID_CONTENTS: ["annotation-xml", "annotation"],
   RETURN_DOM_FRAGMENT: true,
 };
 
