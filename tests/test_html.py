@@ -108,9 +108,10 @@ def test_markdown_math_becomes_mathml():
 
 @pytest.mark.parametrize("text", ["it costs $5 and $10", "from $5-$10", "between $ 5 and $ 6", "a $x$5", "\\$x\\$",
                                   "`$x$`", "```\n$$y$$\n```"])
-def test_markdown_prices_and_code_keep_their_dollars(text):
-    out = render_markdown(text)
-    assert "<math" not in out and "$" in out
+def test_markdown_prices_and_code_keep_their_dollars_beside_a_formula(text):
+    out = render_markdown(f"$y^2$\n\n{text}")
+    assert out.count("<math") == 1 and "$" in out.split("</math>", 1)[1]
+    assert "<math" not in render_markdown(text)
 
 
 def test_markdown_math_error_shows_the_source_escaped():

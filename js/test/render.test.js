@@ -568,14 +568,15 @@ test("math: inline and display TeX become MathML", () => {
   assert.equal(el.querySelector("p").textContent.includes("$"), false);
 });
 
-test("math: prices and code keep their dollars", () => {
+test("math: prices and code keep their dollars, beside a formula", () => {
   for (const text of ["it costs $5 and $10", "from $5-$10", "between $ 5 and $ 6", "a $x$5", "\\$x\\$"]) {
-    const el = mdDom(text);
-    assert.equal(el.querySelectorAll("math").length, 0, text);
+    const el = mdDom(`$y^2$: ${text}`);
+    assert.equal(el.querySelectorAll("math").length, 1, text);
+    el.querySelector("math").remove();
+    assert.equal(el.textContent.trim(), `: ${text.replaceAll("\\$", "$")}`, text);
   }
-  assert.equal(mdDom("it costs $5 and $10").textContent.trim(), "it costs $5 and $10");
-  const el = mdDom("`$x$` and\n\n```\n$$y$$\n```\n");
-  assert.equal(el.querySelectorAll("math").length, 0);
+  const el = mdDom("`$x$` and $y$\n\n```\n$$y$$\n```\n");
+  assert.equal(el.querySelectorAll("math").length, 1);
   assert.equal(el.querySelector("p code").textContent, "$x$");
   assert.equal(el.querySelector("pre code").textContent, "$$y$$\n");
 });
