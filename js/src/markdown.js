@@ -8,12 +8,13 @@
 // markdown-it parses either side. When the text is finished and holds a reference-style link
 // definition (which may serve a link in another piece), the concatenated HTML of the pieces is
 // compared with one full render and the DOM replaced if they differ, so the final DOM is always
-// that of a full render.
+// that of a full render. A formula drawn while the math engine is not loaded yet shows its TeX
+// (math.js); the whole text is drawn again once the engine is there.
 
 import MarkdownIt from "markdown-it";
 import createDOMPurify from "dompurify";
 import { h } from "./util.js";
-import { mathPlugin } from "./math.js";
+import { mathPlugin, requestMath } from "./math.js";
 
 let _md = null;
 export function markdownIt() {
@@ -33,8 +34,9 @@ export function markdownIt() {
   return md;
 }
 
-export function renderMarkdownHTML(src) {
-  return markdownIt().render(src);
+/** The HTML of Markdown `src`; `env.mathPending` is set when a formula is drawn as pending TeX (math.js). */
+export function renderMarkdownHTML(src, env = {}) {
+  return markdownIt().render(src, env);
 }
 
 const purifiers = new WeakMap();
@@ -213,9 +215,10 @@ export class StreamingMarkdown {
       this.finalize();
       return true;
     }
+    const env = {};
     const b = stableBoundary(this.text, this.stableLen);
     if (b > this.stableLen) {
-      const html = renderMarkdownHTML(this.text.slice(this.stableLen, b));
+      const html = renderMarkdownHTML(this.text.slice(this.stableLen, b), env);
       this.removeTail();
       this.el.appendChild(htmlToFragment(this.doc, html));
       this.stableHTML.push(html);
@@ -223,15 +226,24 @@ export class StreamingMarkdown {
     }
     this.removeTail();
     const tail = this.text.slice(this.stableLen);
-    this.tailHTML = tail ? renderMarkdownHTML(tail) : "";
+    this.tailHTML = tail ? renderMarkdownHTML(tail, env) : "";
     if (this.tailHTML) {
       const frag = htmlToFragment(this.doc, this.tailHTML);
       this.tailNodes = Array.from(frag.childNodes);
       this.el.appendChild(frag);
     }
     this.renderedLen = this.text.length;
+    if (env.mathPending) requestMath(this);
     if (finished) this.finalize();
     return true;
+  }
+
+  /** Draw the text again (math.js calls it once the math engine is loaded). */
+  redraw() {
+    if (this.renderedLen < 0) return;
+    const finished = this.final;
+    this.reset(this.text);
+    this.flush(finished);
   }
 
   finalize() {
@@ -241,7 +253,9 @@ export class StreamingMarkdown {
     // 100 KB answer, which the common case never pays).
     if (!REF_DEF.test(this.text)) return;
     const pieces = this.stableHTML.join("") + this.tailHTML;
-    const full = renderMarkdownHTML(this.text);
+    const env = {};
+    const full = renderMarkdownHTML(this.text, env);
+    if (env.mathPending) requestMath(this);
     if (full === pieces) return;
     this.el.textContent = "";
     this.el.appendChild(htmlToFragment(this.doc, full));

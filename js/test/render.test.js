@@ -3,6 +3,11 @@ import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
 import { createTurnView } from "../src/render.js";
 import { StreamingMarkdown, stableBoundary, renderMarkdownHTML, htmlToFragment } from "../src/markdown.js";
+import { useMathEngine } from "../src/math.js";
+import * as katexEngine from "../src/katex.js";
+
+// the math renderer as if it were loaded already (test/math.test.js: how it is loaded)
+useMathEngine(katexEngine);
 
 function dom() {
   const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
