@@ -43,7 +43,8 @@ const common = {
 await esbuild.build({
   ...common,
   entryPoints: { turn: "src/turn.js", chat: "src/chat.js", compare: "src/compare.js", explore: "src/explore.js" },
-  alias: { ...common.alias, katex: "./src/katex-stub.js" },
+  // entities: markdown-it's named references are decoded by the page itself (src/entities-stub.js)
+  alias: { ...common.alias, katex: "./src/katex-stub.js", entities: "./src/entities-stub.js" },
   outdir,
 });
 // KaTeX on its own, as its ES module build

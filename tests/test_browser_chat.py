@@ -104,7 +104,7 @@ chat = Chat()
 chat.history = [
     {"role": "user", "content_items": [{"type": "text.done", "text": "the roots?"}]},
     {"role": "assistant", "content_items": [{"type": "text.done", "text":
-        "They are $x_{1,2}$ with\n\n$$\nx = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}\n$$\n\nand it costs $5 and $10."}]},
+        "They are $x_{1,2}$ with\n\n$$\nx = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}\n$$\n\n&copy; &frac12; &notanentity; &lt;b&gt;\n\nand it costs $5 and $10."}]},
 ]
 chat'''
 
@@ -126,6 +126,9 @@ def test_math_in_an_answer_is_laid_out_as_mathml(page, server):
     # laid out by the browser: the fraction stands taller than the inline formula
     assert inline["width"] > 0 and block["frac"] > 1.5 * inline["height"], found
     assert answer.locator(".mmsp-text").first.text_content().rstrip().endswith("and it costs $5 and $10.")
+    # named references are decoded by the page (the bundle carries no entity table); markup stays text
+    assert "\u00a9 \u00bd &notanentity; <b>" in answer.locator(".mmsp-text").first.text_content()
+    assert answer.locator(".mmsp-text b").count() == 0
     assert not page.errors, page.errors
 
 
