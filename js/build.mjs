@@ -11,7 +11,7 @@ import { join, dirname, resolve } from "node:path";
 import { tmpdir } from "node:os";
 import { fileURLToPath } from "node:url";
 
-const OUTPUTS = ["turn.js", "chat.js", "compare.js", "explore.js", "widget.css", "compare.css", "explore.css"];
+const OUTPUTS = ["turn.js", "chat.js", "compare.js", "explore.js", "katex.js", "widget.css", "compare.css", "explore.css"];
 
 const here = dirname(fileURLToPath(import.meta.url));
 const check = process.argv.includes("--check");
@@ -38,9 +38,20 @@ const common = {
   alias: { "linkify-it": "./src/linkify-stub.js" },
 };
 
+// The widget bundles: without KaTeX (markdown-it-texmath's require("katex") gets a stub, never
+// called); math.js loads katex.js from the kernel the first time a formula is to be drawn.
 await esbuild.build({
   ...common,
   entryPoints: { turn: "src/turn.js", chat: "src/chat.js", compare: "src/compare.js", explore: "src/explore.js" },
+  // entities: markdown-it's named references are decoded by the page itself (src/entities-stub.js)
+  alias: { ...common.alias, katex: "./src/katex-stub.js", entities: "./src/entities-stub.js" },
+  outdir,
+});
+// KaTeX on its own, as its ES module build
+await esbuild.build({
+  ...common,
+  entryPoints: { katex: "src/katex.js" },
+  alias: { ...common.alias, katex: "./node_modules/katex/dist/katex.mjs" },
   outdir,
 });
 await esbuild.build({ ...common, entryPoints: { widget: "src/widget.css", compare: "src/compare.css", explore: "src/explore.css" }, outdir, loader: { ".css": "css" } });
@@ -55,6 +66,10 @@ for (const name of OUTPUTS) {
     const bad = /(^|[;}\s])import\s*(?:[\w*{}\s,$]+from\s*)?["']|import\(\s*["']|from\s*["']https?:/m.exec(text);
     if (bad) {
       console.error(`${name}: external import left in the bundle: ${text.slice(bad.index, bad.index + 80)}`);
+      failed = true;
+    }
+    if (name !== "katex.js" && text.includes("KaTeX parse error")) {
+      console.error(`${name}: KaTeX is in the bundle (it is loaded on first use, from katex.js)`);
       failed = true;
     }
     if (!/export\s*\{[^}]*\bas default\b/.test(text) && !/export default/.test(text)) {

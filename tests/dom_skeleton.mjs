@@ -14,6 +14,9 @@ import { readFileSync } from "node:fs";
 const require = createRequire(new URL("../js/package.json", import.meta.url));
 const { JSDOM } = require("jsdom");
 const { createTurnView } = await import(new URL("../js/src/render.js", import.meta.url));
+// formulas as MathML at once (in the page, the math renderer is loaded on first use)
+const { useMathEngine } = await import(new URL("../js/src/math.js", import.meta.url));
+useMathEngine(await import(new URL("../js/src/katex.js", import.meta.url)));
 
 const ATTRS = ["open", "title", "data-state", "href", "src", "alt", "aria-label", "aria-hidden", "role", "controls",
   "data-status", "preload", "loading", "start", "tabindex", "scope"];

@@ -98,6 +98,40 @@ def test_a_long_user_message_is_collapsed_with_an_accessible_toggle(page, server
     assert not page.errors, page.errors
 
 
+# --------------------------------------------------------------------------- 4. math in Markdown
+MATH_CHAT = r'''from mmsp_notebook import Chat
+chat = Chat()
+chat.history = [
+    {"role": "user", "content_items": [{"type": "text.done", "text": "the roots?"}]},
+    {"role": "assistant", "content_items": [{"type": "text.done", "text":
+        "They are $x_{1,2}$ with\n\n$$\nx = \\frac{-b \\pm \\sqrt{b^2 - 4ac}}{2a}\n$$\n\n&copy; &frac12; &notanentity; &lt;b&gt;\n\nand it costs $5 and $10."}]},
+]
+chat'''
+
+
+@pytest.mark.browser
+def test_math_in_an_answer_is_laid_out_as_mathml(page, server):
+    chat = start_chat(page, server, "math.ipynb", MATH_CHAT)
+    answer = last_assistant(chat)
+    wait_status(answer, "complete")
+    answer.locator(".mmsp-text math").nth(1).wait_for()
+    found = answer.locator(".mmsp-text").first.evaluate("""(el) => [...el.querySelectorAll('math')].map((m) => {
+      const r = m.getBoundingClientRect(), frac = m.querySelector('mfrac');
+      return {ns: m.namespaceURI, display: m.getAttribute('display'), css: getComputedStyle(m).display,
+              width: r.width, height: r.height, frac: frac ? frac.getBoundingClientRect().height : 0};
+    })""")
+    assert [m["ns"] for m in found] == ["http://www.w3.org/1998/Math/MathML"] * 2, found
+    inline, block = found
+    assert inline["display"] is None and block["display"] == "block" and block["css"] == "block math", found
+    # laid out by the browser: the fraction stands taller than the inline formula
+    assert inline["width"] > 0 and block["frac"] > 1.5 * inline["height"], found
+    assert answer.locator(".mmsp-text").first.text_content().rstrip().endswith("and it costs $5 and $10.")
+    # named references are decoded by the page (the bundle carries no entity table); markup stays text
+    assert "\u00a9 \u00bd &notanentity; <b>" in answer.locator(".mmsp-text").first.text_content()
+    assert answer.locator(".mmsp-text b").count() == 0
+    assert not page.errors, page.errors
+
+
 # --------------------------------------------------------------------------- 5. a kernel restarted mid-reply
 @pytest.mark.browser
 def test_a_kernel_restart_while_a_reply_streams_cuts_it_and_gives_the_input_back(page, server):

@@ -72,6 +72,72 @@ def test_markdown_renders_tables_code_lists():
     assert 'rel="noopener noreferrer nofollow"' in render_markdown("[a](https://example.com)")
 
 
+class Tree(HTMLParser):
+    """Each start tag with its attributes and the tags open around it."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.tags = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs), tuple(self.stack)))
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag in self.stack:
+            del self.stack[len(self.stack) - 1 - self.stack[::-1].index(tag):]
+
+
+def _tree(markup):
+    tree = Tree()
+    tree.feed(markup)
+    return tree.tags
+
+
+def test_markdown_math_becomes_mathml():
+    from mmsp_notebook.views.markdown import MATH_TAGS
+
+    out = render_markdown("inline $x^2$ and \\(a+b\\)\n\n$$\n\\frac{1}{2}\n$$\n\n\\[ \\sqrt{y} \\]\n")
+    tags = _tree(out)
+    maths = [attrs for tag, attrs, _ in tags if tag == "math"]
+    assert [a.get("display") for a in maths] == ["inline", "inline", "block", "block"]
+    inside = {tag for tag, _, around in tags if "math" in around}
+    assert {"msup", "mfrac", "msqrt"} <= inside <= MATH_TAGS
+    assert "$" not in re.sub(r"<[^>]*>", "", out)
+
+
+@pytest.mark.parametrize("text", ["it costs $5 and $10", "from $5-$10", "between $ 5 and $ 6", "a $x$5", "\\$x\\$",
+                                  "`$x$`", "```\n$$y$$\n```"])
+def test_markdown_prices_and_code_keep_their_dollars_beside_a_formula(text):
+    out = render_markdown(f"$y^2$\n\n{text}")
+    assert out.count("<math") == 1 and "$" in out.split("</math>", 1)[1]
+    assert "<math" not in render_markdown(text)
+
+
+def test_markdown_math_error_shows_the_source_escaped():
+    out = render_markdown("bad $\\begin{x}<b>$ end")
+    assert '<span class="mmsp-math-error">$\\begin{x}&lt;b&gt;$</span>' in out and "<math" not in out
+
+
+def test_markdown_math_hostile_payloads_leave_nothing_scriptable():
+    from mmsp_notebook.views.markdown import MATH_ATTRS, sanitize
+
+    out = render_markdown("$\\href{javascript:alert(1)}{x}$ \\(\\url{javascript:alert(2)}\\)\n\n"
+                          '<math><maction actiontype="statusline"><mi>x</mi></maction></math>')
+    assert "<math" in out and not any(tag in ("maction", "annotation-xml") for tag, _, _ in _tree(out))
+    assert all("href" not in attrs and "style" not in attrs for _, attrs, _ in _tree(out))
+    assert '&lt;math&gt;&lt;maction actiontype="statusline"&gt;' in out
+    # what the sanitizer does with MathML that Markdown never produces
+    out = sanitize('<p><math display="block" style="color:red" href="javascript:alert(1)" onclick="alert(1)">'
+                   '<annotation-xml encoding="text/html"><img src="x" onerror="alert(1)"></annotation-xml>'
+                   '<maction actiontype="statusline"><mi xlink:href="javascript:alert(1)" class="c" id="i">y</mi></maction>'
+                   '<semantics><mi>z</mi><annotation encoding="text/html">zz</annotation></semantics></math></p>')
+    tags = _tree(out)
+    assert {tag for tag, _, _ in tags} == {"p", "math", "mi"}
+    assert all(set(attrs) <= MATH_ATTRS for tag, attrs, _ in tags)
+    assert re.sub(r"<[^>]*>", "", out) == "yz"
+
+
 def test_hostile_demo_stream_renders_inert_in_every_area(fresh_session):
     def lookup(query: str) -> str:
         """Look something up."""

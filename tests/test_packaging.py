@@ -8,6 +8,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -40,5 +42,14 @@ def test_the_package_says_it_is_typed_and_ships_its_front_end():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     data = project["tool"]["setuptools"]["package-data"]["mmsp_notebook"]
     assert "py.typed" in data and (ROOT / "mmsp_notebook" / "py.typed").exists()
-    for name in ("turn.js", "chat.js", "compare.js", "widget.css"):
+    for name in ("turn.js", "chat.js", "compare.js", "katex.js", "widget.css"):
         assert (ROOT / "mmsp_notebook" / "static" / name).stat().st_size > 0
+
+
+@pytest.mark.parametrize("name", ["turn.js", "chat.js", "compare.js", "explore.js"])
+def test_the_widget_bundles_leave_katex_out(name):
+    """KaTeX is static/katex.js, loaded on first use: a widget's ESM, saved with every widget, stays small."""
+    code = (ROOT / "mmsp_notebook" / "static" / name).read_bytes()
+    assert b"KaTeX parse error" not in code and b"mathbb" not in code, f"{name} carries KaTeX"
+    assert len(code) < 200_000, f"{name}: {len(code):,} bytes"
+    assert b"KaTeX parse error" in (ROOT / "mmsp_notebook" / "static" / "katex.js").read_bytes()

@@ -327,3 +327,69 @@ def test_the_terminal_wire_view_shows_each_frames_payload_content_first():
     assert frame_payload(": heartbeat\n\n") == ": heartbeat"
     assert frame_payload('{"error": {"message": "bad key"}}') == 'error.message="bad key"'  # a body that is not SSE
     assert frame_payload("data: [DONE]\n\n") == "[DONE]"
+
+
+# --------------------------------------------------------------------------- the math renderer, on request
+def _widgets(tmp_path):
+    from mmsp_notebook import Chat, traces
+    from mmsp_notebook.views.widget import CompareView, TurnView
+
+    return {"TurnView": TurnView(), "CompareView": CompareView(), "Chat": Chat(trace=False),
+            "Explorer": traces.explore(tmp_path)}
+
+
+def _capture(widget):
+    sent = []
+
+    def send(data=None, metadata=None, buffers=None, **_):
+        if isinstance(data, dict) and data.get("method") == "custom":
+            sent.append((data["content"], list(buffers or [])))
+
+    widget.comm.send = send
+    return sent
+
+
+def _from_front_end(widget, content):
+    widget.comm.handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+
+def test_every_widget_that_draws_markdown_serves_the_math_renderer(tmp_path):
+    """Asked ``math_code``, each widget answers with static/katex.js in a binary buffer, never a trait."""
+    from mmsp_notebook.views.widget import KATEX_JS, MarkdownWidget
+
+    code = KATEX_JS.read_bytes()
+    assert code and b"KaTeX parse error" in code
+    for name, widget in _widgets(tmp_path).items():
+        assert isinstance(widget, MarkdownWidget), name
+        sent = _capture(widget)
+        _from_front_end(widget, {"type": "math_code"})
+        answers = [(c, b) for c, b in sent if c.get("type") == "math_code"]
+        assert len(answers) == 1, (name, [c for c, _ in sent])
+        content, buffers = answers[0]
+        assert content == {"type": "math_code", "bytes": len(code)}, name
+        assert [bytes(b) for b in buffers] == [code], name
+        # not in the widget's state (what a saved notebook keeps)
+        state = json.dumps(widget.get_state(), default=str)
+        assert "KaTeX parse error" not in state, name
+        assert len(state) < 200_000, (name, len(state))
+        widget.close()
+
+
+def test_a_streaming_view_sends_the_math_renderer_with_the_first_formula(tmp_path):
+    """While a cell runs the kernel reads no request: the live views send it unasked, once."""
+    from mmsp_notebook.views.widget import KATEX_JS, CompareView, TurnView
+
+    view = TurnView()
+    sent = _capture(view)
+    view.push([["append", 0, "no math here"]])
+    assert [c["type"] for c, _ in sent] == ["ops"]
+    view.push([["append", 0, "then $x^2$"]])
+    view.push([["append", 0, "and \\(y\\)"]])
+    assert [c["type"] for c, _ in sent] == ["ops", "math_code", "ops", "ops"]
+    assert bytes(sent[1][1][0]) == KATEX_JS.read_bytes()
+    columns = CompareView()
+    sent = _capture(columns)
+    columns.push([[1, [["append", 0, "\\[ a \\]"]]]])
+    assert [c["type"] for c, _ in sent] == ["math_code", "ops"]
+    view.close()
+    columns.close()

@@ -2,9 +2,11 @@
 //
 // Traits read: transcript, busy, models, model, thinking, thinking_levels, error.
 // Traits written: model, thinking (set + save_changes when the pickers change).
-// Messages sent: hello, send, stop, new_chat, retry, ping. Received: ops (with turn index), chat_snapshot, pong.
+// Messages sent: hello, send, stop, new_chat, retry, ping, math_code (math.js). Received: ops (with turn index),
+// chat_snapshot, pong, math_code (the math renderer, in a binary buffer).
 import { createTurnView } from "./render.js";
 import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } from "./util.js";
+import { connectMath } from "./math.js";
 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
 const FAILED = new Set(["error", "incomplete"]);
@@ -56,6 +58,7 @@ export function renderChatWidget({ model, el }) {
     });
   };
   const copy = (text) => copyText(text, doc);
+  cleanups.push(connectMath(model)); // the kernel serves the math renderer, loaded on first use
 
   // ------------------------------------------------------------------ layout
   const root = h(doc, "div", "mmsp-chat");

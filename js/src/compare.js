@@ -3,6 +3,7 @@
 // that appears mid-stream says hello and gets {type: "snapshot", labels, turns}; the labels are also the
 // synced trait `labels`, so the columns are drawn at once.
 import { createTurnView } from "./render.js";
+import { connectMath } from "./math.js";
 
 export function renderCompareWidget({ model, el }) {
   el.classList.add("mmsp-root", "mmsp-compare");
@@ -10,6 +11,7 @@ export function renderCompareWidget({ model, el }) {
   grid.className = "mmsp-columns";
   el.appendChild(grid);
   let views = [];
+  const unmath = connectMath(model); // the kernel serves the math renderer, loaded on first use
 
   const setup = (labels) => {
     for (const view of views) view.destroy();
@@ -54,6 +56,7 @@ export function renderCompareWidget({ model, el }) {
 
   return () => {
     if (typeof model.off === "function") model.off("msg:custom", onMsg);
+    unmath();
     for (const view of views) view.destroy();
     views = [];
     el.classList.remove("mmsp-root", "mmsp-compare");

@@ -5,6 +5,7 @@
 // Every string is placed with textContent (model output only through render.js); every number comes
 // formatted from Python. Only the page on screen is ever sent here.
 import { createTurnView } from "./render.js";
+import { connectMath } from "./math.js";
 import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn } from "./util.js";
 
 const SPEEDS = ["1", "2", "5", "10", "inf"];
@@ -349,10 +350,12 @@ export function renderExplorer({ model, el }) {
     }
   };
   model.on("msg:custom", onMsg);
+  const unmath = connectMath(model); // the kernel serves the math renderer, loaded on first use
   model.send({ type: "hello" });
 
   return () => {
     if (typeof model.off === "function") model.off("msg:custom", onMsg);
+    unmath();
     if (searchTimer !== null) win.clearTimeout(searchTimer);
     for (const undo of cleanups) undo();
     destroyViews();

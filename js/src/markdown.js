@@ -1,5 +1,5 @@
 // Markdown for untrusted model output: markdown-it (html: false, linkify: false, images as their
-// alt text) → DOMPurify (returned as a DOM fragment, never re-serialized) → code blocks get a copy
+// alt text, TeX math as MathML: math.js) → DOMPurify (returned as a DOM fragment, never re-serialized) → code blocks get a copy
 // button, links open in a new tab with rel="noopener noreferrer".
 //
 // Streaming: `StreamingMarkdown` keeps a stable prefix rendered once and re-renders only the tail.
@@ -8,11 +8,13 @@
 // markdown-it parses either side. When the text is finished and holds a reference-style link
 // definition (which may serve a link in another piece), the concatenated HTML of the pieces is
 // compared with one full render and the DOM replaced if they differ, so the final DOM is always
-// that of a full render.
+// that of a full render. A formula drawn while the math engine is not loaded yet shows its TeX
+// (math.js); the whole text is drawn again once the engine is there.
 
 import MarkdownIt from "markdown-it";
 import createDOMPurify from "dompurify";
 import { h } from "./util.js";
+import { mathPlugin, requestMath } from "./math.js";
 
 let _md = null;
 export function markdownIt() {
@@ -27,12 +29,14 @@ export function markdownIt() {
   // in, as in the static HTML (views/html.py). Images a model returns come as image items.
   md.renderer.rules.image = (tokens, idx, options, env, self) =>
     md.utils.escapeHtml(self.renderInlineAsText(tokens[idx].children || [], options, env));
+  md.use(mathPlugin);
   _md = md;
   return md;
 }
 
-export function renderMarkdownHTML(src) {
-  return markdownIt().render(src);
+/** The HTML of Markdown `src`; `env.mathPending` is set when a formula is drawn as pending TeX (math.js). */
+export function renderMarkdownHTML(src, env = {}) {
+  return markdownIt().render(src, env);
 }
 
 const purifiers = new WeakMap();
@@ -41,6 +45,11 @@ function purifier(win) {
   if (p) return p;
   p = createDOMPurify(win);
   p.addHook("afterSanitizeAttributes", (node) => {
+    if (node.namespaceURI === MATHML_NS) {
+      // only the MathML attributes of MATH_ATTRS (no style, class, id or href)
+      for (const attr of Array.from(node.attributes)) if (!MATH_ATTR_SET.has(attr.name)) node.removeAttribute(attr.name);
+      return;
+    }
     if (node.nodeName === "A" && node.hasAttribute("href")) {
       node.setAttribute("target", "_blank");
       node.setAttribute("rel", "noopener noreferrer");
@@ -50,10 +59,31 @@ function purifier(win) {
   return p;
 }
 
+const MATHML_NS = "http://www.w3.org/1998/Math/MathML";
+// The MathML KaTeX writes for TeX (math.js leaves out <semantics> and its <annotation>), and nothing
+// scriptable: no maction, no annotation-xml (an HTML integration point; dropped with its content),
+// no href, no event handler, no style.
+export const MATH_TAGS = [
+  "math", "mrow", "mi", "mn", "mo", "ms", "mtext", "mspace", "msup", "msub", "msubsup", "mfrac", "msqrt",
+  "mroot", "mtable", "mtr", "mtd", "mover", "munder", "munderover", "mstyle", "mpadded", "mphantom", "menclose",
+];
+export const MATH_ATTRS = [
+  "display", "displaystyle", "scriptlevel", "mathvariant", "stretchy", "fence", "separator", "symmetric",
+  "largeop", "movablelimits", "form", "lspace", "rspace", "minsize", "maxsize", "accent", "accentunder",
+  "columnalign", "rowalign", "columnspacing", "rowspacing", "columnlines", "rowlines", "frame",
+  "framespacing", "equalrows", "equalcolumns", "width", "height", "depth", "voffset", "linethickness",
+  "notation",
+];
+const MATH_TAG_SET = new Set(MATH_TAGS);
+const MATH_ATTR_SET = new Set(MATH_ATTRS);
+
 const PURIFY_CONFIG = {
-  USE_PROFILES: { html: true }, // no svg, no mathml
-  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed"],
-  ADD_ATTR: ["target"],
+  USE_PROFILES: { html: true }, // no svg; MathML as MATH_TAGS and MATH_ATTRS say
+  ADD_TAGS: MATH_TAGS,
+  ADD_ATTR: (attr, tag) => attr === "target" || (MATH_TAG_SET.has(tag) && MATH_ATTR_SET.has(attr)),
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "iframe", "object", "embed",
+    "maction", "annotation-xml", "semantics", "annotation"],
+  ADD_FORBID_CONTENTS: ["annotation-xml", "annotation"],
   RETURN_DOM_FRAGMENT: true,
 };
 
@@ -185,9 +215,10 @@ export class StreamingMarkdown {
       this.finalize();
       return true;
     }
+    const env = {};
     const b = stableBoundary(this.text, this.stableLen);
     if (b > this.stableLen) {
-      const html = renderMarkdownHTML(this.text.slice(this.stableLen, b));
+      const html = renderMarkdownHTML(this.text.slice(this.stableLen, b), env);
       this.removeTail();
       this.el.appendChild(htmlToFragment(this.doc, html));
       this.stableHTML.push(html);
@@ -195,15 +226,24 @@ export class StreamingMarkdown {
     }
     this.removeTail();
     const tail = this.text.slice(this.stableLen);
-    this.tailHTML = tail ? renderMarkdownHTML(tail) : "";
+    this.tailHTML = tail ? renderMarkdownHTML(tail, env) : "";
     if (this.tailHTML) {
       const frag = htmlToFragment(this.doc, this.tailHTML);
       this.tailNodes = Array.from(frag.childNodes);
       this.el.appendChild(frag);
     }
     this.renderedLen = this.text.length;
+    if (env.mathPending) requestMath(this);
     if (finished) this.finalize();
     return true;
+  }
+
+  /** Draw the text again (math.js calls it once the math engine is loaded). */
+  redraw() {
+    if (this.renderedLen < 0) return;
+    const finished = this.final;
+    this.reset(this.text);
+    this.flush(finished);
   }
 
   finalize() {
@@ -213,7 +253,9 @@ export class StreamingMarkdown {
     // 100 KB answer, which the common case never pays).
     if (!REF_DEF.test(this.text)) return;
     const pieces = this.stableHTML.join("") + this.tailHTML;
-    const full = renderMarkdownHTML(this.text);
+    const env = {};
+    const full = renderMarkdownHTML(this.text, env);
+    if (env.mathPending) requestMath(this);
     if (full === pieces) return;
     this.el.textContent = "";
     this.el.appendChild(htmlToFragment(this.doc, full));

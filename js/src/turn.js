@@ -1,6 +1,7 @@
 // anywidget front end of TurnView: the live view of one %%mmsp turn.
 import { createTurnView } from "./render.js";
 import { covers } from "./util.js";
+import { connectMath } from "./math.js";
 
 function isTurn(t) {
   return !!t && typeof t === "object" && Object.keys(t).length > 0;
@@ -9,6 +10,7 @@ function isTurn(t) {
 export function renderTurnWidget({ model, el }) {
   el.classList.add("mmsp-root", "mmsp-turn-widget");
   const view = createTurnView(el);
+  const unmath = connectMath(model); // the kernel serves the math renderer, loaded on first use
 
   const draw = () => {
     const t = model.get("turn");
@@ -33,6 +35,7 @@ export function renderTurnWidget({ model, el }) {
       model.off("msg:custom", onMsg);
       model.off("change:turn", draw);
     }
+    unmath();
     view.destroy();
     el.classList.remove("mmsp-root", "mmsp-turn-widget");
   };

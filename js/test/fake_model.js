@@ -29,8 +29,8 @@ export function fakeModel(initial = {}) {
       state[k] = v;
       for (const fn of handlers.get(`change:${k}`) || []) fn();
     },
-    custom(msg) {
-      for (const fn of handlers.get("msg:custom") || []) fn(msg, []);
+    custom(msg, buffers = []) {
+      for (const fn of handlers.get("msg:custom") || []) fn(msg, buffers);
     },
     listeners: () => [...handlers.values()].reduce((n, s) => n + s.size, 0),
   };

@@ -3,6 +3,11 @@ import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
 import { createTurnView } from "../src/render.js";
 import { StreamingMarkdown, stableBoundary, renderMarkdownHTML, htmlToFragment } from "../src/markdown.js";
+import { useMathEngine } from "../src/math.js";
+import * as katexEngine from "../src/katex.js";
+
+// the math renderer as if it were loaded already (test/math.test.js: how it is loaded)
+useMathEngine(katexEngine);
 
 function dom() {
   const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
@@ -545,4 +550,78 @@ test("a tool name a model gives is isolated: its bidi controls reorder nothing a
   const el = container.querySelector(".mmsp-tool-name");
   assert.equal(el.textContent, name);
   assert.equal(el.getAttribute("dir"), "auto");
+});
+
+// ---------------------------------------------------------------- math
+
+function mdDom(text) {
+  const { doc } = dom();
+  const el = doc.createElement("div");
+  el.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+  return el;
+}
+
+test("math: inline and display TeX become MathML", () => {
+  const el = mdDom("inline $x^2$ and \\(a+b\\)\n\n$$\n\\frac{1}{2}\n$$\n\n\\[ \\sqrt{y} \\]\n");
+  const maths = [...el.querySelectorAll("math")];
+  assert.equal(maths.length, 4);
+  for (const m of maths) assert.equal(m.namespaceURI, "http://www.w3.org/1998/Math/MathML");
+  assert.deepEqual(maths.map((m) => m.getAttribute("display")), [null, null, "block", "block"]);
+  assert.ok(maths[0].querySelector("msup"));
+  assert.ok(maths[2].querySelector("mfrac"));
+  assert.ok(maths[3].querySelector("msqrt"));
+  assert.equal(el.querySelector("p").textContent.includes("$"), false);
+});
+
+test("math: prices and code keep their dollars, beside a formula", () => {
+  for (const text of ["it costs $5 and $10", "from $5-$10", "between $ 5 and $ 6", "a $x$5", "\\$x\\$"]) {
+    const el = mdDom(`$y^2$: ${text}`);
+    assert.equal(el.querySelectorAll("math").length, 1, text);
+    el.querySelector("math").remove();
+    assert.equal(el.textContent.trim(), `: ${text.replaceAll("\\$", "$")}`, text);
+  }
+  const el = mdDom("`$x$` and $y$\n\n```\n$$y$$\n```\n");
+  assert.equal(el.querySelectorAll("math").length, 1);
+  assert.equal(el.querySelector("p code").textContent, "$x$");
+  assert.equal(el.querySelector("pre code").textContent, "$$y$$\n");
+});
+
+test("math: a TeX error shows its source, escaped", () => {
+  const el = mdDom("bad $\\frac{a<b$ end");
+  assert.equal(el.querySelectorAll("math").length, 0);
+  assert.equal(el.querySelector(".mmsp-math-error").textContent, "$\\frac{a<b$");
+  assert.equal(el.querySelectorAll("b").length, 0);
+});
+
+test("math: hostile payloads leave nothing scriptable", () => {
+  const el = mdDom("$\\href{javascript:alert(1)}{x}$ \\(\\url{javascript:alert(2)}\\) $\\htmlClass{x}{y}$\n\n<math><maction actiontype=\"statusline\"><mi>x</mi></maction></math>");
+  assert.equal(el.querySelectorAll("[href], maction, annotation-xml, [style], a").length, 0);
+  assert.ok(el.textContent.includes('<math><maction actiontype="statusline">'));
+  // what the sanitizer does with MathML that Markdown never produces
+  const { doc } = dom();
+  const frag = htmlToFragment(doc, '<p><math display="block" style="color:red" href="javascript:alert(1)" onclick="alert(1)">'
+    + '<annotation-xml encoding="text/html"><img src="x" onerror="alert(1)"></annotation-xml>'
+    + '<maction actiontype="statusline"><mi xlink:href="javascript:alert(1)" class="c" id="i">y</mi></maction>'
+    + '<semantics><mi>z</mi><annotation encoding="text/html">&lt;img src=x onerror=alert(1)&gt;</annotation></semantics></math></p>');
+  const box = doc.createElement("div");
+  box.appendChild(frag);
+  assert.equal(box.querySelectorAll("img, maction, annotation-xml, annotation, semantics").length, 0);
+  for (const node of box.querySelectorAll("*")) {
+    for (const attr of node.attributes) assert.ok(attr.name === "display", `${node.nodeName} keeps ${attr.name}`);
+  }
+  assert.equal(box.querySelector("math").textContent, "yz");
+});
+
+test("math: streamed, an open $ is text until it closes", () => {
+  const { doc } = dom();
+  const el = doc.createElement("div");
+  const md = new StreamingMarkdown(el);
+  md.append("so $x^");
+  md.flush();
+  assert.equal(el.querySelectorAll("math").length, 0);
+  assert.equal(el.textContent.trim(), "so $x^");
+  md.append("2$ done");
+  md.flush(true);
+  assert.equal(el.querySelectorAll("math msup").length, 1);
+  assert.equal(el.textContent.includes("$"), false);
 });

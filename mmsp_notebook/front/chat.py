@@ -25,7 +25,7 @@ from ..engine.session import session
 from ..views.live import LiveView, adrive
 from ..views.model import OpsTracker, view_model
 from ..views.text import banner_line
-from ..views.widget import STATIC
+from ..views.widget import STATIC, MarkdownWidget
 from .finish import finish_turn
 from .frames import usage_frame
 
@@ -43,7 +43,7 @@ def _next_name() -> str:
     return f"chat-{_counter}"
 
 
-class Chat(anywidget.AnyWidget):
+class Chat(MarkdownWidget):
     """A chat in a cell: type, watch thinking, text, tool calls, images and audio stream, press Stop.
 
     Args:

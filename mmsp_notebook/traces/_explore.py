@@ -39,7 +39,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import numpy as np
 import pandas as pd
 
@@ -52,7 +51,7 @@ from ..views.conversation import CONVERSATION_CSS, conversation_html, tool_error
 from ..views.html import CSS
 from ..views.live import LiveView, drive
 from ..views.model import OpsTracker, present_turn, view_model
-from ..views.widget import STATIC
+from ..views.widget import STATIC, MarkdownWidget
 from ._common import check_unique, plain
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
@@ -99,7 +98,7 @@ class _ExplorerLive(LiveView):
         self.explorer.send({"type": "replay", "phase": "end", "vm": vm})
 
 
-class Explorer(anywidget.AnyWidget):
+class Explorer(MarkdownWidget):
     """The trace explorer (see the module docstring); made by :func:`explore`."""
 
     _esm = STATIC / "explore.js"

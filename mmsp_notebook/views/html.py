@@ -6,8 +6,8 @@ the strings and states of the view model (:mod:`.model`) placed in them, nothing
 formatted here. It embeds the widget's own stylesheet (``static/widget.css``, every rule scoped
 under ``.mmsp-root``), so the output does not change look when the live view is replaced by it. It
 has no script and no controls (the widget's copy buttons are left out). Model text is Markdown
-rendered by markdown-it-py with raw HTML disabled, then cleaned by nh3; every other string is
-escaped. Images and audio are shown only from ``data:`` URLs of an allowed MIME type.
+rendered by markdown-it-py with raw HTML disabled and TeX math as MathML, then cleaned by nh3
+(:mod:`.markdown`); every other string is escaped. Images and audio are shown only from ``data:`` URLs of an allowed MIME type.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.redact import secret_values
+from .markdown import render_markdown
 from .model import event_row, event_view, events_label, turn_events, view_model
 from .text import footer_line, render_text
 
@@ -75,7 +76,7 @@ TURN_CLASSES = frozenset(f"mmsp-{name}" for name in (
     "tool-result tool-result-head tool-result-label tool-output ok err running stopped image img audio "
     "audio-player embedding embedding-preview data code code-bar code-lang status streaming dot "
     "streaming-label banner banner-lead banner-text banner-detail hint warn error muted footer stat sep "
-    "tokens truncated finish ttft total speed cost steps events events-scroll events-table cut").split())
+    "tokens truncated finish ttft total speed cost steps events events-scroll events-table cut math-error").split())
 _CLASS = re.compile(r"\.(mmsp-[\w-]+)")
 
 
@@ -220,39 +221,6 @@ def styled(body: str) -> str:
     if 'class="mmsp-code"' in body and body.endswith("</div>"):
         body = body[:-6] + COPY_SCRIPT + "</div>"
     return f"<style>{css_for(body)}</style>{body}"
-
-
-_ALLOWED_TAGS = {
-    "p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "strong", "em", "code", "pre",
-    "blockquote", "table", "thead", "tbody", "tr", "th", "td", "a", "del", "s", "sup", "sub", "span",
-}
-
-
-@lru_cache(maxsize=1)
-def _md():
-    from markdown_it import MarkdownIt
-    from markdown_it.common.utils import escapeHtml
-
-    # "commonmark" with tables and strikethrough; html=False renders raw HTML as text; an image is
-    # its alt text, never loaded (as the live view draws it: js/src/markdown.js)
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(["table", "strikethrough"])
-    md.add_render_rule("image", lambda self, tokens, idx, options, env:
-                       escapeHtml(self.renderInlineAsText(tokens[idx].children or [], options, env)))
-    return md
-
-
-def render_markdown(text: str) -> str:
-    """Markdown → sanitized HTML (no raw HTML, no script, no event handlers, http(s)/mailto links only)."""
-    import nh3
-
-    raw = _md().render(text or "")
-    return nh3.clean(
-        raw,
-        tags=_ALLOWED_TAGS,
-        attributes={"a": {"href", "title"}, "code": {"class"}, "th": {"style"}, "td": {"style"}, "ol": {"start"}},
-        url_schemes={"http", "https", "mailto"},
-        link_rel="noopener noreferrer nofollow",
-    )
 
 
 # Every tag of nh3's output: its text has no raw "<" (escaped), and its attribute values are always
