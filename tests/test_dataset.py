@@ -1203,6 +1203,48 @@ def test_a_dataset_inside_its_source_folder(corpus: Path) -> None:
     assert_same(ds_dir, corpus)
 
 
+def test_a_dataset_of_an_earlier_layout_is_rebuilt_without_its_files(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    root = ds_dir / "turns"
+    old = root / "date=2026-01-01" / "model=glm-5.3"  # the partitions of an earlier version (by day)
+    old.mkdir(parents=True)
+    shutil.copy(next(root.rglob("*.parquet")), old / "part-old-0.parquet")
+    with sqlite3.connect(root / "_manifest.sqlite") as db:
+        db.execute("UPDATE meta SET value = '\"7\"' WHERE key = 'version'")
+    res = quiet_sync(corpus, ds_dir)
+    assert res.unchanged == 0 and res.converted > 20  # rebuilt
+    assert not (root / "date=2026-01-01").exists()
+    assert {str(p) for p in root.rglob("*.parquet")} == set(traces.dataset(ds_dir).files)  # what a glob reader reads
+    assert_same(ds_dir, corpus)
+
+
+def test_a_kind_directory_of_someone_elses_files_is_refused_and_kept(corpus: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    mine = {project / "events" / "notes" / "important.txt": "mine", project / "events" / "top.txt": "mine too",
+            project / "turns" / "month=2024-01" / "part-0.parquet": "another tool's table"}
+    for path, text in mine.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for kind in ("events", "turns"):
+        with pytest.raises(ValueError, match=r"is not a trace dataset .* which a sync would remove"):
+            traces.sync(corpus, project, kind=kind)
+    assert {p: p.read_text() for p in mine} == mine
+    # a kind directory a sync made: only its partitions are its own
+    quiet_sync(corpus, project, kind="items")
+    (project / "items" / "mine" / "deep").mkdir(parents=True)
+    (project / "items" / "mine" / "deep" / "keep.txt").write_text("mine")
+    save(corpus, "app/new", conversation(1, T0))
+    assert quiet_sync(corpus, project, kind="items").converted == 1
+    assert (project / "items" / "mine" / "deep" / "keep.txt").read_text() == "mine"
+    assert_same(project, corpus, "items")
+    # left by a sync stopped before it made its manifest: taken
+    (tmp_path / "stopped" / "turns").mkdir(parents=True)
+    (tmp_path / "stopped" / "turns" / "_sync.lock").write_bytes(b"")
+    quiet_sync(corpus, tmp_path / "stopped")
+    assert_same(tmp_path / "stopped", corpus)
+
+
 def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

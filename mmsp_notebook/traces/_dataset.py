@@ -24,7 +24,6 @@ import warnings
 from collections import Counter
 from collections.abc import Container, Iterator
 from concurrent.futures import Executor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,9 +35,10 @@ from ._compact import merge, plan
 from ._convert import DAMAGED, Job, convert, held_path
 from ._copies import Settled, resolve, settle_chunk
 from ._files import UNREADABLE, reprice, rewrite
+from ._folder import check_kind_dir, clean, locked, size_of
 from ._load import PROGRESS_THRESHOLD
-from ._manifest import LOCK_NAME, Manifest
-from ._readers import is_missing, kind_dir
+from ._manifest import Manifest
+from ._readers import kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
 
@@ -83,86 +83,6 @@ class SyncResult:
             f"{self.unchanged} unchanged; {f'{self.repriced} files repriced; ' if self.repriced else ''}{self.traces} traces, {self.rows:,} rows in {self.files} files; "
             f"{len(self.skipped)} skipped; {self.seconds:.2f} s>"
         )
-
-
-# --------------------------------------------------------------------------- the dataset's files
-
-
-@contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """One sync of a dataset kind at a time (an advisory lock; none where fcntl is missing)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(root / LOCK_NAME, "a+b") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(f"another sync of {root} is running") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _data_files(root: Path) -> Iterator[tuple[str, str]]:
-    """(relative name, path) of every file below the partition directories."""
-    for dirpath, _dirs, files in os.walk(root):
-        if dirpath == str(root):
-            continue
-        for f in files:
-            p = os.path.join(dirpath, f)
-            yield os.path.relpath(p, root).replace(os.sep, "/"), p
-
-
-def _clean(root: Path, known: dict[str, int | None]) -> set[str]:
-    """Remove what an interrupted sync left: temporary files, data files the manifest does not
-    list (written by a chunk whose commit never happened), empty partition directories. Returns
-    the files the manifest lists that are missing (removed by hand, or lost; one the walk did not
-    find, under a linked or unreadable directory, is looked for by name) or damaged: found with
-    another size than the last sync left (``known``) and no Parquet file any more (cut short,
-    overwritten), which are removed."""
-    found = set()
-    damaged = set()
-    for name, path in list(_data_files(root)):
-        if name not in known:
-            os.remove(path)
-        else:
-            found.add(name)
-            size = known[name]
-            if size is not None and _size(path) not in (size, None) and not _is_parquet(path):
-                os.remove(path)
-                damaged.add(name)
-    for dirpath, dirs, files in sorted(os.walk(root, topdown=False), key=lambda w: -len(w[0])):
-        if dirpath != str(root) and not dirs and not files:
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
-    return damaged | {name for name in known.keys() - found if is_missing(str(root / name))}
-
-
-def _size(path: str | Path) -> int | None:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
-
-
-def _is_parquet(path: str) -> bool:
-    """Whether a file's Parquet footer reads (a file rewritten meanwhile, by an interrupted sync
-    or another tool, still does)."""
-    import pyarrow.parquet as pq
-
-    try:
-        pq.read_metadata(path)
-    except PermissionError:
-        return True  # (not for this check to say; a reader or the next rewrite will)
-    except (OSError, ValueError):  # (ArrowInvalid is a ValueError)
-        return False
-    return True
 
 
 # --------------------------------------------------------------------------- sync
@@ -219,8 +139,9 @@ def sync(
 
     Raises:
         TraceNotFoundError: ``src`` does not exist.
-        ValueError: a bad ``kind`` or ``chunk_files``, a ``dataset_dir`` that is a file, or a dataset
-            synced from another directory.
+        ValueError: a bad ``kind`` or ``chunk_files``, a ``dataset_dir`` that is a file, a dataset
+            synced from another directory, or a kind directory (``dataset_dir/<kind>``) that is no
+            dataset and holds files of its own (nothing in it is touched).
         ManifestError: the dataset's manifest is damaged or from another version (nothing is
             changed; a new ``dataset_dir`` starts afresh).
         RuntimeError: another sync of the same dataset kind is running.
@@ -251,8 +172,9 @@ def sync(
     for p in (Path(dataset_dir), root):
         if p.exists() and not p.is_dir():
             raise ValueError(f"dataset_dir must be a directory; {p} is a file")
+    check_kind_dir(root)  # (a folder of someone else's files: nothing of it is touched)
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root), Manifest(str(root)) as m:
+    with locked(root), Manifest(str(root)) as m:
         meta = m.meta()
         if meta.get("src") not in (None, src_path) and os.path.realpath(meta["src"]) != os.path.realpath(src_path):
             raise ValueError(
@@ -270,7 +192,7 @@ def sync(
         state = _Sync(m, root, options, executor, chunk_files, progress, table)
         fresh: list[dict[str, str]] = []  # traces left out for their names, found in this run
         try:
-            state.repair(_clean(root, m.file_sizes()))
+            state.repair(clean(root, m.file_sizes()))
             # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
             # of every file are recomputed in place, before any trace is converted with them
             repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
@@ -363,9 +285,9 @@ class _Sync:
         return n
 
     def record_sizes(self) -> None:
-        """Keep the size of every listed file as this sync leaves it (see :func:`_clean`)."""
+        """Keep the size of every listed file as this sync leaves it (see ``_folder.clean``)."""
         known = self.m.file_sizes()
-        now = {name: size for name in known if (size := _size(self.root / name)) is not None}
+        now = {name: size for name in known if (size := size_of(self.root / name)) is not None}
         if now != known:
             with self.m.transaction() as db:
                 self.m.put_sizes(db, now)
