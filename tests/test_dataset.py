@@ -1199,7 +1199,7 @@ def test_a_dataset_inside_its_source_folder(corpus: Path) -> None:
     assert again.converted == 0 and again.unchanged == first.converted
     with sqlite3.connect(ds_dir / "turns" / "_manifest.sqlite") as db:
         dirs = [r[0] for r in db.execute("SELECT path FROM dirs")]
-    assert str(corpus) in dirs and not any(d.startswith(str(ds_dir)) for d in dirs)
+    assert str(corpus) in dirs and not any(d.startswith(str(ds_dir / "turns")) for d in dirs)
     assert_same(ds_dir, corpus)
 
 
@@ -1217,6 +1217,27 @@ def test_a_dataset_of_an_earlier_layout_is_rebuilt_without_its_files(corpus: Pat
     assert not (root / "date=2026-01-01").exists()
     assert {str(p) for p in root.rglob("*.parquet")} == set(traces.dataset(ds_dir).files)  # what a glob reader reads
     assert_same(ds_dir, corpus)
+
+
+def test_a_source_folder_inside_the_dataset_folder_or_the_same(corpus: Path, tmp_path: Path) -> None:
+    # the traces in a folder of the dataset's, or the dataset in the traces' folder itself: only
+    # the dataset's kind directories are left out of the scan, never the traces
+    work = tmp_path / "work"
+    shutil.copytree(corpus, work / "cache")
+    res = quiet_sync(work / "cache", work)
+    assert res.converted > 20 and res.traces > 20
+    assert_same(work, work / "cache")
+    assert quiet_sync(work / "cache", work).converted == 0
+    quiet_sync(corpus, corpus, kind="events")
+    res = quiet_sync(corpus, corpus)
+    assert res.traces > 20
+    assert_same(corpus, corpus)
+    assert_same(corpus, corpus, "events")
+    assert quiet_sync(corpus, corpus, pattern="**/*").traces == res.traces  # (a pattern the data files match)
+    (corpus / "linked").symlink_to(corpus / "turns")  # the dataset by another path: still its own
+    assert quiet_sync(corpus, corpus).traces == res.traces
+    with pytest.raises(ValueError, match="inside the dataset's own"):
+        traces.sync(corpus / "turns", corpus)
 
 
 def test_a_kind_directory_of_someone_elses_files_is_refused_and_kept(corpus: Path, tmp_path: Path) -> None:

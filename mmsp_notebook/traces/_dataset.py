@@ -18,6 +18,7 @@ back as a string column.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
@@ -32,12 +33,12 @@ from .._errors import TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
-from ._convert import DAMAGED, Job, convert, held_path
+from ._convert import DAMAGED, KINDS, Job, convert, held_path
 from ._copies import Settled, resolve, settle_chunk
 from ._files import UNREADABLE, reprice, rewrite
 from ._folder import check_kind_dir, clean, locked, size_of
 from ._load import PROGRESS_THRESHOLD
-from ._manifest import Manifest
+from ._manifest import MANIFEST_NAME, Manifest
 from ._readers import kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
@@ -173,6 +174,12 @@ def sync(
         if p.exists() and not p.is_dir():
             raise ValueError(f"dataset_dir must be a directory; {p} is a file")
     check_kind_dir(root)  # (a folder of someone else's files: nothing of it is touched)
+    # the dataset's directories, left out of the scan when they lie inside src (or src is the
+    # dataset_dir): those of the kinds synced there, never the rest of the folder
+    own = [str(d) for d in map(functools.partial(kind_dir, dataset_dir), KINDS) if d == root or (d / MANIFEST_NAME).exists()]
+    real_src, real_root = os.path.realpath(src_path), os.path.realpath(root)
+    if real_src == real_root or real_src.startswith(real_root + os.sep):
+        raise ValueError(f"the trace directory {src} is inside the dataset's own {root}: keep traces elsewhere")
     root.mkdir(parents=True, exist_ok=True)
     with locked(root), Manifest(str(root)) as m:
         meta = m.meta()
@@ -196,7 +203,7 @@ def sync(
             # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
             # of every file are recomputed in place, before any trace is converted with them
             repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
-            scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
+            scan = scan_sources(src_path, pattern, m, t0, skip=own)
             result = SyncResult(kind, root, unchanged=scan.unchanged, repriced=repriced)
             state.remove_todo(DELETED)
             result.removed = scan.deleted
