@@ -1283,6 +1283,38 @@ def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_pa
         traces.sync(corpus, manifest)
 
 
+_FULL_DISK = """
+import resource, signal, sys, warnings
+sys.path.insert(0, {root!r})
+from mmsp_notebook import traces
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    try:
+        traces.sync({src!r}, {ds!r})
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+"""
+
+
+def test_a_full_disk_is_named_not_taken_for_a_damaged_manifest(corpus: Path, tmp_path: Path) -> None:
+    pytest.importorskip("resource")
+    script = tmp_path / "full.py"
+    script.write_text(_FULL_DISK.format(root=str(ROOT), src=str(corpus), ds=str(tmp_path / "ds")))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120).stdout
+    assert out.startswith("OSError cannot open the manifest") and "full disk" in out and "remove" not in out
+    res = quiet_sync(corpus, tmp_path / "ds")  # with room again
+    assert res.converted > 20
+    assert_same(tmp_path / "ds", corpus)
+    # a transaction SQLite ended itself (as it does on a full disk) raises its own error, not ROLLBACK's
+    with _manifest.Manifest(str(tmp_path / "ds" / "turns")) as m:
+        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            with m.transaction() as db:
+                db.execute("ROLLBACK")
+                raise sqlite3.OperationalError("database or disk is full")
+
+
 def test_small_files_of_many_syncs_are_merged(corpus: Path, tmp_path: Path) -> None:
     from mmsp_notebook.traces._compact import COMPACT_FILES
 

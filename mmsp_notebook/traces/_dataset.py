@@ -146,6 +146,8 @@ def sync(
         ManifestError: the dataset's manifest is damaged or from another version (nothing is
             changed; a new ``dataset_dir`` starts afresh).
         RuntimeError: another sync of the same dataset kind is running.
+        OSError: the dataset cannot be written (a full disk, a read-only folder); readable as it
+            was, the next sync finishes the work.
     """
     not_while_importing_main()
     t0 = time.time()
