@@ -1046,6 +1046,17 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert joined > 0
     with pytest.raises(Exception, match="items"):
         traces.query("SELECT * FROM items", ds_dir)  # not synced: no view
+    # SQL that is no statement is said to be so; DuckDB's own errors name what is wrong
+    for blank in ("", "  \n", "-- a comment"):
+        with pytest.raises(OptionError, match="no SQL statement to run"):
+            traces.query(blank, ds_dir)
+    with pytest.raises(TypeError, match="query takes SQL text, not int"):
+        traces.query(42, ds_dir)  # type: ignore[arg-type]
+    import duckdb
+
+    with pytest.raises(duckdb.ParserException, match="syntax error"):
+        traces.query("SELEC * FROM turns", ds_dir)
+    assert traces.query("SET threads = 1", ds_dir).empty
 
 
 # --------------------------------------------------------------------------- options and errors

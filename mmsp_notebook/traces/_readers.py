@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import TraceNotFoundError
+from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ._common import PathLike
 from ._convert import KINDS, NULL_PARTITION, Job
 from ._manifest import MANIFEST_NAME
@@ -202,9 +202,19 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
         traces.query("SELECT model, quantile_cont(latency, 0.9) FROM turns GROUP BY model", "traces_ds")
 
     It may run while a sync changes the dataset: a read that fails on a file the sync rewrote or
-    removed meanwhile is run again over the files the manifest then lists.
+    removed meanwhile is run again over the files the manifest then lists. DuckDB's own errors
+    (``duckdb.ParserException``, ``duckdb.BinderException``, ...) say what is wrong with the SQL.
     """
-    return read_retrying(lambda con: con.sql(sql).df(), dataset_dir)
+    if not isinstance(sql, str):
+        raise OptionTypeError(f"query takes SQL text, not {type(sql).__name__} {sql!r}")
+
+    def run(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+        rel = con.sql(sql)
+        if rel is None:  # (DuckDB's answer to blank text or comments)
+            raise OptionError(f"no SQL statement to run in {sql!r}: give one, e.g. 'SELECT count(*) FROM turns'")
+        return rel.df()
+
+    return read_retrying(run, dataset_dir)
 
 
 def _files_state(dataset_dir: PathLike) -> tuple[Any, ...]:
