@@ -1046,6 +1046,12 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert joined > 0
     with pytest.raises(Exception, match="items"):
         traces.query("SELECT * FROM items", ds_dir)  # not synced: no view
+    # a kind directory stands for its dataset, as summary takes it
+    for given in (ds_dir / "turns", ds_dir / "events"):
+        assert traces.query("SELECT count(*) AS n FROM turns", given)["n"][0] == frame.num_rows
+        assert traces.connect(given).execute("SELECT count(*) FROM events").fetchone()[0] > 0
+    assert traces.dataset(ds_dir / "turns").count_rows() == frame.num_rows
+    assert traces.dataset(ds_dir / "events", "events").count_rows() == traces.dataset(ds_dir, "events").count_rows()
     # SQL that is no statement is said to be so; DuckDB's own errors name what is wrong
     for blank in ("", "  \n", "-- a comment"):
         with pytest.raises(OptionError, match="no SQL statement to run"):
