@@ -1093,6 +1093,15 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     shutil.rmtree(inner)
     with pytest.raises(FileNotFoundError):
         traces.sync(tmp_path / "nowhere", tmp_path / "x")
+    # bad options are refused before anything changes (another pattern would rebuild the dataset)
+    before = mtimes(ds_dir)
+    for bad in ("/abs/*.json", "../*.json", "", 5):
+        with pytest.raises(OptionError, match="pattern"):
+            traces.sync(corpus, ds_dir, pattern=bad, prices=prices, dedupe=False)  # type: ignore[arg-type]
+    assert mtimes(ds_dir) == before
+    assert_same(ds_dir, corpus, prices=prices, dedupe=False)
+    with pytest.raises(TypeError, match="chunk_files takes a number of traces, not str"):
+        traces.sync(corpus, ds_dir, chunk_files="3")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kind must be one of"):
         traces.sync(corpus, ds_dir, kind="messages")
     for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written

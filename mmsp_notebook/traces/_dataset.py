@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import TraceNotFoundError
+from .._errors import OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
@@ -42,6 +42,7 @@ from ._manifest import MANIFEST_NAME, Manifest
 from ._readers import kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
+from ._walk import Pattern
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -152,8 +153,11 @@ def sync(
     not_while_importing_main()
     t0 = time.time()
     root = kind_dir(dataset_dir, kind)
+    if not isinstance(chunk_files, int) or isinstance(chunk_files, bool):
+        raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
     if chunk_files < 1:
         raise ValueError(f"chunk_files must be at least 1, not {chunk_files}")
+    Pattern(pattern)  # a bad pattern fails here, before a dataset made with another is reset
     src_path = os.path.abspath(os.fspath(src))
     if not os.path.isdir(src_path):
         if not os.path.exists(src_path):
