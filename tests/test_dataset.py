@@ -1292,6 +1292,35 @@ def test_a_kind_directory_of_someone_elses_files_is_refused_and_kept(corpus: Pat
     assert_same(tmp_path / "stopped", corpus)
 
 
+def test_a_directory_that_cannot_be_listed_is_reported_and_taken_again_once_it_can(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    old = time.time() - 60
+    for d, _dirs, _files in os.walk(corpus):
+        os.utime(d, (old, old))  # (a folder written a while ago: a scan may trust its listing)
+    locked = str(corpus / "gen" / "shard_01")
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path) == locked:
+            raise PermissionError(13, "Permission denied", locked)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)  # (as root, a chmod would not stop a listing)
+    with pytest.warns(traces.TraceLoadWarning, match="unreadable directory"):
+        res = traces.sync(corpus, ds_dir)
+    note = {"path": locked, "reason": "unreadable directory: PermissionError: Permission denied"}
+    assert res.new_skipped == [note] and note in res.skipped and res.removed == 8
+    assert_same(ds_dir, corpus)  # as the loader reads the folder now
+    again = quiet_sync(corpus, ds_dir)
+    assert note in again.skipped and again.converted == again.removed == 0
+    monkeypatch.setattr(os, "scandir", real_scandir)  # readable again (its mtime unchanged)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 8 and note not in res.skipped
+    assert_same(ds_dir, corpus)
+
+
 def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

@@ -217,7 +217,7 @@ def sync(
             # a changed trace that only grew gets its new rows; any other is removed, then converted
             notes += state.convert(CHANGED, priors=True)
             notes += state.replace()
-            if scan.unnamed is not None:  # listed: these are the traces left out for their names now
+            if scan.unnamed is not None:  # listed: these are the notes of the listing now
                 reported = m.meta().get("unnamed") or []
                 fresh = [n for n in scan.unnamed if n not in reported]
             result.new_skipped = notes + fresh

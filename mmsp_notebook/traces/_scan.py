@@ -58,7 +58,8 @@ class Scan:
     unchanged: int
     dirs: dict[str, int] | None  # directory -> mtime, after a full listing
     settled: int  # unchanged traces whose content hash is no longer needed
-    #: after a full listing, the skip notes of traces whose file names are not UTF-8 (None: not listed)
+    #: after a full listing, its own skip notes (None: not listed): traces whose file names are not
+    #: UTF-8, directories that could not be listed (as the loaders report them)
     unnamed: list[dict[str, str]] | None = None
 
 
@@ -192,7 +193,9 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
 
     When no directory changed since the last full scan the manifest's list of files is the
     list (only their stats are taken); else the directories are listed again, after their
-    mtimes are taken (a file added meanwhile changes them again). Nothing under the directories
+    mtimes are taken (a file added meanwhile changes them again). A directory that cannot be
+    listed is reported as the loaders report it, and every scan lists the folder again until it
+    can be (made readable, its mtime need not change). Nothing under the directories
     ``skip`` (the dataset's, when they are inside ``src``; by whatever path, links included) is
     taken for a trace."""
     racy_ns = int((started - RACY_S) * 1e9)
@@ -215,7 +218,8 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
         dirs = _walk_dirs(src, racy_ns, skipped)
         batch: dict[str, tuple[str | None, str | None]] = {}
         unnamed = []
-        for found in iter_sources(src, pattern, skipped):
+        unlisted: list[dict[str, str]] = []
+        for found in iter_sources(src, pattern, skipped, unlisted):
             for s in found:
                 if not _utf8(s.trace_id, s.path, s.sidecar):
                     unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
@@ -226,6 +230,9 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
                 batch = {}
         _listed(m, w, batch)
         deleted = m.unseen(DELETED)
+        if unlisted:  # reported as the loaders do; the listing is not trusted while one stays unreadable
+            unnamed += [{"path": shown(u["path"]), "reason": u["reason"]} for u in unlisted]
+            dirs = {}
     return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
 
 
