@@ -1321,6 +1321,35 @@ def test_a_directory_that_cannot_be_listed_is_reported_and_taken_again_once_it_c
     assert_same(ds_dir, corpus)
 
 
+def test_a_file_that_cannot_be_read_is_read_again_once_it_can(corpus: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ds_dir = tmp_path / "ds"
+    locked = {str(corpus / "app" / "chat_1.json"), str(corpus / "runs" / "v1.5.timing.jsonl")}
+    real_open = os.open
+
+    def os_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) in locked:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)  # (as root, a chmod would not stop a read)
+    res = quiet_sync(corpus, ds_dir)
+    reasons = {s["path"]: s["reason"] for s in res.skipped}
+    assert reasons[str(corpus / "app" / "chat_1.json")] == "unreadable: PermissionError: Permission denied"
+    assert "unreadable: PermissionError" in reasons[str(corpus / "runs" / "v1.5.timing.jsonl")]
+    assert_same(ds_dir, corpus)  # as the loader reads the folder now
+    old = time.time() - 60
+    for p in corpus.rglob("*"):
+        os.utime(p, (old, old))  # (written a while ago: a scan may trust size and mtime)
+    os.utime(corpus, (old, old))
+    quiet_sync(corpus, ds_dir)
+    monkeypatch.setattr(os, "open", real_open)  # readable again (size and mtime unchanged)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 2 and not [s for s in res.skipped if "unreadable" in s["reason"]]
+    assert_same(ds_dir, corpus)
+    assert quiet_sync(corpus, ds_dir).converted == 0
+
+
 def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

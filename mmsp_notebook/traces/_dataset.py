@@ -33,12 +33,12 @@ from .._errors import OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
-from ._convert import DAMAGED, KINDS, Job, convert, held_path
+from ._convert import DAMAGED, KINDS, Job, convert, held_path, unread
 from ._copies import Settled, resolve, settle_chunk
 from ._files import UNREADABLE, reprice, rewrite
 from ._folder import check_kind_dir, clean, locked, size_of
 from ._load import PROGRESS_THRESHOLD
-from ._manifest import MANIFEST_NAME, Manifest
+from ._manifest import MANIFEST_NAME, UNREAD_SIZE, Manifest
 from ._readers import kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
@@ -499,6 +499,8 @@ class _Sync:
             if tid in grown:  # it grew: its earlier rows stay where they are
                 mine = self.m.trace_files(tid) + mine
             _t, path, sidecar, *sig, content_hash = info[tid]
+            if unread(tnotes):  # (made readable, its size and mtime need not change)
+                sig[0] = UNREAD_SIZE
             rows.append((tid, *sig, content_hash, orjson.dumps(tnotes).decode() if tnotes else None,
                          int(loaded), n_rows, digest, path, sidecar, orjson.dumps(mine).decode()))
         self.m.put_sources(db, rows)

@@ -56,6 +56,9 @@ RACY_S = 2.0
 _VERSION = "9"
 #: ``units.kept`` of a copy whose rows are being removed from the files (see the module docstring)
 HIDING = 2
+#: ``sources.t_size`` of a trace a file of which could not be read (no permission, an I/O error):
+#: it matches no file, so every scan finds the trace changed and it is read again until it can be
+UNREAD_SIZE = -3
 #: SQLite's (primary) result codes for a manifest the file system will not let be read or written:
 #: a full disk, an I/O error, a read-only or unreachable file, a lock held elsewhere
 _UNWRITABLE = {sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY,
