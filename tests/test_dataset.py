@@ -1076,6 +1076,10 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     res = quiet_sync(corpus, ds_dir, prices=prices)
     assert res.unchanged == res.traces + 1 and res.converted == 0 and res.repriced == 1
     assert_same(ds_dir, corpus, prices=prices)
+    # prices as NumPy numbers or by non-text keys, which the loaders take: the same dataset
+    odd = {"local-x": {"prompt_tokens": np.float32(1.0), "response_tokens": np.int64(2)}, ("tuple",): {"prompt_tokens": 1, "response_tokens": 1}}
+    assert quiet_sync(corpus, ds_dir, prices=odd).converted == 0  # type: ignore[arg-type]
+    assert_same(ds_dir, corpus, prices=odd)
     # another option makes other rows: the dataset is rebuilt with it
     res = quiet_sync(corpus, ds_dir, prices=prices, dedupe=False)
     assert res.unchanged == 0 and res.converted > 0

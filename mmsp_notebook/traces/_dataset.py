@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Container, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,7 +174,7 @@ def sync(
         "kind": kind,
         "pattern": pattern,
         "dedupe": bool(dedupe) and kind != "events",
-        "prices": prices or None,
+        "prices": _as_json(prices) if prices else None,  # (what it was made with, for the record)
         "payloads": bool(payloads) if kind == "items" else False,
     }
     for p in (Path(dataset_dir), root):
@@ -527,6 +528,13 @@ class _Sync:
 
     def resolve(self) -> None:
         resolve(self)
+
+
+def _as_json(prices: Prices) -> dict[str, Any]:
+    """Checked prices as the manifest keeps them (JSON): model ids as text, the numbers as floats
+    (a NumPy or Fraction price is taken as the loaders take it)."""
+    return {str(model): {str(k): float(v) if isinstance(v, Real) else v for k, v in dict(p).items()}
+            for model, p in prices.items()}
 
 
 def _progress_bar(n: int, progress: bool | None, desc: str) -> Any:
