@@ -1068,7 +1068,7 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- options and errors
 
 
-def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
+def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)
     # other prices: the cost columns are recomputed, no trace converted again
@@ -1097,6 +1097,15 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     shutil.rmtree(inner)
     with pytest.raises(FileNotFoundError):
         traces.sync(tmp_path / "nowhere", tmp_path / "x")
+    # an empty path would be the working directory: refused as the loaders refuse it; bytes are taken
+    monkeypatch.chdir(corpus)
+    for args in (("", tmp_path / "x"), (corpus, "")):
+        with pytest.raises(OptionError, match="is an empty path"):
+            traces.sync(*args)
+    assert not (corpus / "turns").exists() and not (tmp_path / "x").exists()
+    with pytest.raises(TypeError, match="src takes a directory path, not int"):
+        traces.sync(3, tmp_path / "x")  # type: ignore[arg-type]
+    assert quiet_sync(os.fsencode(corpus), os.fsencode(ds_dir), prices=prices, dedupe=False).converted == 0  # type: ignore[arg-type]
     # bad options are refused before anything changes (another pattern would rebuild the dataset)
     before = mtimes(ds_dir)
     for bad in ("/abs/*.json", "../*.json", "", 5):

@@ -30,7 +30,7 @@ from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import OptionTypeError, TraceNotFoundError
+from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
@@ -153,6 +153,7 @@ def sync(
     """
     not_while_importing_main()
     t0 = time.time()
+    src, dataset_dir = _path(src, "src"), _path(dataset_dir, "dataset_dir")
     root = kind_dir(dataset_dir, kind)
     if not isinstance(chunk_files, int) or isinstance(chunk_files, bool):
         raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
@@ -528,6 +529,17 @@ class _Sync:
 
     def resolve(self) -> None:
         resolve(self)
+
+
+def _path(value: Any, name: str) -> str:
+    """A path argument as text (bytes decoded as the loaders decode them); an empty one, which
+    would be the working directory, is refused as the loaders refuse it."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise OptionTypeError(f"{name} takes a directory path, not {type(value).__name__} {value!r}")
+    path = os.fsdecode(os.fspath(value))
+    if not path:
+        raise OptionError(f"{name} is an empty path: give a directory (\".\" for the working directory)")
+    return path
 
 
 def _as_json(prices: Prices) -> dict[str, Any]:
