@@ -1046,7 +1046,12 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert joined > 0
     with pytest.raises(Exception, match="items"):
         traces.query("SELECT * FROM items", ds_dir)  # not synced: no view
-    # a kind directory stands for its dataset, as summary takes it
+    # a kind directory stands for its dataset, as summary takes it; sync takes it too (for its kind)
+    assert quiet_sync(corpus, ds_dir / "turns").converted == 0
+    assert not (ds_dir / "turns" / "turns").exists()
+    with pytest.raises(ValueError, match="is the events directory of the dataset"):
+        traces.sync(corpus, ds_dir / "events", kind="turns")
+    assert not (ds_dir / "events" / "turns").exists()
     for given in (ds_dir / "turns", ds_dir / "events"):
         assert traces.query("SELECT count(*) AS n FROM turns", given)["n"][0] == frame.num_rows
         assert traces.connect(given).execute("SELECT count(*) FROM events").fetchone()[0] > 0

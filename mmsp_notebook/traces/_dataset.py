@@ -123,7 +123,8 @@ def sync(
 
     Args:
         src: the directory the traces are in (as for the loaders; globbed with ``pattern``).
-        dataset_dir: where the dataset is (created when missing).
+        dataset_dir: where the dataset is (created when missing); its kind directory
+            (``traces_ds/turns``) stands for it, as for the readers.
         kind: ``"turns"``, ``"items"`` or ``"events"``.
         executor: any ``concurrent.futures.Executor`` to convert chunks on, e.g.
             ``dask.distributed.Client(...).get_executor()`` (its workers must reach ``src`` and
@@ -153,7 +154,8 @@ def sync(
     """
     not_while_importing_main()
     t0 = time.time()
-    src, dataset_dir = _path(src, "src"), _path(dataset_dir, "dataset_dir")
+    src = _path(src, "src")
+    dataset_dir = _dataset_of(_path(dataset_dir, "dataset_dir"), kind)
     root = kind_dir(dataset_dir, kind)
     if not isinstance(chunk_files, int) or isinstance(chunk_files, bool):
         raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
@@ -540,6 +542,19 @@ def _path(value: Any, name: str) -> str:
     if not path:
         raise OptionError(f"{name} is an empty path: give a directory (\".\" for the working directory)")
     return path
+
+
+def _dataset_of(dataset_dir: str, kind: str) -> str:
+    """The dataset folder of ``dataset_dir``, which may be its kind directory (``traces_ds/turns``,
+    as the readers take it) for that kind; another kind's is refused (it would nest a dataset
+    in it)."""
+    kind_dir(dataset_dir, kind)  # (a bad kind is named first)
+    p = Path(dataset_dir)
+    if p.name in KINDS and (p / MANIFEST_NAME).is_file():
+        if p.name != kind:
+            raise ValueError(f"{dataset_dir} is the {p.name} directory of the dataset {p.parent}: give {p.parent} as dataset_dir")
+        return str(p.parent)
+    return dataset_dir
 
 
 def _as_json(prices: Prices) -> dict[str, Any]:
