@@ -1378,9 +1378,19 @@ def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_pa
     manifest.write_bytes(b"not a database at all" * 100)
     from mmsp_notebook.traces._manifest import ManifestError
 
-    with pytest.raises(ManifestError, match="sync into a new dataset_dir"):
+    with pytest.raises(ManifestError, match="sync into a new dataset_dir") as info:
         traces.sync(corpus, ds_dir)
     assert mtimes(ds_dir) == before  # no data file removed
+    # the way to rebuild it says what to remove: the manifest alone would leave a folder a sync refuses
+    assert f"remove the folder {ds_dir / 'turns'} (the manifest with its data files" in str(info.value)
+    for extra in ("", "-wal", "-shm"):
+        Path(str(manifest) + extra).unlink(missing_ok=True)
+    with pytest.raises(ValueError, match="a dataset whose manifest was removed: remove the folder to rebuild it"):
+        traces.sync(corpus, ds_dir)
+    assert mtimes(ds_dir) == before
+    shutil.rmtree(ds_dir / "turns")
+    quiet_sync(corpus, ds_dir)
+    assert_same(ds_dir, corpus)
     with pytest.raises(ValueError, match="is a file"):
         traces.sync(corpus, manifest)
 

@@ -57,7 +57,7 @@ def check_kind_dir(root: Path) -> None:
         raise ValueError(
             f"{root} is not a trace dataset (it has no {MANIFEST_NAME}) and holds files a sync did not write "
             f"({foreign[0]!r}{', ...' if len(foreign) > 1 else ''}), which a sync would remove: sync into another "
-            "dataset_dir (or move them away)")
+            "dataset_dir, or move them away (a dataset whose manifest was removed: remove the folder to rebuild it)")
 
 
 def _partitions(root: Path) -> list[str]:

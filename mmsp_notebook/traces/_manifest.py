@@ -127,7 +127,8 @@ class Manifest:
                     "nothing was changed: sync again once it is writable") from exc
             raise ManifestError(
                 f"{self.path} is not a trace dataset manifest this version can use ({exc}); the data files "
-                "are left as they are: sync into a new dataset_dir, or remove this one to rebuild it"
+                f"are left as they are: sync into a new dataset_dir, or remove the folder {self.root} (the manifest "
+                "with its data files: a folder holding data files without a manifest is refused) to rebuild it"
             ) from exc
 
     def _stored_version(self) -> str | None:
