@@ -1046,12 +1046,34 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert joined > 0
     with pytest.raises(Exception, match="items"):
         traces.query("SELECT * FROM items", ds_dir)  # not synced: no view
+    # a kind directory stands for its dataset, as summary takes it; sync takes it too (for its kind)
+    assert quiet_sync(corpus, ds_dir / "turns").converted == 0
+    assert not (ds_dir / "turns" / "turns").exists()
+    with pytest.raises(ValueError, match="is the events directory of the dataset"):
+        traces.sync(corpus, ds_dir / "events", kind="turns")
+    assert not (ds_dir / "events" / "turns").exists()
+    for given in (ds_dir / "turns", ds_dir / "events"):
+        assert traces.query("SELECT count(*) AS n FROM turns", given)["n"][0] == frame.num_rows
+        assert traces.connect(given).execute("SELECT count(*) FROM events").fetchone()[0] > 0
+    assert traces.dataset(ds_dir / "turns").count_rows() == frame.num_rows
+    assert traces.dataset(ds_dir / "events", "events").count_rows() == traces.dataset(ds_dir, "events").count_rows()
+    # SQL that is no statement is said to be so; DuckDB's own errors name what is wrong
+    for blank in ("", "  \n", "-- a comment"):
+        with pytest.raises(OptionError, match="no SQL statement to run"):
+            traces.query(blank, ds_dir)
+    with pytest.raises(TypeError, match="query takes SQL text, not int"):
+        traces.query(42, ds_dir)  # type: ignore[arg-type]
+    import duckdb
+
+    with pytest.raises(duckdb.ParserException, match="syntax error"):
+        traces.query("SELEC * FROM turns", ds_dir)
+    assert traces.query("SET threads = 1", ds_dir).empty
 
 
 # --------------------------------------------------------------------------- options and errors
 
 
-def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
+def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)
     # other prices: the cost columns are recomputed, no trace converted again
@@ -1059,6 +1081,10 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     res = quiet_sync(corpus, ds_dir, prices=prices)
     assert res.unchanged == res.traces + 1 and res.converted == 0 and res.repriced == 1
     assert_same(ds_dir, corpus, prices=prices)
+    # prices as NumPy numbers or by non-text keys, which the loaders take: the same dataset
+    odd = {"local-x": {"prompt_tokens": np.float32(1.0), "response_tokens": np.int64(2)}, ("tuple",): {"prompt_tokens": 1, "response_tokens": 1}}
+    assert quiet_sync(corpus, ds_dir, prices=odd).converted == 0  # type: ignore[arg-type]
+    assert_same(ds_dir, corpus, prices=odd)
     # another option makes other rows: the dataset is rebuilt with it
     res = quiet_sync(corpus, ds_dir, prices=prices, dedupe=False)
     assert res.unchanged == 0 and res.converted > 0
@@ -1076,6 +1102,24 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path) -> None:
     shutil.rmtree(inner)
     with pytest.raises(FileNotFoundError):
         traces.sync(tmp_path / "nowhere", tmp_path / "x")
+    # an empty path would be the working directory: refused as the loaders refuse it; bytes are taken
+    monkeypatch.chdir(corpus)
+    for args in (("", tmp_path / "x"), (corpus, "")):
+        with pytest.raises(OptionError, match="is an empty path"):
+            traces.sync(*args)
+    assert not (corpus / "turns").exists() and not (tmp_path / "x").exists()
+    with pytest.raises(TypeError, match="src takes a directory path, not int"):
+        traces.sync(3, tmp_path / "x")  # type: ignore[arg-type]
+    assert quiet_sync(os.fsencode(corpus), os.fsencode(ds_dir), prices=prices, dedupe=False).converted == 0  # type: ignore[arg-type]
+    # bad options are refused before anything changes (another pattern would rebuild the dataset)
+    before = mtimes(ds_dir)
+    for bad in ("/abs/*.json", "../*.json", "", 5):
+        with pytest.raises(OptionError, match="pattern"):
+            traces.sync(corpus, ds_dir, pattern=bad, prices=prices, dedupe=False)  # type: ignore[arg-type]
+    assert mtimes(ds_dir) == before
+    assert_same(ds_dir, corpus, prices=prices, dedupe=False)
+    with pytest.raises(TypeError, match="chunk_files takes a number of traces, not str"):
+        traces.sync(corpus, ds_dir, chunk_files="3")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kind must be one of"):
         traces.sync(corpus, ds_dir, kind="messages")
     for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written
@@ -1199,8 +1243,129 @@ def test_a_dataset_inside_its_source_folder(corpus: Path) -> None:
     assert again.converted == 0 and again.unchanged == first.converted
     with sqlite3.connect(ds_dir / "turns" / "_manifest.sqlite") as db:
         dirs = [r[0] for r in db.execute("SELECT path FROM dirs")]
-    assert str(corpus) in dirs and not any(d.startswith(str(ds_dir)) for d in dirs)
+    assert str(corpus) in dirs and not any(d.startswith(str(ds_dir / "turns")) for d in dirs)
     assert_same(ds_dir, corpus)
+
+
+def test_a_dataset_of_an_earlier_layout_is_rebuilt_without_its_files(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    root = ds_dir / "turns"
+    old = root / "date=2026-01-01" / "model=glm-5.3"  # the partitions of an earlier version (by day)
+    old.mkdir(parents=True)
+    shutil.copy(next(root.rglob("*.parquet")), old / "part-old-0.parquet")
+    with sqlite3.connect(root / "_manifest.sqlite") as db:
+        db.execute("UPDATE meta SET value = '\"7\"' WHERE key = 'version'")
+    res = quiet_sync(corpus, ds_dir)
+    assert res.unchanged == 0 and res.converted > 20  # rebuilt
+    assert not (root / "date=2026-01-01").exists()
+    assert {str(p) for p in root.rglob("*.parquet")} == set(traces.dataset(ds_dir).files)  # what a glob reader reads
+    assert_same(ds_dir, corpus)
+
+
+def test_a_source_folder_inside_the_dataset_folder_or_the_same(corpus: Path, tmp_path: Path) -> None:
+    # the traces in a folder of the dataset's, or the dataset in the traces' folder itself: only
+    # the dataset's kind directories are left out of the scan, never the traces
+    work = tmp_path / "work"
+    shutil.copytree(corpus, work / "cache")
+    res = quiet_sync(work / "cache", work)
+    assert res.converted > 20 and res.traces > 20
+    assert_same(work, work / "cache")
+    assert quiet_sync(work / "cache", work).converted == 0
+    quiet_sync(corpus, corpus, kind="events")
+    res = quiet_sync(corpus, corpus)
+    assert res.traces > 20
+    assert_same(corpus, corpus)
+    assert_same(corpus, corpus, "events")
+    assert quiet_sync(corpus, corpus, pattern="**/*").traces == res.traces  # (a pattern the data files match)
+    (corpus / "linked").symlink_to(corpus / "turns")  # the dataset by another path: still its own
+    assert quiet_sync(corpus, corpus).traces == res.traces
+    with pytest.raises(ValueError, match="inside the dataset's own"):
+        traces.sync(corpus / "turns", corpus)
+
+
+def test_a_kind_directory_of_someone_elses_files_is_refused_and_kept(corpus: Path, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    mine = {project / "events" / "notes" / "important.txt": "mine", project / "events" / "top.txt": "mine too",
+            project / "turns" / "month=2024-01" / "part-0.parquet": "another tool's table"}
+    for path, text in mine.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for kind in ("events", "turns"):
+        with pytest.raises(ValueError, match=r"is not a trace dataset .* which a sync would remove"):
+            traces.sync(corpus, project, kind=kind)
+    assert {p: p.read_text() for p in mine} == mine
+    # a kind directory a sync made: only its partitions are its own
+    quiet_sync(corpus, project, kind="items")
+    (project / "items" / "mine" / "deep").mkdir(parents=True)
+    (project / "items" / "mine" / "deep" / "keep.txt").write_text("mine")
+    save(corpus, "app/new", conversation(1, T0))
+    assert quiet_sync(corpus, project, kind="items").converted == 1
+    assert (project / "items" / "mine" / "deep" / "keep.txt").read_text() == "mine"
+    assert_same(project, corpus, "items")
+    # left by a sync stopped before it made its manifest: taken
+    (tmp_path / "stopped" / "turns").mkdir(parents=True)
+    (tmp_path / "stopped" / "turns" / "_sync.lock").write_bytes(b"")
+    quiet_sync(corpus, tmp_path / "stopped")
+    assert_same(tmp_path / "stopped", corpus)
+
+
+def test_a_directory_that_cannot_be_listed_is_reported_and_taken_again_once_it_can(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    old = time.time() - 60
+    for d, _dirs, _files in os.walk(corpus):
+        os.utime(d, (old, old))  # (a folder written a while ago: a scan may trust its listing)
+    locked = str(corpus / "gen" / "shard_01")
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path) == locked:
+            raise PermissionError(13, "Permission denied", locked)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)  # (as root, a chmod would not stop a listing)
+    with pytest.warns(traces.TraceLoadWarning, match="unreadable directory"):
+        res = traces.sync(corpus, ds_dir)
+    note = {"path": locked, "reason": "unreadable directory: PermissionError: Permission denied"}
+    assert res.new_skipped == [note] and note in res.skipped and res.removed == 8
+    assert_same(ds_dir, corpus)  # as the loader reads the folder now
+    again = quiet_sync(corpus, ds_dir)
+    assert note in again.skipped and again.converted == again.removed == 0
+    monkeypatch.setattr(os, "scandir", real_scandir)  # readable again (its mtime unchanged)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 8 and note not in res.skipped
+    assert_same(ds_dir, corpus)
+
+
+def test_a_file_that_cannot_be_read_is_read_again_once_it_can(corpus: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ds_dir = tmp_path / "ds"
+    locked = {str(corpus / "app" / "chat_1.json"), str(corpus / "runs" / "v1.5.timing.jsonl")}
+    real_open = os.open
+
+    def os_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) in locked:
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)  # (as root, a chmod would not stop a read)
+    res = quiet_sync(corpus, ds_dir)
+    reasons = {s["path"]: s["reason"] for s in res.skipped}
+    assert reasons[str(corpus / "app" / "chat_1.json")] == "unreadable: PermissionError: Permission denied"
+    assert "unreadable: PermissionError" in reasons[str(corpus / "runs" / "v1.5.timing.jsonl")]
+    assert_same(ds_dir, corpus)  # as the loader reads the folder now
+    old = time.time() - 60
+    for p in corpus.rglob("*"):
+        os.utime(p, (old, old))  # (written a while ago: a scan may trust size and mtime)
+    os.utime(corpus, (old, old))
+    quiet_sync(corpus, ds_dir)
+    monkeypatch.setattr(os, "open", real_open)  # readable again (size and mtime unchanged)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == 2 and not [s for s in res.skipped if "unreadable" in s["reason"]]
+    assert_same(ds_dir, corpus)
+    assert quiet_sync(corpus, ds_dir).converted == 0
 
 
 def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_path: Path) -> None:
@@ -1213,11 +1378,53 @@ def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_pa
     manifest.write_bytes(b"not a database at all" * 100)
     from mmsp_notebook.traces._manifest import ManifestError
 
-    with pytest.raises(ManifestError, match="sync into a new dataset_dir"):
+    with pytest.raises(ManifestError, match="sync into a new dataset_dir") as info:
         traces.sync(corpus, ds_dir)
     assert mtimes(ds_dir) == before  # no data file removed
+    # the way to rebuild it says what to remove: the manifest alone would leave a folder a sync refuses
+    assert f"remove the folder {ds_dir / 'turns'} (the manifest with its data files" in str(info.value)
+    for extra in ("", "-wal", "-shm"):
+        Path(str(manifest) + extra).unlink(missing_ok=True)
+    with pytest.raises(ValueError, match="a dataset whose manifest was removed: remove the folder to rebuild it"):
+        traces.sync(corpus, ds_dir)
+    assert mtimes(ds_dir) == before
+    shutil.rmtree(ds_dir / "turns")
+    quiet_sync(corpus, ds_dir)
+    assert_same(ds_dir, corpus)
     with pytest.raises(ValueError, match="is a file"):
         traces.sync(corpus, manifest)
+
+
+_FULL_DISK = """
+import resource, signal, sys, warnings
+sys.path.insert(0, {root!r})
+from mmsp_notebook import traces
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails as on a full disk
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+    try:
+        traces.sync({src!r}, {ds!r})
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+"""
+
+
+def test_a_full_disk_is_named_not_taken_for_a_damaged_manifest(corpus: Path, tmp_path: Path) -> None:
+    pytest.importorskip("resource")
+    script = tmp_path / "full.py"
+    script.write_text(_FULL_DISK.format(root=str(ROOT), src=str(corpus), ds=str(tmp_path / "ds")))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120).stdout
+    assert out.startswith("OSError cannot open the manifest") and "full disk" in out and "remove" not in out
+    res = quiet_sync(corpus, tmp_path / "ds")  # with room again
+    assert res.converted > 20
+    assert_same(tmp_path / "ds", corpus)
+    # a transaction SQLite ended itself (as it does on a full disk) raises its own error, not ROLLBACK's
+    with _manifest.Manifest(str(tmp_path / "ds" / "turns")) as m:
+        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            with m.transaction() as db:
+                db.execute("ROLLBACK")
+                raise sqlite3.OperationalError("database or disk is full")
 
 
 def test_small_files_of_many_syncs_are_merged(corpus: Path, tmp_path: Path) -> None:

@@ -41,13 +41,22 @@ from ._items import ItemBuilder, message_key
 from ._load import UNREAD
 from ._turns import TurnBuilder
 
-__all__ = ["Job", "ChunkResult", "convert", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path"]
+__all__ = ["Job", "ChunkResult", "convert", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path", "unread"]
 
 KINDS = ("turns", "items", "events")
 #: the column whose UTC month partitions each kind
 DATE_FROM = {"turns": "started", "items": "created_at", "events": "started"}
 #: Hive's name for a missing partition value (pyarrow, Spark, Dask and DuckDB read it as null)
 DAMAGED = "damaged sidecar"
+#: the start of a skip note's reason when a file could not be read (no permission, an I/O error),
+#: of a trace file or (after :data:`~._load.UNREAD`) of a sidecar: nothing is known of its content
+_UNREADABLE_REASONS = ("unreadable:", f"{UNREAD}: unreadable:")
+
+
+def unread(notes: list[dict[str, str]]) -> bool:
+    """Whether a trace's skip notes say one of its files could not be read (its size and mtime
+    may never change when it becomes readable: a sync reads it again every time until it is)."""
+    return any(n["reason"].startswith(_UNREADABLE_REASONS) for n in notes)
 
 _TURN_FP_COLUMNS = (
     "ended", "finish_reason", "n_items", "text_chars", "thinking_chars", "n_tool_calls",

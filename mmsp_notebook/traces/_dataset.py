@@ -18,29 +18,32 @@ back as a string column.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
 from collections import Counter
 from collections.abc import Container, Iterator
 from concurrent.futures import Executor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
+from numbers import Real
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import TraceNotFoundError
+from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ._common import PathLike, TraceLoadWarning
 from ._compact import merge, plan
-from ._convert import DAMAGED, Job, convert, held_path
+from ._convert import DAMAGED, KINDS, Job, convert, held_path, unread
 from ._copies import Settled, resolve, settle_chunk
 from ._files import UNREADABLE, reprice, rewrite
+from ._folder import check_kind_dir, clean, locked, size_of
 from ._load import PROGRESS_THRESHOLD
-from ._manifest import LOCK_NAME, Manifest
-from ._readers import is_missing, kind_dir
+from ._manifest import MANIFEST_NAME, UNREAD_SIZE, Manifest
+from ._readers import kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
+from ._walk import Pattern
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -85,86 +88,6 @@ class SyncResult:
         )
 
 
-# --------------------------------------------------------------------------- the dataset's files
-
-
-@contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    """One sync of a dataset kind at a time (an advisory lock; none where fcntl is missing)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
-    with open(root / LOCK_NAME, "a+b") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(f"another sync of {root} is running") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def _data_files(root: Path) -> Iterator[tuple[str, str]]:
-    """(relative name, path) of every file below the partition directories."""
-    for dirpath, _dirs, files in os.walk(root):
-        if dirpath == str(root):
-            continue
-        for f in files:
-            p = os.path.join(dirpath, f)
-            yield os.path.relpath(p, root).replace(os.sep, "/"), p
-
-
-def _clean(root: Path, known: dict[str, int | None]) -> set[str]:
-    """Remove what an interrupted sync left: temporary files, data files the manifest does not
-    list (written by a chunk whose commit never happened), empty partition directories. Returns
-    the files the manifest lists that are missing (removed by hand, or lost; one the walk did not
-    find, under a linked or unreadable directory, is looked for by name) or damaged: found with
-    another size than the last sync left (``known``) and no Parquet file any more (cut short,
-    overwritten), which are removed."""
-    found = set()
-    damaged = set()
-    for name, path in list(_data_files(root)):
-        if name not in known:
-            os.remove(path)
-        else:
-            found.add(name)
-            size = known[name]
-            if size is not None and _size(path) not in (size, None) and not _is_parquet(path):
-                os.remove(path)
-                damaged.add(name)
-    for dirpath, dirs, files in sorted(os.walk(root, topdown=False), key=lambda w: -len(w[0])):
-        if dirpath != str(root) and not dirs and not files:
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                pass
-    return damaged | {name for name in known.keys() - found if is_missing(str(root / name))}
-
-
-def _size(path: str | Path) -> int | None:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
-
-
-def _is_parquet(path: str) -> bool:
-    """Whether a file's Parquet footer reads (a file rewritten meanwhile, by an interrupted sync
-    or another tool, still does)."""
-    import pyarrow.parquet as pq
-
-    try:
-        pq.read_metadata(path)
-    except PermissionError:
-        return True  # (not for this check to say; a reader or the next rewrite will)
-    except (OSError, ValueError):  # (ArrowInvalid is a ValueError)
-        return False
-    return True
-
-
 # --------------------------------------------------------------------------- sync
 
 
@@ -200,7 +123,8 @@ def sync(
 
     Args:
         src: the directory the traces are in (as for the loaders; globbed with ``pattern``).
-        dataset_dir: where the dataset is (created when missing).
+        dataset_dir: where the dataset is (created when missing); its kind directory
+            (``traces_ds/turns``) stands for it, as for the readers.
         kind: ``"turns"``, ``"items"`` or ``"events"``.
         executor: any ``concurrent.futures.Executor`` to convert chunks on, e.g.
             ``dask.distributed.Client(...).get_executor()`` (its workers must reach ``src`` and
@@ -219,17 +143,25 @@ def sync(
 
     Raises:
         TraceNotFoundError: ``src`` does not exist.
-        ValueError: a bad ``kind`` or ``chunk_files``, a ``dataset_dir`` that is a file, or a dataset
-            synced from another directory.
+        ValueError: a bad ``kind`` or ``chunk_files``, a ``dataset_dir`` that is a file, a dataset
+            synced from another directory, or a kind directory (``dataset_dir/<kind>``) that is no
+            dataset and holds files of its own (nothing in it is touched).
         ManifestError: the dataset's manifest is damaged or from another version (nothing is
             changed; a new ``dataset_dir`` starts afresh).
         RuntimeError: another sync of the same dataset kind is running.
+        OSError: the dataset cannot be written (a full disk, a read-only folder); readable as it
+            was, the next sync finishes the work.
     """
     not_while_importing_main()
     t0 = time.time()
+    src = _path(src, "src")
+    dataset_dir = _dataset_of(_path(dataset_dir, "dataset_dir"), kind)
     root = kind_dir(dataset_dir, kind)
+    if not isinstance(chunk_files, int) or isinstance(chunk_files, bool):
+        raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
     if chunk_files < 1:
         raise ValueError(f"chunk_files must be at least 1, not {chunk_files}")
+    Pattern(pattern)  # a bad pattern fails here, before a dataset made with another is reset
     src_path = os.path.abspath(os.fspath(src))
     if not os.path.isdir(src_path):
         if not os.path.exists(src_path):
@@ -245,14 +177,21 @@ def sync(
         "kind": kind,
         "pattern": pattern,
         "dedupe": bool(dedupe) and kind != "events",
-        "prices": prices or None,
+        "prices": _as_json(prices) if prices else None,  # (what it was made with, for the record)
         "payloads": bool(payloads) if kind == "items" else False,
     }
     for p in (Path(dataset_dir), root):
         if p.exists() and not p.is_dir():
             raise ValueError(f"dataset_dir must be a directory; {p} is a file")
+    check_kind_dir(root)  # (a folder of someone else's files: nothing of it is touched)
+    # the dataset's directories, left out of the scan when they lie inside src (or src is the
+    # dataset_dir): those of the kinds synced there, never the rest of the folder
+    own = [str(d) for d in map(functools.partial(kind_dir, dataset_dir), KINDS) if d == root or (d / MANIFEST_NAME).exists()]
+    real_src, real_root = os.path.realpath(src_path), os.path.realpath(root)
+    if real_src == real_root or real_src.startswith(real_root + os.sep):
+        raise ValueError(f"the trace directory {src} is inside the dataset's own {root}: keep traces elsewhere")
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root), Manifest(str(root)) as m:
+    with locked(root), Manifest(str(root)) as m:
         meta = m.meta()
         if meta.get("src") not in (None, src_path) and os.path.realpath(meta["src"]) != os.path.realpath(src_path):
             raise ValueError(
@@ -270,11 +209,11 @@ def sync(
         state = _Sync(m, root, options, executor, chunk_files, progress, table)
         fresh: list[dict[str, str]] = []  # traces left out for their names, found in this run
         try:
-            state.repair(_clean(root, m.file_sizes()))
+            state.repair(clean(root, m.file_sizes()))
             # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
             # of every file are recomputed in place, before any trace is converted with them
             repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
-            scan = scan_sources(src_path, pattern, m, t0, skip=os.path.abspath(os.fspath(dataset_dir)))
+            scan = scan_sources(src_path, pattern, m, t0, skip=own)
             result = SyncResult(kind, root, unchanged=scan.unchanged, repriced=repriced)
             state.remove_todo(DELETED)
             result.removed = scan.deleted
@@ -282,7 +221,7 @@ def sync(
             # a changed trace that only grew gets its new rows; any other is removed, then converted
             notes += state.convert(CHANGED, priors=True)
             notes += state.replace()
-            if scan.unnamed is not None:  # listed: these are the traces left out for their names now
+            if scan.unnamed is not None:  # listed: these are the notes of the listing now
                 reported = m.meta().get("unnamed") or []
                 fresh = [n for n in scan.unnamed if n not in reported]
             result.new_skipped = notes + fresh
@@ -363,9 +302,9 @@ class _Sync:
         return n
 
     def record_sizes(self) -> None:
-        """Keep the size of every listed file as this sync leaves it (see :func:`_clean`)."""
+        """Keep the size of every listed file as this sync leaves it (see ``_folder.clean``)."""
         known = self.m.file_sizes()
-        now = {name: size for name in known if (size := _size(self.root / name)) is not None}
+        now = {name: size for name in known if (size := size_of(self.root / name)) is not None}
         if now != known:
             with self.m.transaction() as db:
                 self.m.put_sizes(db, now)
@@ -564,6 +503,8 @@ class _Sync:
             if tid in grown:  # it grew: its earlier rows stay where they are
                 mine = self.m.trace_files(tid) + mine
             _t, path, sidecar, *sig, content_hash = info[tid]
+            if unread(tnotes):  # (made readable, its size and mtime need not change)
+                sig[0] = UNREAD_SIZE
             rows.append((tid, *sig, content_hash, orjson.dumps(tnotes).decode() if tnotes else None,
                          int(loaded), n_rows, digest, path, sidecar, orjson.dumps(mine).decode()))
         self.m.put_sources(db, rows)
@@ -590,6 +531,37 @@ class _Sync:
 
     def resolve(self) -> None:
         resolve(self)
+
+
+def _path(value: Any, name: str) -> str:
+    """A path argument as text (bytes decoded as the loaders decode them); an empty one, which
+    would be the working directory, is refused as the loaders refuse it."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise OptionTypeError(f"{name} takes a directory path, not {type(value).__name__} {value!r}")
+    path = os.fsdecode(os.fspath(value))
+    if not path:
+        raise OptionError(f"{name} is an empty path: give a directory (\".\" for the working directory)")
+    return path
+
+
+def _dataset_of(dataset_dir: str, kind: str) -> str:
+    """The dataset folder of ``dataset_dir``, which may be its kind directory (``traces_ds/turns``,
+    as the readers take it) for that kind; another kind's is refused (it would nest a dataset
+    in it)."""
+    kind_dir(dataset_dir, kind)  # (a bad kind is named first)
+    p = Path(dataset_dir)
+    if p.name in KINDS and (p / MANIFEST_NAME).is_file():
+        if p.name != kind:
+            raise ValueError(f"{dataset_dir} is the {p.name} directory of the dataset {p.parent}: give {p.parent} as dataset_dir")
+        return str(p.parent)
+    return dataset_dir
+
+
+def _as_json(prices: Prices) -> dict[str, Any]:
+    """Checked prices as the manifest keeps them (JSON): model ids as text, the numbers as floats
+    (a NumPy or Fraction price is taken as the loaders take it)."""
+    return {str(model): {str(k): float(v) if isinstance(v, Real) else v for k, v in dict(p).items()}
+            for model, p in prices.items()}
 
 
 def _progress_bar(n: int, progress: bool | None, desc: str) -> Any:

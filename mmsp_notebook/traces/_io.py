@@ -125,14 +125,17 @@ def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: lis
     return unlisted
 
 
-def iter_sources(root: str, pattern: str = "**/*.json") -> Iterator[list[Source]]:
+def iter_sources(root: str, pattern: str = "**/*.json", skip: Iterable[tuple[int, int]] = (),
+                 problems: list[dict[str, str]] | None = None) -> Iterator[list[Source]]:
     """The traces under the directory ``root``, as :func:`find_sources` finds them, one directory at
     a time (each list sorted by trace id; the directories in breadth-first order). A trace file
     and its sidecar are always in one directory, so each list is complete. Directories that
-    cannot be listed are passed over. Memory is one directory's entries, not the tree's."""
+    cannot be listed are passed over (appended to ``problems`` as :func:`find_sources` reports
+    them), and so are those in ``skip`` (device and inode: whatever path reaches them). Memory is
+    one directory's entries, not the tree's."""
     root = os.path.abspath(root)
     pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
-    for found, regular in walk_dirs(root, pat, []):
+    for found, regular in walk_dirs(root, pat, problems if problems is not None else [], set(skip)):
         yield sorted(_pair(root, found, regular, pat, side_pat, set()), key=lambda src: src.trace_id)
 
 

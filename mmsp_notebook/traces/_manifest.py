@@ -56,6 +56,13 @@ RACY_S = 2.0
 _VERSION = "9"
 #: ``units.kept`` of a copy whose rows are being removed from the files (see the module docstring)
 HIDING = 2
+#: ``sources.t_size`` of a trace a file of which could not be read (no permission, an I/O error):
+#: it matches no file, so every scan finds the trace changed and it is read again until it can be
+UNREAD_SIZE = -3
+#: SQLite's (primary) result codes for a manifest the file system will not let be read or written:
+#: a full disk, an I/O error, a read-only or unreachable file, a lock held elsewhere
+_UNWRITABLE = {sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY,
+               sqlite3.SQLITE_PERM, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_NOMEM}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -114,9 +121,14 @@ class Manifest:
             self.db.execute("SELECT trace_id, files FROM sources LIMIT 0")  # the columns this version reads
         except sqlite3.DatabaseError as exc:
             self.db.close()
+            if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _UNWRITABLE:  # the file system's, not the manifest's
+                raise OSError(
+                    f"cannot open the manifest {self.path}: {exc} (a full disk, a read-only or unreachable folder?); "
+                    "nothing was changed: sync again once it is writable") from exc
             raise ManifestError(
                 f"{self.path} is not a trace dataset manifest this version can use ({exc}); the data files "
-                "are left as they are: sync into a new dataset_dir, or remove this one to rebuild it"
+                f"are left as they are: sync into a new dataset_dir, or remove the folder {self.root} (the manifest "
+                "with its data files: a folder holding data files without a manifest is refused) to rebuild it"
             ) from exc
 
     def _stored_version(self) -> str | None:
@@ -142,7 +154,8 @@ class Manifest:
         try:
             yield self.db
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:  # (SQLite rolls back by itself on a full disk or an I/O error)
+                self.db.execute("ROLLBACK")
             raise
         self.db.execute("COMMIT")
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import TraceNotFoundError
+from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ._common import PathLike
 from ._convert import KINDS, NULL_PARTITION, Job
 from ._manifest import MANIFEST_NAME
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     import pyarrow.dataset as pads
 
-__all__ = ["dataset", "connect", "query", "read_retrying", "kind_dir", "iter_kinds"]
+__all__ = ["dataset", "connect", "query", "read_retrying", "kind_dir", "iter_kinds", "dataset_root"]
 
 T = TypeVar("T")
 
@@ -35,6 +35,15 @@ def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     return Path(dataset_dir) / kind
+
+
+def dataset_root(dataset_dir: PathLike, kind: str | None = None) -> PathLike:
+    """The dataset folder of a path that may name one of its kind directories (``traces_ds/turns``,
+    a folder holding a manifest; with ``kind``, only that kind's), else the path as it is."""
+    p = Path(dataset_dir)
+    if p.name in KINDS and (kind is None or p.name == kind) and (p / MANIFEST_NAME).is_file():
+        return p.parent
+    return dataset_dir
 
 
 def _partition_schema() -> Any:
@@ -130,6 +139,7 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
     """
     import pyarrow.dataset as pads
 
+    dataset_dir = dataset_root(dataset_dir, kind)
     root = kind_dir(dataset_dir, kind)
     part = pads.partitioning(_partition_schema(), flavor="hive")
 
@@ -170,12 +180,15 @@ def _view_sql(kind: str, payloads: bool, files: list[str], root: Path) -> str | 
 
 def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection (a new in-memory one unless ``con`` is given) with a view per synced
-    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``month``)."""
+    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``month``).
+    ``dataset_dir`` may name one of its kind directories (``traces_ds/turns``), as for
+    :func:`query`, :func:`dataset` (that kind's) and ``summary``."""
     try:
         import duckdb
     except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
         raise ImportError("traces.query and traces.connect need DuckDB: pip install duckdb") from exc
     con = duckdb.connect() if con is None else con
+    dataset_dir = dataset_root(dataset_dir)
     found = False
     for kind in KINDS:
         root = kind_dir(dataset_dir, kind)
@@ -202,9 +215,19 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
         traces.query("SELECT model, quantile_cont(latency, 0.9) FROM turns GROUP BY model", "traces_ds")
 
     It may run while a sync changes the dataset: a read that fails on a file the sync rewrote or
-    removed meanwhile is run again over the files the manifest then lists.
+    removed meanwhile is run again over the files the manifest then lists. DuckDB's own errors
+    (``duckdb.ParserException``, ``duckdb.BinderException``, ...) say what is wrong with the SQL.
     """
-    return read_retrying(lambda con: con.sql(sql).df(), dataset_dir)
+    if not isinstance(sql, str):
+        raise OptionTypeError(f"query takes SQL text, not {type(sql).__name__} {sql!r}")
+
+    def run(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+        rel = con.sql(sql)
+        if rel is None:  # (DuckDB's answer to blank text or comments)
+            raise OptionError(f"no SQL statement to run in {sql!r}: give one, e.g. 'SELECT count(*) FROM turns'")
+        return rel.df()
+
+    return read_retrying(run, dataset_root(dataset_dir))
 
 
 def _files_state(dataset_dir: PathLike) -> tuple[Any, ...]:

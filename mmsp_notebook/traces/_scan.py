@@ -58,7 +58,8 @@ class Scan:
     unchanged: int
     dirs: dict[str, int] | None  # directory -> mtime, after a full listing
     settled: int  # unchanged traces whose content hash is no longer needed
-    #: after a full listing, the skip notes of traces whose file names are not UTF-8 (None: not listed)
+    #: after a full listing, its own skip notes (None: not listed): traces whose file names are not
+    #: UTF-8, directories that could not be listed (as the loaders report them)
     unnamed: list[dict[str, str]] | None = None
 
 
@@ -84,15 +85,16 @@ def shown(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
+def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> dict[str, int]:
     """Every directory below ``src`` (through links, each real one once) with its mtime; -1 for
     one modified within the racy window, so that the next scan does not trust it. ``skip`` (the
-    dataset's own folder, should it lie below ``src``) changes with every sync and is left out.
+    dataset's own directories by device and inode, should they lie below ``src``) change with
+    every sync and are left out.
     None are returned when a directory's name is not UTF-8: its mtime cannot be kept (the
     manifest holds text), so every scan lists the folder again (a change in it is seen, and a
     link to it, by a name that is, is not passed over as a directory seen before)."""
     out: dict[str, int] = {}
-    seen: set[tuple[int, int]] = set()
+    seen = set(skip)
     stack = [src]
     while stack:
         d = stack.pop()
@@ -109,7 +111,7 @@ def _walk_dirs(src: str, racy_ns: int, skip: str) -> dict[str, int]:
         out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
         for e in entries:
             try:
-                if e.is_dir() and e.path != skip:
+                if e.is_dir():
                     stack.append(e.path)
             except OSError:
                 pass
@@ -185,14 +187,17 @@ class _Window:
             self.settled += len(settled)
 
 
-def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str = "") -> Scan:
+def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iterable[str] = ()) -> Scan:
     """The traces under ``src`` against the manifest: new, changed, deleted, unchanged, written to
     the manifest's work tables a window at a time.
 
     When no directory changed since the last full scan the manifest's list of files is the
     list (only their stats are taken); else the directories are listed again, after their
-    mtimes are taken (a file added meanwhile changes them again). Nothing under ``skip`` (the
-    dataset, when it is inside ``src``) is taken for a trace."""
+    mtimes are taken (a file added meanwhile changes them again). A directory that cannot be
+    listed is reported as the loaders report it, and every scan lists the folder again until it
+    can be (made readable, its mtime need not change). Nothing under the directories
+    ``skip`` (the dataset's, when they are inside ``src``; by whatever path, links included) is
+    taken for a trace."""
     racy_ns = int((started - RACY_S) * 1e9)
     m.begin_scan()
     w = _Window(m, racy_ns)
@@ -203,14 +208,19 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
         for page in m.known_pages(WINDOW):
             w.add(page)
     else:
-        dirs = _walk_dirs(src, racy_ns, skip)
+        skipped = set()
+        for d in skip:
+            try:
+                st = os.stat(d)
+            except OSError:
+                continue
+            skipped.add((st.st_dev, st.st_ino))
+        dirs = _walk_dirs(src, racy_ns, skipped)
         batch: dict[str, tuple[str | None, str | None]] = {}
         unnamed = []
-        inside = skip + os.sep if skip else None
-        for found in iter_sources(src, pattern):
+        unlisted: list[dict[str, str]] = []
+        for found in iter_sources(src, pattern, skipped, unlisted):
             for s in found:
-                if inside is not None and (s.path or s.sidecar or "").startswith(inside):
-                    continue  # the dataset's own files, when it is inside src
                 if not _utf8(s.trace_id, s.path, s.sidecar):
                     unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
                     continue
@@ -220,6 +230,9 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: str 
                 batch = {}
         _listed(m, w, batch)
         deleted = m.unseen(DELETED)
+        if unlisted:  # reported as the loaders do; the listing is not trusted while one stays unreadable
+            unnamed += [{"path": shown(u["path"]), "reason": u["reason"]} for u in unlisted]
+            dirs = {}
     return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
 
 

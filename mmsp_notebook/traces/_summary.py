@@ -111,7 +111,7 @@ def _q(name: str) -> str:
 
 def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     """The summary's rows computed in DuckDB over a dataset (directory or pyarrow Dataset)."""
-    from ._readers import read_retrying
+    from ._readers import dataset_root, read_retrying
 
     def run(con: Any) -> tuple[list[str], list[Any]]:
         cols = {r[0] for r in con.execute("DESCRIBE turns").fetchall()}
@@ -139,10 +139,8 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
         return [d[0] for d in result.description], result.fetchall()
 
     if isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        if os.path.basename(os.path.normpath(path)) == "turns" and os.path.isfile(os.path.join(path, "_manifest.sqlite")):
-            path = os.path.dirname(os.path.normpath(path))
-        names, fetched = read_retrying(run, path)  # (while a sync changes the files too)
+        # (a kind directory, traces_ds/turns, is taken for its dataset; while a sync changes the files too)
+        names, fetched = read_retrying(run, dataset_root(source, "turns"))
     else:
         import duckdb
 
