@@ -46,7 +46,7 @@ __all__ = ["Job", "ChunkResult", "convert", "file_schema", "data_schema", "KINDS
 KINDS = ("turns", "items", "events")
 #: the column whose UTC month partitions each kind
 DATE_FROM = {"turns": "started", "items": "created_at", "events": "started"}
-#: Hive's name for a missing partition value (pyarrow, Spark, Dask and DuckDB read it as null)
+#: the start of a skip note's reason for a damaged sidecar
 DAMAGED = "damaged sidecar"
 #: the start of a skip note's reason when a file could not be read (no permission, an I/O error),
 #: of a trace file or (after :data:`~._load.UNREAD`) of a sidecar: nothing is known of its content

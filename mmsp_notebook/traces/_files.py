@@ -29,7 +29,7 @@ __all__ = ["ROW_GROUP", "NULL_PARTITION", "UNREADABLE", "atomic_write", "atomic_
 
 #: rows of a row group at most, in the files merged or rewritten here
 ROW_GROUP = 16_384
-#: Hive's directory name for a missing partition value
+#: Hive's name for a missing partition value (pyarrow, Spark, Dask and DuckDB read it as null)
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: what :func:`reprice` returns for a file it cannot read as Parquet
 UNREADABLE = "unreadable"
