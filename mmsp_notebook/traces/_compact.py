@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._convert import data_schema
-from ._files import ROW_GROUP, atomic_writer
+from ._files import ROW_GROUP, atomic_writer, open_parquet, read_group, release
 
 __all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS"]
 
@@ -68,6 +68,7 @@ def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: 
 
     The files are read one at a time and written in row groups of up to :data:`ROW_GROUP` rows:
     a merge holds a row group, not the merged file."""
+    release()
     schema = data_schema(kind, payloads, schema_bytes)
     part = names[0].rsplit("/", 1)[0]
     new = f"{part}/part-{uuid.uuid4().hex[:16]}-m.parquet"
@@ -84,11 +85,11 @@ def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: 
         with atomic_writer(os.path.join(root, new), schema) as out:
             for name in names:
                 try:
-                    file = pq.ParquetFile(os.path.join(root, name))
+                    file = open_parquet(os.path.join(root, name))
                 except FileNotFoundError:  # removed by a sync that stopped before its manifest said so
                     continue
                 for i in range(file.num_row_groups):
-                    table = file.read_row_group(i).cast(schema)
+                    table = read_group(file, i).cast(schema)
                     tids.update(pc.unique(table.column("trace_id")).to_pylist())
                     if sum(t.num_rows for t in pending) + table.num_rows > ROW_GROUP:
                         flush(out)

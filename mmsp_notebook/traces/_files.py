@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 from ..core.pricing import PriceTable
 from ._turns import row_costs, row_prices
 
-__all__ = ["ROW_GROUP", "NULL_PARTITION", "UNREADABLE", "atomic_write", "atomic_writer", "key_mask", "partition_model",
-           "reprice", "rewrite"]
+__all__ = ["ROW_GROUP", "NULL_PARTITION", "UNREADABLE", "atomic_write", "atomic_writer", "key_mask", "open_parquet",
+           "partition_model", "read_group", "release", "reprice", "rewrite"]
 
 #: rows of a row group at most, in the files merged or rewritten here
 ROW_GROUP = 16_384
@@ -97,9 +97,26 @@ class _Unreadable(Exception):
     """A data file whose row groups cannot all be read."""
 
 
+def open_parquet(path: str) -> pq.ParquetFile:
+    """A data file to read a row group at a time: without pre-buffering (which reads whole column
+    chunks ahead into buffers of its own) and, in :func:`read_group`, without Arrow's thread
+    pool: the tasks that read run side by side already, and each holds one row group."""
+    return pq.ParquetFile(path, pre_buffer=False)
+
+
+def read_group(file: pq.ParquetFile, i: int, columns: list[str] | None = None) -> pa.Table:
+    return file.read_row_group(i, columns=columns, use_threads=False)
+
+
+def release() -> None:
+    """Hand the memory Arrow's pool keeps for reuse back to the system (a worker that converted
+    a chunk holds on to it), before a task that reads and writes files."""
+    pa.default_memory_pool().release_unused()
+
+
 def _row_groups(file: pq.ParquetFile) -> Iterator[pa.Table]:
     for i in range(file.num_row_groups):
-        yield file.read_row_group(i)
+        yield read_group(file, i)
 
 
 def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int:
@@ -109,12 +126,13 @@ def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units:
     no longer lists it, so that no reader of the manifest finds a listed file missing). The file is
     then written again a row group at a time."""
     path = os.path.join(root, name)
+    release()
     try:
-        file = pq.ParquetFile(path)
+        file = open_parquet(path)
     except FileNotFoundError:
         return 0
     needed = ["trace_id"] + (["message_index"] + (["source"] if kind == "turns" else []) if drop_units else [])
-    keys = file.read(columns=needed)
+    keys = file.read(columns=needed, use_threads=False)
     tids = keys.column("trace_id")
     drop = pc.is_in(tids, value_set=pa.array(drop_traces, pa.large_string())) if drop_traces else None
     if drop_units:
@@ -151,9 +169,10 @@ def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
     when a value changes; returns whether it was, or :data:`UNREADABLE` (a damaged file: the caller
     converts its traces again)."""
     path = os.path.join(root, name)
+    release()
     try:
-        file = pq.ParquetFile(path)
-        table = file.read(columns=list(_PRICED))  # the whole file only when a value changes
+        file = open_parquet(path)
+        table = file.read(columns=list(_PRICED), use_threads=False)  # the whole file only when a value changes
     except (FileNotFoundError, PermissionError):
         if not os.path.exists(path):
             return False
@@ -181,7 +200,7 @@ def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
         with atomic_writer(path, schema) as out:
             for k in range(file.num_row_groups):
                 try:
-                    group = file.read_row_group(k)
+                    group = read_group(file, k)
                 except (OSError, pa.ArrowException) as exc:  # damaged past its footer: the file is left as it is
                     raise _Unreadable from exc
                 end = start + group.num_rows
