@@ -324,3 +324,24 @@ def test_a_key_in_the_users_chat_message_is_kept_out_of_the_saved_transcript(fre
     chat.send(f"why is my key {key} refused?")
     saved = json.dumps(chat.get_state(), default=str) + chat._saved_bundle()["text/html"]
     assert key[:MIN_PREFIX] not in saved and "why is my key [redacted] refused?" in saved
+
+
+def test_held_secrets_reads_the_keys_once_for_a_block_on_its_thread(monkeypatch):
+    import threading
+
+    from mmsp_notebook.core.redact import held_secrets, redact
+
+    monkeypatch.setenv("HELD_TEST_API_KEY", "sk-held-first-0123456789")
+    with held_secrets():
+        assert "sk-held-first" not in redact("key sk-held-first-0123456789 here")
+        monkeypatch.setenv("OTHER_HELD_TOKEN", "tok-later-9876543210x")
+        # this thread keeps the keys of the block's start; another thread reads the environment
+        assert "tok-later-9876543210x" in redact("tok-later-9876543210x")
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(redact("tok-later-9876543210x")))
+        t.start()
+        t.join()
+        assert seen == ["[redacted]"]
+        with held_secrets():  # nested: the outer block's keys
+            assert "tok-later-9876543210x" in redact("tok-later-9876543210x")
+    assert redact("tok-later-9876543210x") == "[redacted]"  # after the block: read again

@@ -30,9 +30,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
+__all__ = ["held_secrets", "redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
            "register_secret_env", "secret_values", "MIN_PREFIX", "REDACTED"]
 
 REDACTED = "[redacted]"
@@ -54,8 +57,29 @@ def register_secret_env(name: str) -> None:
     _EXTRA_ENVS.add(name)
 
 
+_held = threading.local()  # .secrets: the keys fixed for a block of work on this thread (see held_secrets)
+
+
+@contextmanager
+def held_secrets() -> Iterator[None]:
+    """Within the block, :func:`secret_values` on this thread returns the keys as they were when it
+    began, read once: a loader that redacts thousands of error messages reads the environment once
+    per load, not once per message. Other threads read it as before."""
+    if getattr(_held, "secrets", None) is not None:  # (nested: the outer block's keys)
+        yield
+        return
+    _held.secrets = secret_values()
+    try:
+        yield
+    finally:
+        _held.secrets = None
+
+
 def secret_values() -> list[str]:
     """The configured keys (see the module docstring), longest first."""
+    held = getattr(_held, "secrets", None)
+    if held is not None:
+        return held
     from mmsp.credentials import CLIENT_CREDENTIALS
 
     names = {cred.api_key_env for cred in CLIENT_CREDENTIALS.values()} | _EXTRA_ENVS

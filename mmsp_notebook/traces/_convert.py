@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from .._errors import TraceError
 from ..core.pricing import PriceTable
+from ..core.redact import held_secrets
 from ..core.stamps import created_ms
 from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
 from ._build import split_sidecar
@@ -129,6 +130,12 @@ def data_schema(kind: str, payloads: bool = False, known: bytes | None = None) -
 
 
 def convert(job: Job) -> ChunkResult:
+    """:func:`_convert_chunk`, the keys to redact (in error messages) read once for the chunk."""
+    with held_secrets():
+        return _convert_chunk(job)
+
+
+def _convert_chunk(job: Job) -> ChunkResult:
     """Read the chunk's traces as the loaders do, build the kind's frame, drop the copies of
     repeated messages it holds twice (and those shown from other traces), write one Parquet file
     per (month, model) partition.

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .._errors import OptionError, OptionTypeError, TraceError
 from ..core.pricing import Prices
+from ..core.redact import held_secrets
 from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
 from ._events import EventBuilder
@@ -114,7 +115,13 @@ UNREAD = "sidecar not read"
 _UNLISTED = "unreadable directory"
 
 
-def _drive(
+def _drive(*args: Any, **kwargs: Any) -> tuple[int, list[dict[str, str]], dict[str, list[str]]]:
+    """:func:`_drive_sources`, the keys to redact (in error messages) read once for the whole load."""
+    with held_secrets():
+        return _drive_sources(*args, **kwargs)
+
+
+def _drive_sources(
     paths: Paths,
     pattern: str,
     progress: bool | None,
