@@ -56,11 +56,20 @@ def test_a_cell_error_keeps_the_end_of_its_traceback_and_no_key(monkeypatch):
     assert "no cell has failed" in str(ErrorLog())
 
 
-def test_err_fix_and_to_cell_in_a_kernel(tmp_path, monkeypatch):
+def run_cells(tmp_path, monkeypatch, sources: list[str], on_cell_executed=None) -> list:
+    """The cells run in order in a real kernel (the demo model answering at once, traces under
+    ``tmp_path``), errors allowed: the executed cells."""
     monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, on_cell_executed=on_cell_executed,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return nb.cells
+
+
+def test_err_fix_and_to_cell_in_a_kernel(tmp_path, monkeypatch):
     sources = [
         "%load_ext mmsp_notebook",
         "%mmsp fix",                                           # 1: nothing failed yet
@@ -75,15 +84,12 @@ def test_err_fix_and_to_cell_in_a_kernel(tmp_path, monkeypatch):
         "%mmsp explain -o e",                                  # 10
         "print(e.status, 'ZeroDivisionError' in e.prompt['content_items'][0]['text'])",
     ]
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
     payloads: dict[int, list] = {}
 
     def on_executed(cell, cell_index, execute_reply):
         payloads[cell_index] = execute_reply["content"].get("payload", [])
 
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, on_cell_executed=on_executed,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    c = nb.cells
+    c = run_cells(tmp_path, monkeypatch, sources, on_executed)
     assert "no cell has failed in this kernel yet" in text_of(c[1])
     prompt = text_of(c[4])
     assert prompt.startswith("What went wrong? In [3]:") and "total / count" in prompt
@@ -109,10 +115,6 @@ def test_the_names_the_package_relies_on_are_refused_as_out_and_the_log_stays(tm
         assert reserved_name(name), name
     for name in ("answer", "err", "ERR", "_private", "Error", "_x1", "In2"):
         assert reserved_name(name) is None, name
-    monkeypatch.setenv("MMSP_NOTEBOOK_DEMO_INSTANT", "1")
-    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     sources = [
         "%load_ext mmsp_notebook",
         "1 / 0",                                                # 1: fails (In[2])
@@ -127,10 +129,7 @@ def test_the_names_the_package_relies_on_are_refused_as_out_and_the_log_stays(tm
         "%mmsp explain -o e",                                   # 10: the recorded log still answers
         "print(e.status, 'ZeroDivisionError' in e.prompt['content_items'][0]['text'])",
     ]
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(tmp_path)}}).execute()
-    c = nb.cells
+    c = run_cells(tmp_path, monkeypatch, sources)
     for i in (2, 3):
         said = text_of(c[i])
         assert "UsageError" in said and "-o Err: that name holds this kernel's log of failed cells" in said, said
