@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._convert import data_schema
-from ._files import ROW_GROUP, atomic_writer, open_parquet, read_group, release
+from ._files import ROW_GROUP, atomic_writer, open_parquet, release, row_groups
 
 __all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS"]
 
@@ -73,13 +73,15 @@ def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: 
     part = names[0].rsplit("/", 1)[0]
     new = f"{part}/part-{uuid.uuid4().hex[:16]}-m.parquet"
     tids: set[str] = set()
-    rows = 0
+    rows = buffered = 0  # rows merged, rows waiting in ``pending``
     pending: list[pa.Table] = []
 
     def flush(out: pq.ParquetWriter) -> None:
+        nonlocal buffered
         if pending:
             out.write_table(pa.concat_tables(pending).unify_dictionaries().combine_chunks(), row_group_size=ROW_GROUP)
             pending.clear()
+            buffered = 0
 
     try:
         with atomic_writer(os.path.join(root, new), schema) as out:
@@ -88,12 +90,13 @@ def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: 
                     file = open_parquet(os.path.join(root, name))
                 except FileNotFoundError:  # removed by a sync that stopped before its manifest said so
                     continue
-                for i in range(file.num_row_groups):
-                    table = read_group(file, i).cast(schema)
+                for group in row_groups(file):
+                    table = group.cast(schema)
                     tids.update(pc.unique(table.column("trace_id")).to_pylist())
-                    if sum(t.num_rows for t in pending) + table.num_rows > ROW_GROUP:
+                    if buffered + table.num_rows > ROW_GROUP:
                         flush(out)
                     pending.append(table)
+                    buffered += table.num_rows
                     rows += table.num_rows
             flush(out)
             if not rows:

@@ -25,7 +25,7 @@ from ..core.pricing import PriceTable
 from ._turns import row_costs, row_prices
 
 __all__ = ["ROW_GROUP", "NULL_PARTITION", "UNREADABLE", "atomic_write", "atomic_writer", "key_mask", "open_parquet",
-           "partition_model", "read_group", "release", "reprice", "rewrite"]
+           "partition_model", "read_group", "release", "reprice", "rewrite", "row_groups"]
 
 #: rows of a row group at most, in the files merged or rewritten here
 ROW_GROUP = 16_384
@@ -114,7 +114,8 @@ def release() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def _row_groups(file: pq.ParquetFile) -> Iterator[pa.Table]:
+def row_groups(file: pq.ParquetFile) -> Iterator[pa.Table]:
+    """The file's row groups, read one at a time (see :func:`read_group`)."""
     for i in range(file.num_row_groups):
         yield read_group(file, i)
 
@@ -150,7 +151,7 @@ def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units:
         return 0
     start = 0
     with atomic_writer(path, file.schema_arrow) as out:
-        for group in _row_groups(file):
+        for group in row_groups(file):
             part = group.filter(keep.slice(start, group.num_rows))
             start += group.num_rows
             if part.num_rows:
