@@ -509,7 +509,7 @@ def test_an_interrupted_sync_leaves_a_readable_dataset_and_the_next_finishes(cor
     # removed only once the manifest no longer lists it), never the new ones besides
     save(corpus, "agent/00001", conversation(2, T0 + 3 * DAY, "agent-again"), model="gemini-3.8-flash")
     with monkeypatch.context() as mp:
-        mp.setattr(_dataset._Sync, "_forget", lambda *a, **k: dies(""))
+        mp.setattr(_manifest.Manifest, "swap_units", lambda *a, **k: dies(""))
         with pytest.raises(RuntimeError, match="process killed"):
             quiet_sync(corpus, ds_dir)
     assert not new_rows(ds_dir, T0 + 3 * DAY)
@@ -741,6 +741,44 @@ def test_a_trace_that_grew_gets_only_its_new_rows(corpus: Path, tmp_path: Path) 
     assert_same(ds_dir, corpus)
     chat = stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "app/chat_1"))
     assert set(chat["temperature"].to_pylist()) == {0.9}
+
+
+def test_a_replaced_trace_keeps_its_manifest_records_where_they_are(corpus: Path, tmp_path: Path) -> None:
+    """A trace replaced for its config keeps its messages: its units are left as they were (none
+    written again, no copy to decide again) and its source row is updated in place; a trace
+    replaced with fewer messages loses the units of the others."""
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    db = sqlite3.connect(ds_dir / "turns" / "_manifest.sqlite")
+
+    def records(tid: str) -> tuple[Any, ...]:
+        units = db.execute("SELECT fp, mi, pref, kept FROM units WHERE trace_id = ? ORDER BY mi", (tid,)).fetchall()
+        rowid = db.execute("SELECT rowid FROM sources WHERE trace_id = ?", (tid,)).fetchone()
+        return rowid, units
+
+    rowid, units = records("agent/00003")
+    assert units and not db.execute("SELECT count(*) FROM pending").fetchone()[0]
+    history = conversation(3, T0 + 2 * DAY, "agent")
+    save(corpus, "agent/00003", history, model="gemini-3.8-flash", temperature=0.9)
+    calls: list[list[Any]] = []
+    real = _manifest.Manifest.put_units
+
+    def put_units(self: Any, db_: Any, rows: list[Any], pending: bool = True) -> None:
+        calls.append(rows)
+        real(self, db_, rows, pending)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_manifest.Manifest, "put_units", put_units)
+        assert quiet_sync(corpus, ds_dir).converted == 1
+    assert_same(ds_dir, corpus)
+    assert records("agent/00003") == (rowid, units)
+    assert not [rows for rows in calls if rows]  # no unit written again
+    # other messages: the old units go, the new ones come, and the dataset still equals the loaders'
+    save(corpus, "agent/00003", conversation(2, T0 + 2 * DAY, "other"), model="gemini-3.8-flash", temperature=0.9)
+    assert quiet_sync(corpus, ds_dir).converted == 1
+    assert_same(ds_dir, corpus)
+    rowid2, units2 = records("agent/00003")
+    assert rowid2 == rowid and len(units) == 3 and [u[1] for u in units2] == [1, 3]
 
 
 @pytest.fixture

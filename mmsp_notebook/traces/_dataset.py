@@ -459,9 +459,9 @@ class _Sync:
                 path = os.path.join(self.root, name)
                 os.replace(held_path(path), path)
             files, units, settled = settle_chunk(self, files, units, frozenset(traces), frozenset(n for n, r in left.items() if not r))
-            with self.m.transaction() as db:
-                self._forget(db, list(traces), left)
-                notes += self._put(db, (), part, traces, files, units)  # (no earlier rows: all were replaced)
+            with self.m.transaction() as db:  # (recorded anew: no earlier rows, all were replaced)
+                self.m.set_rows(db, left)
+                notes += self._put(db, (), part, traces, files, self.m.swap_units(db, list(traces), units))
                 if settled.hidden:
                     self.m.set_rows(db, settled.left)
                     self.m.set_kept(db, settled.hidden, 0)

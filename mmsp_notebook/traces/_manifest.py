@@ -89,6 +89,12 @@ DELETE FROM temp.todo;
 DELETE FROM temp.seen;
 DELETE FROM temp.settled;
 """
+_SOURCE_COLUMNS = ("trace_id", "t_size", "t_mtime", "s_size", "s_mtime", "hash", "notes", "loaded", "n_rows", "digest",
+                   "path", "sidecar", "files")
+#: a trace recorded again is updated where it is (a replaced row would move to the end of the table
+#: and change its key's index entry too: more pages written, and copied at the next checkpoint)
+_PUT_SOURCE = (f"INSERT INTO sources VALUES ({', '.join('?' * len(_SOURCE_COLUMNS))}) ON CONFLICT (trace_id) DO UPDATE SET "
+               + ", ".join(f"{c} = excluded.{c}" for c in _SOURCE_COLUMNS[1:]))
 #: trace ids per ``IN (...)`` list (SQLite's oldest limit on parameters is 999)
 _IN = 900
 
@@ -271,7 +277,7 @@ class Manifest:
     def put_sources(self, db: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> None:
         """Rows of (trace_id, t_size, t_mtime, s_size, s_mtime, hash, notes json, loaded, n_rows, digest,
         trace file, sidecar, data files json)."""
-        db.executemany("INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        db.executemany(_PUT_SOURCE, rows)
 
     def priors(self, trace_ids: list[str]) -> dict[str, tuple[int, str]]:
         """trace id -> (rows, digest) of the rows the dataset holds for it."""
@@ -353,6 +359,21 @@ class Manifest:
         db.executemany("INSERT OR IGNORE INTO pending SELECT fp FROM units WHERE trace_id = ?", tids)
         for table in ("sources", "units"):
             db.executemany(f"DELETE FROM {table} WHERE trace_id = ?", tids)
+
+    def swap_units(self, db: sqlite3.Connection, trace_ids: list[str], units: list[tuple[int, str, int, int, int]]
+                   ) -> list[tuple[int, str, int, int, int]]:
+        """The units of these traces become ``units`` (those of their new rows): the recorded units
+        that are not among them are removed (their fingerprints pending); returns the units to put
+        (:meth:`put_units`), those not recorded as they are. A trace whose config changed keeps
+        its messages: its units are left as they were, and their index entries unwritten."""
+        old: set[tuple[int, str, int, int, int]] = set()
+        for part, marks in _in_parts(trace_ids):
+            old.update(db.execute(f"SELECT fp, trace_id, mi, pref, kept FROM units WHERE trace_id IN ({marks})", part))
+        gone = old.difference(units)
+        if gone:
+            db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", {(u[0],) for u in gone})
+            db.executemany("DELETE FROM units WHERE trace_id = ? AND mi = ?", [(u[1], u[2]) for u in gone])
+        return [u for u in units if u not in old]
 
     # de-duplication --------------------------------------------------------------------------
     def put_units(self, db: sqlite3.Connection, rows: list[tuple[int, str, int, int, int]], pending: bool = True) -> None:
