@@ -1490,6 +1490,30 @@ def test_small_files_of_many_syncs_are_merged(corpus: Path, tmp_path: Path) -> N
     assert globbed.count_rows() == stored(ds_dir).num_rows
 
 
+def test_merges_take_small_files_by_size_tiers() -> None:
+    """The few rows each sync writes are merged among themselves, not into the partition's large
+    file, until their merged file is of a comparable size."""
+    from mmsp_notebook.traces._compact import COMPACT_FILES, SMALL_ROWS, TIER_RATIO, plan
+
+    big = SMALL_ROWS - 100  # a partition's file just under the size that is never merged
+    part = "month=2026-01/model=glm-5.3"
+    files = {f"{part}/part-big.parquet": big, "month=2026-01/model=other/part-x.parquet": 3}
+    files.update({f"{part}/part-{k:02d}.parquet": 20 + k for k in range(COMPACT_FILES)})
+    assert plan(files, [part]) == [sorted(n for n in files if n.startswith(part) and "big" not in n)]
+    assert plan(files, ["month=2026-01/model=other"]) == []  # (one small file there)
+    # once they add up to a comparable size, each larger file joins them
+    files = {f"{part}/part-big.parquet": big, f"{part}/part-m.parquet": 6000}
+    files.update({f"{part}/part-{k:02d}.parquet": 600 for k in range(COMPACT_FILES - 2)})
+    assert plan(files, [part]) == [sorted(n for n in files if "big" not in n)]  # 6 x 600 = 3,600: 6,000 joins, not big
+    assert TIER_RATIO * (3600 + 6000) < big
+    files.update({f"{part}/part-{k:02d}.parquet": 700 for k in range(COMPACT_FILES - 2)})  # 4,200 + 6,000
+    assert plan(files, [part]) == [sorted(files)]
+    # a tier of one file is no merge: the small files wait for more
+    files = {f"{part}/part-a.parquet": 5}
+    files.update({f"{part}/part-{k:02d}.parquet": 5000 for k in range(COMPACT_FILES)})
+    assert plan(files, [part]) == []
+
+
 def test_files_are_merged_rewritten_and_repriced_a_row_group_at_a_time(corpus: Path, tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch,
                                                                          list_prices_restored: None) -> None:
@@ -1499,7 +1523,8 @@ def test_files_are_merged_rewritten_and_repriced_a_row_group_at_a_time(corpus: P
 
     monkeypatch.setattr(_files, "ROW_GROUP", 3)
     monkeypatch.setattr(_compact, "ROW_GROUP", 3)
-    monkeypatch.setattr(_compact, "COMPACT_FILES", 2)  # the first sync's files are merged already
+    monkeypatch.setattr(_compact, "COMPACT_FILES", 2)  # the first sync's files are merged already,
+    monkeypatch.setattr(_compact, "TIER_RATIO", 10**9)  # all of them
     ds_dir, pool = tmp_path / "ds", ThreadPoolExecutor(2)
 
     def row_groups() -> list[int]:

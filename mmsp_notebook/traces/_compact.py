@@ -3,7 +3,12 @@
 Every sync that converts something writes new files in the partitions it touches: a notebook synced
 every few minutes would leave a partition with hundreds of small files, which every query then
 opens. At the end of a sync, a partition it touched that holds :data:`COMPACT_FILES` files or more
-of under :data:`SMALL_ROWS` rows has them merged into one (two when very many rows).
+of under :data:`SMALL_ROWS` rows has the smallest of them merged into one (more when very many
+rows), by size tiers: taken from the smallest up, a file joins only while its rows are at most
+:data:`TIER_RATIO` times those of the files taken before it. A few rows written by each sync are
+merged among themselves, not into the partition's large file (rewritten whole for them every
+few syncs otherwise); their merged file joins the large one once it is of a comparable size, so
+that a row is rewritten a few times over the dataset's life, not once every few syncs.
 
 The merged file is written under a temporary name and renamed, the manifest then lists it in place
 of the files it merged (one transaction), and those are removed last. ``traces.dataset`` and
@@ -24,7 +29,7 @@ import pyarrow.parquet as pq
 from ._convert import data_schema
 from ._files import ROW_GROUP, atomic_writer, open_parquet, release, row_groups
 
-__all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS"]
+__all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS", "TIER_RATIO"]
 
 #: a file with fewer rows is small
 SMALL_ROWS = 20_000
@@ -32,6 +37,8 @@ SMALL_ROWS = 20_000
 COMPACT_FILES = 8
 #: rows of one merged file at most
 MERGED_ROWS = 500_000
+#: a file joins a merge while its rows are at most this many times those of the smaller files taken
+TIER_RATIO = 2
 
 
 def plan(files: dict[str, int], partitions: Iterable[str]) -> list[list[str]]:
@@ -44,12 +51,18 @@ def plan(files: dict[str, int], partitions: Iterable[str]) -> list[list[str]]:
             small.setdefault(part, []).append((name, rows))
     groups: list[list[str]] = []
     for part in sorted(small):
-        found = sorted(small[part])
-        if len(found) < COMPACT_FILES:
+        if len(small[part]) < COMPACT_FILES:
             continue
+        tier: list[tuple[str, int]] = []
+        taken = 0
+        for name, rows in sorted(small[part], key=lambda f: (f[1], f[0])):  # the smallest first
+            if tier and rows > TIER_RATIO * taken:
+                break
+            tier.append((name, rows))
+            taken += rows
         group: list[str] = []
         total = 0
-        for name, rows in found:
+        for name, rows in sorted(tier):
             if group and total + rows > MERGED_ROWS:
                 groups.append(group)
                 group, total = [], 0
