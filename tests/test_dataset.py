@@ -743,6 +743,26 @@ def test_a_trace_that_grew_gets_only_its_new_rows(corpus: Path, tmp_path: Path) 
     assert set(chat["temperature"].to_pylist()) == {0.9}
 
 
+def test_a_copy_keeping_size_and_mtime_is_seen_changed(tmp_path: Path) -> None:
+    """A trace file replaced by other content of the same size with the old mtime kept (``cp -p``,
+    ``rsync -a``, a synced folder) is converted again: its ctime changed."""
+    ds_dir, corpus = tmp_path / "ds", tmp_path / "cache"
+    path = save(corpus, "plain/one", conversation(3, T0), temperature=0.2)
+    old = time.time() - 600
+    os.utime(path, (old, old))
+    quiet_sync(corpus, ds_dir)
+    size, mtime = path.stat().st_size, path.stat().st_mtime_ns
+    copy = save(tmp_path / "elsewhere", "plain/one", conversation(3, T0), temperature=0.3)  # the same length
+    assert copy.stat().st_size == size
+    os.utime(copy, (old, old))
+    shutil.copy2(copy, path)  # as cp -p does: the content and the mtime
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (size, mtime)
+    assert quiet_sync(corpus, ds_dir).converted == 1
+    assert_same(ds_dir, corpus)
+    chat = stored(ds_dir).filter(pc.equal(stored(ds_dir)["trace_id"], "plain/one"))
+    assert set(chat["temperature"].to_pylist()) == {0.3}
+
+
 def test_a_replaced_trace_keeps_its_manifest_records_where_they_are(corpus: Path, tmp_path: Path) -> None:
     """A trace replaced for its config keeps its messages: its units are left as they were (none
     written again, no copy to decide again) and its source row is updated in place; a trace

@@ -107,8 +107,9 @@ def sync(
     """Convert the traces under ``src`` into the Parquet dataset ``dataset_dir/<kind>``, incrementally.
 
     The first run converts every trace; later runs convert only traces whose trace file or
-    sidecar is new or changed (size and modification time, plus a content hash for files modified
-    within two seconds of the scan), replace a changed trace's rows (mmsp's Tracer rewrites the
+    sidecar is new or changed (size and change time: the later of mtime and ctime, which a copy
+    keeping its mtime does not keep; plus a content hash for files modified within two seconds of
+    the scan), replace a changed trace's rows (mmsp's Tracer rewrites the
     whole conversation each turn) and remove the rows of traces whose files are gone. The rows are
     those of ``load_turns(src, dedupe=dedupe, prices=prices)`` (``load_items`` / ``load_events``
     for the other kinds), repeated messages shown once across the whole dataset by the loaders'

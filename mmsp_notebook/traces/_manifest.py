@@ -6,7 +6,8 @@ skip names starting with ``_``). Tables:
 
 ``meta``       the kind, the options the rows were made with, the source directory
 ``sources``    one row per trace (its trace id): the stat signature of its trace file and sidecar
-               (size, mtime in ns), a content hash when the files were modified within
+               (size, and the later of mtime and ctime in ns: see ``_scan``), a content hash when
+               the files were modified within
                :data:`RACY_S` of the scan (a same-size rewrite in the same mtime tick would go
                unseen), the skip notes the loaders reported for it, the number and digest of its
                rows (so that a trace that only grew gets only its new rows written) and the data

@@ -1,8 +1,11 @@
 """Scanning a trace folder for :func:`mmsp_notebook.traces.sync`: which traces are new, changed,
 deleted or unchanged since the manifest was written.
 
-A trace is unchanged while the size and mtime of its trace file and sidecar are (plus a content
-hash for files modified within :data:`~._manifest.RACY_S` of a scan). While no directory's mtime
+A trace is unchanged while the size and change time of its trace file and sidecar are (plus a
+content hash for files changed within :data:`~._manifest.RACY_S` of a scan). The change time is
+the later of the file's mtime and ctime: a file copied with its mtime kept (``cp -p``, ``rsync -a``,
+a synced folder) or renamed over another has a new ctime, which no program can set, so a new
+content of the same size and mtime is seen too (a ``chmod`` converts a trace again, harmlessly). While no directory's mtime
 changed since the last full listing, no file was added, removed or renamed, and the manifest's list
 of files is the list; otherwise the directories are listed again (``_io.iter_sources``, as the
 loaders find traces).
@@ -151,13 +154,13 @@ class _Window:
             if path is not None:  # size and mtime, -1 when missing (once per file of the corpus: inlined)
                 try:
                     st = stat(path)
-                    a, b = st.st_size, st.st_mtime_ns
+                    a, b = st.st_size, max(st.st_mtime_ns, st.st_ctime_ns)
                 except OSError:
                     pass
             if sidecar is not None:
                 try:
                     st = stat(sidecar)
-                    c, d = st.st_size, st.st_mtime_ns
+                    c, d = st.st_size, max(st.st_mtime_ns, st.st_ctime_ns)
                 except OSError:
                     pass
             racy = b >= racy_ns or d >= racy_ns
