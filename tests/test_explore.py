@@ -496,6 +496,18 @@ def test_explorer_over_a_frame_and_its_static_view(big):
     assert narrow.conversation is not None and narrow.conversation.selected == "m3"
 
 
+def test_facet_labels_isolate_the_names_they_show(big):
+    """A model id holding a bidi control (U+202E) reorders nothing of its facet label beyond itself:
+    the count stays after it, the value sent back is the id as it is."""
+    turns = traces.load_turns(big)
+    evil = "gpt\u202e-5"
+    turns["model"] = turns["model"].astype(object)
+    turns.loc[turns.index[:3], "model"] = evil
+    facets = dict(inject_page(traces.explore(turns, root=big))["facets"]["model"])
+    assert facets[evil] == "\u2068gpt\u202e-5\u2069 (3)"
+    assert all(label.endswith(")") and "\u2068" not in label for value, label in facets.items() if value != evil)
+
+
 def inject_page(explorer: Any) -> dict[str, Any]:
     capture(explorer)
     return inject(explorer, {"type": "query", "patch": {}})

@@ -363,10 +363,11 @@ def _speed(value: Any) -> float:
 
 
 def _counts(col: pd.Series) -> list[list[str]]:
-    """A facet's values with their counts, most frequent first: ``[[value, "value (count)"], ...]``."""
+    """A facet's values with their counts, most frequent first: ``[[value, "value (count)"], ...]``
+    (a value holding a bidi control isolated in its label: an option's text is one line)."""
     counts = col.value_counts(dropna=True)
     counts = counts[counts > 0]
-    return [[str(k), f"{redact(str(k))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
+    return [[str(k), f"{fmt.isolate(redact(str(k)))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
 
 
 def _s(value: Any) -> str:
