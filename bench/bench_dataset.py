@@ -332,14 +332,16 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "* 1 % changed: the Tracer's way — a conversation rewritten with one more turn — converts those files again "
             "and writes only their new rows (the rows a trace still has are recognized by a digest); a changed config "
             "changes every row of the trace: its new rows are written under a hidden name, its old rows removed from "
-            "their files (each file holding one is rewritten), then the new files are renamed into place — the slower case.",
+            "their files (each file holding one is rewritten), then the new files are renamed into place — the slower case "
+            "(its manifest records are updated where they are: a trace keeps its units, the messages being the same).",
             f"* New prices (your `prices=`, or mmsp's list prices after an upgrade) for every model: the cost columns of "
             f"every file are recomputed in place (read, two columns replaced, written), no trace file read again — "
             f"{100 * small['reprice'] / small['first']:.1f} % and {100 * big['reprice'] / big['first']:.1f} % of the first sync.",
             "* The shares move with the first sync's speed: a re-sync has costs that a faster first sync does not shrink "
             "in proportion — the scan (~50 ms per 10,000 files, two `stat` calls a trace), and one small file per (month, model) "
             "partition the changed traces touch (a few ms each to write, and to merge later: a partition that collects 8 "
-            "such files has them merged, which the syncs in a row include). The changed conversations are drawn at random "
+            "such files has them merged by size tiers — the small ones among themselves, a larger file joining once they "
+            "add up to half its size — which the syncs in a row include). The changed conversations are drawn at random "
             "from the whole corpus, their new turn dated just after their last one: the worst case for the number of "
             "partitions touched (a conversation continued today writes into this month's).",
             "",
