@@ -1108,6 +1108,50 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert traces.query("SET threads = 1", ds_dir).empty
 
 
+def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    payload = {"role": "user", "created_at": T0 + 5 * DAY, "content_items": [
+        {"type": "embedding.done", "embedding": [0.5, 2.0, -1.25]},
+        {"type": "tool_result.done", "tool_call_id": "c1", "text": "two", "images": ["aGk=", "b2s="]}]}
+    save(corpus, "payloads/lists", [payload, answer("seen", T0 + 5 * DAY + 900)])
+    quiet_sync(corpus, ds_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)
+        want = traces.load_turns(corpus, progress=False)
+    got = traces.query("SELECT * FROM turns", ds_dir)
+    assert pd.api.types.is_string_dtype(got["month"].dtype)
+    order = ["trace_id", "turn", "message_index", "started", "status"]
+    got = got.drop(columns="month").sort_values(order).reset_index(drop=True)
+    want = want.sort_values(order).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want)  # values, dtypes, categories (source's fixed ones too), tuples of tool names
+    # computed columns keep DuckDB's dtypes; a column named as a loader's but of another type is left as it is
+    agg = traces.query("SELECT model, count(*) AS n, avg(latency) AS mean, sum(total_tokens) AS tokens, "
+                       "trace_id AS turn, max(started) AS started FROM turns GROUP BY model, trace_id", ds_dir)
+    assert isinstance(agg["model"].dtype, pd.CategoricalDtype)
+    assert sorted(agg["model"].cat.categories) == sorted(want["model"].cat.categories)
+    assert agg["n"].dtype == np.int64 and agg["mean"].dtype == np.float64 and agg["tokens"].dtype == np.float64
+    assert pd.api.types.is_string_dtype(agg["turn"].dtype) and agg["started"].dtype == want["started"].dtype
+    # a value the loaders' fixed categories do not hold keeps it, in categories of the values
+    odd = traces.query("SELECT 'elsewhere' AS source UNION ALL SELECT 'trace'", ds_dir)
+    assert sorted(odd["source"].astype(str)) == ["elsewhere", "trace"]
+    # items (with their payloads' lists) and events too; their loaders keep categories in the order met, query sorts them
+    quiet_sync(corpus, ds_dir, kind="items", payloads=True)
+    quiet_sync(corpus, ds_dir, kind="events")
+    keys = {"items": ["trace_id", "message_index", "item_index"], "events": ["trace_id", "turn", "started", "event_index", "status"]}
+    for kind, order in keys.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", traces.TraceLoadWarning)
+            want = LOADERS[kind](corpus, progress=False, **({"payloads": True} if kind == "items" else {}))
+        got = traces.query(f"SELECT * FROM {kind}", ds_dir).drop(columns="month")
+        got, want = (f.sort_values(order).reset_index(drop=True) for f in (got, want))
+        pd.testing.assert_frame_equal(got, want, check_categorical=False)
+        if kind == "items":
+            assert got["embedding"].dropna().tolist() == [[0.5, 2.0, -1.25]]
+            assert got["images"].dropna().tolist() == [["aGk=", "b2s="]]
+        cats = [c for c in want.columns if isinstance(want[c].dtype, pd.CategoricalDtype)]
+        assert cats and [c for c in got.columns if isinstance(got[c].dtype, pd.CategoricalDtype)] == cats
+
+
 # --------------------------------------------------------------------------- options and errors
 
 
