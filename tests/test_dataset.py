@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 from mmsp.integration.tracer import Tracer
 
-from mmsp_notebook import OptionError, TraceNotFoundError, traces
+from mmsp_notebook import ManifestError, OptionError, SyncBusyError, TraceNotFoundError, traces
 from mmsp_notebook.core import pricing
 from mmsp_notebook.core.store import append_sidecar
 from mmsp_notebook.traces import _dataset, _manifest, _runner
@@ -1218,8 +1218,11 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pyte
 
     with open(ds_dir / "turns" / "_sync.lock", "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        with pytest.raises(RuntimeError, match="another sync"):
+        before = mtimes(ds_dir)
+        with pytest.raises(SyncBusyError, match="another sync") as busy:
             traces.sync(corpus, ds_dir)
+        assert isinstance(busy.value, RuntimeError) and busy.value.path == str(ds_dir / "turns")
+        assert mtimes(ds_dir) == before
     assert_same(ds_dir, corpus, prices=prices, dedupe=False)  # nothing lost by the refused calls
 
 
@@ -1458,10 +1461,9 @@ def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_pa
     for extra in ("-wal", "-shm"):
         Path(str(manifest) + extra).unlink(missing_ok=True)
     manifest.write_bytes(b"not a database at all" * 100)
-    from mmsp_notebook.traces._manifest import ManifestError
-
     with pytest.raises(ManifestError, match="sync into a new dataset_dir") as info:
         traces.sync(corpus, ds_dir)
+    assert isinstance(info.value, RuntimeError) and info.value.path == str(manifest)
     assert mtimes(ds_dir) == before  # no data file removed
     # the way to rebuild it says what to remove: the manifest alone would leave a folder a sync refuses
     assert f"remove the folder {ds_dir / 'turns'} (the manifest with its data files" in str(info.value)

@@ -148,7 +148,8 @@ def sync(
             dataset and holds files of its own (nothing in it is touched).
         ManifestError: the dataset's manifest is damaged or from another version (nothing is
             changed; a new ``dataset_dir`` starts afresh).
-        RuntimeError: another sync of the same dataset kind is running.
+        SyncBusyError: another sync of the same dataset kind is running (a ``RuntimeError``, as
+            ``ManifestError`` is; both are exported by ``mmsp_notebook``).
         OSError: the dataset cannot be written (a full disk, a read-only folder); readable as it
             was, the next sync finishes the work.
     """
