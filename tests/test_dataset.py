@@ -270,6 +270,53 @@ def test_models_no_partition_directory_can_hold_are_skipped_by_name(tmp_path: Pa
     assert again.converted == 0 and len(again.skipped) == 3 and again.new_skipped == []
 
 
+def test_models_differing_only_in_case_get_partition_directories_of_their_own(tmp_path: Path) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    models = {"upper": "GLM-5", "lower": "glm-5", "mixed": "Glm-5", "slash": "Org/Model%2F", "slash_lower": "org/model%2f"}
+    for k, (tid, model) in enumerate(models.items()):
+        save(src, tid, conversation(1, T0 + k * 60_000, tid), model=model)
+        append_sidecar(record(tid, 0, 1, started=T0 + k * 60_000 + 1.0, model=model), base=src)
+    res = quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert res.skipped == [] and res.converted == len(models)
+    root = ds_dir / "turns"
+    dirs = {p.name for p in root.glob("month=*/model=*")}
+    # no two directory names are one on a file system that ignores case
+    assert len(dirs) == len({d.lower() for d in dirs}) == len(models)
+    # readers give every trace its exact model id, on this tree and on one whose names were folded to
+    # lower case, as a case-insensitive file system may hand them back
+    folded = tmp_path / "folded"
+    for f in root.rglob("*.parquet"):
+        target = folded / str(f.relative_to(root)).lower()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, target)
+    import duckdb
+    import pyarrow.dataset as pads
+
+    for tree in (root, folded):
+        table = pads.dataset(tree, format="parquet", partitioning="hive").to_table(columns=["trace_id", "model"])
+        assert dict(zip(table["trace_id"].to_pylist(), table["model"].to_pylist())) == models, tree
+        rows = duckdb.sql(f"SELECT DISTINCT trace_id, model FROM read_parquet('{tree}/*/*/*.parquet', hive_partitioning = true)").fetchall()
+        assert dict(rows) == models, tree
+    got = traces.query("SELECT DISTINCT trace_id, model FROM turns", ds_dir)
+    assert dict(zip(got["trace_id"], got["model"].astype(str))) == models
+    moved = tmp_path / "month=2024-01" / "model=all" / "ds"  # the query's views then decode the path themselves
+    shutil.move(str(ds_dir), str(moved))
+    got = traces.query("SELECT DISTINCT trace_id, model FROM turns", moved)
+    assert dict(zip(got["trace_id"], got["model"].astype(str))) == models
+    shutil.move(str(moved), str(ds_dir))
+    assert dict(zip(*traces.dataset(ds_dir).to_table(columns=["trace_id", "model"]).to_pydict().values())) == models
+    assert_same(ds_dir, src)
+    # the files' own names give their model back (for recomputing costs), folded or not
+    from mmsp_notebook.traces._files import partition_model
+
+    for name in traces.dataset(ds_dir).files:
+        part = os.path.relpath(name, root)
+        model = models[pq.read_table(name, columns=["trace_id"])["trace_id"][0].as_py()]
+        assert partition_model(part) == partition_model(part.lower()) == model
+    assert quiet_sync(src, ds_dir, prices={"GLM-5": {"prompt_tokens": 1.0, "response_tokens": 2.0}}).repriced == 1
+    assert_same(ds_dir, src, prices={"GLM-5": {"prompt_tokens": 1.0, "response_tokens": 2.0}})
+
+
 def test_file_names_that_are_not_utf8_are_skipped_by_name(tmp_path: Path) -> None:
     src, ds_dir = tmp_path / "cache", tmp_path / "ds"
     save(src, "ok", conversation(1, T0, "ok"))

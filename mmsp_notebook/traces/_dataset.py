@@ -11,8 +11,9 @@ Layout of ``dataset_dir``::
 
 The files hold the columns of ``load_turns`` (``load_items`` / ``load_events``) with the types
 :func:`~mmsp_notebook.traces.to_arrow` gives them, except ``model``, which is in the path with the
-UTC ``month`` (``YYYY-MM``) of ``started`` (``created_at`` for items); model ids are URI-encoded there (a trace
-whose model no directory name can hold is skipped with the reason, see ``_convert``), and read
+UTC ``month`` (``YYYY-MM``) of ``started`` (``created_at`` for items); model ids are URI-encoded there,
+capital letters too, so that ids differing only in case never share a directory (a trace whose
+model no directory name can hold is skipped with the reason; see ``_convert`` for both), and read
 back as a string column.
 """
 
