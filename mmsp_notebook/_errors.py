@@ -12,9 +12,13 @@ Hierarchy (every class is exported from ``mmsp_notebook``)::
     ├── LoopBlockedError         code on the worker event loop (an async tool that blocks) held it until the
     │                            turn was interrupted or reached its --timeout (also a TimeoutError)
     ├── BusyError                a conversation already has a turn streaming
-    └── TraceError               a trace or its timing cannot be found, read or used (also a
-        │                        ValueError); ``path`` and ``reason`` name the file and what is wrong
-        └── TraceNotFoundError   no such trace file (also a FileNotFoundError)
+    ├── TraceError               a trace or its timing cannot be found, read or used (also a
+    │   │                        ValueError); ``path`` and ``reason`` name the file and what is wrong
+    │   └── TraceNotFoundError   no such trace file (also a FileNotFoundError)
+    ├── ManifestError            a trace dataset's manifest is damaged or of another version: ``traces.sync``
+    │                            changes nothing (also a RuntimeError); ``path`` names the manifest
+    └── SyncBusyError            another ``traces.sync`` of the same dataset kind is running (also a
+                                 RuntimeError); ``path`` names the kind's directory
 
 Errors of the ``mmsp`` library itself (``UpstreamError``, ``IncompleteStreamError``,
 ``ToolCallArgumentParseError``, ...) are never wrapped: a turn records them as they are, and
@@ -29,7 +33,7 @@ import httpx
 
 __all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "OptionTypeError", "DemoServerError", "TurnError",
            "BusyError", "TraceError", "TraceNotFoundError", "IdleTimeoutError",
-           "LoopBlockedError"]
+           "LoopBlockedError", "ManifestError", "SyncBusyError"]
 
 
 class MMSPNotebookError(Exception):
@@ -92,6 +96,24 @@ class TraceError(MMSPNotebookError, ValueError):
 
 class TraceNotFoundError(TraceError, FileNotFoundError):
     """No trace file where one was looked for: catchable as :class:`TraceError` and as ``FileNotFoundError``."""
+
+
+class ManifestError(MMSPNotebookError, RuntimeError):
+    """A trace dataset's manifest cannot be used (damaged, or written by another version): the sync
+    changes nothing. ``path`` is the manifest file (or None)."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class SyncBusyError(MMSPNotebookError, RuntimeError):
+    """Another ``traces.sync`` of the same dataset kind holds its lock: wait for it to end, then sync
+    again. ``path`` is the kind's directory (or None)."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)
 
 
 class IdleTimeoutError(MMSPNotebookError, httpx.ReadTimeout):

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 import pytest
 from mmsp.integration.tracer import Tracer
 
-from mmsp_notebook import OptionError, TraceNotFoundError, traces
+from mmsp_notebook import ManifestError, OptionError, SyncBusyError, TraceNotFoundError, traces
 from mmsp_notebook.core import pricing
 from mmsp_notebook.core.store import append_sidecar
 from mmsp_notebook.traces import _dataset, _manifest, _runner
@@ -268,6 +268,53 @@ def test_models_no_partition_directory_can_hold_are_skipped_by_name(tmp_path: Pa
     # skipped until they change, as any unreadable file
     again = quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1))
     assert again.converted == 0 and len(again.skipped) == 3 and again.new_skipped == []
+
+
+def test_models_differing_only_in_case_get_partition_directories_of_their_own(tmp_path: Path) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    models = {"upper": "GLM-5", "lower": "glm-5", "mixed": "Glm-5", "slash": "Org/Model%2F", "slash_lower": "org/model%2f"}
+    for k, (tid, model) in enumerate(models.items()):
+        save(src, tid, conversation(1, T0 + k * 60_000, tid), model=model)
+        append_sidecar(record(tid, 0, 1, started=T0 + k * 60_000 + 1.0, model=model), base=src)
+    res = quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(1))
+    assert res.skipped == [] and res.converted == len(models)
+    root = ds_dir / "turns"
+    dirs = {p.name for p in root.glob("month=*/model=*")}
+    # no two directory names are one on a file system that ignores case
+    assert len(dirs) == len({d.lower() for d in dirs}) == len(models)
+    # readers give every trace its exact model id, on this tree and on one whose names were folded to
+    # lower case, as a case-insensitive file system may hand them back
+    folded = tmp_path / "folded"
+    for f in root.rglob("*.parquet"):
+        target = folded / str(f.relative_to(root)).lower()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, target)
+    import duckdb
+    import pyarrow.dataset as pads
+
+    for tree in (root, folded):
+        table = pads.dataset(tree, format="parquet", partitioning="hive").to_table(columns=["trace_id", "model"])
+        assert dict(zip(table["trace_id"].to_pylist(), table["model"].to_pylist())) == models, tree
+        rows = duckdb.sql(f"SELECT DISTINCT trace_id, model FROM read_parquet('{tree}/*/*/*.parquet', hive_partitioning = true)").fetchall()
+        assert dict(rows) == models, tree
+    got = traces.query("SELECT DISTINCT trace_id, model FROM turns", ds_dir)
+    assert dict(zip(got["trace_id"], got["model"].astype(str))) == models
+    moved = tmp_path / "month=2024-01" / "model=all" / "ds"  # the query's views then decode the path themselves
+    shutil.move(str(ds_dir), str(moved))
+    got = traces.query("SELECT DISTINCT trace_id, model FROM turns", moved)
+    assert dict(zip(got["trace_id"], got["model"].astype(str))) == models
+    shutil.move(str(moved), str(ds_dir))
+    assert dict(zip(*traces.dataset(ds_dir).to_table(columns=["trace_id", "model"]).to_pydict().values())) == models
+    assert_same(ds_dir, src)
+    # the files' own names give their model back (for recomputing costs), folded or not
+    from mmsp_notebook.traces._files import partition_model
+
+    for name in traces.dataset(ds_dir).files:
+        part = os.path.relpath(name, root)
+        model = models[pq.read_table(name, columns=["trace_id"])["trace_id"][0].as_py()]
+        assert partition_model(part) == partition_model(part.lower()) == model
+    assert quiet_sync(src, ds_dir, prices={"GLM-5": {"prompt_tokens": 1.0, "response_tokens": 2.0}}).repriced == 1
+    assert_same(ds_dir, src, prices={"GLM-5": {"prompt_tokens": 1.0, "response_tokens": 2.0}})
 
 
 def test_file_names_that_are_not_utf8_are_skipped_by_name(tmp_path: Path) -> None:
@@ -1128,6 +1175,50 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert traces.query("SET threads = 1", ds_dir).empty
 
 
+def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
+    ds_dir = tmp_path / "ds"
+    payload = {"role": "user", "created_at": T0 + 5 * DAY, "content_items": [
+        {"type": "embedding.done", "embedding": [0.5, 2.0, -1.25]},
+        {"type": "tool_result.done", "tool_call_id": "c1", "text": "two", "images": ["aGk=", "b2s="]}]}
+    save(corpus, "payloads/lists", [payload, answer("seen", T0 + 5 * DAY + 900)])
+    quiet_sync(corpus, ds_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)
+        want = traces.load_turns(corpus, progress=False)
+    got = traces.query("SELECT * FROM turns", ds_dir)
+    assert pd.api.types.is_string_dtype(got["month"].dtype)
+    order = ["trace_id", "turn", "message_index", "started", "status"]
+    got = got.drop(columns="month").sort_values(order).reset_index(drop=True)
+    want = want.sort_values(order).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, want)  # values, dtypes, categories (source's fixed ones too), tuples of tool names
+    # computed columns keep DuckDB's dtypes; a column named as a loader's but of another type is left as it is
+    agg = traces.query("SELECT model, count(*) AS n, avg(latency) AS mean, sum(total_tokens) AS tokens, "
+                       "trace_id AS turn, max(started) AS started FROM turns GROUP BY model, trace_id", ds_dir)
+    assert isinstance(agg["model"].dtype, pd.CategoricalDtype)
+    assert sorted(agg["model"].cat.categories) == sorted(want["model"].cat.categories)
+    assert agg["n"].dtype == np.int64 and agg["mean"].dtype == np.float64 and agg["tokens"].dtype == np.float64
+    assert pd.api.types.is_string_dtype(agg["turn"].dtype) and agg["started"].dtype == want["started"].dtype
+    # a value the loaders' fixed categories do not hold keeps it, in categories of the values
+    odd = traces.query("SELECT 'elsewhere' AS source UNION ALL SELECT 'trace'", ds_dir)
+    assert sorted(odd["source"].astype(str)) == ["elsewhere", "trace"]
+    # items (with their payloads' lists) and events too; their loaders keep categories in the order met, query sorts them
+    quiet_sync(corpus, ds_dir, kind="items", payloads=True)
+    quiet_sync(corpus, ds_dir, kind="events")
+    keys = {"items": ["trace_id", "message_index", "item_index"], "events": ["trace_id", "turn", "started", "event_index", "status"]}
+    for kind, order in keys.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", traces.TraceLoadWarning)
+            want = LOADERS[kind](corpus, progress=False, **({"payloads": True} if kind == "items" else {}))
+        got = traces.query(f"SELECT * FROM {kind}", ds_dir).drop(columns="month")
+        got, want = (f.sort_values(order).reset_index(drop=True) for f in (got, want))
+        pd.testing.assert_frame_equal(got, want, check_categorical=False)
+        if kind == "items":
+            assert got["embedding"].dropna().tolist() == [[0.5, 2.0, -1.25]]
+            assert got["images"].dropna().tolist() == [["aGk=", "b2s="]]
+        cats = [c for c in want.columns if isinstance(want[c].dtype, pd.CategoricalDtype)]
+        assert cats and [c for c in got.columns if isinstance(got[c].dtype, pd.CategoricalDtype)] == cats
+
+
 # --------------------------------------------------------------------------- options and errors
 
 
@@ -1194,8 +1285,11 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pyte
 
     with open(ds_dir / "turns" / "_sync.lock", "a+b") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
-        with pytest.raises(RuntimeError, match="another sync"):
+        before = mtimes(ds_dir)
+        with pytest.raises(SyncBusyError, match="another sync") as busy:
             traces.sync(corpus, ds_dir)
+        assert isinstance(busy.value, RuntimeError) and busy.value.path == str(ds_dir / "turns")
+        assert mtimes(ds_dir) == before
     assert_same(ds_dir, corpus, prices=prices, dedupe=False)  # nothing lost by the refused calls
 
 
@@ -1434,10 +1528,9 @@ def test_a_damaged_manifest_is_named_and_nothing_is_touched(corpus: Path, tmp_pa
     for extra in ("-wal", "-shm"):
         Path(str(manifest) + extra).unlink(missing_ok=True)
     manifest.write_bytes(b"not a database at all" * 100)
-    from mmsp_notebook.traces._manifest import ManifestError
-
     with pytest.raises(ManifestError, match="sync into a new dataset_dir") as info:
         traces.sync(corpus, ds_dir)
+    assert isinstance(info.value, RuntimeError) and info.value.path == str(manifest)
     assert mtimes(ds_dir) == before  # no data file removed
     # the way to rebuild it says what to remove: the manifest alone would leave a folder a sync refuses
     assert f"remove the folder {ds_dir / 'turns'} (the manifest with its data files" in str(info.value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,14 @@ def test_the_public_face():
     for name in _errors.__all__:
         error = getattr(_errors, name)
         assert issubclass(error, _errors.MMSPNotebookError) and name in mmsp_notebook.__all__
+        # and each has its place in the hierarchy the module's docstring draws
+        assert re.search(rf"(?m)^[ │├└─]*{name}\s", _errors.__doc__ or ""), f"{name} is not in _errors' hierarchy"
+    # the trace datasets' errors are there too, RuntimeErrors as they were before they had classes of their own
+    from mmsp_notebook.traces import _folder, _manifest
+
+    for name in ("ManifestError", "SyncBusyError"):
+        assert name in mmsp_notebook.__all__ and issubclass(getattr(mmsp_notebook, name), RuntimeError)
+    assert _manifest.ManifestError is mmsp_notebook.ManifestError and _folder.SyncBusyError is mmsp_notebook.SyncBusyError
 
 
 def test_modules_stay_small_or_say_why():

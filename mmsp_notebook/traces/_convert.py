@@ -7,6 +7,16 @@ this package importable and the source and dataset directories reachable under t
 
 Files are written next to their final name as ``.<name>.tmp`` (readers skip names starting with a
 dot) and renamed into place, so a reader never sees half a file.
+
+A file's partition directories are ``month=YYYY-MM/model=<model id>``, the model id URI-encoded
+(:func:`model_segment`): every byte but ASCII lower-case letters, digits and ``_.-~`` as ``%XX``,
+capital letters too (``GLM-5`` is ``model=%47%4C%4D-5``, ``glm-5`` ``model=glm-5``). The names left
+are one per model id on a file system that ignores case (macOS's, Windows'), where ``GLM-5`` and
+``glm-5`` would otherwise share a directory, and so the rows of one model would be read as the
+other's: a name holds no capital letter of its own, and ``%4D`` and ``%4d`` decode alike. Every
+reader of Hive partitions (pyarrow, Dask, DuckDB, Spark) decodes ``%XX``, so it reads back the exact
+model id, whatever case the file system gives the names in. (Skipping the second of two such models
+would keep its traces out of the dataset on every file system, for the sake of some.)
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import uuid
 from collections.abc import Container
 from concurrent.futures import ThreadPoolExecutor
@@ -42,7 +53,8 @@ from ._items import ItemBuilder, message_key
 from ._load import UNREAD
 from ._turns import TurnBuilder
 
-__all__ = ["Job", "ChunkResult", "convert", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path", "unread"]
+__all__ = ["Job", "ChunkResult", "convert", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path", "unread",
+           "model_segment"]
 
 KINDS = ("turns", "items", "events")
 #: the column whose UTC month partitions each kind
@@ -428,7 +440,18 @@ def partition_dir(month: Any, model: Any) -> str:
 def _model_dir(model: Any) -> str:
     if model is None or pd.isna(model):
         return f"model={NULL_PARTITION}"
-    return f"model={quote(str(model), safe='')}"
+    return f"model={model_segment(str(model))}"
+
+
+#: an escape ``quote`` wrote (left as it is), or a capital letter it left (to escape)
+_ESCAPE_OR_CAPITAL = re.compile(r"%[0-9A-F]{2}|[A-Z]")
+
+
+def model_segment(model: str) -> str:
+    """A model id as its partition directory names it: URI-encoded, capital letters too, so that no
+    two ids differing in case share a directory where the file system ignores case (see the
+    module docstring); ``urllib.parse.unquote`` (and every Hive reader) gives the id back."""
+    return _ESCAPE_OR_CAPITAL.sub(lambda m: m[0] if len(m[0]) == 3 else f"%{ord(m[0]):02X}", quote(model, safe=""))
 
 
 def _name_max(root: str) -> int:

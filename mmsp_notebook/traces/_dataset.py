@@ -11,8 +11,9 @@ Layout of ``dataset_dir``::
 
 The files hold the columns of ``load_turns`` (``load_items`` / ``load_events``) with the types
 :func:`~mmsp_notebook.traces.to_arrow` gives them, except ``model``, which is in the path with the
-UTC ``month`` (``YYYY-MM``) of ``started`` (``created_at`` for items); model ids are URI-encoded there (a trace
-whose model no directory name can hold is skipped with the reason, see ``_convert``), and read
+UTC ``month`` (``YYYY-MM``) of ``started`` (``created_at`` for items); model ids are URI-encoded there,
+capital letters too, so that ids differing only in case never share a directory (a trace whose
+model no directory name can hold is skipped with the reason; see ``_convert`` for both), and read
 back as a string column.
 """
 
@@ -149,7 +150,8 @@ def sync(
             dataset and holds files of its own (nothing in it is touched).
         ManifestError: the dataset's manifest is damaged or from another version (nothing is
             changed; a new ``dataset_dir`` starts afresh).
-        RuntimeError: another sync of the same dataset kind is running.
+        SyncBusyError: another sync of the same dataset kind is running (a ``RuntimeError``, as
+            ``ManifestError`` is; both are exported by ``mmsp_notebook``).
         OSError: the dataset cannot be written (a full disk, a read-only folder); readable as it
             was, the next sync finishes the work.
     """

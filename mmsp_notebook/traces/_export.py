@@ -1,4 +1,5 @@
-"""Export of the frames of :mod:`mmsp_notebook.traces`: Arrow tables and Parquet files."""
+"""Export of the frames of :mod:`mmsp_notebook.traces`: Arrow tables and Parquet files; and back,
+a column read from them (by DuckDB) in the dtype the loaders give it (:func:`as_loaded`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ._columns import as_num, as_text
+from ._columns import as_num, as_text, cat_col, obj_col, obj_series
 from ._common import PathLike, Paths
 from ._load import load_turns
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-__all__ = ["to_arrow", "to_parquet"]
+__all__ = ["to_arrow", "to_parquet", "as_loaded"]
 
 #: Arrow types for the object columns (they may be all-None in a small frame).
 _ARROW_OBJECT_TYPES = {
@@ -24,6 +25,8 @@ _ARROW_OBJECT_TYPES = {
     "embedding": ("list", "float64"),
     "data": ("scalar", "string"),
 }
+#: the sequence a list column's values are in the loaders' frames (the others hold lists, as parsed)
+_SEQUENCES = {"tool_names": tuple}
 
 
 def _number(v: Any) -> float | None:
@@ -92,6 +95,36 @@ def _table(df: pd.DataFrame) -> pa.Table:
         fields[name] = pa.field(name, pa.list_(t) if shape == "list" else t)
     schema = pa.schema([fields[str(c)] for c in df.columns], metadata=schema.metadata)
     return pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+
+
+def as_loaded(col: pd.Series, dtype: Any) -> pd.Series:
+    """A column of a frame from :func:`to_arrow`'s types (read back by DuckDB, say: strings for the
+    dictionaries, lists as arrays) in ``dtype``, the loaders' dtype of a column of its name.
+
+    Category columns are made as the loaders make them (:func:`~._columns.cat_col`: categories
+    sorted, no value no category) or with the loaders' own categories when these are fixed and
+    hold every value (``source``); list columns hold tuples of tool names, lists of the rest;
+    timestamps are UTC. A boolean column holding nulls (an outer join's) stays as it is.
+    """
+    if isinstance(dtype, pd.CategoricalDtype):
+        values = col.to_numpy(dtype=object, na_value=None)
+        fixed = dtype.categories
+        if len(fixed) and pd.Series(values, dtype=object).dropna().isin(fixed).all():
+            out = pd.Categorical(values, dtype=dtype)
+        else:
+            out = cat_col(values)
+        return pd.Series(out, index=col.index, name=col.name)
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        return col.dt.tz_convert(dtype.tz).astype(dtype)
+    if pd.api.types.is_bool_dtype(dtype) and col.isna().any():
+        return col
+    spec = _ARROW_OBJECT_TYPES.get(str(col.name))
+    if spec is not None and spec[0] == "list":
+        seq = _SEQUENCES.get(str(col.name), list)
+        values = [None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
+                  else seq(v.tolist() if hasattr(v, "tolist") else v) for v in col]
+        return obj_series(obj_col(values)).set_axis(col.index).rename(col.name)
+    return col.astype(dtype)
 
 
 def to_parquet(df_or_path: pd.DataFrame | Paths, out: PathLike, **load_kwargs: Any) -> Path:

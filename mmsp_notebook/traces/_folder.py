@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .._errors import SyncBusyError
 from ._manifest import LOCK_NAME, MANIFEST_NAME
 from ._readers import is_missing
 
@@ -24,7 +25,8 @@ __all__ = ["locked", "check_kind_dir", "clean", "size_of"]
 
 @contextmanager
 def locked(root: Path) -> Iterator[None]:
-    """One sync of a dataset kind at a time (an advisory lock; none where fcntl is missing)."""
+    """One sync of a dataset kind at a time (an advisory lock; none where fcntl is missing): a
+    second raises :class:`~mmsp_notebook.SyncBusyError`."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
@@ -34,7 +36,8 @@ def locked(root: Path) -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(f"another sync of {root} is running") from None
+            raise SyncBusyError(f"another sync of {root} is running: wait for it to end, then sync again",
+                                path=str(root)) from None
         try:
             yield
         finally:

@@ -47,6 +47,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .._errors import ManifestError
+
 __all__ = ["Manifest", "ManifestError", "MANIFEST_NAME", "RACY_S"]
 
 MANIFEST_NAME = "_manifest.sqlite"
@@ -54,7 +56,7 @@ LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
 #: the version of the rows and of the layout: a dataset of another version is rebuilt by its next sync
-_VERSION = "9"
+_VERSION = "10"
 #: ``units.kept`` of a copy whose rows are being removed from the files (see the module docstring)
 HIDING = 2
 #: ``sources.t_size`` of a trace a file of which could not be read (no permission, an I/O error):
@@ -107,10 +109,6 @@ def _in_parts(trace_ids: list[str]) -> Iterator[tuple[list[str], str]]:
         yield part, ",".join("?" * len(part))
 
 
-class ManifestError(RuntimeError):
-    """A manifest that cannot be read (damaged, or written by another version)."""
-
-
 class Manifest:
     """The manifest of one dataset kind (see the module docstring). Use as a context manager."""
 
@@ -135,8 +133,8 @@ class Manifest:
             raise ManifestError(
                 f"{self.path} is not a trace dataset manifest this version can use ({exc}); the data files "
                 f"are left as they are: sync into a new dataset_dir, or remove the folder {self.root} (the manifest "
-                "with its data files: a folder holding data files without a manifest is refused) to rebuild it"
-            ) from exc
+                "with its data files: a folder holding data files without a manifest is refused) to rebuild it",
+                path=self.path) from exc
 
     def _stored_version(self) -> str | None:
         try:

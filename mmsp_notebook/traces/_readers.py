@@ -68,6 +68,42 @@ def _full_schema(kind: str, payloads: bool) -> Any:
     return frame_schema.set(i, pa.field("model", pa.string())).append(pa.field("month", pa.string()))
 
 
+@functools.cache
+def _loaded_columns() -> dict[str, tuple[str, Any]]:
+    """Column name -> (its DuckDB type in the views, its dtype in the loaders' frames), for the
+    columns of every kind (payloads included; no name is given two dtypes by two kinds), from the
+    frames of empty builders and the dataset's schema."""
+    import duckdb
+
+    from ._convert import _builder
+
+    out: dict[str, tuple[str, Any]] = {}
+    con = duckdb.connect()
+    try:
+        for kind in KINDS:
+            con.register("_schema", _full_schema(kind, True).empty_table())
+            rel = con.sql("SELECT * FROM _schema")
+            types = dict(zip(rel.columns, map(str, rel.types)))
+            for name, dtype in _builder(Job(kind, "", [], payloads=True)).frame().dtypes.items():
+                out.setdefault(str(name), (types[str(name)], dtype))
+    finally:
+        con.close()
+    return out
+
+
+def _as_loaded(df: pd.DataFrame, types: list[Any]) -> pd.DataFrame:
+    """DuckDB's frame of a query with the loaders' dtypes in the columns named as theirs and of the
+    views' types (a column computed under such a name, of another type, keeps DuckDB's dtype)."""
+    from ._export import as_loaded
+
+    known = _loaded_columns()
+    for i, (name, sql_type) in enumerate(zip(df.columns, types)):
+        found = known.get(str(name))
+        if found is not None and found[0] == str(sql_type):
+            df.isetitem(i, as_loaded(df.iloc[:, i], found[1]))
+    return df
+
+
 def is_missing(path: str) -> bool:
     """Whether a data file is not there (a file that cannot be looked at, in an unreadable
     directory say, is not missing: reading it says what is wrong)."""
@@ -214,6 +250,14 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
 
         traces.query("SELECT model, quantile_cont(latency, 0.9) FROM turns GROUP BY model", "traces_ds")
 
+    A column named as a loader's column and of its type in the views comes with the dtype the
+    loader gives it, so ``query("SELECT * FROM turns", ds)`` equals ``load_turns`` of the same
+    traces (but for the row order and ``month``): nullable ``Int64``, ``datetime64[us, UTC]``,
+    categories (sorted, as ``load_turns`` sorts them; ``source`` with its fixed three), tuples of
+    tool names. Columns the SQL computes (``count(*)``, ``avg(latency)``), ``month``, and one named
+    as a loader's column but of another type keep DuckDB's pandas dtypes; so does a frame read
+    through :func:`connect`.
+
     It may run while a sync changes the dataset: a read that fails on a file the sync rewrote or
     removed meanwhile is run again over the files the manifest then lists. DuckDB's own errors
     (``duckdb.ParserException``, ``duckdb.BinderException``, ...) say what is wrong with the SQL.
@@ -225,7 +269,7 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
         rel = con.sql(sql)
         if rel is None:  # (DuckDB's answer to blank text or comments)
             raise OptionError(f"no SQL statement to run in {sql!r}: give one, e.g. 'SELECT count(*) FROM turns'")
-        return rel.df()
+        return _as_loaded(rel.df(), rel.types)
 
     return read_retrying(run, dataset_root(dataset_dir))
 
