@@ -3,7 +3,8 @@
 The same setup as tests/test_browser.py (its fixtures and helpers): one ``jupyter lab`` server per
 module with the demo model unpaced unless a test asks for ``demo+tps=N``. Here: names a model gives
 that hold bidi controls, keyboard navigation through a long conversation, long user messages, math
-in Markdown, and a kernel that restarts while a reply streams.
+in Markdown, a kernel that restarts while a reply streams, and a silent reply while another cell
+keeps the kernel busy.
 """
 # ruff: noqa: F811  (the fixtures of tests/test_browser.py, imported by name, are the tests' arguments)
 
@@ -28,8 +29,9 @@ from test_browser import (  # noqa: F401  (fixtures)
 RLO = "\u202e"
 
 
-def start_chat(page, server, name: str, source: str):
-    nb = server.write_notebook(name, source)
+def start_chat(page, server, name: str, *sources: str):
+    """Open a notebook of ``sources`` and run its first cell, the chat's."""
+    nb = server.write_notebook(name, *sources)
     open_lab(page, server, nb, name.removesuffix(".ipynb"))
     run_cell(page, 0)
     wait_cell_done(page, 0)
@@ -150,7 +152,7 @@ def test_a_kernel_restart_while_a_reply_streams_cuts_it_and_gives_the_input_back
     page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
     page.get_by_role("menuitem", name=re.compile(r"^Restart Kernel…")).first.click()
     page.locator(".jp-Dialog button.jp-mod-accept").click()  # "Restart"
-    # the chat notices (pinged, no answer for 10 s), cuts the reply and takes input again
+    # the chat notices (no word from the kernel for 10 s), cuts the reply and takes input again
     wait_text(button, "Send", timeout=30_000)
     cut = last_assistant(chat)
     assert cut.get_attribute("data-status") == "incomplete"
@@ -164,6 +166,57 @@ def test_a_kernel_restart_while_a_reply_streams_cuts_it_and_gives_the_input_back
     assert "run its cell again" in note.inner_text() or box.input_value() == "", note.inner_text()
     assert "A reply is streaming" not in note.inner_text()
     assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 6. a long cell while a reply is silent
+# What would have shown the reply cut, recorded as it happens (a cut reply that the kernel later
+# finishes would show nothing of it at the end): the cut mark, the note, the button back to Send.
+CUT_RECORDER = r"""(chat) => {
+  window.__cut = [];
+  const look = () => {
+    if (chat.querySelector('.mmsp-cut-off')) window.__cut.push('cut-off');
+    const note = chat.querySelector('.mmsp-composer-note');
+    if (note && /stopped answering/.test(note.textContent)) window.__cut.push('note');
+    const live = chat.querySelector('.mmsp-turn[data-status="streaming"]');
+    if (live && chat.querySelector('button.mmsp-send').textContent === 'Send') window.__cut.push('send');
+  };
+  new MutationObserver(look).observe(chat, {subtree: true, childList: true, characterData: true, attributes: true});
+}"""
+
+
+@pytest.mark.browser
+def test_a_silent_reply_outlives_a_cell_that_holds_the_shell_thread_past_the_dead_limit(page, server):
+    """The model says nothing for 13 s (its server's keep-alives only, each a sign of life within
+    the 3 s idle timeout, so the view has nothing to redraw) while another cell sleeps 17 s on the
+    kernel's shell thread, with comm messages handled there (no subshells: JupyterLab before 4.4,
+    Notebook 7, VS Code). The chat (DEAD_MS 10 s) hears the kernel all along and the reply completes."""
+    from browser_utils import set_setting
+    from test_browser import wait_text
+
+    plugin = "@jupyterlab/apputils-extension:kernels-settings"
+    set_setting(server, plugin, {"commsOverSubshells": "disabled"})
+    try:
+        chat = start_chat(page, server, "busy.ipynb",
+                          "from mmsp_notebook import Chat\nchat = Chat(model='demo+silence=13', timeout=3)\nchat",
+                          "import time\ntime.sleep(17)\n'slept'")
+        chat.evaluate(CUT_RECORDER)
+        send_chat(chat, "Think it over")
+        button = chat.locator("button.mmsp-send")
+        wait_text(button, "Stop")
+        run_cell(page, 1)
+        sleeping = cells(page).nth(1).locator(".jp-InputPrompt", has_text="[*]").first
+        sleeping.wait_for()
+        answer = last_assistant(chat)
+        wait_status(answer, "complete", timeout=30_000)
+        assert sleeping.is_visible()  # the reply ended while the other cell still ran
+        assert answer.locator(".mmsp-item.mmsp-text").last.inner_text().strip()
+        assert "mmsp-cut-off" not in (chat.locator(".mmsp-msg-assistant").last.get_attribute("class") or "")
+        assert chat.evaluate("() => window.__cut") == []
+        wait_text(button, "Send")
+        wait_cell_done(page, 1)
+        assert not page.errors, page.errors
+    finally:
+        set_setting(server, plugin, {})
 
 
 # --------------------------------------------------------------------------- 2. Tab stops

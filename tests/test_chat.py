@@ -269,13 +269,43 @@ def test_a_chat_starts_from_a_history(fresh_session):
         Chat(history=[{"role": "tool"}])
 
 
-def test_a_ping_from_the_front_end_gets_a_pong(fresh_session):
-    """While a reply streams the front end checks the kernel still answers (js/src/chat.js)."""
-    chat = Chat()
-    cap = Capture(chat)
-    inbound(chat, {"type": "ping"})
-    wait_for(lambda: {"type": "pong"} in cap.messages)
-    assert chat.message_count == 0  # not counted with the conversation's messages
+def test_a_reply_with_nothing_to_show_sends_heartbeats_from_the_worker_thread(fresh_session):
+    """While its tool works for 5 s the reply has nothing new to draw: the front end (which cuts a
+    reply after 10 s without a word, js/src/chat.js) still hears from the kernel every ~2 s, from
+    the worker thread, which a cell running on the shell thread does not hold up."""
+    import threading
+
+    from mmsp_notebook.front.chat import HEARTBEAT
+
+    async def ponder(topic: str) -> str:
+        """Think a topic over, for a while."""
+        await asyncio.sleep(5)
+        return f"{topic}: pondered"
+
+    chat = Chat(tools=[ponder], trace=False)
+    sent: list[tuple[float, str, str]] = []
+    original = chat.comm.send
+
+    def send(data=None, metadata=None, buffers=None):
+        if isinstance(data, dict) and data.get("method") == "custom":
+            sent.append((time.monotonic(), data["content"]["type"], threading.current_thread().name))
+        return original(data=data, metadata=metadata, buffers=buffers)
+
+    chat.comm.send = send
+    turn = chat.send("Use ponder on lighthouses")
+    assert turn.status == "complete" and turn.tool_calls[0]["name"] == "ponder"
+    beats = [m for m in sent if m[1] == "heartbeat"]
+    assert len(beats) >= 2, sent
+    assert {thread for _, _, thread in beats} == {"mmsp-notebook-worker"}
+    # from the first message to the last, never silent much longer than a heartbeat
+    gaps = [b[0] - a[0] for a, b in zip(sent, sent[1:])]
+    assert max(gaps) < HEARTBEAT + 1.0, gaps
+    ops = sum(1 for m in sent if m[1] == "ops")
+    assert chat.message_count == ops  # heartbeats are not counted with the conversation's messages
+    # none once the reply has ended
+    count = len(sent)
+    time.sleep(HEARTBEAT + 0.5)
+    assert len(sent) == count
 
 
 def test_a_trace_id_given_to_the_chat_names_its_trace_and_a_bad_one_is_refused(fresh_session, tmp_path):

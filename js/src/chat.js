@@ -2,8 +2,14 @@
 //
 // Traits read: transcript, busy, models, model, thinking, thinking_levels, error.
 // Traits written: model, thinking (set + save_changes when the pickers change).
-// Messages sent: hello, send, stop, new_chat, retry, ping, math_code (math.js). Received: ops (with turn index),
-// chat_snapshot, pong, math_code (the math renderer, in a binary buffer).
+// Messages sent: hello, send, stop, new_chat, retry, math_code (math.js). Received: ops (with turn index),
+// chat_snapshot, heartbeat, math_code (the math renderer, in a binary buffer).
+//
+// Liveness: while a reply streams, the kernel sends something at least every 2 s: its ops, or a
+// heartbeat ({type: "heartbeat"}) when the reply has nothing new to show (a silent model, a tool at
+// work). Both come from the worker thread that streams the reply, so they keep coming while the
+// kernel's shell thread runs a long cell (and would not read a message from here). Any message
+// counts as a sign of life; none for DEAD_MS (a restart, a crash) and the reply is cut here.
 import { createTurnView } from "./render.js";
 import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } from "./util.js";
 import { connectMath } from "./math.js";
@@ -18,10 +24,8 @@ let collapsedIds = 0;
 const IMAGE_TYPES = /^image\/(png|jpeg|gif|webp)$/;
 // Enter while a reply streams keeps the message in the box, and says so (until the reply ends)
 const WAIT_NOTE = "A reply is streaming: your message stays here. Enter sends it once the reply is done; Esc or Stop ends the reply.";
-// While a reply streams the kernel speaks at least once a second (ops, the waiting counter); silent
-// for PING_MS it is asked for a pong, and silent for DEAD_MS (a restart, a crash) the reply is cut
-// here: the chat leaves its busy state instead of refusing input forever.
-const PING_MS = 2000;
+// Silent for DEAD_MS while a reply streams (no ops, no heartbeat: the kernel restarted or died), the
+// reply is cut here: the chat leaves its busy state instead of refusing input forever.
 const DEAD_MS = 10000;
 const DEAD_NOTE = "The kernel stopped answering; the reply was cut.";
 const NO_KERNEL = "This chat is no longer connected to a kernel: run its cell again to chat.";
@@ -510,19 +514,8 @@ export function renderChatWidget({ model, el }) {
     }
   }
   cleanups.push(() => watchKernel(false));
-  let pinged = 0;
   function checkKernel() {
-    const silent = Date.now() - heard;
-    if (silent >= DEAD_MS) {
-      kernelGone();
-    } else if (silent >= PING_MS && Date.now() - pinged >= PING_MS) {
-      pinged = Date.now();
-      try {
-        model.send({ type: "ping" });
-      } catch {
-        kernelGone(); // its connection is closed already: no need to wait
-      }
-    }
+    if (Date.now() - heard >= DEAD_MS) kernelGone();
   }
   function kernelGone() {
     gone = true;
@@ -698,7 +691,7 @@ export function renderChatWidget({ model, el }) {
   // ------------------------------------------------------------------ model events
   const onMsg = (msg) => {
     if (!msg || typeof msg !== "object") return;
-    heardFromKernel();
+    heardFromKernel(); // any message: ops, a snapshot, a heartbeat (which needs nothing more)
     if (msg.type === "ops") applyOps(msg.turn, msg.ops);
     else if (msg.type === "chat_snapshot" && msg.chat && typeof msg.chat === "object") {
       const c = msg.chat;

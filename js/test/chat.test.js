@@ -315,7 +315,7 @@ test("chat: a long user message is collapsed behind Show more / Show less (aria-
   assert.ok(el.querySelector(".mmsp-user-text").classList.contains("mmsp-collapsed"));
 });
 
-test("chat: a kernel that stops answering while a reply streams: pinged, then the reply is cut and input comes back", () => {
+test("chat: a kernel that stops answering while a reply streams: heartbeats keep the reply, silence cuts it and input comes back", () => {
   const realNow = Date.now;
   let now = 1_000_000;
   Date.now = () => now;
@@ -330,19 +330,26 @@ test("chat: a kernel that stops answering while a reply streams: pinged, then th
     model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: { kind: "streaming", text: "streaming…" } }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial"]] });
     assert.ok(tick, "watching the kernel while busy");
     assert.equal(q(".mmsp-send").textContent, "Stop");
-    // silent for 2 s: asked for a pong; a pong (any message) means alive
-    now += 2500;
-    tick();
-    assert.deepEqual(model.sent.at(-1), { type: "ping" });
-    model.custom({ type: "pong" });
-    now += 1000;
-    tick();
-    assert.equal(q(".mmsp-send").textContent, "Stop");
-    // silent for 10 s: the reply is cut, marked, and the chat takes input again
-    for (let k = 0; k < 22; k++) {
+    // no ops for 15 s, but a heartbeat every 2 s: the kernel is alive, the reply goes on (and the
+    // front end asks nothing: a kernel busy with a cell would not read it)
+    const sent = model.sent.length;
+    for (let k = 0; k < 30; k++) {
       now += 500;
-      tick && tick();
+      if (k % 4 === 3) model.custom({ type: "heartbeat" });
+      tick();
     }
+    assert.equal(q(".mmsp-send").textContent, "Stop");
+    assert.equal(el.querySelector(".mmsp-msg-assistant .mmsp-turn").getAttribute("data-status"), "streaming");
+    assert.equal(model.sent.length, sent);
+    // silent for 10 s (the last heartbeat was 1 s ago): the reply is cut, marked, and the chat
+    // takes input again
+    for (let k = 0; k < 17; k++) {
+      now += 500;
+      tick();
+    }
+    assert.equal(q(".mmsp-send").textContent, "Stop", "not cut before 10 s of silence");
+    now += 500;
+    tick();
     assert.equal(tick, null, "the watch ends with the busy state");
     assert.equal(q(".mmsp-send").textContent, "Send");
     const turn = el.querySelector(".mmsp-msg-assistant .mmsp-turn");

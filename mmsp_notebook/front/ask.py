@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, TextIO
 
 from ..core.turn import Turn
 from ..engine.launch import launch
+from ..engine.worker import stalled
+from ..views.live import await_turn
 from .finish import finish_turn, present
 
 __all__ = ["ask", "aask"]
@@ -27,11 +28,12 @@ def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None
 
 
 async def aask(prompt: str, *, strict: bool | None = None, **options: Any) -> Turn:
-    """Run one turn from async code (it runs on the worker loop); cancelling the await aborts it."""
+    """Run one turn from async code (it runs on the worker loop); cancelling the await aborts it.
+
+    As for ``ask``: while an ``async def`` tool blocks the worker loop, the turn ends once the block
+    has lasted its ``timeout`` (at once when the await is cancelled), with a
+    :class:`~mmsp_notebook.LoopBlockedError` that names the tool; what arrived is kept.
+    """
     run, future = launch(prompt, **options)
-    try:
-        turn = await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        run.abort("cancelled")
-        raise
+    turn = await await_turn(run, future, stalled)
     return finish_turn(turn, strict)

@@ -36,6 +36,10 @@ _counter = 0
 #: The models the picker offers when none are given (chat models only: no embedding model).
 DEFAULT_MODELS = ("demo",)
 
+#: Seconds a reply in flight may go without a message to the front end before it sends a heartbeat
+#: (js/src/chat.js cuts a reply after 10 s without a word from the kernel).
+HEARTBEAT = 2.0
+
 
 def _next_name() -> str:
     global _counter
@@ -340,8 +344,6 @@ class Chat(MarkdownWidget):
                 text = str(content.get("text") or "")
                 images = [src for src in content.get("images") or [] if isinstance(src, str)]
                 await self._start(text, images)
-            elif kind == "ping":  # the front end checks the kernel is alive while a reply streams
-                anywidget.AnyWidget.send(self, {"type": "pong"})
             elif kind == "stop":
                 self.stop()
             elif kind == "new_chat":
@@ -367,17 +369,30 @@ class Chat(MarkdownWidget):
 
 
 class _ChatLive(LiveView):
-    """The chat's view of its turn in flight: ops to the front end, then the transcript entry."""
+    """The chat's view of its turn in flight: ops to the front end, then the transcript entry.
+
+    Its updates run on the worker loop (:func:`~mmsp_notebook.views.live.adrive` calls them every
+    half second or so while nothing changes): when the turn has had nothing to show for
+    :data:`HEARTBEAT` seconds (a silent model, a tool at work), a heartbeat tells the front end that
+    the kernel is alive, also while the kernel's shell thread runs a cell and reads no message.
+    """
 
     def __init__(self, chat: Chat, index: int) -> None:
         self.chat = chat
         self.index = index
         self.tracker = OpsTracker()
+        self.said = time.monotonic()  # when the front end last got a message of this turn
 
     def update(self, turn: Turn) -> None:
         ops = self.tracker.ops(turn)
+        now = time.monotonic()
         if ops:
             self.chat._send_msg({"type": "ops", "turn": self.index, "ops": ops})
+            self.said = now
+        elif now - self.said >= HEARTBEAT:
+            # (not counted with the conversation's messages)
+            anywidget.AnyWidget.send(self.chat, {"type": "heartbeat"})
+            self.said = now
 
     def finish(self, turn: Turn) -> None:
         chat = self.chat

@@ -22,7 +22,7 @@ from .html import render_html
 from .model import OpsTracker, view_model
 from .text import banner_lines, footer_line, item_head, item_tail, printable, render_text, result_line
 
-__all__ = ["LiveView", "WidgetLive", "TextLive", "drive", "adrive", "in_kernel"]
+__all__ = ["LiveView", "WidgetLive", "TextLive", "LoopWatch", "drive", "adrive", "await_turn", "in_kernel"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # repaints a second at most (40 ms apart, so at most 25 in any second): with a turn's first message
@@ -221,9 +221,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
     turn = run.turn
     interval = 1.0 / rate
     ended = threading.Event()
-    blocked: Stall | None = None
-    limit = getattr(run, "idle_timeout", None)
-    began = time.monotonic()
+    watch = LoopWatch(run, stalled)
 
     def on_done(_: Any) -> None:
         ended.set()
@@ -238,12 +236,8 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         try:
             if ended.is_set():
                 break
-            if stalled is not None:
-                was, blocked = blocked, stalled()
-                if blocked is not None or was is not None:
-                    _note_blocked(turn, blocked)
-                if blocked is not None and (interrupted or blocked.overdue(limit, time.monotonic() - began)):
-                    break
+            if watch.due(interrupted):
+                break
             if deadline is not None and time.monotonic() > deadline:
                 future.cancel()
                 break
@@ -272,15 +266,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
             else:
                 future.cancel()
                 break
-    if blocked is not None and not ended.is_set():
-        # the worker loop cannot wind the turn down: it ends here, and the loop cancels its task
-        # once it turns again
-        future.cancel()
-        from .._errors import LoopBlockedError
-
-        _end_blocked(run, LoopBlockedError(blocked, interrupted, limit), interrupted)
-    elif blocked is not None:
-        _note_blocked(turn, None)
+    watch.settle(future, ended.is_set(), interrupted)
     returned = future.done() and not future.cancelled() and future.exception() is None
     if (interrupted or not future.done()) and not returned:
         # stopped by the user, or the worker did not end in time: the turn is cancelled all the same
@@ -288,6 +274,49 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         turn.mark_cancelled("interrupted (kernel interrupt)")
     live.finish(turn)
     return turn
+
+
+class LoopWatch:
+    """A front door's watch on the worker loop while it waits for a turn (:func:`drive`, :func:`await_turn`).
+
+    ``stalled`` says whether the worker loop is blocked (``engine.worker.stalled``; ``None``: not
+    watched). Each :meth:`due` looks again, notes the block on the turn (its view says by what) and
+    says whether the turn ends here, as nothing of it can move while the loop is held: at once on an
+    interrupt, else once the block has lasted the turn's idle timeout. :meth:`settle` then ends it
+    with a :class:`~mmsp_notebook.LoopBlockedError`, what arrived kept.
+    """
+
+    def __init__(self, run: Any, stalled: Callable[[], Stall | None] | None) -> None:
+        self.run = run
+        self.stalled = stalled
+        self.limit: float | None = getattr(run, "idle_timeout", None)
+        self.began = time.monotonic()
+        self.blocked: Stall | None = None
+
+    def due(self, interrupted: bool = False) -> bool:
+        """Whether the turn ends here now (the loop blocked, and interrupted or past the limit)."""
+        if self.stalled is None:
+            return False
+        was, self.blocked = self.blocked, self.stalled()
+        if self.blocked is not None or was is not None:
+            _note_blocked(self.run.turn, self.blocked)
+        return self.blocked is not None and (
+            interrupted or self.blocked.overdue(self.limit, time.monotonic() - self.began))
+
+    def settle(self, future: concurrent.futures.Future[Any], ended: bool, interrupted: bool) -> bool:
+        """Once the wait is over: a turn that had not ``ended`` while the loop was blocked ends here
+        (``cancelled`` if ``interrupted``, else ``error``) and its task is cancelled once the loop
+        turns again; a block that passed is no longer noted. Whether the turn was ended here."""
+        if self.blocked is None:
+            return False
+        if ended:
+            _note_blocked(self.run.turn, None)
+            return False
+        future.cancel()
+        from .._errors import LoopBlockedError
+
+        _end_blocked(self.run, LoopBlockedError(self.blocked, interrupted, self.limit), interrupted)
+        return True
 
 
 def _note_blocked(turn: Any, stall: Stall | None) -> None:
@@ -351,3 +380,28 @@ async def adrive(run: TurnRun, future: concurrent.futures.Future[Any], live: Liv
             ended.exception()  # retrieved: the turn records its own errors
         live.finish(turn)
     return turn
+
+
+async def await_turn(run: TurnRun, future: concurrent.futures.Future[Turn],
+                     stalled: Callable[[], Stall | None] | None = None, poll: float = 0.1) -> Turn:
+    """Wait for a turn from async code, with no view (``aask``): its end, as :func:`drive` waits for it.
+
+    While the worker loop is blocked (``stalled``, as for :func:`drive`), the turn is not waited for:
+    it ends here once the block has lasted its idle timeout (``error``), with a
+    :class:`~mmsp_notebook.LoopBlockedError`; what arrived is kept. Cancelling the await aborts the
+    turn, and ends it at once (``cancelled``, with that error) when the loop is blocked.
+    """
+    watch = LoopWatch(run, stalled)
+    ended = asyncio.wrap_future(future)
+    try:
+        while not ended.done() and not watch.due():
+            await asyncio.wait({ended}, timeout=poll)
+    except asyncio.CancelledError:
+        ended.cancel()  # (cancels the turn's task on the worker loop)
+        run.abort("cancelled")
+        if watch.due(interrupted=True):
+            watch.settle(future, False, interrupted=True)
+        raise
+    if watch.settle(future, ended.done(), interrupted=False):
+        return run.turn
+    return await ended

@@ -1,0 +1,86 @@
+"""``aask`` (mmsp_notebook/front/ask.py) while an ``async def`` tool blocks the worker loop: the turn
+ends as the magic's and ``Chat.send``'s do, with a LoopBlockedError and what arrived kept."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from mmsp_notebook import LoopBlockedError, TurnError, aask
+
+#: the most a blocking tool here holds the loop (without the front door's watch, the turn would end
+#: only then)
+HOLD = 12.0
+
+
+def blocking_tool(release: threading.Event):
+    async def slow_lookup(city: str) -> str:
+        """Look up a city, blocking."""
+        deadline = time.monotonic() + HOLD
+        while not release.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)  # no await: the worker loop stops turning
+        return f"found {city}"
+
+    return slow_lookup
+
+
+def test_aask_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh_session):
+    release = threading.Event()
+    began = time.monotonic()
+    try:
+        turn = asyncio.run(aask("Look up Paris with slow_lookup", tools=[blocking_tool(release)], timeout=3,
+                                trace=False))
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert took < 8, f"aask waited {took:.1f} s for a blocked loop"
+    assert turn.status == "error" and isinstance(turn.error, LoopBlockedError)
+    assert turn.error.stall.tool == "slow_lookup" and not turn.error.interrupted
+    assert "the async tool 'slow_lookup'" in str(turn.error) and "after 3 s" in str(turn.error)
+    assert turn.tool_calls and turn.tool_calls[0]["name"] == "slow_lookup"  # what arrived is kept
+    assert turn.thinking  # (the step before the tool call too)
+    assert turn.loop_blocked is None  # no longer said to be blocked: it has ended
+    assert fresh_session.last_turn is turn and fresh_session.last_error is turn.error
+    # the loop turns again once the tool returns, and serves the next turn
+    assert asyncio.run(aask("hello", trace=False)).status == "complete"
+
+
+def test_aask_in_strict_mode_raises_the_turn_error_from_the_loop_blocked_error(fresh_session):
+    release = threading.Event()
+    try:
+        with pytest.raises(TurnError, match="turn error: LoopBlockedError") as caught:
+            asyncio.run(aask("Look up Paris with slow_lookup", tools=[blocking_tool(release)], timeout=2,
+                             trace=False, strict=True))
+    finally:
+        release.set()
+    assert isinstance(caught.value.__cause__, LoopBlockedError)
+    assert caught.value.turn.tool_calls[0]["name"] == "slow_lookup"
+
+
+def test_cancelling_aask_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
+    from mmsp_notebook.engine import worker
+
+    release = threading.Event()
+
+    async def main():
+        task = asyncio.ensure_future(aask("Look up Paris with slow_lookup", tools=[blocking_tool(release)],
+                                          timeout=60, trace=False))
+        while worker.stalled() is None:  # until the tool has blocked the loop (the watchdog says so)
+            await asyncio.sleep(0.05)
+        task.cancel()
+        began = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - began
+
+    try:
+        took = asyncio.run(asyncio.wait_for(main(), HOLD - 2))
+    finally:
+        release.set()
+    assert took < 1.0
+    turn = fresh_session.turns[-1]
+    assert turn.status == "cancelled" and isinstance(turn.error, LoopBlockedError) and turn.error.interrupted
+    assert turn.error.stall.tool == "slow_lookup" and turn.tool_calls[0]["name"] == "slow_lookup"
