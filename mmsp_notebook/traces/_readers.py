@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
-from ._common import PathLike
+from ._common import PathLike, TraceLoadWarning
 from ._convert import KINDS, NULL_PARTITION, Job
 from ._manifest import MANIFEST_NAME
 
@@ -120,8 +120,17 @@ def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:
     """The manifest's meta and the data files it lists (absolute paths), read without writing: a
     sync may be running, and the folder may be a read-only copy. A listed file that is missing
     (removed by hand, or lost) raises TraceNotFoundError saying so, unless the manifest read again
-    no longer lists it (a sync removed it meanwhile)."""
+    no longer lists it (a sync removed it meanwhile). A dataset whose first sync has not finished
+    (running, or stopped) is read with a :class:`TraceLoadWarning` saying so: it holds the traces
+    converted so far, and a message repeated across traces may show more than once."""
     meta, files = _listed_files(root)
+    if meta.get("resolve_all"):  # (set by a first sync until its end, see _manifest)
+        import warnings
+
+        warnings.warn(
+            f"the first traces.sync into {root} has not finished (it is running, or it was stopped: sync again to "
+            f"finish it): {len(files)} data files hold the traces converted so far, and a message repeated across "
+            "traces may show more than once until it finishes", TraceLoadWarning, stacklevel=3)
     missing = [f for f in files if is_missing(f)]
     if missing:
         meta, files = _listed_files(root)
