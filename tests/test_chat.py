@@ -377,3 +377,64 @@ def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel):
     assert said.split() == ["cancelled", "LoopBlockedError", "slow_lookup"], said
     kernel.execute("release.set()\nimport time\nwhile chat.busy: time.sleep(0.05)")  # the loop winds the turn down
     assert kernel.printed("print(chat.send('hello').status)").strip() == "complete"
+
+
+def test_asend_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh_session):
+    """As ``aask`` (tests/test_ask.py): the watch on the worker loop ends the turn, not the tool."""
+    import threading
+
+    from test_ask import blocking_tool
+
+    from mmsp_notebook import LoopBlockedError
+
+    release = threading.Event()
+    chat = Chat(tools=[blocking_tool(release)], timeout=3, trace=False)
+    began = time.monotonic()
+    try:
+        turn = asyncio.run(chat.asend("Look up Paris with slow_lookup"))
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert took < 8, f"asend waited {took:.1f} s for a blocked loop"
+    assert turn.status == "error" and isinstance(turn.error, LoopBlockedError) and not turn.error.interrupted
+    assert turn.error.stall.tool == "slow_lookup" and "after 3 s" in str(turn.error)
+    assert turn.tool_calls and turn.tool_calls[0]["name"] == "slow_lookup" and turn.thinking  # what arrived is kept
+    assert turn.loop_blocked is None
+    wait_for(lambda: not chat.busy)  # the transcript catches up once the loop turns again
+    assert chat.transcript[-1]["turn"]["status"] == "error" and "LoopBlockedError" in json.dumps(chat.transcript[-1])
+    again = asyncio.run(chat.asend("hello"))
+    assert again.status == "complete" and [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+
+
+def test_cancelling_asend_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
+    import threading
+
+    from test_ask import HOLD, blocking_tool
+
+    from mmsp_notebook import LoopBlockedError
+    from mmsp_notebook.engine import worker
+
+    release = threading.Event()
+    chat = Chat(tools=[blocking_tool(release)], timeout=60, trace=False)
+
+    async def main():
+        task = asyncio.ensure_future(chat.asend("Look up Paris with slow_lookup"))
+        while worker.stalled() is None:  # until the tool has blocked the loop (the watchdog says so)
+            await asyncio.sleep(0.05)
+        task.cancel()
+        began = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - began
+
+    try:
+        took = asyncio.run(asyncio.wait_for(main(), HOLD - 2))
+    finally:
+        release.set()
+    assert took < 1.0
+    turn = fresh_session.turns[-1]
+    assert turn.status == "cancelled" and isinstance(turn.error, LoopBlockedError) and turn.error.interrupted
+    assert turn.error.stall.tool == "slow_lookup" and turn.tool_calls[0]["name"] == "slow_lookup"
+    wait_for(lambda: not chat.busy)  # the chat's view of the turn ends once the loop turns again
+    assert chat.transcript[-1]["turn"]["status"] == "cancelled"
+    assert asyncio.run(chat.asend("hello")).status == "complete"
