@@ -68,6 +68,10 @@ class Chat(MarkdownWidget):
     _esm = STATIC / "chat.js"
     _css = STATIC / "widget.css"
 
+    #: The conversation. Once a view has said hello, it is sent whole only to a front end that opens
+    #: the widget (its state) or in a snapshot; each change goes as a ``transcript`` message carrying
+    #: the entries that changed (:meth:`_send_transcript`), so a turn costs the same bytes early and
+    #: late in a long chat.
     transcript = traitlets.List(traitlets.Dict()).tag(sync=True)
     busy = traitlets.Bool(False).tag(sync=True)
     models = traitlets.List(traitlets.Unicode()).tag(sync=True)
@@ -110,6 +114,7 @@ class Chat(MarkdownWidget):
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
+        self._heard = False  # whether a view has said hello (its model keeps the transcript from then on)
         super().__init__(models=choices, model=model, thinking=thinking or "",
                          thinking_levels=["", *THINKING_LEVELS], **kwargs)
         self._tools = list(tools)
@@ -129,9 +134,42 @@ class Chat(MarkdownWidget):
         self._display_id = f"mmsp-chat-{uuid.uuid4().hex}"
         self._displayed = False
         self.on_msg(self._on_front_end_msg)
+        self.observe(self._send_transcript, names="transcript")
         self.observe(self._save_view, names="transcript")
         if history is not None:
             self.history = history
+
+    # ---------------------------------------------------------------- the transcript on the comm
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # (ipywidgets asks this on every change of a synced trait) once a view listens, the
+        # transcript's changes go as messages; until then as state, which no front end drops (a
+        # message sent before the page has loaded the widget's code is lost) and which a notebook
+        # run with no front end (nbclient) saves
+        if key == "transcript" and self._heard:
+            return False
+        return bool(super()._should_send_property(key, value))
+
+    def set_state(self, sync_data: dict[str, Any]) -> None:
+        # the transcript is the kernel's: a front end's copy (kept for its saved state) never replaces it
+        super().set_state({k: v for k, v in sync_data.items() if k != "transcript"})
+
+    def _send_transcript(self, change: Any) -> None:
+        """Tell the front end what changed: the first ``at`` entries stay, ``entries`` follow them.
+
+        Entries are compared by identity (an appended transcript keeps its earlier entries), so a
+        turn sends its own entries only. js/src/chat.js sets the result in its model's state, where
+        every view reads it and a saved notebook keeps it.
+        """
+        if not self._heard:
+            return  # (sent as state)
+        old = change["old"] if isinstance(change["old"], list) else []
+        new = change["new"]
+        at = 0
+        while at < len(old) and at < len(new) and old[at] is new[at]:
+            at += 1
+        if at == len(old) == len(new):
+            return
+        self._send_msg({"type": "transcript", "at": at, "entries": new[at:]})
 
     # ---------------------------------------------------------------- in a notebook
     def _ipython_display_(self, **kwargs: Any) -> None:
@@ -340,6 +378,7 @@ class Chat(MarkdownWidget):
         kind = content.get("type")
         try:
             if kind == "hello":
+                self._heard = True
                 live = None
                 if self._run is not None and self._live_index is not None and self._streaming:
                     live = view_model(self._run.turn)
@@ -348,6 +387,10 @@ class Chat(MarkdownWidget):
                 text = str(content.get("text") or "")
                 images = [src for src in content.get("images") or [] if isinstance(src, str)]
                 await self._start(text, images)
+            elif kind == "pick":  # the model and thinking pickers
+                for name in ("model", "thinking"):
+                    if isinstance(content.get(name), str):
+                        setattr(self, name, content[name])
             elif kind == "stop":
                 self.stop()
             elif kind == "new_chat":
