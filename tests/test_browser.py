@@ -10,7 +10,7 @@ screenshots to ``artifacts/``. Kernels are shut down after each test.
 VS Code cannot run here. Its notebook renderer loads widgets through the standard anywidget ESM
 contract, so that contract is what is checked instead (``test_bundles_*``): each bundle is a
 self-contained ES module (no import of any kind left, so no bare specifier a VS Code webview could
-not resolve), whose default export is ``{ render }``, which touches the model only through the
+not resolve), whose default export is ``{ render }`` (the chat's also has ``initialize``), which touches the model only through the
 anywidget API (``get``/``set``/``on``/``off``/``send``/``save_changes``) and no Jupyter-specific
 global (``require``/``define``, ``Jupyter``, ``IPython``, ``@jupyter-widgets``, ``@jupyterlab``).
 The same bundles are also rendered in a bare page (no Jupyter at all) against a model object that
@@ -675,7 +675,8 @@ def test_bundle_sources_use_only_the_anywidget_model_api():
     assert used, "no model.* call found: the check is looking at the wrong files"
     assert set(used) <= MODEL_API, {k: sorted(v) for k, v in used.items() if k not in MODEL_API}
     for entry in ("turn.js", "chat.js"):
-        assert re.search(r"export default \{ render: \w+ \};", (SRC / entry).read_text())
+        # (the chat's initialize keeps its transcript in the model, once per model: js/src/chat.js)
+        assert re.search(r"export default \{ (initialize: \w+, )?render: \w+ \};", (SRC / entry).read_text())
 
 
 PLAIN_PAGE_RENDER = r"""
@@ -699,6 +700,8 @@ async ([code, traits, send]) => {
   const el = document.createElement('div');
   document.body.appendChild(el);
   if (typeof mod.default !== 'object' || typeof mod.default.render !== 'function') return {error: 'no default {render}'};
+  // as anywidget: initialize once per model (if the module has one), then render each view
+  const forget = typeof mod.default.initialize === 'function' ? await mod.default.initialize({model}) : null;
   const cleanup = await mod.default.render({model, el});
   const fire = (name, arg) => (handlers[name] || []).forEach((f) => f(arg));
   fire('msg:custom', {type: 'ops', turn: 0, ops: [
@@ -713,6 +716,7 @@ async ([code, traits, send]) => {
   const html = el.innerHTML;
   const strong = el.querySelector('.mmsp-text strong');
   if (typeof cleanup === 'function') cleanup();
+  if (typeof forget === 'function') forget();
   return {sent, other: [...new Set(other)], strong: strong && strong.textContent, emptyAfter: el.children.length,
           length: html.length};
 }

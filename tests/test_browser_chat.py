@@ -266,3 +266,74 @@ def test_tab_reaches_the_input_in_a_few_presses_whatever_the_turns_and_copy_stay
         page.keyboard.press("Tab")
     assert not chat.locator(".mmsp-msg").nth(58).evaluate("(m) => m.contains(document.activeElement)")
     assert not page.errors, page.errors
+
+
+# --------------------------------------------------------------------------- 4. a long chat: views and saved state
+TALK = "for i in range(12):\n    chat.send(f'Question {i}: tell me about topic {i}')"
+
+
+@pytest.mark.browser
+def test_a_long_chat_is_whole_in_a_second_view_and_in_the_saved_widget_state(page, server):
+    """The kernel sends each turn's own transcript entries, never the whole transcript; the front end's
+    model keeps it: a second view of the widget shows the whole chat, and so does the widget state
+    saved with the notebook, reopened on a new kernel."""
+    import json
+    import time
+
+    from browser_utils import set_setting
+    from test_browser import save_notebook
+
+    widgets = "@jupyter-widgets/jupyterlab-manager:plugin"
+    cells_setting = "@jupyterlab/notebook-extension:tracker"
+    set_setting(server, widgets, {"saveState": True})
+    set_setting(server, cells_setting, {"windowingMode": "none"})  # every cell's output drawn
+    try:
+        chat = start_chat(page, server, "long_chat.ipynb", "from mmsp_notebook import Chat\nchat = Chat()\nchat",
+                          TALK, "chat")
+        run_cell(page, 1)
+        wait_cell_done(page, 1, timeout=120_000)
+        send_chat(chat, "one more")
+        chat.locator(".mmsp-msg-user .mmsp-user-text", has_text="one more").wait_for()
+        wait_status(last_assistant(chat), "complete")
+        asked = [f"Question {i}: tell me about topic {i}" for i in range(12)] + ["one more"]
+        users = ".mmsp-msg-user .mmsp-user-text"
+        assert chat.locator(users).all_inner_texts() == asked
+        assert chat.locator(".mmsp-msg-assistant .mmsp-turn[data-status=complete]").count() == 13
+        # the same widget shown again: a new view, drawn from the model's whole transcript
+        run_cell(page, 2)
+        wait_cell_done(page, 2)
+        again = chat_in(page, 2)
+        again.locator(users).nth(12).wait_for()
+        assert again.locator(users).all_inner_texts() == asked
+        assert again.locator(".mmsp-msg-assistant .mmsp-turn[data-status=complete]").count() == 13
+        # saved with its widget state: the model's transcript, all of it
+        cells(page).nth(2).locator(".jp-InputPrompt").first.click()
+        save_notebook(page, server, "long_chat.ipynb")
+        path, state = server.root / "long_chat.ipynb", {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            saved = json.loads(path.read_text()).get("metadata", {}).get("widgets", {})
+            state = saved.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+            chats = [m["state"] for m in state.values() if "transcript" in m.get("state", {})]
+            if chats and len(chats[0]["transcript"]) == 26:
+                break
+            time.sleep(0.3)
+        assert len(chats) == 1, list(state)
+        transcript = chats[0]["transcript"]
+        assert [e["role"] for e in transcript] == ["user", "assistant"] * 13
+        assert [e["text"] for e in transcript[::2]] == asked
+        assert all(e["turn"]["status"] == "complete" for e in transcript[1::2])
+        assert not page.errors, page.errors
+
+        # a new kernel, the notebook reopened: the widget comes back from that state, whole
+        page.close()
+        server.shutdown_kernels()
+        pg = page.context.new_page()
+        open_lab(pg, server, "long_chat.ipynb", "long_chat_reopened")
+        restored = chat_in(pg, 0)
+        restored.locator(users).nth(12).wait_for()
+        assert restored.locator(users).all_inner_texts() == asked
+        assert restored.locator(".mmsp-msg-assistant .mmsp-turn[data-status=complete]").count() == 13
+    finally:
+        set_setting(server, widgets, {})
+        set_setting(server, cells_setting, {})

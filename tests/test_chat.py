@@ -101,8 +101,10 @@ def test_hello_gets_a_snapshot_and_pickers_choose_the_next_turns_model(fresh_ses
     wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
     snap = [m for m in cap.messages if m.get("type") == "chat_snapshot"][-1]
     assert snap["chat"]["transcript"] == chat.transcript and snap["chat"]["live"] is None
-    # the pickers set the model and thinking traits (as the front end's save_changes does)
-    chat.set_state({"model": "demo-embed", "thinking": "low"})
+    # the pickers set the model and thinking traits
+    inbound(chat, {"type": "pick", "model": "demo-embed"})
+    inbound(chat, {"type": "pick", "thinking": "low"})
+    wait_for(lambda: chat.model == "demo-embed" and chat.thinking == "low")
     turn = chat.send("embed this")
     assert turn.model == "demo-embed" and turn.config.get("thinking_level") == "low"
     assert turn.embeddings
@@ -300,8 +302,8 @@ def test_a_reply_with_nothing_to_show_sends_heartbeats_from_the_worker_thread(fr
     # from the first message to the last, never silent much longer than a heartbeat
     gaps = [b[0] - a[0] for a, b in zip(sent, sent[1:])]
     assert max(gaps) < HEARTBEAT + 1.0, gaps
-    ops = sum(1 for m in sent if m[1] == "ops")
-    assert chat.message_count == ops  # heartbeats are not counted with the conversation's messages
+    conversation = sum(1 for m in sent if m[1] in ("ops", "transcript"))
+    assert chat.message_count == conversation  # heartbeats are not counted with the conversation's messages
     # none once the reply has ended
     count = len(sent)
     time.sleep(HEARTBEAT + 0.5)
@@ -377,3 +379,127 @@ def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel):
     assert said.split() == ["cancelled", "LoopBlockedError", "slow_lookup"], said
     kernel.execute("release.set()\nimport time\nwhile chat.busy: time.sleep(0.05)")  # the loop winds the turn down
     assert kernel.printed("print(chat.send('hello').status)").strip() == "complete"
+
+
+def test_asend_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh_session):
+    """As ``aask`` (tests/test_ask.py): the watch on the worker loop ends the turn, not the tool."""
+    import threading
+
+    from test_ask import blocking_tool
+
+    from mmsp_notebook import LoopBlockedError
+
+    release = threading.Event()
+    chat = Chat(tools=[blocking_tool(release)], timeout=3, trace=False)
+    began = time.monotonic()
+    try:
+        turn = asyncio.run(chat.asend("Look up Paris with slow_lookup"))
+        took = time.monotonic() - began
+    finally:
+        release.set()
+    assert took < 8, f"asend waited {took:.1f} s for a blocked loop"
+    assert turn.status == "error" and isinstance(turn.error, LoopBlockedError) and not turn.error.interrupted
+    assert turn.error.stall.tool == "slow_lookup" and "after 3 s" in str(turn.error)
+    assert turn.tool_calls and turn.tool_calls[0]["name"] == "slow_lookup" and turn.thinking  # what arrived is kept
+    assert turn.loop_blocked is None
+    wait_for(lambda: not chat.busy)  # the transcript catches up once the loop turns again
+    assert chat.transcript[-1]["turn"]["status"] == "error" and "LoopBlockedError" in json.dumps(chat.transcript[-1])
+    again = asyncio.run(chat.asend("hello"))
+    assert again.status == "complete" and [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+
+
+def test_cancelling_asend_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
+    import threading
+
+    from test_ask import HOLD, blocking_tool
+
+    from mmsp_notebook import LoopBlockedError
+    from mmsp_notebook.engine import worker
+
+    release = threading.Event()
+    chat = Chat(tools=[blocking_tool(release)], timeout=60, trace=False)
+
+    async def main():
+        task = asyncio.ensure_future(chat.asend("Look up Paris with slow_lookup"))
+        while worker.stalled() is None:  # until the tool has blocked the loop (the watchdog says so)
+            await asyncio.sleep(0.05)
+        task.cancel()
+        began = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - began
+
+    try:
+        took = asyncio.run(asyncio.wait_for(main(), HOLD - 2))
+    finally:
+        release.set()
+    assert took < 1.0
+    turn = fresh_session.turns[-1]
+    assert turn.status == "cancelled" and isinstance(turn.error, LoopBlockedError) and turn.error.interrupted
+    assert turn.error.stall.tool == "slow_lookup" and turn.tool_calls[0]["name"] == "slow_lookup"
+    wait_for(lambda: not chat.busy)  # the chat's view of the turn ends once the loop turns again
+    assert chat.transcript[-1]["turn"]["status"] == "cancelled"
+    assert asyncio.run(chat.asend("hello")).status == "complete"
+
+
+def test_a_turn_costs_the_same_bytes_early_and_late_in_a_long_chat(fresh_session):
+    """Once a view has said hello, the transcript goes to the front end as its changes (a turn's own
+    two entries), never whole: the 21st turn of a long chat sends what the 2nd of a short one does."""
+    from jupyter_client.session import json_packer
+
+    def turn_bytes(chat, n):
+        sizes, original = [], chat.comm.send
+
+        def send(data=None, metadata=None, buffers=None):
+            sizes.append(len(json_packer(data)))
+            return original(data=data, metadata=metadata, buffers=buffers)
+
+        chat.comm.send = send
+        try:
+            assert chat.send(f"Question {n}: tell me about topic {n}").status == "complete"
+        finally:
+            chat.comm.send = original
+        return sum(sizes)
+
+    def hello(chat):
+        cap = Capture(chat)
+        inbound(chat, {"type": "hello"})
+        wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+
+    short, long = Chat(trace=False), Chat(trace=False)
+    hello(short)
+    short.send("Question 0: tell me about topic 0")
+    second = turn_bytes(short, 1)
+    states, changes = [], []
+    original = long.comm.send
+
+    def record(data=None, metadata=None, buffers=None):
+        if data.get("method") in ("update", "echo_update"):
+            states.append(data["state"])
+        elif data.get("method") == "custom" and data["content"].get("type") == "transcript":
+            changes.append(data["content"])
+        return original(data=data, metadata=metadata, buffers=buffers)
+
+    long.comm.send = record
+    # before any view listens (its messages would be dropped), the transcript goes as state
+    long.send("Question 0: tell me about topic 0")
+    assert [len(s["transcript"]) for s in states if "transcript" in s] == [1, 2] and changes == []
+    states.clear()
+    hello(long)
+    for n in range(1, 20):
+        long.send(f"Question {n}: tell me about topic {n}")
+    whole = len(json.dumps(long.transcript))
+    twenty_first = turn_bytes(long, 20)
+    assert twenty_first < 1.5 * second, (twenty_first, second, whole)
+    assert twenty_first < whole / 4  # (the transcript alone is ten times the turn)
+    # then no state update carried the transcript; its changes rebuild it, as the front end's model does
+    assert states and not any("transcript" in state for state in states)
+    rebuilt = long.transcript[:2]  # (what the view's hello got)
+    for change in changes:
+        rebuilt = rebuilt[: change["at"]] + change["entries"]
+    assert rebuilt == long.transcript and len(changes) == 40  # (two a turn)
+    # a front end that opens the widget (or reloads the page) gets it whole, from the widget's state
+    assert long.get_state()["transcript"] == long.transcript and len(long.transcript) == 42
+    # and a copy coming back from a front end never replaces it
+    long.set_state({"transcript": [], "thinking": "low"})
+    assert len(long.transcript) == 42 and long.thinking == "low"

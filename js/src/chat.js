@@ -1,9 +1,18 @@
 // anywidget front end of Chat: a conversation with streamed assistant turns (drawn by render.js).
 //
 // Traits read: transcript, busy, models, model, thinking, thinking_levels, error.
-// Traits written: model, thinking (set + save_changes when the pickers change).
-// Messages sent: hello, send, stop, new_chat, retry, math_code (math.js). Received: ops (with turn index),
-// chat_snapshot, heartbeat, math_code (the math renderer, in a binary buffer).
+// Messages sent: hello, send, pick (the model and thinking pickers), stop, new_chat, retry, math_code
+// (math.js). Received: transcript, ops (with turn index), chat_snapshot, heartbeat, math_code (the
+// math renderer, in a binary buffer).
+//
+// The transcript: once a view has said hello, the kernel sends it whole only in the state of a
+// model that opens and in a snapshot; each change comes as {type: "transcript", at, entries} (the
+// first `at` entries stay, `entries` follow), so a turn costs the same bytes at the start and the
+// end of a long chat (before any hello, the trait changes as state: a message sent before this code
+// has loaded would be lost). keepTranscript (the widget's initialize, once per model) sets the
+// result with model.set and no save_changes: the views draw it from change:transcript, and the
+// notebook's saved widget state holds the whole conversation. Nothing here calls save_changes (the
+// pickers send pick), so the transcript never goes back to the kernel.
 //
 // Liveness: while a reply streams, the kernel sends something at least every 2 s: its ops, or a
 // heartbeat ({type: "heartbeat"}) when the reply has nothing new to show (a silent model, a tool at
@@ -462,14 +471,17 @@ export function renderChatWidget({ model, el }) {
     fillSelect(thinkSel, levels, model.get("thinking"), "model default");
     thinkLabel.hidden = !Array.isArray(levels) || levels.length === 0;
   }
-  listen(modelSel, "change", () => {
-    model.set("model", modelSel.value);
-    model.save_changes();
-  });
-  listen(thinkSel, "change", () => {
-    model.set("thinking", thinkSel.value);
-    model.save_changes();
-  });
+  // (a message, not save_changes: that would send the kernel the transcript this model keeps too)
+  const pick = (name, value) => {
+    model.set(name, value);
+    try {
+      model.send({ type: "pick", [name]: value });
+    } catch {
+      showNote(NO_KERNEL);
+    }
+  };
+  listen(modelSel, "change", () => pick("model", modelSel.value));
+  listen(thinkSel, "change", () => pick("thinking", thinkSel.value));
 
   // ------------------------------------------------------------------ busy / error
   function drawBusy() {
@@ -741,4 +753,38 @@ export function renderChatWidget({ model, el }) {
   return dispose;
 }
 
-export default { render: renderChatWidget };
+/**
+ * Keep the transcript in the model's state from the kernel's messages (once per model: the
+ * widget's initialize). A change whose start this model never got (sent before the page loaded the
+ * widget) asks for the whole conversation again.
+ */
+export function keepTranscript(model) {
+  const onMsg = (msg) => {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.type === "transcript" && Number.isInteger(msg.at) && msg.at >= 0 && Array.isArray(msg.entries)) {
+      const now = model.get("transcript");
+      const kept = Array.isArray(now) ? now : [];
+      if (msg.at > kept.length) {
+        try {
+          model.send({ type: "hello" }); // answered with a chat_snapshot
+        } catch {
+          // no kernel: nothing more will come
+        }
+        return;
+      }
+      model.set("transcript", [...kept.slice(0, msg.at), ...msg.entries]);
+    } else if (msg.type === "chat_snapshot" && msg.chat && Array.isArray(msg.chat.transcript)) {
+      model.set("transcript", msg.chat.transcript);
+    }
+  };
+  model.on("msg:custom", onMsg);
+  return () => {
+    if (typeof model.off === "function") model.off("msg:custom", onMsg);
+  };
+}
+
+function initializeChat({ model }) {
+  return keepTranscript(model);
+}
+
+export default { initialize: initializeChat, render: renderChatWidget };

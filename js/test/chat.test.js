@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
-import chatWidget from "../src/chat.js";
+import chatWidget, { keepTranscript } from "../src/chat.js";
 import turnWidget from "../src/turn.js";
 import { fakeModel } from "./fake_model.js";
 
@@ -22,7 +22,12 @@ function setup(traits = {}) {
     error: "",
     ...traits,
   });
-  const dispose = chatWidget.render({ model, el });
+  const forget = chatWidget.initialize({ model }); // (anywidget: once per model, before any view)
+  const disposeView = chatWidget.render({ model, el });
+  const dispose = () => {
+    disposeView();
+    forget();
+  };
   const q = (s) => el.querySelector(s);
   const key = (target, init) => {
     const e = new win.KeyboardEvent("keydown", { bubbles: true, cancelable: true, ...init });
@@ -49,13 +54,14 @@ test("chat: says hello, fills the pickers and binds them to the model/thinking t
   sel.value = "demo-fast";
   sel.dispatchEvent(new sel.ownerDocument.defaultView.Event("change", { bubbles: true }));
   assert.equal(model.get("model"), "demo-fast");
-  assert.equal(model.saved, 1);
+  assert.deepEqual(model.sent.at(-1), { type: "pick", model: "demo-fast" });
   const th = q(".mmsp-thinking-select");
   assert.equal(th.value, "low");
   th.value = "high";
   th.dispatchEvent(new th.ownerDocument.defaultView.Event("change", { bubbles: true }));
   assert.equal(model.get("thinking"), "high");
-  assert.equal(model.saved, 2);
+  assert.deepEqual(model.sent.at(-1), { type: "pick", thinking: "high" });
+  assert.equal(model.saved, 0, "a message, not save_changes: that would send the model's transcript too");
   // Python changes the trait: the picker follows
   model.update("model", "demo");
   assert.equal(sel.value, "demo");
@@ -365,4 +371,49 @@ test("chat: a kernel that stops answering while a reply streams: heartbeats keep
   } finally {
     Date.now = realNow;
   }
+});
+
+test("chat: the transcript's changes arrive as messages; the model keeps the whole conversation, unsaved", () => {
+  const { model, el, q } = setup();
+  const u = (text) => ({ role: "user", text, images: [] });
+  const a = (text) => ({ role: "assistant", turn: { status: "complete", items: [{ i: 0, kind: "text", status: "done", text }], footer: null } });
+  const said = () => [...el.querySelectorAll(".mmsp-msg")].map((m) => m.querySelector(".mmsp-user-text, .mmsp-text").textContent.trim());
+  model.custom({ type: "transcript", at: 0, entries: [u("one")] });
+  model.custom({ type: "transcript", at: 1, entries: [a("first answer")] });
+  model.custom({ type: "transcript", at: 2, entries: [u("two")] });
+  model.custom({ type: "transcript", at: 3, entries: [a("second answer")] });
+  assert.deepEqual(model.get("transcript"), [u("one"), a("first answer"), u("two"), a("second answer")]);
+  assert.deepEqual(said(), ["one", "first answer", "two", "second answer"]);
+  assert.equal(model.saved, 0, "kept in the model's state (saved with the notebook), never sent back");
+  // a retry drops the last answer; a new chat empties it
+  model.custom({ type: "transcript", at: 3, entries: [] });
+  assert.equal(model.get("transcript").length, 3);
+  assert.equal(el.querySelectorAll(".mmsp-msg-assistant").length, 1);
+  // a second view of the same model draws the whole conversation from the model's state
+  const other = el.ownerDocument.createElement("div");
+  const disposeOther = chatWidget.render({ model, el: other });
+  assert.equal(other.querySelectorAll(".mmsp-msg").length, 3);
+  disposeOther();
+  model.custom({ type: "transcript", at: 0, entries: [] });
+  assert.deepEqual(model.get("transcript"), []);
+  assert.equal(el.querySelectorAll(".mmsp-msg").length, 0);
+  assert.equal(q(".mmsp-chat-empty").hidden, false);
+});
+
+test("chat: a change whose start never arrived asks for the conversation whole, and the snapshot sets it", () => {
+  const model = fakeModel({ transcript: [] });
+  const forget = keepTranscript(model);
+  model.custom({ type: "transcript", at: 2, entries: [{ role: "assistant", turn: { status: "complete", items: [] } }] });
+  assert.deepEqual(model.get("transcript"), [], "not applied over a gap");
+  assert.deepEqual(model.sent, [{ type: "hello" }]);
+  const whole = [{ role: "user", text: "a", images: [] }, { role: "user", text: "b", images: [] }];
+  model.custom({ type: "chat_snapshot", chat: { transcript: whole, live: null } });
+  assert.deepEqual(model.get("transcript"), whole);
+  for (const bad of [{ type: "transcript", at: -1, entries: [] }, { type: "transcript", at: 0 }, { type: "transcript", at: "0", entries: [] }]) {
+    model.custom(bad);
+    assert.deepEqual(model.get("transcript"), whole, JSON.stringify(bad));
+  }
+  forget();
+  assert.equal(model.listeners(), 0);
+  assert.equal(model.saved, 0);
 });

@@ -8,8 +8,11 @@ export function fakeModel(initial = {}) {
     sent: [],
     saved: 0,
     get: (k) => state[k],
+    // as Backbone's set: a value that changes fires change:<name> (nothing goes to Python before save_changes)
     set: (k, v) => {
+      const was = state[k];
       state[k] = v;
+      if (was !== v) for (const fn of handlers.get(`change:${k}`) || []) fn();
     },
     save_changes() {
       m.saved++;

@@ -13,7 +13,7 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .._errors import BusyError, LoopBlockedError, OptionError, OptionTypeError
+from .._errors import BusyError, OptionError, OptionTypeError
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
@@ -22,7 +22,7 @@ from ..engine import worker as _worker
 from ..engine.launch import check_trace_id, launch, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
-from ..views.live import LiveView, adrive
+from ..views.live import LiveView, LoopWatch, adrive, await_turn
 from ..views.model import OpsTracker, view_model
 from ..views.text import banner_line
 from ..views.widget import STATIC, MarkdownWidget
@@ -68,6 +68,10 @@ class Chat(MarkdownWidget):
     _esm = STATIC / "chat.js"
     _css = STATIC / "widget.css"
 
+    #: The conversation. Once a view has said hello, it is sent whole only to a front end that opens
+    #: the widget (its state) or in a snapshot; each change goes as a ``transcript`` message carrying
+    #: the entries that changed (:meth:`_send_transcript`), so a turn costs the same bytes early and
+    #: late in a long chat.
     transcript = traitlets.List(traitlets.Dict()).tag(sync=True)
     busy = traitlets.Bool(False).tag(sync=True)
     models = traitlets.List(traitlets.Unicode()).tag(sync=True)
@@ -110,6 +114,7 @@ class Chat(MarkdownWidget):
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
+        self._heard = False  # whether a view has said hello (its model keeps the transcript from then on)
         super().__init__(models=choices, model=model, thinking=thinking or "",
                          thinking_levels=["", *THINKING_LEVELS], **kwargs)
         self._tools = list(tools)
@@ -129,9 +134,42 @@ class Chat(MarkdownWidget):
         self._display_id = f"mmsp-chat-{uuid.uuid4().hex}"
         self._displayed = False
         self.on_msg(self._on_front_end_msg)
+        self.observe(self._send_transcript, names="transcript")
         self.observe(self._save_view, names="transcript")
         if history is not None:
             self.history = history
+
+    # ---------------------------------------------------------------- the transcript on the comm
+    def _should_send_property(self, key: str, value: Any) -> bool:
+        # (ipywidgets asks this on every change of a synced trait) once a view listens, the
+        # transcript's changes go as messages; until then as state, which no front end drops (a
+        # message sent before the page has loaded the widget's code is lost) and which a notebook
+        # run with no front end (nbclient) saves
+        if key == "transcript" and self._heard:
+            return False
+        return bool(super()._should_send_property(key, value))
+
+    def set_state(self, sync_data: dict[str, Any]) -> None:
+        # the transcript is the kernel's: a front end's copy (kept for its saved state) never replaces it
+        super().set_state({k: v for k, v in sync_data.items() if k != "transcript"})
+
+    def _send_transcript(self, change: Any) -> None:
+        """Tell the front end what changed: the first ``at`` entries stay, ``entries`` follow them.
+
+        Entries are compared by identity (an appended transcript keeps its earlier entries), so a
+        turn sends its own entries only. js/src/chat.js sets the result in its model's state, where
+        every view reads it and a saved notebook keeps it.
+        """
+        if not self._heard:
+            return  # (sent as state)
+        old = change["old"] if isinstance(change["old"], list) else []
+        new = change["new"]
+        at = 0
+        while at < len(old) and at < len(new) and old[at] is new[at]:
+            at += 1
+        if at == len(old) == len(new):
+            return
+        self._send_msg({"type": "transcript", "at": at, "entries": new[at:]})
 
     # ---------------------------------------------------------------- in a notebook
     def _ipython_display_(self, **kwargs: Any) -> None:
@@ -209,11 +247,11 @@ class Chat(MarkdownWidget):
         """
         started = _worker.submit(self._start(text, list(images)))
         try:
-            shown = started.result()
+            run, future, shown = started.result()
         except KeyboardInterrupt:  # (the worker loop is blocked) the turn is not started later
             started.cancel()
             raise
-        turn = self._wait(shown)
+        turn = self._wait(run, future, shown)
         if self._options.get("wire"):
             from ..views.live import in_kernel
             from ..views.wire import show_wire
@@ -221,30 +259,31 @@ class Chat(MarkdownWidget):
             show_wire(turn, in_kernel())
         return finish_turn(turn, strict)
 
-    def _wait(self, shown: concurrent.futures.Future[Turn]) -> Turn:
-        """The turn of :meth:`send` once it ended; a KeyboardInterrupt stops it.
+    def _wait(self, run: TurnRun, future: concurrent.futures.Future[Turn],
+              shown: concurrent.futures.Future[Turn]) -> Turn:
+        """The turn of :meth:`send` once its view has drawn its end; a KeyboardInterrupt stops it.
 
         While the worker loop is blocked (an async tool that does not await), the turn cannot end
-        there: an interrupt ends it at once, ``cancelled``, and so does its idle timeout, ``error``,
-        with a :class:`~mmsp_notebook.LoopBlockedError` (as the magic does); the transcript shows
-        it once the loop turns again.
+        there: the watch the magic and ``aask`` keep on the loop
+        (:class:`~mmsp_notebook.views.live.LoopWatch`) ends it here, at once on an interrupt
+        (``cancelled``), else at its idle timeout (``error``), with a
+        :class:`~mmsp_notebook.LoopBlockedError`; the transcript shows it once the loop turns again.
         """
-        began = time.monotonic()
+        watch = LoopWatch(run, _worker.stalled)
         interrupted, deadline = False, None
         while True:
             try:
-                run, stall = self._run, _worker.stalled()
-                if run is not None and stall is not None and (
-                        interrupted or stall.overdue(run.idle_timeout, time.monotonic() - began)):
-                    if not run.finished.is_set():  # (one that ended keeps its end; its view follows)
-                        limit = run.idle_timeout
-                        run.turn.end_blocked(LoopBlockedError(stall, interrupted, limit), cancelled=interrupted)
+                if watch.due(interrupted):
+                    watch.settle(future, run.finished.is_set(), interrupted)  # (one that ended keeps its end)
                     return run.turn
                 try:
-                    return shown.result(timeout=0.1)
+                    turn = shown.result(timeout=0.1)
                 except concurrent.futures.TimeoutError:
                     if deadline is not None and time.monotonic() > deadline:
                         raise
+                    continue
+                watch.settle(future, True, interrupted)  # (a block that passed is no longer said)
+                return turn
             except KeyboardInterrupt:
                 if interrupted:
                     raise
@@ -252,13 +291,14 @@ class Chat(MarkdownWidget):
                 self.stop()
 
     async def asend(self, text: str, images: Sequence[Any] = (), *, strict: bool | None = None) -> Turn:
-        """Send a message from async code; returns the turn when it ends (cancelling the await stops it)."""
-        shown = await asyncio.wrap_future(_worker.submit(self._start(text, list(images))))
-        try:
-            turn = await asyncio.wrap_future(shown)
-        except asyncio.CancelledError:
-            self.stop()
-            raise
+        """Send a message from async code; returns the turn when it ends (cancelling the await stops it).
+
+        As for :meth:`send`: while an ``async def`` tool blocks the worker loop, the turn ends once
+        the block has lasted its ``timeout`` (at once when the await is cancelled), with a
+        :class:`~mmsp_notebook.LoopBlockedError` that names the tool; what arrived is kept.
+        """
+        run, future, shown = await asyncio.wrap_future(_worker.submit(self._start(text, list(images))))
+        turn = await await_turn(run, future, _worker.stalled, shown=shown)
         return finish_turn(turn, strict)
 
     @property
@@ -290,10 +330,12 @@ class Chat(MarkdownWidget):
         self.transcript = []
         self.error = ""
 
-    async def _start(self, text: str, images: list[Any]) -> concurrent.futures.Future[Turn]:
+    async def _start(self, text: str, images: list[Any]) -> tuple[TurnRun, concurrent.futures.Future[Turn],
+                                                                   concurrent.futures.Future[Turn]]:
         """On the worker loop: add the user message, launch the turn and follow it with the pacer.
 
-        Returns a future that resolves to the turn once its finished view is in the transcript.
+        Returns the run, the turn's future, and a future that resolves to the turn once its
+        finished view is in the transcript.
         """
         if self._streaming:
             raise BusyError("a turn is already streaming in this chat: stop it or wait for it")
@@ -318,7 +360,7 @@ class Chat(MarkdownWidget):
         self._run, self._shown, self._live_index = run, shown, index
         self.busy = True
         self._follow_task = asyncio.ensure_future(self._follow(run, future, index, shown))
-        return shown
+        return run, future, shown
 
     async def _follow(self, run: TurnRun, future: concurrent.futures.Future[Turn], index: int,
                       shown: concurrent.futures.Future[Turn]) -> Turn:
@@ -336,6 +378,7 @@ class Chat(MarkdownWidget):
         kind = content.get("type")
         try:
             if kind == "hello":
+                self._heard = True
                 live = None
                 if self._run is not None and self._live_index is not None and self._streaming:
                     live = view_model(self._run.turn)
@@ -344,6 +387,10 @@ class Chat(MarkdownWidget):
                 text = str(content.get("text") or "")
                 images = [src for src in content.get("images") or [] if isinstance(src, str)]
                 await self._start(text, images)
+            elif kind == "pick":  # the model and thinking pickers
+                for name in ("model", "thinking"):
+                    if isinstance(content.get(name), str):
+                        setattr(self, name, content[name])
             elif kind == "stop":
                 self.stop()
             elif kind == "new_chat":

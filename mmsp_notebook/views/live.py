@@ -383,21 +383,26 @@ async def adrive(run: TurnRun, future: concurrent.futures.Future[Any], live: Liv
 
 
 async def await_turn(run: TurnRun, future: concurrent.futures.Future[Turn],
-                     stalled: Callable[[], Stall | None] | None = None, poll: float = 0.1) -> Turn:
+                     stalled: Callable[[], Stall | None] | None = None, poll: float = 0.1,
+                     shown: concurrent.futures.Future[Turn] | None = None) -> Turn:
     """Wait for a turn from async code, with no view (``aask``): its end, as :func:`drive` waits for it.
 
     While the worker loop is blocked (``stalled``, as for :func:`drive`), the turn is not waited for:
     it ends here once the block has lasted its idle timeout (``error``), with a
     :class:`~mmsp_notebook.LoopBlockedError`; what arrived is kept. Cancelling the await aborts the
     turn, and ends it at once (``cancelled``, with that error) when the loop is blocked.
+
+    ``shown`` (``Chat.asend``): a future that resolves to the turn once its view on the worker loop
+    has drawn its end; it is waited for in place of ``future``, and never cancelled here (the view
+    always finishes, once the loop turns).
     """
     watch = LoopWatch(run, stalled)
-    ended = asyncio.wrap_future(future)
+    ended = asyncio.wrap_future(future if shown is None else shown)
     try:
         while not ended.done() and not watch.due():
             await asyncio.wait({ended}, timeout=poll)
     except asyncio.CancelledError:
-        ended.cancel()  # (cancels the turn's task on the worker loop)
+        future.cancel()  # (cancels the turn's task on the worker loop)
         run.abort("cancelled")
         if watch.due(interrupted=True):
             watch.settle(future, False, interrupted=True)
