@@ -1626,10 +1626,23 @@ def test_merges_take_small_files_by_size_tiers() -> None:
     assert TIER_RATIO * (3600 + 6000) < big
     files.update({f"{part}/part-{k:02d}.parquet": 700 for k in range(COMPACT_FILES - 2)})  # 4,200 + 6,000
     assert plan(files, [part]) == [sorted(files)]
-    # a tier of one file is no merge: the small files wait for more
-    files = {f"{part}/part-a.parquet": 5}
-    files.update({f"{part}/part-{k:02d}.parquet": 5000 for k in range(COMPACT_FILES)})
-    assert plan(files, [part]) == []
+    # one file far smaller than the others (the last chunk of a first sync) holds none back
+    files = {f"{part}/part-a.parquet": 5, f"{part}/part-big.parquet": big}
+    files.update({f"{part}/part-{k:02d}.parquet": 1000 + k for k in range(COMPACT_FILES)})
+    assert plan(files, [part]) == [sorted(n for n in files if "big" not in n)]
+
+
+def test_a_first_sync_of_many_chunks_leaves_few_files_a_partition(tmp_path: Path) -> None:
+    """Each chunk writes a file into every partition it has rows for; the first sync's merges take
+    them all, the last chunk's smaller files included."""
+    from mmsp_notebook.traces._compact import COMPACT_FILES
+
+    corpus, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    gen_corpus.generate(corpus, files=8 * 40 + 1, turns=4, seed=5, shard_size=100)  # 8 chunks, and one trace
+    quiet_sync(corpus, ds_dir, chunk_files=40, executor=ThreadPoolExecutor(2))
+    counts = {d: len(list(d.glob("*.parquet"))) for d in (ds_dir / "turns").glob("month=*/model=*")}
+    assert counts and max(counts.values()) < COMPACT_FILES, counts
+    assert_same(ds_dir, corpus)
 
 
 def test_files_are_merged_rewritten_and_repriced_a_row_group_at_a_time(corpus: Path, tmp_path: Path,

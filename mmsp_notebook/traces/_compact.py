@@ -4,8 +4,8 @@ Every sync that converts something writes new files in the partitions it touches
 every few minutes would leave a partition with hundreds of small files, which every query then
 opens. At the end of a sync, a partition it touched that holds :data:`COMPACT_FILES` files or more
 of under :data:`SMALL_ROWS` rows has the smallest of them merged into one (more when very many
-rows), by size tiers: taken from the smallest up, a file joins only while its rows are at most
-:data:`TIER_RATIO` times those of the files taken before it. A few rows written by each sync are
+rows), by size tiers: taken from the smallest up, a file joins (after the two smallest) only
+while its rows are at most :data:`TIER_RATIO` times those of the files taken before it. A few rows written by each sync are
 merged among themselves, not into the partition's large file (rewritten whole for them every
 few syncs otherwise); their merged file joins the large one once it is of a comparable size, so
 that a row is rewritten a few times over the dataset's life, not once every few syncs.
@@ -56,8 +56,8 @@ def plan(files: dict[str, int], partitions: Iterable[str]) -> list[list[str]]:
         tier: list[tuple[str, int]] = []
         taken = 0
         for name, rows in sorted(small[part], key=lambda f: (f[1], f[0])):  # the smallest first
-            if tier and rows > TIER_RATIO * taken:
-                break
+            if len(tier) > 1 and rows > TIER_RATIO * taken:  # (the two smallest always: one far
+                break  # smaller than the rest, the last chunk of a first sync say, holds none back)
             tier.append((name, rows))
             taken += rows
         group: list[str] = []
