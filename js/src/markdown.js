@@ -3,7 +3,7 @@
 // button, links open in a new tab with rel="noopener noreferrer".
 //
 // Streaming: `StreamingMarkdown` keeps a stable prefix rendered once and re-renders only the tail.
-// The prefix ends at a blank line outside any fenced code block whose next line starts a new
+// The prefix ends at a blank line outside any fenced code block or display formula whose next line starts a new
 // top-level block (not indented, not a list item), where splitting the source cannot change how
 // markdown-it parses either side. When the text is finished and holds a reference-style link
 // definition (which may serve a link in another piece), the concatenated HTML of the pieces is
@@ -121,14 +121,19 @@ function decorateCode(doc, root) {
 }
 
 const FENCE_OPEN = /^(\s*)(`{3,}|~{3,})(.*)$/;
+// a display formula opening a line (math.js): its source may hold blank lines, which split nothing
+const MATH_OPEN = /^ {0,3}(\$\$|\\\[)/;
+const MATH_CLOSE = { $$: "$$", "\\[": "\\]" };
 
 /**
- * Where the stable prefix of `text` may end, scanning from `from` (a position where no fence is
- * open): the index just after the last safe blank line, or `from` when there is none.
+ * Where the stable prefix of `text` may end, scanning from `from` (a position where no fence or
+ * display formula is open): the index just after the last safe blank line, or `from` when there
+ * is none.
  */
 export function stableBoundary(text, from = 0) {
   let boundary = from;
   let fence = null; // {ch, len, indent}
+  let math = null; // the closing delimiter of an open display formula
   let pos = from;
   let prevBlank = false;
   let blankEnd = -1; // index after the last blank line outside a fence, candidate boundary
@@ -146,14 +151,18 @@ export function stableBoundary(text, from = 0) {
       if (m && m[2][0] === fence.ch && m[2].length >= fence.len && /^\s*$/.test(m[3]) && m[1].length <= fence.indent + 3) {
         fence = null;
       }
+    } else if (math) {
+      if (line.includes(math)) math = null;
     } else if (blank) {
       blankEnd = nl + 1;
     } else {
       if (prevBlank && blankEnd >= 0 && startsTopLevelBlock(text, pos, nl, true)) boundary = blankEnd;
       const m = FENCE_OPEN.exec(line);
       if (m && !(m[2][0] === "`" && m[3].includes("`"))) fence = { ch: m[2][0], len: m[2].length, indent: m[1].length };
+      const f = fence ? null : MATH_OPEN.exec(line);
+      if (f && !line.slice(f[0].length).includes(MATH_CLOSE[f[1]])) math = MATH_CLOSE[f[1]];
     }
-    prevBlank = !fence && blank;
+    prevBlank = !fence && !math && blank;
     pos = nl + 1;
   }
   return boundary;

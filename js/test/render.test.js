@@ -358,6 +358,29 @@ test("stableBoundary stops at blank lines outside fences, before top-level block
   assert.equal(stableBoundary("a\n\n-"), 0, "an incomplete '-' may become a list item");
   assert.equal(stableBoundary("a\n\n1. x\n"), 0, "a list after a paragraph is not split off");
   assert.equal(stableBoundary("```\na\n\nb\n"), 0, "open fence");
+  assert.equal(stableBoundary("$$\na\n\nb\n"), 0, "open display formula");
+  assert.equal(stableBoundary("\\[\na\n\nb\n"), 0, "open display formula");
+  const f = "x\n\n$$\na\n\nb\n$$\n\nc\n";
+  assert.equal(f.slice(0, stableBoundary(f)), "x\n\n$$\na\n\nb\n$$\n\n", "split before and after the formula, not in it");
+  assert.equal(stableBoundary("$$x$$ y\n\nz\n"), 9, "a formula closed on its line opens nothing");
+});
+
+test("math: a display formula with a blank line in it, streamed, ends as a full render draws it", () => {
+  const text = "Before.\n\n$$\na = 1\n\nb = 2\n$$\n\nAfter.\n";
+  const { doc, container } = dom();
+  const el = doc.createElement("div");
+  container.appendChild(el);
+  const md = new StreamingMarkdown(el);
+  for (const ch of text) {
+    md.append(ch);
+    md.flush(false);
+  }
+  md.flush(true);
+  const ref = doc.createElement("div");
+  ref.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+  assert.equal(el.innerHTML, ref.innerHTML);
+  assert.ok(el.querySelector("math[display=block]"));
+  assert.ok(!el.textContent.includes("$$"));
 });
 
 test("streaming a 100 KB Markdown document re-renders only the tail and ends equal to a full render", () => {
