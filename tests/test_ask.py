@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
@@ -60,14 +62,13 @@ def test_aask_in_strict_mode_raises_the_turn_error_from_the_loop_blocked_error(f
     assert caught.value.turn.tool_calls[0]["name"] == "slow_lookup"
 
 
-def test_cancelling_aask_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
+def cancel_while_blocked(start: Callable[[], Awaitable[Any]], release: threading.Event) -> float:
+    """Await ``start()`` until its tool has blocked the worker loop, cancel the await; the seconds
+    the cancelled await took to end (the tool is released afterwards)."""
     from mmsp_notebook.engine import worker
 
-    release = threading.Event()
-
-    async def main():
-        task = asyncio.ensure_future(aask("Look up Paris with slow_lookup", tools=[blocking_tool(release)],
-                                          timeout=60, trace=False))
+    async def main() -> float:
+        task = asyncio.ensure_future(start())
         while worker.stalled() is None:  # until the tool has blocked the loop (the watchdog says so)
             await asyncio.sleep(0.05)
         task.cancel()
@@ -77,10 +78,19 @@ def test_cancelling_aask_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_s
         return time.monotonic() - began
 
     try:
-        took = asyncio.run(asyncio.wait_for(main(), HOLD - 2))
+        return asyncio.run(asyncio.wait_for(main(), HOLD - 2))
     finally:
         release.set()
-    assert took < 1.0
-    turn = fresh_session.turns[-1]
+
+
+def assert_cancelled_while_blocked(turn: Any) -> None:
     assert turn.status == "cancelled" and isinstance(turn.error, LoopBlockedError) and turn.error.interrupted
     assert turn.error.stall.tool == "slow_lookup" and turn.tool_calls[0]["name"] == "slow_lookup"
+
+
+def test_cancelling_aask_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
+    release = threading.Event()
+    took = cancel_while_blocked(lambda: aask("Look up Paris with slow_lookup", tools=[blocking_tool(release)],
+                                             timeout=60, trace=False), release)
+    assert took < 1.0
+    assert_cancelled_while_blocked(fresh_session.turns[-1])

@@ -411,32 +411,13 @@ def test_asend_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh
 def test_cancelling_asend_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
     import threading
 
-    from test_ask import HOLD, blocking_tool
-
-    from mmsp_notebook import LoopBlockedError
-    from mmsp_notebook.engine import worker
+    from test_ask import assert_cancelled_while_blocked, blocking_tool, cancel_while_blocked
 
     release = threading.Event()
     chat = Chat(tools=[blocking_tool(release)], timeout=60, trace=False)
-
-    async def main():
-        task = asyncio.ensure_future(chat.asend("Look up Paris with slow_lookup"))
-        while worker.stalled() is None:  # until the tool has blocked the loop (the watchdog says so)
-            await asyncio.sleep(0.05)
-        task.cancel()
-        began = time.monotonic()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return time.monotonic() - began
-
-    try:
-        took = asyncio.run(asyncio.wait_for(main(), HOLD - 2))
-    finally:
-        release.set()
+    took = cancel_while_blocked(lambda: chat.asend("Look up Paris with slow_lookup"), release)
     assert took < 1.0
-    turn = fresh_session.turns[-1]
-    assert turn.status == "cancelled" and isinstance(turn.error, LoopBlockedError) and turn.error.interrupted
-    assert turn.error.stall.tool == "slow_lookup" and turn.tool_calls[0]["name"] == "slow_lookup"
+    assert_cancelled_while_blocked(fresh_session.turns[-1])
     wait_for(lambda: not chat.busy)  # the chat's view of the turn ends once the loop turns again
     assert chat.transcript[-1]["turn"]["status"] == "cancelled"
     assert asyncio.run(chat.asend("hello")).status == "complete"

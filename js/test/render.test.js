@@ -365,8 +365,8 @@ test("stableBoundary stops at blank lines outside fences, before top-level block
   assert.equal(stableBoundary("$$x$$ y\n\nz\n"), 9, "a formula closed on its line opens nothing");
 });
 
-test("math: a display formula with a blank line in it, streamed, ends as a full render draws it", () => {
-  const text = "Before.\n\n$$\na = 1\n\nb = 2\n$$\n\nAfter.\n";
+// `text` streamed a character at a time (each drawn), then finished; and a full render of it
+function streamedAndFull(text) {
   const { doc, container } = dom();
   const el = doc.createElement("div");
   container.appendChild(el);
@@ -378,6 +378,11 @@ test("math: a display formula with a blank line in it, streamed, ends as a full 
   md.flush(true);
   const ref = doc.createElement("div");
   ref.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+  return { el, ref };
+}
+
+test("math: a display formula with a blank line in it, streamed, ends as a full render draws it", () => {
+  const { el, ref } = streamedAndFull("Before.\n\n$$\na = 1\n\nb = 2\n$$\n\nAfter.\n");
   assert.equal(el.innerHTML, ref.innerHTML);
   assert.ok(el.querySelector("math[display=block]"));
   assert.ok(!el.textContent.includes("$$"));
@@ -425,18 +430,7 @@ test("streaming a 100 KB Markdown document re-renders only the tail and ends equ
 });
 
 test("streaming markdown: the final DOM equals a full render even where the pieces differ", () => {
-  const { doc, container } = dom();
-  const text = "See [the docs][d].\n\nMore text here.\n\n[d]: https://example.com/docs\n";
-  const el = doc.createElement("div");
-  container.appendChild(el);
-  const md = new StreamingMarkdown(el);
-  for (const ch of text) {
-    md.append(ch);
-    md.flush(false);
-  }
-  md.flush(true);
-  const ref = doc.createElement("div");
-  ref.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+  const { el, ref } = streamedAndFull("See [the docs][d].\n\nMore text here.\n\n[d]: https://example.com/docs\n");
   assert.equal(el.innerHTML, ref.innerHTML);
   assert.equal(el.querySelector("a").getAttribute("href"), "https://example.com/docs");
 });
