@@ -274,6 +274,19 @@ export function renderChatWidget({ model, el }) {
       tame(m);
     }
   }
+  // controls drawn into a message later (its turn view draws on the next frame, math once loaded)
+  // leave the Tab order as they come, unless focus is in that message
+  if (typeof win.MutationObserver === "function") {
+    const tamer = new win.MutationObserver((records) => {
+      const touched = new Set();
+      for (const r of records) {
+        const m = r.target.closest ? r.target.closest(".mmsp-msg") : null;
+        if (m && log.contains(m)) touched.add(m);
+      }
+      for (const m of touched) tame(m);
+    });
+    tamer.observe(log, { childList: true, subtree: true });
+  }
   listen(log, "focusin", (e) => {
     const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
     if (!m || !log.contains(m)) return;
