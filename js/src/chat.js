@@ -286,6 +286,7 @@ export function renderChatWidget({ model, el }) {
       for (const m of touched) tame(m);
     });
     tamer.observe(log, { childList: true, subtree: true });
+    cleanups.push(() => tamer.disconnect());
   }
   listen(log, "focusin", (e) => {
     const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
