@@ -122,8 +122,9 @@ class Kernel:
         return reply, time.monotonic() - interrupted_at
 
     def printed(self, code: str, timeout: float = 30) -> str:
-        """What a cell printed."""
-        return "".join(m["content"].get("text", "") for m in self.execute(code, timeout) if m["msg_type"] == "stream")
+        """What a cell printed to stdout (a log line of a background thread may land on stderr meanwhile)."""
+        return "".join(m["content"].get("text", "") for m in self.execute(code, timeout)
+                       if m["msg_type"] == "stream" and m["content"].get("name") == "stdout")
 
 
 @pytest.fixture

@@ -230,7 +230,10 @@ def sync(
             result.new_skipped = notes + fresh
             result.converted = scan.new + scan.changed
             if options["dedupe"]:
-                state.resolve()
+                state.resolve()  # (which ends a first sync)
+            elif m.meta().get("resolve_all"):
+                with m.transaction() as db:  # nothing to resolve: the first sync ends here
+                    m.clear_pending(db)
             state.compact()
             state.record_sizes()
             if scan.dirs is not None or scan.settled:
