@@ -1714,9 +1714,9 @@ def _main_peak(src: Path, ds_dir: Path) -> int:
     tracemalloc.start()
     try:
         with ThreadPoolExecutor(1) as ex:
-            quiet_sync(src, ds_dir, chunk_files=100, executor=ex)
+            quiet_sync(src, ds_dir, chunk_files=50, executor=ex)
             (src / f"added-{ds_dir.name}").mkdir()
-            quiet_sync(src, ds_dir, chunk_files=100, executor=ex)
+            quiet_sync(src, ds_dir, chunk_files=50, executor=ex)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -1724,15 +1724,15 @@ def _main_peak(src: Path, ds_dir: Path) -> int:
 
 def test_the_main_process_holds_a_window_of_traces_not_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the scan and the conversion read the traces a window at a time: four times the traces, the
-    # same peak (before, ~830 bytes a trace file were kept: 3.7 MB more here)
+    # same peak (before, ~830 bytes a trace file were kept: 1.5 MB more here)
     from mmsp_notebook.traces import _scan
 
-    monkeypatch.setattr(_scan, "WINDOW", 200)
-    monkeypatch.setattr(_dataset, "WINDOW", 200)
+    monkeypatch.setattr(_scan, "WINDOW", 100)
+    monkeypatch.setattr(_dataset, "WINDOW", 100)
     monkeypatch.setattr(_runner, "IN_FLIGHT", 4)  # chunks in flight (the main process holds their traces)
     small, large = tmp_path / "small", tmp_path / "large"
-    gen_corpus.generate(small, files=1200, seed=5, shape="tiny", shard_size=300)
-    gen_corpus.generate(large, files=4800, seed=5, shape="tiny", shard_size=300)
+    gen_corpus.generate(small, files=600, seed=5, shape="tiny", shard_size=150)
+    gen_corpus.generate(large, files=2400, seed=5, shape="tiny", shard_size=150)
     _main_peak(small, tmp_path / "warm")  # imports and caches, once
     peak_small = _main_peak(small, tmp_path / "ds_small")
     peak_large = _main_peak(large, tmp_path / "ds_large")
