@@ -535,3 +535,29 @@ def test_a_long_user_message_shows_its_start_and_the_rest_behind_show_more():
     assert '<details class="mmsp-more"><summary>Show more (1 more line)</summary>' in one_line
     assert ".mmsp-more>summary{" in one_line or "details.mmsp-more>summary{" in one_line
     assert_inert(html)
+
+
+def test_a_transcript_renders_again_only_the_entries_it_has_not_seen(monkeypatch):
+    from mmsp_notebook.views import html as views_html
+
+    def answer(k):
+        return {"role": "assistant", "turn": {"status": "complete",
+                                              "items": [{"i": 0, "type": "text", "text": f"**answer {k}**", "done": True}]}}
+
+    transcript = [{"role": "user", "text": "q0", "images": []}, answer(0)]
+    drawn = []
+    real = views_html.turn_markup
+    monkeypatch.setattr(views_html, "turn_markup", lambda vm, *a: drawn.append(vm) or real(vm, *a))
+    memo: dict = {}
+    first = views_html.render_transcript_html(transcript, memo)
+    assert len(drawn) == 1 and first == views_html.render_transcript_html(transcript)
+    longer = [*transcript, {"role": "user", "text": "q1", "images": []}, answer(1)]
+    drawn.clear()
+    again = views_html.render_transcript_html(longer, memo)
+    assert drawn == [longer[3]["turn"]]  # only the new answer
+    assert again == views_html.render_transcript_html(longer)
+    # an entry replaced by an equal but other object (a history set anew) is drawn again; the memo
+    # holds the entries of the last transcript only
+    drawn.clear()
+    views_html.render_transcript_html([longer[0], answer(0)], memo)
+    assert len(drawn) == 1 and len(memo) == 2

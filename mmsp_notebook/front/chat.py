@@ -132,6 +132,7 @@ class Chat(MarkdownWidget):
         self.message_bytes = 0  # bytes of custom messages sent, for measurement
         self.message_count = 0
         self._display_id = f"mmsp-chat-{uuid.uuid4().hex}"
+        self._saved_markup: dict[int, tuple[Any, str]] = {}  # (see render_transcript_html)
         self._displayed = False
         self.on_msg(self._on_front_end_msg)
         self.observe(self._send_transcript, names="transcript")
@@ -191,7 +192,8 @@ class Chat(MarkdownWidget):
         from ..views.html import render_transcript_html
         from ..views.text import render_transcript_text
 
-        return {"text/html": render_transcript_html(self.transcript), "text/plain": render_transcript_text(self.transcript)}
+        return {"text/html": render_transcript_html(self.transcript, self._saved_markup),
+                "text/plain": render_transcript_text(self.transcript)}
 
     def _save_view(self, _change: Any = None) -> None:
         transcript = self.transcript

@@ -539,16 +539,32 @@ def _user_html(entry: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def render_transcript_html(transcript: Iterable[Mapping[str, Any]]) -> str:
-    """A chat's conversation as sanitized static HTML: user messages, then each answer as its turn's static view."""
+def render_transcript_html(transcript: Iterable[Mapping[str, Any]],
+                           memo: dict[int, tuple[Mapping[str, Any], str]] | None = None) -> str:
+    """A chat's conversation as sanitized static HTML: user messages, then each answer as its turn's static view.
+
+    ``memo`` (a dict the caller keeps between calls) holds each entry's markup by the entry object:
+    an entry that is the same object as at the last call is not rendered again (a chat's saved
+    view is drawn anew after every answer). It is left holding this transcript's entries only."""
     parts = ['<div class="mmsp-root mmsp-static mmsp-chat-static" aria-label="Conversation">'
              '<div class="mmsp-chat-log">']
+    kept: dict[int, tuple[Mapping[str, Any], str]] = {}
     for entry in transcript:
-        if entry.get("role") == "user":
-            parts.append(_user_html(entry))
-        elif entry.get("role") == "assistant" and isinstance(entry.get("turn"), Mapping):
-            parts.append('<div class="mmsp-msg mmsp-msg-assistant"><div class="mmsp-msg-body">'
-                         f'{turn_markup(entry["turn"])}</div></div>')
+        hit = memo.get(id(entry)) if memo is not None else None
+        part = hit[1] if hit is not None and hit[0] is entry else _entry_html(entry)
+        kept[id(entry)] = (entry, part)
+        parts.append(part)
+    if memo is not None:
+        memo.clear()
+        memo.update(kept)
     parts.append("</div></div>")
     return f"<style>{_CHAT_SWITCH}</style>" + styled("".join(parts))
 
+
+
+def _entry_html(entry: Mapping[str, Any]) -> str:
+    if entry.get("role") == "user":
+        return _user_html(entry)
+    if entry.get("role") == "assistant" and isinstance(entry.get("turn"), Mapping):
+        return f'<div class="mmsp-msg mmsp-msg-assistant"><div class="mmsp-msg-body">{turn_markup(entry["turn"])}</div></div>'
+    return ""
