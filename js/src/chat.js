@@ -329,9 +329,14 @@ export function renderChatWidget({ model, el }) {
     const next = [];
     for (let k = 0; k < list.length; k++) {
       const entry = list[k];
-      const key = JSON.stringify(entry);
       const old = entries[k];
+      if (old && old.entry === entry) {
+        next.push(old); // the same object (a transcript change keeps the entries before it)
+        continue;
+      }
+      const key = JSON.stringify(entry);
       if (old && old.key === key) {
+        old.entry = entry;
         next.push(old);
         continue;
       }
@@ -339,12 +344,12 @@ export function renderChatWidget({ model, el }) {
         // The live turn has ended and joined the transcript: keep its view when it already shows it.
         if (!covers(live.view.viewModel(), entry.turn || {})) live.view.render(entry.turn || {});
         if (old) dropEntry(old);
-        next.push({ ...live, key });
+        next.push({ ...live, key, entry });
         live = null;
         continue;
       }
       if (old) dropEntry(old);
-      next.push({ ...makeEntry(entry), key });
+      next.push({ ...makeEntry(entry), key, entry });
     }
     for (let k = list.length; k < entries.length; k++) dropEntry(entries[k]);
     entries = next;

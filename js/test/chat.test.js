@@ -417,3 +417,29 @@ test("chat: a change whose start never arrived asks for the conversation whole, 
   assert.equal(model.listeners(), 0);
   assert.equal(model.saved, 0);
 });
+
+test("chat: a transcript change compares the entries it keeps by identity, not by serializing them", () => {
+  const { model, q } = setup();
+  const done = { status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "an answer" }], footer: null };
+  const u1 = { role: "user", text: "one", images: [] };
+  const a1 = { role: "assistant", turn: done };
+  model.update("transcript", [u1, a1]);
+  const u2 = { role: "user", text: "two", images: [] };
+  const real = JSON.stringify;
+  const serialized = [];
+  JSON.stringify = (value, ...rest) => {
+    serialized.push(value);
+    return real(value, ...rest);
+  };
+  try {
+    model.update("transcript", [u1, a1, u2]);
+  } finally {
+    JSON.stringify = real;
+  }
+  assert.ok(serialized.includes(u2), "the new entry is keyed");
+  assert.ok(!serialized.includes(u1) && !serialized.includes(a1), "the kept ones are not serialized again");
+  // an equal entry that is another object (the state sent whole again) keeps its node
+  const node = q(".mmsp-msg-user");
+  model.update("transcript", [{ ...u1 }, a1, u2]);
+  assert.equal(q(".mmsp-msg-user"), node);
+});
