@@ -330,11 +330,8 @@ export function renderChatWidget({ model, el }) {
     for (let k = 0; k < list.length; k++) {
       const entry = list[k];
       const old = entries[k];
-      if (old && old.entry === entry) {
-        next.push(old); // the same object (a transcript change keeps the entries before it)
-        continue;
-      }
-      const key = JSON.stringify(entry);
+      // the same object is the same entry (a change keeps those before it): not serialized again
+      const key = old && old.entry === entry ? old.key : JSON.stringify(entry);
       if (old && old.key === key) {
         old.entry = entry;
         next.push(old);
