@@ -554,6 +554,17 @@ def test_filters_since_until_models(tmp_path: Path) -> None:
             traces.load_events(tmp_path, **kw)
 
 
+def test_since_until_numbers_are_unix_seconds_or_ms(tmp_path: Path) -> None:
+    save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100), user("q", T0 + 60_000), answer("y", T0 + 60_100)])
+    # a number is a Unix time (as time.time() gives, or in ms as traces store it), not pandas' nanoseconds
+    for since in (T0 + 30_000, (T0 + 30_000) / 1000, np.int64(T0 + 30_000), np.float64((T0 + 30_000) / 1000)):
+        assert traces.load_turns(tmp_path, since=since)["turn"].tolist() == [1], since
+        assert traces.load_turns(tmp_path, until=since)["turn"].tolist() == [0], since
+    for bad in (0, -5, float("inf")):
+        with pytest.raises(OptionError, match="since takes a time: a number is Unix seconds or milliseconds"):
+            traces.load_turns(tmp_path, since=bad)
+
+
 def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
     save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100)])
     assert len(no_warnings_load(traces.load_turns, os.fsencode(tmp_path))) == 1  # a path as bytes

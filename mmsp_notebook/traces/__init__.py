@@ -102,7 +102,8 @@ Re-runs
     sidecar counts once.
 
 Filters
-    ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts; naive means UTC) keep turns with
+    ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts, naive meaning UTC; a number is a
+    Unix time in seconds or milliseconds, told apart as ``created_at`` is) keep turns with
     ``since <= started < until`` (turns without a start time are dropped when a bound is given);
     items follow their turn (a user message belongs to the turn it feeds), events their turn's
     ``started``. ``models`` (a model id or several) keeps turns, items and events of those models.
