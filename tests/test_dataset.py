@@ -1183,6 +1183,29 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert traces.query("SET threads = 1", ds_dir).empty
 
 
+def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> None:
+    import duckdb
+
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    save(src, "a", conversation(2, T0))
+    quiet_sync(src, ds_dir)
+    # a kind not synced has no view: the error names the views there are and how to make the others
+    with pytest.raises(duckdb.CatalogException, match=r"(?s)items does not exist.*views of the trace dataset .* are: "
+                       r"turns \(items and events are not synced: traces\.sync\(src, dataset_dir, kind='items'\)"):
+        traces.query("SELECT * FROM items", ds_dir)
+    quiet_sync(src, ds_dir, kind="items")
+    with pytest.raises(duckdb.CatalogException, match=r"are: turns, items \(events is not synced"):
+        traces.query("SELECT * FROM turnz", ds_dir / "turns")
+    # summary over a dataset refuses as over a frame: an option error naming the columns, never a KeyError
+    with pytest.raises(OptionError, match="no column 'nope' to group by in the dataset's turns; columns: trace_id, "):
+        traces.summary(ds_dir, by="nope")
+    with pytest.raises(OptionError, match="summary takes a dataset of turns; this one has no 'latency'"):
+        traces.summary(traces.dataset(ds_dir, "items"))
+    for wrong in (None, 42):
+        with pytest.raises(TypeError, match=f"summary takes a turns frame .* not {type(wrong).__name__}"):
+            traces.summary(wrong)
+
+
 def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     payload = {"role": "user", "created_at": T0 + 5 * DAY, "content_items": [

@@ -269,18 +269,38 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
 
     It may run while a sync changes the dataset: a read that fails on a file the sync rewrote or
     removed meanwhile is run again over the files the manifest then lists. DuckDB's own errors
-    (``duckdb.ParserException``, ``duckdb.BinderException``, ...) say what is wrong with the SQL.
+    (``duckdb.ParserException``, ``duckdb.BinderException``, ...) say what is wrong with the SQL; a
+    ``duckdb.CatalogException`` (a table that is not there) also names the views the dataset has and
+    the kinds not synced into it.
     """
     if not isinstance(sql, str):
         raise OptionTypeError(f"query takes SQL text, not {type(sql).__name__} {sql!r}")
 
+    import duckdb
+
+    root = dataset_root(dataset_dir)
+
     def run(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-        rel = con.sql(sql)
+        try:
+            rel = con.sql(sql)
+        except duckdb.CatalogException as exc:  # (a table or function it does not have: say which views it has)
+            raise type(exc)(f"{exc}\n{_views_note(root)}") from None
         if rel is None:  # (DuckDB's answer to blank text or comments)
             raise OptionError(f"no SQL statement to run in {sql!r}: give one, e.g. 'SELECT count(*) FROM turns'")
         return _as_loaded(rel.df(), rel.types)
 
-    return read_retrying(run, dataset_root(dataset_dir))
+    return read_retrying(run, root)
+
+
+def _views_note(dataset_dir: PathLike) -> str:
+    """Which views a query over ``dataset_dir`` has, and how to make the others."""
+    have = iter_kinds(dataset_dir)
+    note = f"the views of the trace dataset {dataset_dir} are: {', '.join(have)}"
+    others = [k for k in KINDS if k not in have]
+    if others:
+        note += (f" ({' and '.join(others)} {'is' if len(others) == 1 else 'are'} not synced: "
+                 f"traces.sync(src, dataset_dir, kind={others[0]!r}) makes {'it' if len(others) == 1 else 'one'})")
+    return note
 
 
 def _files_state(dataset_dir: PathLike) -> tuple[Any, ...]:
