@@ -1206,6 +1206,21 @@ def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> N
             traces.summary(wrong)
 
 
+def test_a_leading_tilde_is_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, elsewhere = tmp_path / "home", tmp_path / "cwd"
+    elsewhere.mkdir()
+    save(home / "cache", "a", conversation(2, T0))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    assert quiet_sync("~/cache", Path("~/ds")).converted == 1
+    assert (home / "ds" / "turns").is_dir() and not (elsewhere / "~").exists()
+    assert quiet_sync("~/cache", "~/ds/turns").converted == 0
+    assert traces.query("SELECT count(*) AS n FROM turns", "~/ds")["n"][0] == 2
+    assert traces.summary("~/ds", by=None)["count"].tolist() == [2]
+    assert traces.dataset("~/ds/turns").count_rows() == 2
+    assert traces.connect(Path("~/ds")).execute("SELECT count(*) FROM turns").fetchone() == (2,)
+
+
 def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     payload = {"role": "user", "created_at": T0 + 5 * DAY, "content_items": [

@@ -565,6 +565,20 @@ def test_since_until_numbers_are_unix_seconds_or_ms(tmp_path: Path) -> None:
             traces.load_turns(tmp_path, since=bad)
 
 
+def test_a_leading_tilde_is_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, elsewhere = tmp_path / "home", tmp_path / "cwd"
+    elsewhere.mkdir()
+    save(home / "cache", "a", [user("q", T0), answer("x", T0 + 100)])
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    for path in ("~/cache", Path("~/cache"), ["~/cache"], "~/cache/a.json"):
+        assert no_warnings_load(traces.load_turns, path)["trace_id"].tolist() == ["a"], path
+    assert len(no_warnings_load(traces.load_items, "~/cache")) == 2
+    assert traces.show("a", root="~/cache").turns and traces.show("~/cache/a.json").turns
+    out = traces.to_parquet("~/cache", "~/turns.parquet")
+    assert out == home / "turns.parquet" and out.is_file() and not (elsewhere / "~").exists()
+
+
 def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
     save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100)])
     assert len(no_warnings_load(traces.load_turns, os.fsencode(tmp_path))) == 1  # a path as bytes

@@ -20,7 +20,9 @@ token, per-event timing, and the failed turns the Tracer never records) when one
     traces.explore("cache/")                       # a widget: filter, sort, page, open, replay
 
 Paths
-    ``path_or_paths`` is a directory, a file or a list of both. A directory is globbed with
+    ``path_or_paths`` is a directory, a file or a list of both (a leading ``~`` is the home
+    directory, as for pandas, here and in every path ``sync``, the dataset readers, ``show``,
+    ``explore`` and ``to_parquet`` take). A directory is globbed with
     ``pattern`` (default ``"**/*.json"``, recursive); the trace id of a file found there is its
     path relative to that directory without ``.json`` (``agent1/conversation_001``). Tracer
     transcripts (``.txt``) and sidecars (``.timing.jsonl``) are never taken for traces; a sidecar

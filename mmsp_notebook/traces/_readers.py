@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
-from ._common import PathLike, TraceLoadWarning
+from ._common import PathLike, TraceLoadWarning, user_path
 from ._convert import KINDS, NULL_PARTITION, Job
 from ._manifest import MANIFEST_NAME
 
@@ -39,7 +39,10 @@ def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
 
 def dataset_root(dataset_dir: PathLike, kind: str | None = None) -> PathLike:
     """The dataset folder of a path that may name one of its kind directories (``traces_ds/turns``,
-    a folder holding a manifest; with ``kind``, only that kind's), else the path as it is."""
+    a folder holding a manifest; with ``kind``, only that kind's), else the path as it is (``~``
+    expanded, as the loaders expand it)."""
+    if isinstance(dataset_dir, (str, os.PathLike)):
+        dataset_dir = user_path(dataset_dir)
     p = Path(dataset_dir)
     if p.name in KINDS and (kind is None or p.name == kind) and (p / MANIFEST_NAME).is_file():
         return p.parent

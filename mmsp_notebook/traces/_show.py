@@ -237,6 +237,7 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
         OptionTypeError: ``trace`` of another type (a whole DataFrame included).
     """
     roots = [cache_dir()] if root is None else [Path(root)] if isinstance(root, (str, PurePath)) else [Path(r) for r in root]
+    roots = [r.expanduser() for r in roots]  # (~ is the home directory, as for the loaders)
     if hasattr(trace, "columns") and hasattr(trace, "iloc"):
         raise OptionTypeError("a whole DataFrame was given: pass one of its rows (turns.iloc[n]), or explore it "
                               "with traces.explore(turns)")
@@ -254,7 +255,7 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
             raise TraceNotFoundError(f"no trace file or sidecar for {tid} under {', '.join(map(str, roots))}",
                                      path=str(roots[0] / f"{tid}.json"), reason="no trace file")
     elif isinstance(trace, (str, PurePath)) and not isinstance(trace, bytes):
-        given = Path(trace)
+        given = Path(trace).expanduser()
         if given.is_file() and str(given).endswith(SIDECAR_SUFFIX):
             twin = Path(str(given)[: -len(SIDECAR_SUFFIX)] + ".json")
             path, sidecar, trace_id = (twin if twin.is_file() else None), given, None
