@@ -579,6 +579,22 @@ def test_a_leading_tilde_is_the_home_directory(tmp_path: Path, monkeypatch: pyte
     assert out == home / "turns.parquet" and out.is_file() and not (elsewhere / "~").exists()
 
 
+def test_show_refuses_a_turn_it_does_not_have_and_says_where_a_row_is_looked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100), user("q", T0 + 200), answer("y", T0 + 300)])
+    assert traces.show("a", root=tmp_path, turn=np.int64(-1)).selected_index == 3
+    for turn in (2, -3):  # was: nothing selected, silently
+        with pytest.raises(OptionError, match=f"turn={turn}: a has 2 assistant turns \\(give 0 to 1, or -1 for the last\\)"):
+            traces.show("a", root=tmp_path, turn=turn)
+    for turn in (1.5, "1", True):  # was: int(turn), silently
+        with pytest.raises(OptionTypeError, match="turn takes the index of an assistant turn"):
+            traces.show("a", root=tmp_path, turn=turn)  # type: ignore[arg-type]
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "elsewhere"))
+    row = no_warnings_load(traces.load_turns, tmp_path).iloc[0]
+    with pytest.raises(FileNotFoundError, match="give root= the directory the row was loaded from"):
+        traces.show(row)
+
+
 def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
     save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100)])
     assert len(no_warnings_load(traces.load_turns, os.fsencode(tmp_path))) == 1  # a path as bytes
