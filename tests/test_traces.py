@@ -951,6 +951,17 @@ def test_plots(tmp_path: Path) -> None:
     fig3 = traces.plot_usage_over_time(traces.load_turns(tmp_path, otel=True), freq="10s", by="model")
     assert isinstance(fig3, Figure)
     assert traces.plot_latency(df.iloc[0:0]) is not None
+    # all turns as one group; a wrong argument is named, never a KeyError or AttributeError from inside
+    assert [t.get_text() for t in traces.plot_latency(df, by=None, metrics="latency").axes[0].get_yticklabels()] == ["all"]
+    for call, error, said in (
+            (lambda: traces.plot_latency(df, by="nope"), OptionError, "plot_latency: no column 'nope' to group by; columns: trace_id"),
+            (lambda: traces.plot_usage_over_time(df, by="nope"), OptionError, "no column 'nope' to group by"),
+            (lambda: traces.plot_usage_over_time(str(tmp_path)), OptionTypeError, "takes a turns frame .* not str"),
+            (lambda: traces.plot_latency(None), OptionTypeError, "takes a turns frame .* not NoneType"),
+            (lambda: traces.plot_usage_over_time(traces.load_items(tmp_path)), OptionError,
+             "takes a turns frame .*; this one has no 'started', 'ended', 'input_tokens'")):
+        with pytest.raises(error, match=said):
+            call()
 
 
 def test_core_import_pulls_no_ipython() -> None:
