@@ -1206,6 +1206,22 @@ def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> N
             traces.summary(wrong)
 
 
+def test_readers_take_one_dataset_path_and_name_what_else_they_were_given(tmp_path: Path) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    save(src, "a", conversation(2, T0))
+    quiet_sync(src, ds_dir)
+    assert traces.query("SELECT count(*) AS n FROM turns", os.fsencode(ds_dir))["n"][0] == 2  # bytes, as sync takes
+    assert traces.summary(os.fsencode(ds_dir), by=None)["count"].tolist() == [2]
+    readers = (lambda d: traces.query("SELECT 1", d), traces.dataset, traces.connect)
+    for read in readers:  # was a TypeError from pathlib, or "no trace dataset at turns" for ""
+        with pytest.raises(TypeError, match=r"one dataset at a time: query each and pd.concat the frames\), not list"):
+            read([ds_dir, ds_dir])
+        with pytest.raises(TypeError, match="give the directory of a trace dataset .*, not NoneType None"):
+            read(None)
+        with pytest.raises(OptionError, match="an empty dataset path"):
+            read("")
+
+
 def test_a_leading_tilde_is_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home, elsewhere = tmp_path / "home", tmp_path / "cwd"
     elsewhere.mkdir()

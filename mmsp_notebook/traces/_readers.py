@@ -37,12 +37,22 @@ def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
     return Path(dataset_dir) / kind
 
 
-def dataset_root(dataset_dir: PathLike, kind: str | None = None) -> PathLike:
+def dataset_root(dataset_dir: PathLike | bytes, kind: str | None = None) -> PathLike:
     """The dataset folder of a path that may name one of its kind directories (``traces_ds/turns``,
     a folder holding a manifest; with ``kind``, only that kind's), else the path as it is (``~``
-    expanded, as the loaders expand it)."""
-    if isinstance(dataset_dir, (str, os.PathLike)):
-        dataset_dir = user_path(dataset_dir)
+    expanded, as the loaders expand it). A path that is no text, or empty (the working directory),
+    is refused as ``sync`` refuses it."""
+    if isinstance(dataset_dir, bytes) or (isinstance(dataset_dir, os.PathLike)
+                                          and isinstance(os.fspath(dataset_dir), bytes)):
+        dataset_dir = os.fsdecode(dataset_dir)
+    if not isinstance(dataset_dir, (str, os.PathLike)):
+        several = " (one dataset at a time: query each and pd.concat the frames)" \
+            if isinstance(dataset_dir, (list, tuple)) else ""
+        raise OptionTypeError(f"give the directory of a trace dataset (made by traces.sync){several}, not "
+                              f"{type(dataset_dir).__name__} {dataset_dir!r:.80}")
+    if not os.fspath(dataset_dir):
+        raise OptionError("an empty dataset path: give the directory of a trace dataset (\".\" for the working directory)")
+    dataset_dir = user_path(dataset_dir)
     p = Path(dataset_dir)
     if p.name in KINDS and (kind is None or p.name == kind) and (p / MANIFEST_NAME).is_file():
         return p.parent

@@ -147,7 +147,7 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
         result = con.execute(sql)
         return [d[0] for d in result.description], result.fetchall()
 
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, (str, bytes, os.PathLike)):
         # (a kind directory, traces_ds/turns, is taken for its dataset; while a sync changes the files too)
         names, fetched = read_retrying(run, dataset_root(source, "turns"))
     else:
