@@ -1183,6 +1183,60 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert traces.query("SET threads = 1", ds_dir).empty
 
 
+def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> None:
+    import duckdb
+
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    save(src, "a", conversation(2, T0))
+    quiet_sync(src, ds_dir)
+    # a kind not synced has no view: the error names the views there are and how to make the others
+    with pytest.raises(duckdb.CatalogException, match=r"(?s)items does not exist.*views of the trace dataset .* are: "
+                       r"turns \(items and events are not synced: traces\.sync\(src, dataset_dir, kind='items'\)"):
+        traces.query("SELECT * FROM items", ds_dir)
+    quiet_sync(src, ds_dir, kind="items")
+    with pytest.raises(duckdb.CatalogException, match=r"are: turns, items \(events is not synced"):
+        traces.query("SELECT * FROM turnz", ds_dir / "turns")
+    # summary over a dataset refuses as over a frame: an option error naming the columns, never a KeyError
+    with pytest.raises(OptionError, match="no column 'nope' to group by in the dataset's turns; columns: trace_id, "):
+        traces.summary(ds_dir, by="nope")
+    with pytest.raises(OptionError, match="summary takes a dataset of turns; this one has no 'latency'"):
+        traces.summary(traces.dataset(ds_dir, "items"))
+    for wrong in (None, 42):
+        with pytest.raises(TypeError, match=f"summary takes a turns frame .* not {type(wrong).__name__}"):
+            traces.summary(wrong)
+
+
+def test_readers_take_one_dataset_path_and_name_what_else_they_were_given(tmp_path: Path) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    save(src, "a", conversation(2, T0))
+    quiet_sync(src, ds_dir)
+    assert traces.query("SELECT count(*) AS n FROM turns", os.fsencode(ds_dir))["n"][0] == 2  # bytes, as sync takes
+    assert traces.summary(os.fsencode(ds_dir), by=None)["count"].tolist() == [2]
+    readers = (lambda d: traces.query("SELECT 1", d), traces.dataset, traces.connect)
+    for read in readers:  # was a TypeError from pathlib, or "no trace dataset at turns" for ""
+        with pytest.raises(TypeError, match=r"one dataset at a time: query each and pd.concat the frames\), not list"):
+            read([ds_dir, ds_dir])
+        with pytest.raises(TypeError, match="give the directory of a trace dataset .*, not NoneType None"):
+            read(None)
+        with pytest.raises(OptionError, match="an empty dataset path"):
+            read("")
+
+
+def test_a_leading_tilde_is_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, elsewhere = tmp_path / "home", tmp_path / "cwd"
+    elsewhere.mkdir()
+    save(home / "cache", "a", conversation(2, T0))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    assert quiet_sync("~/cache", Path("~/ds")).converted == 1
+    assert (home / "ds" / "turns").is_dir() and not (elsewhere / "~").exists()
+    assert quiet_sync("~/cache", "~/ds/turns").converted == 0
+    assert traces.query("SELECT count(*) AS n FROM turns", "~/ds")["n"][0] == 2
+    assert traces.summary("~/ds", by=None)["count"].tolist() == [2]
+    assert traces.dataset("~/ds/turns").count_rows() == 2
+    assert traces.connect(Path("~/ds")).execute("SELECT count(*) FROM turns").fetchone() == (2,)
+
+
 def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     payload = {"role": "user", "created_at": T0 + 5 * DAY, "content_items": [

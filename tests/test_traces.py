@@ -554,6 +554,47 @@ def test_filters_since_until_models(tmp_path: Path) -> None:
             traces.load_events(tmp_path, **kw)
 
 
+def test_since_until_numbers_are_unix_seconds_or_ms(tmp_path: Path) -> None:
+    save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100), user("q", T0 + 60_000), answer("y", T0 + 60_100)])
+    # a number is a Unix time (as time.time() gives, or in ms as traces store it), not pandas' nanoseconds
+    for since in (T0 + 30_000, (T0 + 30_000) / 1000, np.int64(T0 + 30_000), np.float64((T0 + 30_000) / 1000)):
+        assert traces.load_turns(tmp_path, since=since)["turn"].tolist() == [1], since
+        assert traces.load_turns(tmp_path, until=since)["turn"].tolist() == [0], since
+    for bad in (0, -5, float("inf")):
+        with pytest.raises(OptionError, match="since takes a time: a number is Unix seconds or milliseconds"):
+            traces.load_turns(tmp_path, since=bad)
+
+
+def test_a_leading_tilde_is_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home, elsewhere = tmp_path / "home", tmp_path / "cwd"
+    elsewhere.mkdir()
+    save(home / "cache", "a", [user("q", T0), answer("x", T0 + 100)])
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(elsewhere)
+    for path in ("~/cache", Path("~/cache"), ["~/cache"], "~/cache/a.json"):
+        assert no_warnings_load(traces.load_turns, path)["trace_id"].tolist() == ["a"], path
+    assert len(no_warnings_load(traces.load_items, "~/cache")) == 2
+    assert traces.show("a", root="~/cache").turns and traces.show("~/cache/a.json").turns
+    out = traces.to_parquet("~/cache", "~/turns.parquet")
+    assert out == home / "turns.parquet" and out.is_file() and not (elsewhere / "~").exists()
+
+
+def test_show_refuses_a_turn_it_does_not_have_and_says_where_a_row_is_looked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100), user("q", T0 + 200), answer("y", T0 + 300)])
+    assert traces.show("a", root=tmp_path, turn=np.int64(-1)).selected_index == 3
+    for turn in (2, -3):  # was: nothing selected, silently
+        with pytest.raises(OptionError, match=f"turn={turn}: a has 2 assistant turns \\(give 0 to 1, or -1 for the last\\)"):
+            traces.show("a", root=tmp_path, turn=turn)
+    for turn in (1.5, "1", True):  # was: int(turn), silently
+        with pytest.raises(OptionTypeError, match="turn takes the index of an assistant turn"):
+            traces.show("a", root=tmp_path, turn=turn)  # type: ignore[arg-type]
+    monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "elsewhere"))
+    row = no_warnings_load(traces.load_turns, tmp_path).iloc[0]
+    with pytest.raises(FileNotFoundError, match="give root= the directory the row was loaded from"):
+        traces.show(row)
+
+
 def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
     save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100)])
     assert len(no_warnings_load(traces.load_turns, os.fsencode(tmp_path))) == 1  # a path as bytes
@@ -910,6 +951,17 @@ def test_plots(tmp_path: Path) -> None:
     fig3 = traces.plot_usage_over_time(traces.load_turns(tmp_path, otel=True), freq="10s", by="model")
     assert isinstance(fig3, Figure)
     assert traces.plot_latency(df.iloc[0:0]) is not None
+    # all turns as one group; a wrong argument is named, never a KeyError or AttributeError from inside
+    assert [t.get_text() for t in traces.plot_latency(df, by=None, metrics="latency").axes[0].get_yticklabels()] == ["all"]
+    for call, error, said in (
+            (lambda: traces.plot_latency(df, by="nope"), OptionError, "plot_latency: no column 'nope' to group by; columns: trace_id"),
+            (lambda: traces.plot_usage_over_time(df, by="nope"), OptionError, "no column 'nope' to group by"),
+            (lambda: traces.plot_usage_over_time(str(tmp_path)), OptionTypeError, "takes a turns frame .* not str"),
+            (lambda: traces.plot_latency(None), OptionTypeError, "takes a turns frame .* not NoneType"),
+            (lambda: traces.plot_usage_over_time(traces.load_items(tmp_path)), OptionError,
+             "takes a turns frame .*; this one has no 'started', 'ended', 'input_tokens'")):
+        with pytest.raises(error, match=said):
+            call()
 
 
 def test_core_import_pulls_no_ipython() -> None:

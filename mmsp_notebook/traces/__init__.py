@@ -20,7 +20,9 @@ token, per-event timing, and the failed turns the Tracer never records) when one
     traces.explore("cache/")                       # a widget: filter, sort, page, open, replay
 
 Paths
-    ``path_or_paths`` is a directory, a file or a list of both. A directory is globbed with
+    ``path_or_paths`` is a directory, a file or a list of both (a leading ``~`` is the home
+    directory, as for pandas, here and in every path ``sync``, the dataset readers, ``show``,
+    ``explore`` and ``to_parquet`` take). A directory is globbed with
     ``pattern`` (default ``"**/*.json"``, recursive); the trace id of a file found there is its
     path relative to that directory without ``.json`` (``agent1/conversation_001``). Tracer
     transcripts (``.txt``) and sidecars (``.timing.jsonl``) are never taken for traces; a sidecar
@@ -102,7 +104,8 @@ Re-runs
     sidecar counts once.
 
 Filters
-    ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts; naive means UTC) keep turns with
+    ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts, naive meaning UTC; a number is a
+    Unix time in seconds or milliseconds, told apart as ``created_at`` is) keep turns with
     ``since <= started < until`` (turns without a start time are dropped when a bound is given);
     items follow their turn (a user message belongs to the turn it feeds), events their turn's
     ``started``. ``models`` (a model id or several) keeps turns, items and events of those models.

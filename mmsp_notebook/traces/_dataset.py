@@ -540,14 +540,14 @@ class _Sync:
 
 
 def _path(value: Any, name: str) -> str:
-    """A path argument as text (bytes decoded as the loaders decode them); an empty one, which
-    would be the working directory, is refused as the loaders refuse it."""
+    """A path argument as text (bytes decoded as the loaders decode them, ``~`` expanded); an empty
+    one, which would be the working directory, is refused as the loaders refuse it."""
     if not isinstance(value, (str, bytes, os.PathLike)):
         raise OptionTypeError(f"{name} takes a directory path, not {type(value).__name__} {value!r}")
     path = os.fsdecode(os.fspath(value))
     if not path:
         raise OptionError(f"{name} is an empty path: give a directory (\".\" for the working directory)")
-    return path
+    return os.path.expanduser(path)  # (a leading ~ is the home directory, as the loaders take it)
 
 
 def _dataset_of(dataset_dir: str, kind: str) -> str:

@@ -397,7 +397,7 @@ def _sources(source: Any) -> tuple[list[Path], dict[str, Path]]:
     roots: list[Path] = []
     files: dict[str, Path] = {}
     for item in items:
-        p = Path(item)
+        p = Path(item).expanduser()  # (as load_turns takes ~)
         if p.is_dir():
             roots.append(p)
         else:
@@ -429,7 +429,7 @@ def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = Non
         if load_options:
             raise OptionError(f"load options ({', '.join(load_options)}) apply to a path, not to a loaded frame")
         turns = plain(source).copy(deep=False)
-        roots = [Path(root)] if isinstance(root, (str, os.PathLike)) else [Path(r) for r in root or []]
+        roots = [Path(root).expanduser()] if isinstance(root, (str, os.PathLike)) else [Path(r).expanduser() for r in root or []]
         files: dict[str, Path] = {}
     elif isinstance(source, (str, os.PathLike)) or (isinstance(source, Iterable) and not isinstance(source, bytes)):
         from ._load import load_turns
@@ -437,7 +437,7 @@ def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = Non
         turns = load_turns(source, **load_options)
         roots, files = _sources(source)
         if root is not None:
-            roots += [Path(root)] if isinstance(root, (str, os.PathLike)) else [Path(r) for r in root]
+            roots += [Path(root).expanduser()] if isinstance(root, (str, os.PathLike)) else [Path(r).expanduser() for r in root]
     else:
         raise OptionTypeError(f"explore takes a trace path, a list of them or a turns frame, not {type(source).__name__}")
     if "trace_id" not in turns:

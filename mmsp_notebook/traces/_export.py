@@ -137,6 +137,6 @@ def to_parquet(df_or_path: pd.DataFrame | Paths, out: PathLike, **load_kwargs: A
     import pyarrow.parquet as pq
 
     df = df_or_path if isinstance(df_or_path, pd.DataFrame) else load_turns(df_or_path, **load_kwargs)
-    out = Path(out)
+    out = Path(out).expanduser()  # (as pandas' to_parquet takes ~)
     pq.write_table(to_arrow(df), out)
     return out

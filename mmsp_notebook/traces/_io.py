@@ -52,7 +52,7 @@ def _expand(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) ->
     for p in paths:
         if not isinstance(p, (str, bytes, os.PathLike)):
             raise OptionTypeError(f"a path in the list is {type(p).__name__} {p!r}, not a trace directory or file")
-        out.append(os.fsdecode(p))
+        out.append(os.path.expanduser(os.fsdecode(p)))  # (a leading ~ is the home directory, as for pandas)
     if any(not p for p in out):  # ("" would be this process's working directory, walked whole)
         raise OptionError("an empty path: give a trace directory or file (\".\" for the working directory)")
     return out

@@ -9,11 +9,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .._errors import OptionError, OptionTypeError, TraceError
 from ..core.pricing import Prices
 from ..core.redact import held_secrets
+from ..core.stamps import created_ms
 from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
 from ._events import EventBuilder
@@ -29,9 +31,17 @@ PROGRESS_THRESHOLD = 200
 
 
 def _to_ms(value: TimeLike | None, name: str = "since") -> float | None:
-    """Unix ms of a ``since`` / ``until`` value (anything ``pandas.Timestamp`` takes; naive = UTC)."""
+    """Unix ms of a ``since`` / ``until`` value (anything ``pandas.Timestamp`` takes; naive = UTC). A
+    number is a Unix time, in seconds or milliseconds as a message's ``created_at`` is read
+    (:func:`~mmsp_notebook.core.stamps.created_ms`), not pandas' nanoseconds."""
     if value is None:
         return None
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        ms = created_ms(float(value))
+        if ms is None:
+            raise OptionError(f"{name} takes a time: a number is Unix seconds or milliseconds (such as "
+                              f"time.time()), not {value!r}")
+        return float(ms)
     try:
         ts = pd.Timestamp(value)
     except (ValueError, TypeError, OverflowError) as exc:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .._errors import OptionError, OptionTypeError
 from ._common import FROM_OTEL, plain
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,24 +28,44 @@ def _pyplot() -> Any:
     return plt
 
 
+def _frame(turns: Any, plot: str, needed: Sequence[str], by: str | None) -> tuple[pd.DataFrame, str | None]:
+    """The turns frame to plot (this package's column names) and its ``by`` column, or a clear
+    error: a plot takes a frame of turns, grouped by one of its columns."""
+    if not isinstance(turns, pd.DataFrame):
+        raise OptionTypeError(f"{plot} takes a turns frame (traces.load_turns, or traces.query('SELECT * FROM turns', "
+                              f"dataset_dir) for a dataset), not {type(turns).__name__} {turns!r:.80}")
+    df = plain(turns)
+    lacking = [c for c in needed if c not in df.columns]
+    if lacking:
+        raise OptionError(f"{plot} takes a turns frame (traces.load_turns); this one has no "
+                          f"{', '.join(map(repr, lacking))} column (columns: {', '.join(map(str, df.columns))})")
+    if by is not None:
+        by = FROM_OTEL.get(by, by)
+        if by not in df.columns:
+            raise OptionError(f"{plot}: no column {by!r} to group by; columns: {', '.join(map(str, df.columns))}")
+    return df, by
+
+
 def plot_latency(
     turns: pd.DataFrame,
-    by: str = "model",
+    by: str | None = "model",
     metrics: Sequence[str] = ("latency", "ttft"),
 ) -> Figure:
     """Box plots of latency and time to first token (seconds) per group.
 
-    One panel per metric that has data (``ttft`` needs sidecars). Requires matplotlib (the
-    ``plot`` extra). Returns the figure.
+    One panel per metric that has data (``ttft`` needs sidecars); ``by=None`` draws all turns as
+    one group. Requires matplotlib (the ``plot`` extra). Returns the figure.
     """
     plt = _pyplot()
-    df = plain(turns)
-    by = FROM_OTEL.get(by, by)
+    df, by = _frame(turns, "plot_latency", [], by)
+    metrics = [FROM_OTEL.get(m, m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
+    if not metrics:
+        raise OptionError("plot_latency: give at least one metric (such as 'latency' or 'ttft')")
     panels = [m for m in metrics if m in df and df[m].notna().any()]
     if not panels:
         panels = [metrics[0]]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False)
-    groups = [(str(k), g) for k, g in df.groupby(by, observed=True, sort=True)]
+    groups = [(str(k), g) for k, g in df.groupby(by, observed=True, sort=True)] if by is not None else [("all", df)]
     for ax, metric in zip(axes[0], panels):
         data = [g[metric].dropna().to_numpy() if metric in g else [] for _, g in groups]
         keep = [(name, d) for (name, _), d in zip(groups, data) if len(d)]
@@ -90,7 +111,7 @@ def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str |
     Requires matplotlib (the ``plot`` extra). Returns the figure.
     """
     plt = _pyplot()
-    df = plain(turns)
+    df, by = _frame(turns, "plot_usage_over_time", ("started", "ended", "input_tokens", "output_tokens", "cost"), by)
     t = df["started"].where(df["started"].notna(), df["ended"])
     df = df.assign(_t=t).dropna(subset=["_t"]).sort_values("_t")
     fig, (ax_tok, ax_cost) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
@@ -107,7 +128,6 @@ def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str |
             ax_tok.plot(tok.index, tok["input"], label="input tokens", drawstyle="steps-post")
             ax_tok.plot(tok.index, tok["output"], label="output tokens", drawstyle="steps-post")
         else:
-            by = FROM_OTEL.get(by, by)
             ax_tok.plot(tok.index, tok["input"], label="input tokens (all)", drawstyle="steps-post", alpha=0.5)
             for name, sub in g.groupby(by, observed=True):
                 s = sub["output_tokens"].astype("float64").resample(freq).sum()

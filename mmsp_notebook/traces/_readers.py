@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
-from ._common import PathLike, TraceLoadWarning
+from ._common import PathLike, TraceLoadWarning, user_path
 from ._convert import KINDS, NULL_PARTITION, Job
 from ._manifest import MANIFEST_NAME
 
@@ -37,9 +37,22 @@ def kind_dir(dataset_dir: PathLike, kind: str = "turns") -> Path:
     return Path(dataset_dir) / kind
 
 
-def dataset_root(dataset_dir: PathLike, kind: str | None = None) -> PathLike:
+def dataset_root(dataset_dir: PathLike | bytes, kind: str | None = None) -> PathLike:
     """The dataset folder of a path that may name one of its kind directories (``traces_ds/turns``,
-    a folder holding a manifest; with ``kind``, only that kind's), else the path as it is."""
+    a folder holding a manifest; with ``kind``, only that kind's), else the path as it is (``~``
+    expanded, as the loaders expand it). A path that is no text, or empty (the working directory),
+    is refused as ``sync`` refuses it."""
+    if isinstance(dataset_dir, bytes) or (isinstance(dataset_dir, os.PathLike)
+                                          and isinstance(os.fspath(dataset_dir), bytes)):
+        dataset_dir = os.fsdecode(dataset_dir)
+    if not isinstance(dataset_dir, (str, os.PathLike)):
+        several = " (one dataset at a time: query each and pd.concat the frames)" \
+            if isinstance(dataset_dir, (list, tuple)) else ""
+        raise OptionTypeError(f"give the directory of a trace dataset (made by traces.sync){several}, not "
+                              f"{type(dataset_dir).__name__} {dataset_dir!r:.80}")
+    if not os.fspath(dataset_dir):
+        raise OptionError("an empty dataset path: give the directory of a trace dataset (\".\" for the working directory)")
+    dataset_dir = user_path(dataset_dir)
     p = Path(dataset_dir)
     if p.name in KINDS and (kind is None or p.name == kind) and (p / MANIFEST_NAME).is_file():
         return p.parent
@@ -269,18 +282,38 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
 
     It may run while a sync changes the dataset: a read that fails on a file the sync rewrote or
     removed meanwhile is run again over the files the manifest then lists. DuckDB's own errors
-    (``duckdb.ParserException``, ``duckdb.BinderException``, ...) say what is wrong with the SQL.
+    (``duckdb.ParserException``, ``duckdb.BinderException``, ...) say what is wrong with the SQL; a
+    ``duckdb.CatalogException`` (a table that is not there) also names the views the dataset has and
+    the kinds not synced into it.
     """
     if not isinstance(sql, str):
         raise OptionTypeError(f"query takes SQL text, not {type(sql).__name__} {sql!r}")
 
+    import duckdb
+
+    root = dataset_root(dataset_dir)
+
     def run(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-        rel = con.sql(sql)
+        try:
+            rel = con.sql(sql)
+        except duckdb.CatalogException as exc:  # (a table or function it does not have: say which views it has)
+            raise type(exc)(f"{exc}\n{_views_note(root)}") from None
         if rel is None:  # (DuckDB's answer to blank text or comments)
             raise OptionError(f"no SQL statement to run in {sql!r}: give one, e.g. 'SELECT count(*) FROM turns'")
         return _as_loaded(rel.df(), rel.types)
 
-    return read_retrying(run, dataset_root(dataset_dir))
+    return read_retrying(run, root)
+
+
+def _views_note(dataset_dir: PathLike) -> str:
+    """Which views a query over ``dataset_dir`` has, and how to make the others."""
+    have = iter_kinds(dataset_dir)
+    note = f"the views of the trace dataset {dataset_dir} are: {', '.join(have)}"
+    others = [k for k in KINDS if k not in have]
+    if others:
+        note += (f" ({' and '.join(others)} {'is' if len(others) == 1 else 'are'} not synced: "
+                 f"traces.sync(src, dataset_dir, kind={others[0]!r}) makes {'it' if len(others) == 1 else 'one'})")
+    return note
 
 
 def _files_state(dataset_dir: PathLike) -> tuple[Any, ...]:

@@ -10,6 +10,7 @@ static sanitized HTML in Jupyter (a saved notebook shows it), text in a terminal
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, cast
@@ -234,9 +235,15 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
         TraceNotFoundError: No trace file and no sidecar (a ``FileNotFoundError`` too).
         TraceError: The trace file is damaged (unreadable, not JSON, not an mmsp trace): the error
             names it and says what is wrong. A damaged message or sidecar line is named in place.
-        OptionTypeError: ``trace`` of another type (a whole DataFrame included).
+        OptionTypeError: ``trace`` of another type (a whole DataFrame included), or a ``turn`` that is
+            no integer.
+        OptionError: a ``turn`` the conversation does not have (the error gives its range).
     """
     roots = [cache_dir()] if root is None else [Path(root)] if isinstance(root, (str, PurePath)) else [Path(r) for r in root]
+    roots = [r.expanduser() for r in roots]  # (~ is the home directory, as for the loaders)
+    if turn is not None and (not isinstance(turn, numbers.Integral) or isinstance(turn, bool)):
+        raise OptionTypeError(f"turn takes the index of an assistant turn (0-based, -1 the last), not "
+                              f"{type(turn).__name__} {turn!r}")
     if hasattr(trace, "columns") and hasattr(trace, "iloc"):
         raise OptionTypeError("a whole DataFrame was given: pass one of its rows (turns.iloc[n]), or explore it "
                               "with traces.explore(turns)")
@@ -251,10 +258,11 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
         check_unique(str(tid), getattr(trace, "attrs", None) or {})
         path, sidecar = locate(str(tid), roots)
         if path is None and sidecar is None:
-            raise TraceNotFoundError(f"no trace file or sidecar for {tid} under {', '.join(map(str, roots))}",
+            hint = "" if root is not None else " (MMSP_CACHE_DIR): give root= the directory the row was loaded from"
+            raise TraceNotFoundError(f"no trace file or sidecar for {tid} under {', '.join(map(str, roots))}{hint}",
                                      path=str(roots[0] / f"{tid}.json"), reason="no trace file")
     elif isinstance(trace, (str, PurePath)) and not isinstance(trace, bytes):
-        given = Path(trace)
+        given = Path(trace).expanduser()
         if given.is_file() and str(given).endswith(SIDECAR_SUFFIX):
             twin = Path(str(given)[: -len(SIDECAR_SUFFIX)] + ".json")
             path, sidecar, trace_id = (twin if twin.is_file() else None), given, None
@@ -279,4 +287,8 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
         conversation.selected, conversation.selected_index = row_key(view, row)
     elif turn is not None:
         conversation.selected, conversation.selected_index = conversation.key_of_turn(int(turn))
+        if conversation.selected is None:
+            n = len([i for e in conversation.entries if e["kind"] in ("assistant", "damaged") for i in e.get("turns") or []])
+            raise OptionError(f"turn={turn}: {conversation.trace_id} has {n} assistant turn{'s' if n != 1 else ''}"
+                              + (f" (give 0 to {n - 1}, or -1 for the last)" if n else ""))
     return conversation

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._errors import OptionError
+from .._errors import OptionError, OptionTypeError
 from ._common import FROM_OTEL, plain
 
 __all__ = ["summary"]
@@ -109,15 +109,24 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+#: the columns of the turns the summary reads in a dataset
+_NEEDED = ("latency", "ttft", "tokens_per_s", "cost", "cost_missing", "status", "finish_reason")
+
+
 def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     """The summary's rows computed in DuckDB over a dataset (directory or pyarrow Dataset)."""
     from ._readers import dataset_root, read_retrying
 
     def run(con: Any) -> tuple[list[str], list[Any]]:
-        cols = {r[0] for r in con.execute("DESCRIBE turns").fetchall()}
+        cols = [r[0] for r in con.execute("DESCRIBE turns").fetchall()]
         missing = [k for k in keys if k not in cols]
         if missing:
-            raise KeyError(f"no column {', '.join(missing)} in the dataset's turns")
+            raise OptionError(f"summary: no column {', '.join(map(repr, missing))} to group by in the dataset's turns; "
+                              f"columns: {', '.join(cols)}")
+        lacking = [c for c in _NEEDED if c not in cols]
+        if lacking:
+            raise OptionError(f"summary takes a dataset of turns; this one has no {', '.join(map(repr, lacking))} "
+                              f"column (columns: {', '.join(cols)})")
         num = "{c} IS NOT NULL AND NOT isnan({c})"
         aggs = ["count(*) AS count"]
         for col in ("latency", "ttft", "tokens_per_s"):
@@ -138,12 +147,17 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
         result = con.execute(sql)
         return [d[0] for d in result.description], result.fetchall()
 
-    if isinstance(source, (str, os.PathLike)):
+    if isinstance(source, (str, bytes, os.PathLike)):
         # (a kind directory, traces_ds/turns, is taken for its dataset; while a sync changes the files too)
         names, fetched = read_retrying(run, dataset_root(source, "turns"))
     else:
         import duckdb
+        import pyarrow as pa
+        import pyarrow.dataset as pads
 
+        if not isinstance(source, (pads.Dataset, pa.Table)):
+            raise OptionTypeError(f"summary takes a turns frame (load_turns, query), a dataset directory (sync) or "
+                                  f"its traces.dataset(...), not {type(source).__name__} {source!r:.80}")
         con = duckdb.connect()
         con.register("turns", source)
         try:
