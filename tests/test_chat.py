@@ -337,6 +337,16 @@ def test_a_trace_id_given_to_the_chat_names_its_trace_and_a_bad_one_is_refused(f
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before  # nothing made, nothing traced
 
 
+def test_the_chats_tools_are_checked_as_it_is_made_and_may_be_named_by_a_dict(fresh_session):
+    from mmsp_notebook import OptionError
+
+    for bad in (get_weather, "get_weather", [5]):  # refused here, not at the first message
+        with pytest.raises(OptionError, match="tools takes a list of functions|5 is not callable"):
+            Chat(tools=bad)
+    turn = Chat(tools={"get_weather": lambda city: f"sunny in {city}"}).send("weather in Paris please")
+    assert turn.tool_calls[0]["name"] == "get_weather" and turn.tool_calls[0]["output"] == "sunny in Paris"
+
+
 def test_send_returns_when_an_async_tool_blocks_the_loop_past_the_timeout(fresh_session):
     import threading
 

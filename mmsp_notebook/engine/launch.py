@@ -131,7 +131,7 @@ def launch(
     thinking: str | None = None,
     max_tokens: int | None = None,
     temperature: float | None = None,
-    tools: Sequence[Callable[..., Any]] | ToolSet | None = None,
+    tools: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | ToolSet | None = None,
     max_steps: int | None = None,
     timeout: float | None = None,
     chat: str | None = None,
@@ -160,7 +160,7 @@ def launch(
         check_trace_id(trace)
     model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env
     steps = opts.max_steps or 1
-    toolset = tools if isinstance(tools, ToolSet) else ToolSet(list(tools or []))
+    toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)
     conv = sess.conversation(chat)
     if new:
         conv.reset()

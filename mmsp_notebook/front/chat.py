@@ -7,7 +7,7 @@ import concurrent.futures
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anywidget
@@ -22,6 +22,7 @@ from ..engine import worker as _worker
 from ..engine.launch import check_trace_id, launch, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
+from ..engine.tools import ToolSet
 from ..views.live import LiveView, LoopWatch, adrive, await_turn
 from ..views.model import OpsTracker, view_model
 from ..views.text import banner_line
@@ -84,7 +85,7 @@ class Chat(MarkdownWidget):
         self,
         model: str = "demo",
         *,
-        tools: Sequence[Callable[..., Any]] = (),
+        tools: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
         system: str | None = None,
         thinking: str | None = None,
         max_tokens: int | None = None,
@@ -111,13 +112,14 @@ class Chat(MarkdownWidget):
             check_trace_id(trace)  # (an empty one too) before anything is made
         elif not isinstance(trace, bool):
             raise OptionTypeError(f"trace takes True, False or a trace id (e.g. 'nb/x'), not {trace!r}")
+        toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)  # (a bad tool is refused here too)
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
         self._heard = False  # whether a view has said hello (its model keeps the transcript from then on)
         super().__init__(models=choices, model=model, thinking=thinking or "",
                          thinking_levels=["", *THINKING_LEVELS], **kwargs)
-        self._tools = list(tools)
+        self._tools = toolset
         self._options = {"system": system, "max_tokens": max_tokens, "temperature": temperature,
                          "client_type": client_type, "base_url": base_url, "api_key_env": api_key_env,
                          "max_steps": max_steps, "timeout": timeout, "wire": wire}
