@@ -191,6 +191,14 @@ def test_a_bad_history_is_refused_whole_and_changes_nothing(fresh_session):
         with pytest.raises(OptionError, match="history"):
             chat.history = bad
         assert chat.history == before and chat.transcript == transcript
+    # an item missing what mmsp's type says it carries is named, never sent to the model
+    for item, said in (({"type": "text.done"}, r"text.done needs its 'text' \(text\), not None"),
+                       ({"type": "image_url.done"}, "image_url.done needs its 'image_url'"),
+                       ({"type": "tool_result.done", "text": "x"}, "tool_result.done needs its 'tool_call_id'"),
+                       ({"type": "bogus.done"}, r"'bogus.done' is not a UniMessage item \(text.done, ")):
+        with pytest.raises(OptionError, match=r"^history\[1\]\.content_items\[0\]: " + said):
+            chat.history = [before[0], {"role": "user", "content_items": [item]}]
+        assert chat.history == before and chat.transcript == transcript
     chat.history = iter(before)  # any iterable of messages, read once
     assert chat.history == before and [e["role"] for e in chat.transcript] == ["user", "assistant"]
     with pytest.raises(OptionError, match="model id"):

@@ -472,7 +472,30 @@ def _checked_history(messages: Any) -> list[dict[str, Any]]:
                                                   and i["type"].endswith(".done") for i in items):
             raise OptionError(f"history[{n}]: content_items must be a list of items, each a dict whose "
                               "'type' ends in .done")
+        for k, item in enumerate(items):
+            fields = _ITEM_FIELDS.get(item["type"])
+            if fields is None:
+                raise OptionError(f"history[{n}].content_items[{k}]: {item['type']!r} is not a UniMessage item "
+                                  f"({', '.join(_ITEM_FIELDS)})")
+            for field, (kinds, what) in fields.items():
+                if not isinstance(item.get(field), kinds):
+                    raise OptionError(f"history[{n}].content_items[{k}]: {item['type']} needs its "
+                                      f"{field!r} ({what}), not {item.get(field)!r:.60}")
     return out
+
+
+_TEXT = ((str,), "text")
+# what each UniMessage item must carry (mmsp.types): a history missing one is refused, not sent
+_ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "text.done": {"text": _TEXT},
+    "thinking.done": {"thinking": _TEXT},
+    "image_url.done": {"image_url": ((str,), "a URL or data: URL")},
+    "inline_data.done": {"data": ((bytes, str), "bytes"), "mime_type": _TEXT},
+    "inline_thinking.done": {"data": ((bytes, str), "bytes"), "mime_type": _TEXT},
+    "tool_call.done": {"name": _TEXT, "tool_call_id": _TEXT, "arguments": ((dict,), "a dict")},
+    "tool_result.done": {"tool_call_id": _TEXT, "text": _TEXT},
+    "embedding.done": {"embedding": ((list, tuple), "a list of numbers")},
+}
 
 
 def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
