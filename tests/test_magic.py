@@ -339,6 +339,20 @@ def test_a_refused_config_value_is_not_kept(fresh_session, capsys, caplog):
     ip.config.MMSPMagics.pop("temperature", None)
 
 
+def test_unloading_the_extension_takes_its_magics_with_it_and_loading_it_again_brings_them_back(fresh_session):
+    ip = shell()
+    try:
+        assert ip.run_cell("%unload_ext mmsp_notebook").success
+        assert "mmsp" not in ip.magics_manager.magics["line"] and "mmsp" not in ip.magics_manager.magics["cell"]
+        result = ip.run_cell("%%mmsp\nhello")
+        assert not result.success and "Cell magic `%%mmsp` not found" in str(result.error_in_exec)
+    finally:
+        assert ip.run_cell("%load_ext mmsp_notebook").success
+    assert ip.run_cell("%mmsp -o back What is my name?").success  # a question is a prompt again
+    assert ip.user_ns["back"].status == "complete"
+    assert ip.run_cell("%reload_ext mmsp_notebook").success and ip.run_cell("%mmsp -o again hi").success
+
+
 def test_the_input_transformer_leaves_continued_lines_and_strings_alone(fresh_session):
     from mmsp_notebook.front.magic import questions_are_prompts
 

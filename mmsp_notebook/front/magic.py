@@ -479,6 +479,11 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    # the magics go with the rest: half of them (no {Err}, a question as IPython's help) would stay
+    magics = ipython.magics_manager
+    for kind in ("line", "cell"):
+        magics.magics[kind].pop("mmsp", None)
+    magics.registry.pop(MMSPMagics.__name__, None)
     if questions_are_prompts in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(questions_are_prompts)
     forget_errors(ipython)
