@@ -353,6 +353,21 @@ def test_unloading_the_extension_takes_its_magics_with_it_and_loading_it_again_b
     assert ip.run_cell("%reload_ext mmsp_notebook").success and ip.run_cell("%mmsp -o again hi").success
 
 
+def test_an_empty_trace_id_is_refused_by_every_door_not_taken_for_the_default_or_for_none(fresh_session):
+    from IPython.core.error import UsageError
+
+    from mmsp_notebook import OptionError, ask
+
+    ip = shell()
+    with pytest.raises(UsageError, match="no empty part"):
+        ip.run_cell_magic("mmsp", "--trace ''", "hi")
+    with pytest.raises(UsageError, match="--trace and --no-trace contradict"):
+        ip.run_cell_magic("mmsp", "--trace '' --no-trace", "hi")
+    with pytest.raises(OptionError, match="no empty part"):
+        ask("hi", trace="")
+    assert fresh_session.turns == []  # nothing was sent
+
+
 def test_the_input_transformer_leaves_continued_lines_and_strings_alone(fresh_session):
     from mmsp_notebook.front.magic import questions_are_prompts
 

@@ -156,8 +156,8 @@ def launch(
     opts = TurnOptions(model=model, client_type=client_type, base_url=base_url, api_key_env=api_key_env,
                        system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
                        max_steps=max_steps, timeout=timeout).resolve(settings)
-    if isinstance(trace, str) and trace:
-        check_trace_id(trace)
+    if isinstance(trace, str):
+        check_trace_id(trace)  # (an empty one too: it is no trace id, and no way to say "no trace")
     model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env
     steps = opts.max_steps or 1
     toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)

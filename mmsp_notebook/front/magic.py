@@ -234,7 +234,7 @@ class MMSPMagics(Magics):
                 if not callable(func):
                     raise UsageError(f"%%mmsp: --tools: {name!r} is not callable")
                 tools.append(func)
-        if args.trace and args.no_trace:
+        if args.trace is not None and args.no_trace:
             raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
         if args.model and "," in args.model:
             return self._compare(args, prompt, tools, literal)
@@ -256,7 +256,7 @@ class MMSPMagics(Magics):
                 timeout=args.timeout,
                 chat=args.chat,
                 new=args.new,
-                trace=False if args.no_trace else (args.trace or None),
+                trace=False if args.no_trace else args.trace,  # ('' is refused as the empty trace id it is)
                 wire=args.wire,
             )
         except OptionError as exc:
@@ -287,7 +287,7 @@ class MMSPMagics(Magics):
         """``-m a,b,c``: the prompt to every model at once, in columns (see :mod:`.compare`)."""
         from .compare import compare
 
-        for flag, name in ((args.wire, "--wire"), (args.to_cell, "--to-cell"), (args.trace, "--trace ID"),
+        for flag, name in ((args.wire, "--wire"), (args.to_cell, "--to-cell"), (args.trace is not None, "--trace ID"),
                            (args.events, "--events")):
             if flag:
                 raise UsageError(f"%%mmsp: {name} is for one model; a comparison (-m a,b) does not take it")
