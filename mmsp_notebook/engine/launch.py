@@ -103,6 +103,10 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     if not isinstance(text, str):
         raise OptionError(f"the prompt is text, not {type(text).__name__}")
+    lone = re.search("[\ud800-\udfff]", text)
+    if lone:  # (text decoded with errors="surrogateescape": no request body can carry it)
+        raise OptionError(f"the prompt holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
+                          "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
     if text.strip():
         items.append({"type": "text.done", "text": text})
     for image in images:
