@@ -364,4 +364,7 @@ def test_unknown_client_types_and_unusable_settings_are_refused_before_anything_
             launch("hi", temperature=bad)
     with pytest.raises(OptionError, match="prompt is empty"):
         launch("   ")
+    # text decoded with surrogateescape (a file's bad bytes): named before a request, never a UnicodeEncodeError
+    with pytest.raises(OptionError, match=r"lone surrogate \('\\udcff'\) at character 6, .*errors='replace'"):
+        launch("file x\udcff")
     assert fresh_session.turns == []

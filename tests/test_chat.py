@@ -191,6 +191,14 @@ def test_a_bad_history_is_refused_whole_and_changes_nothing(fresh_session):
         with pytest.raises(OptionError, match="history"):
             chat.history = bad
         assert chat.history == before and chat.transcript == transcript
+    # an item missing what mmsp's type says it carries is named, never sent to the model
+    for item, said in (({"type": "text.done"}, r"text.done needs its 'text' \(text\), not None"),
+                       ({"type": "image_url.done"}, "image_url.done needs its 'image_url'"),
+                       ({"type": "tool_result.done", "text": "x"}, "tool_result.done needs its 'tool_call_id'"),
+                       ({"type": "bogus.done"}, r"'bogus.done' is not a UniMessage item \(text.done, ")):
+        with pytest.raises(OptionError, match=r"^history\[1\]\.content_items\[0\]: " + said):
+            chat.history = [before[0], {"role": "user", "content_items": [item]}]
+        assert chat.history == before and chat.transcript == transcript
     chat.history = iter(before)  # any iterable of messages, read once
     assert chat.history == before and [e["role"] for e in chat.transcript] == ["user", "assistant"]
     with pytest.raises(OptionError, match="model id"):
@@ -335,6 +343,16 @@ def test_a_trace_id_given_to_the_chat_names_its_trace_and_a_bad_one_is_refused(f
     with pytest.raises(OptionTypeError, match="trace takes True, False or a trace id"):
         Chat(trace=1)
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before  # nothing made, nothing traced
+
+
+def test_the_chats_tools_are_checked_as_it_is_made_and_may_be_named_by_a_dict(fresh_session):
+    from mmsp_notebook import OptionError
+
+    for bad in (get_weather, "get_weather", [5]):  # refused here, not at the first message
+        with pytest.raises(OptionError, match="tools takes a list of functions|5 is not callable"):
+            Chat(tools=bad)
+    turn = Chat(tools={"get_weather": lambda city: f"sunny in {city}"}).send("weather in Paris please")
+    assert turn.tool_calls[0]["name"] == "get_weather" and turn.tool_calls[0]["output"] == "sunny in Paris"
 
 
 def test_send_returns_when_an_async_tool_blocks_the_loop_past_the_timeout(fresh_session):

@@ -21,7 +21,7 @@ def test_model_lists_are_read_with_client_types_and_checked():
     assert parse_models("demo, gpt-x@openai-chat") == [("demo", None), ("gpt-x", "openai-chat")]
     assert parse_models(["a", "b"]) == [("a", None), ("b", None)]
     for bad, said in (("demo", "at least two"), ("demo,,x", "empty model"), ("demo,demo", "named twice"),
-                      ("demo,x@", "client type after @")):
+                      ("demo,x@", "client type after @"), (["demo", 5], "named by text"), (5, "named by text")):
         with pytest.raises(OptionError, match=said):
             parse_models(bad)
 

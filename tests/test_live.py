@@ -178,3 +178,18 @@ def test_control_characters_a_model_sends_never_reach_the_terminal_or_text_plain
         model_said = shown.replace(TextLive.DIM, "").replace(TextLive.YELLOW, "").replace(TextLive.RESET, "")
         assert not [c for c in model_said if (ord(c) < 32 and c not in "\t\n") or 0x7F <= ord(c) < 0xA0], shown
         assert "safe ␛[31mred␛[0m␍over ␛]0;title␇" in shown and "look␛[2J" in shown
+
+
+def test_text_live_writes_a_tool_calls_arguments_before_its_result_when_both_come_at_once(fresh_session):
+    # a fast tool: its call and its result reach the terminal in one repaint
+    from mmsp_notebook.engine.tools import ToolSet
+
+    run, future = launch("weather in Paris please", tools=ToolSet({"get_weather": lambda city: f"sunny in {city}"}),
+                         trace=False)
+    turn = future.result(timeout=30)
+    out = io.StringIO()
+    view = TextLive(out)
+    view.update(turn)
+    view.finish(turn)
+    args = turn.tool_calls[0]["raw_arguments"]
+    assert f"[tool call] get_weather {args}\n  returned sunny in Paris\n" in out.getvalue(), out.getvalue()

@@ -339,6 +339,35 @@ def test_a_refused_config_value_is_not_kept(fresh_session, capsys, caplog):
     ip.config.MMSPMagics.pop("temperature", None)
 
 
+def test_unloading_the_extension_takes_its_magics_with_it_and_loading_it_again_brings_them_back(fresh_session):
+    ip = shell()
+    try:
+        assert ip.run_cell("%unload_ext mmsp_notebook").success
+        assert "mmsp" not in ip.magics_manager.magics["line"] and "mmsp" not in ip.magics_manager.magics["cell"]
+        result = ip.run_cell("%%mmsp\nhello")
+        assert not result.success and "Cell magic `%%mmsp` not found" in str(result.error_in_exec)
+    finally:
+        assert ip.run_cell("%load_ext mmsp_notebook").success
+    assert ip.run_cell("%mmsp -o back What is my name?").success  # a question is a prompt again
+    assert ip.user_ns["back"].status == "complete"
+    assert ip.run_cell("%reload_ext mmsp_notebook").success and ip.run_cell("%mmsp -o again hi").success
+
+
+def test_an_empty_trace_id_is_refused_by_every_door_not_taken_for_the_default_or_for_none(fresh_session):
+    from IPython.core.error import UsageError
+
+    from mmsp_notebook import OptionError, ask
+
+    ip = shell()
+    with pytest.raises(UsageError, match="no empty part"):
+        ip.run_cell_magic("mmsp", "--trace ''", "hi")
+    with pytest.raises(UsageError, match="--trace and --no-trace contradict"):
+        ip.run_cell_magic("mmsp", "--trace '' --no-trace", "hi")
+    with pytest.raises(OptionError, match="no empty part"):
+        ask("hi", trace="")
+    assert fresh_session.turns == []  # nothing was sent
+
+
 def test_the_input_transformer_leaves_continued_lines_and_strings_alone(fresh_session):
     from mmsp_notebook.front.magic import questions_are_prompts
 

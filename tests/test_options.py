@@ -24,6 +24,10 @@ BAD = [
     ("thinking", "enormous", "thinking takes one of none, low"),
     ("client_type", "bogus", "unknown client type 'bogus'"),
     ("api_key_env", "sk-live-0123456789", "name of an environment variable"),
+    ("base_url", "localhost:8000/v1", r"base_url takes an http:// or https:// URL with a host .*not 'localhost:8000/v1'"),
+    ("base_url", "ftp://example.com", "base_url takes an http:// or https:// URL"),
+    ("base_url", "http://", "base_url takes an http:// or https:// URL"),
+    ("base_url", "http://host:port/v1", "base_url takes an http:// or https:// URL"),
 ]
 
 
@@ -66,6 +70,14 @@ def test_the_key_given_by_mistake_for_its_variable_is_not_echoed():
     with pytest.raises(OptionError) as caught:
         check_option("api_key_env", "sk-live-0123456789")
     assert "sk-" not in str(caught.value)
+
+
+def test_an_endpoint_is_an_http_url_and_a_key_pasted_there_is_not_echoed():
+    for url in ("http://localhost:8000/v1", "https://api.example.com", "http://[::1]:8000/v1", " http://127.0.0.1:9/v1 "):
+        assert check_option("base_url", url) == url.strip()
+    with pytest.raises(OptionError) as caught:
+        check_option("base_url", "sk-proj-0123456789abcdefghijklmnop")
+    assert "0123456789" not in str(caught.value)
 
 
 def test_values_are_parsed_once_and_typed():

@@ -51,6 +51,21 @@ def test_tool_names_are_checked_once():
     assert named.schemas[0]["name"] == "weather_now" and bool(named) and not ToolSet([])
 
 
+def test_tools_given_as_a_dict_are_named_by_it_and_a_lone_function_or_name_is_refused(fresh_session):
+    import io
+
+    from mmsp_notebook import ask
+
+    # the name the refusal of a lambda advises works from ask (and so Chat and compare)
+    turn = ask("weather in Paris please", tools={"get_weather": lambda city: f"sunny in {city}"}, stream=io.StringIO())
+    assert turn.tool_calls[0]["name"] == "get_weather" and turn.tool_calls[0]["output"] == "sunny in Paris"
+    for bad, what in ((get_weather, "function"), ("get_weather", "str"), (5, "int")):
+        with pytest.raises(OptionError, match=rf"tools takes a list of functions \(tools=\[f, g\]\) .*not {what}$"):
+            ToolSet(bad)
+        with pytest.raises(OptionError, match="tools takes a list of functions"):
+            ask("hi", tools=bad)
+
+
 def _call(name: str, arguments: dict) -> ItemState:
     item = ItemState(index=0, kind="tool_call", started=0.0, name=name, tool_call_id="call_1")
     item.done = {"type": "tool_call.done", "name": name, "tool_call_id": "call_1", "arguments": arguments}

@@ -103,6 +103,10 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     if not isinstance(text, str):
         raise OptionError(f"the prompt is text, not {type(text).__name__}")
+    lone = re.search("[\ud800-\udfff]", text)
+    if lone:  # (text decoded with errors="surrogateescape": no request body can carry it)
+        raise OptionError(f"the prompt holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
+                          "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
     if text.strip():
         items.append({"type": "text.done", "text": text})
     for image in images:
@@ -131,7 +135,7 @@ def launch(
     thinking: str | None = None,
     max_tokens: int | None = None,
     temperature: float | None = None,
-    tools: Sequence[Callable[..., Any]] | ToolSet | None = None,
+    tools: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | ToolSet | None = None,
     max_steps: int | None = None,
     timeout: float | None = None,
     chat: str | None = None,
@@ -156,11 +160,11 @@ def launch(
     opts = TurnOptions(model=model, client_type=client_type, base_url=base_url, api_key_env=api_key_env,
                        system=system, thinking=thinking, max_tokens=max_tokens, temperature=temperature,
                        max_steps=max_steps, timeout=timeout).resolve(settings)
-    if isinstance(trace, str) and trace:
-        check_trace_id(trace)
+    if isinstance(trace, str):
+        check_trace_id(trace)  # (an empty one too: it is no trace id, and no way to say "no trace")
     model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env
     steps = opts.max_steps or 1
-    toolset = tools if isinstance(tools, ToolSet) else ToolSet(list(tools or []))
+    toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)
     conv = sess.conversation(chat)
     if new:
         conv.reset()

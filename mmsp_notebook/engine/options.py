@@ -22,6 +22,7 @@ import re
 import shlex
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._errors import OptionError
 from ..core.redact import redact, redact_value
@@ -62,6 +63,21 @@ def _model(name: str, value: Any) -> str:
 def _client_type(name: str, value: Any) -> str:
     value = _text(name, value).strip()
     check_client_type(value)
+    return value
+
+
+def _url(name: str, value: Any) -> str:
+    """An http(s) URL with a host (a provider's endpoint); anything else is refused before a request."""
+    value = _text(name, value).strip()
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  (a port that is no number raises ValueError)
+        ok = parts.scheme.lower() in ("http", "https") and bool(parts.hostname) and not re.search(r"\s", value)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise OptionError(f"{name} takes an http:// or https:// URL with a host (e.g. http://localhost:8000/v1), "
+                          f"not {redact(value)[:200]!r}")
     return value
 
 
@@ -150,7 +166,7 @@ def _switch(name: str, value: Any) -> bool:
 _CHECKS: dict[str, tuple[Callable[[str, Any], Any], bool]] = {
     "model": (_model, False),
     "client_type": (_client_type, True),
-    "base_url": (_text, True),
+    "base_url": (_url, True),
     "api_key_env": (_env_name, True),
     "system": (_text, True),
     "thinking": (_thinking, True),

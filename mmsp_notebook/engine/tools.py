@@ -10,7 +10,7 @@ import re
 import time
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._errors import OptionError
@@ -126,10 +126,13 @@ def _output_text(value: Any) -> str:
 class ToolSet:
     """Callables by name, their schemas, and how to run a call of one."""
 
-    def __init__(self, funcs: list[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None = None) -> None:
+    def __init__(self, funcs: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] | None = None) -> None:
         self.funcs: dict[str, Callable[..., Any]] = {}
         self.schemas: list[dict[str, Any]] = []
-        items = funcs.items() if isinstance(funcs, Mapping) else ((None, f) for f in (funcs or []))
+        if isinstance(funcs, (str, bytes)) or callable(funcs) or not isinstance(funcs, (Iterable, type(None))):
+            raise OptionError(f"tools takes a list of functions (tools=[f, g]) or a dict naming them "
+                              f"(tools={{'name': f}}), not {type(funcs).__name__}")
+        items = list(funcs.items()) if isinstance(funcs, Mapping) else [(None, f) for f in (funcs or [])]
         for name, func in items:
             schema = schema_of(func)
             if name:

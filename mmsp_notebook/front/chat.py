@@ -7,7 +7,7 @@ import concurrent.futures
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anywidget
@@ -22,6 +22,7 @@ from ..engine import worker as _worker
 from ..engine.launch import check_trace_id, launch, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
+from ..engine.tools import ToolSet
 from ..views.live import LiveView, LoopWatch, adrive, await_turn
 from ..views.model import OpsTracker, view_model
 from ..views.text import banner_line
@@ -84,7 +85,7 @@ class Chat(MarkdownWidget):
         self,
         model: str = "demo",
         *,
-        tools: Sequence[Callable[..., Any]] = (),
+        tools: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
         system: str | None = None,
         thinking: str | None = None,
         max_tokens: int | None = None,
@@ -111,13 +112,14 @@ class Chat(MarkdownWidget):
             check_trace_id(trace)  # (an empty one too) before anything is made
         elif not isinstance(trace, bool):
             raise OptionTypeError(f"trace takes True, False or a trace id (e.g. 'nb/x'), not {trace!r}")
+        toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)  # (a bad tool is refused here too)
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
         self._heard = False  # whether a view has said hello (its model keeps the transcript from then on)
         super().__init__(models=choices, model=model, thinking=thinking or "",
                          thinking_levels=["", *THINKING_LEVELS], **kwargs)
-        self._tools = list(tools)
+        self._tools = toolset
         self._options = {"system": system, "max_tokens": max_tokens, "temperature": temperature,
                          "client_type": client_type, "base_url": base_url, "api_key_env": api_key_env,
                          "max_steps": max_steps, "timeout": timeout, "wire": wire}
@@ -472,7 +474,30 @@ def _checked_history(messages: Any) -> list[dict[str, Any]]:
                                                   and i["type"].endswith(".done") for i in items):
             raise OptionError(f"history[{n}]: content_items must be a list of items, each a dict whose "
                               "'type' ends in .done")
+        for k, item in enumerate(items):
+            fields = _ITEM_FIELDS.get(item["type"])
+            if fields is None:
+                raise OptionError(f"history[{n}].content_items[{k}]: {item['type']!r} is not a UniMessage item "
+                                  f"({', '.join(_ITEM_FIELDS)})")
+            for field, (kinds, what) in fields.items():
+                if not isinstance(item.get(field), kinds):
+                    raise OptionError(f"history[{n}].content_items[{k}]: {item['type']} needs its "
+                                      f"{field!r} ({what}), not {item.get(field)!r:.60}")
     return out
+
+
+_TEXT = ((str,), "text")
+# what each UniMessage item must carry (mmsp.types): a history missing one is refused, not sent
+_ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
+    "text.done": {"text": _TEXT},
+    "thinking.done": {"thinking": _TEXT},
+    "image_url.done": {"image_url": ((str,), "a URL or data: URL")},
+    "inline_data.done": {"data": ((bytes, str), "bytes"), "mime_type": _TEXT},
+    "inline_thinking.done": {"data": ((bytes, str), "bytes"), "mime_type": _TEXT},
+    "tool_call.done": {"name": _TEXT, "tool_call_id": _TEXT, "arguments": ((dict,), "a dict")},
+    "tool_result.done": {"tool_call_id": _TEXT, "text": _TEXT},
+    "embedding.done": {"embedding": ((list, tuple), "a list of numbers")},
+}
 
 
 def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

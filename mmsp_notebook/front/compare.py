@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 from .._errors import LoopBlockedError, OptionError, TurnError
@@ -33,7 +33,10 @@ _names = itertools.count(1)
 
 def parse_models(spec: str | Sequence[str]) -> list[tuple[str, str | None]]:
     """``"a,b@openai-chat"`` (or a list) as ``[(model, client_type or None), ...]``; at least two, no repeats."""
-    entries = [e.strip() for e in (spec.split(",") if isinstance(spec, str) else spec)]
+    names = spec.split(",") if isinstance(spec, str) else list(spec) if isinstance(spec, Iterable) else [spec]
+    if not all(isinstance(e, str) for e in names):
+        raise OptionError(f"compare: models are named by text (['a', 'b'] or 'a,b'), not {spec!r}")
+    entries = [e.strip() for e in names]
     if any(not e for e in entries):
         raise OptionError("compare: an empty model in the list; write -m a,b,c")
     out = []

@@ -234,7 +234,7 @@ class MMSPMagics(Magics):
                 if not callable(func):
                     raise UsageError(f"%%mmsp: --tools: {name!r} is not callable")
                 tools.append(func)
-        if args.trace and args.no_trace:
+        if args.trace is not None and args.no_trace:
             raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
         if args.model and "," in args.model:
             return self._compare(args, prompt, tools, literal)
@@ -256,7 +256,7 @@ class MMSPMagics(Magics):
                 timeout=args.timeout,
                 chat=args.chat,
                 new=args.new,
-                trace=False if args.no_trace else (args.trace or None),
+                trace=False if args.no_trace else args.trace,  # ('' is refused as the empty trace id it is)
                 wire=args.wire,
             )
         except OptionError as exc:
@@ -287,7 +287,7 @@ class MMSPMagics(Magics):
         """``-m a,b,c``: the prompt to every model at once, in columns (see :mod:`.compare`)."""
         from .compare import compare
 
-        for flag, name in ((args.wire, "--wire"), (args.to_cell, "--to-cell"), (args.trace, "--trace ID"),
+        for flag, name in ((args.wire, "--wire"), (args.to_cell, "--to-cell"), (args.trace is not None, "--trace ID"),
                            (args.events, "--events")):
             if flag:
                 raise UsageError(f"%%mmsp: {name} is for one model; a comparison (-m a,b) does not take it")
@@ -479,6 +479,11 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def unload_ipython_extension(ipython: Any) -> None:
+    # the magics go with the rest: half of them (no {Err}, a question as IPython's help) would stay
+    magics = ipython.magics_manager
+    for kind in ("line", "cell"):
+        magics.magics[kind].pop("mmsp", None)
+    magics.registry.pop(MMSPMagics.__name__, None)
     if questions_are_prompts in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(questions_are_prompts)
     forget_errors(ipython)

@@ -169,7 +169,11 @@ class TextLive(LiveView):
             self.told.add(i)
 
     def update(self, turn: Turn, final: bool = False) -> None:
+        new = None  # an item just drawn: its outcome goes after the text that follows it in this batch
         for op in self.tracker.ops(turn, final):
+            if new is not None and not (op[0] == "append" and op[1] == new):
+                self._outcome(new)
+                new = None
             if op[0] == "item":
                 item = self.items[op[1]] = dict(op[2])
                 if self.started:
@@ -177,7 +181,7 @@ class TextLive(LiveView):
                 self.started = True
                 kind = item.get("kind")
                 self._w(item_head(item), self.DIM if kind == "thinking" else self.YELLOW if kind == "tool_call" else "")
-                self._outcome(op[1])
+                new = op[1]
             elif op[0] == "append":
                 self._w(op[2], self.DIM if self.items[op[1]].get("kind") == "thinking" else "")
             elif op[0] == "set":
@@ -185,6 +189,8 @@ class TextLive(LiveView):
                 self._outcome(op[1])
             elif op[0] == "turn" and "banner" in op[1] and self.color:
                 self._status(op[1]["banner"])
+        if new is not None:
+            self._outcome(new)
         self.stream.flush()
 
     def finish(self, turn: Turn) -> None:
