@@ -187,7 +187,7 @@ def _split_echo(request, auth):
     ]
 
 
-def test_a_key_split_across_deltas_shows_in_no_events_row_nor_wire_view(fresh_session, key):
+def test_a_key_split_across_deltas_shows_in_no_events_row_nor_wire_view_nor_saved_stream(fresh_session, key, tmp_path):
     from mmsp_notebook.views.html import render_events
     from mmsp_notebook.views.model import OpsTracker
     from mmsp_notebook.views.wire import render_wire_html, render_wire_text
@@ -198,14 +198,23 @@ def test_a_key_split_across_deltas_shows_in_no_events_row_nor_wire_view(fresh_se
     assert turn.status == "complete", turn.error_message
     assert key in turn.text  # the data as received
     ops = json.dumps(OpsTracker(events=True).ops(turn, final=True), ensure_ascii=False)
+    saved = turn.save_wire(tmp_path / "split.sse")
     shown = {"events table": render_events(turn), "widget ops": ops, "wire html": render_wire_html(turn.wire),
-             "wire text": render_wire_text(turn.wire)}
+             "wire text": render_wire_text(turn.wire), "wire rows": "".join(row["raw"] for row in turn.wire),
+             "saved stream": saved.read_text()}
     for where, text in shown.items():
         # no piece of the key longer than the first one (4 characters, before anything could tell)
         for k in range(0, len(key) - MIN_PREFIX + 1):
             assert key[k:k + MIN_PREFIX] not in text, (where, key[k:k + MIN_PREFIX])
         assert key.swapcase()[:MIN_PREFIX] not in text, where  # a key echoed in another case too
         assert "[redacted]" in text, where
+    # the saved stream still replays: the same answer, the key's pieces redacted
+    from mmsp_notebook.demo import DemoServer
+
+    with DemoServer(replay=str(saved)) as srv:
+        again = mn.ask("again", model="m", client_type="mmsp", base_url=srv.base_url, stream=io.StringIO())
+    assert again.status == "complete", again.error_message
+    assert "[redacted]" in again.text and key[:MIN_PREFIX] not in again.text
 
 
 def test_settings_and_history_shown_keep_keys_out(fresh_session, key, monkeypatch):

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["held_secrets", "redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
-           "register_secret_env", "secret_values", "MIN_PREFIX", "REDACTED"]
+           "register_secret_env", "secret_values", "cut_from_frame", "MIN_PREFIX", "REDACTED"]
 
 REDACTED = "[redacted]"
 #: The shortest prefix of a configured key that is redacted where a cut left it.
@@ -161,6 +161,36 @@ def redact_fragment(before: str, fragment: str, secrets: list[str] | None = None
         start = max(start, b)
     out.append(fragment[start:])
     return "".join(out)
+
+
+def cut_from_frame(raw: str, changed: list[tuple[str, str]]) -> str | None:
+    """A raw SSE frame's text with each delta string it carried written as redacted: ``changed``
+    holds ``(original, shown)`` pairs (:func:`redact_fragment` took a piece of a key split across
+    deltas out of ``original``), each replaced where the frame's JSON writes it as a string.
+    ``None`` when a piece taken out is in the frame written otherwise: the frame must not be shown
+    or saved."""
+    for original, shown in changed:
+        for ascii_only in (False, True):  # the delta's JSON string, quotes included, as the frame writes it
+            written = json.dumps(original, ensure_ascii=ascii_only)
+            if written in raw:
+                raw = raw.replace(written, json.dumps(shown, ensure_ascii=ascii_only))
+                break
+        else:  # not written so: safe when no piece of the key it held is in the frame (redacted when captured)
+            if any(piece in raw or json.dumps(piece)[1:-1] in raw for piece in _taken_out(original, shown)):
+                return None
+    return raw
+
+
+def _taken_out(original: str, shown: str) -> list[str]:
+    """The pieces of ``original`` that ``shown`` has as ``[redacted]`` (what the redaction took out)."""
+    parts = shown.split(REDACTED)
+    pieces, at = [], 0
+    for k, part in enumerate(parts):
+        start = original.find(part, at) if part else (len(original) if k == len(parts) - 1 else at)
+        if k:
+            pieces.append(original[at:start])
+        at = start + len(part)
+    return [p for p in pieces if p]
 
 
 def _redact_known(text: str, secrets: list[str]) -> str:

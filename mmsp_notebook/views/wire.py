@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from ..core.redact import REDACTED, secret_values
+from ..core.redact import cut_from_frame, secret_values
 from ..core.turn import Turn
 from ..wire.capture import Exchange, Wire
 from .model import event_row
@@ -93,29 +93,8 @@ def _shown_row(row: dict[str, Any], streamed: dict[str, str], secrets: list[str]
     rendering (:func:`~mmsp_notebook.core.redact.secret_values`)."""
     changed: list[tuple[str, str]] = []
     rows = [event_row(ev["n"], ev["ms"], ev["event"], streamed, changed, secrets) for ev in row["events"]]
-    raw = row["raw"]
-    for original, shown in changed:
-        for ascii_only in (False, True):  # the delta's JSON string, quotes included, as the frame writes it
-            written = json.dumps(original, ensure_ascii=ascii_only)
-            if written in raw:
-                raw = raw.replace(written, json.dumps(shown, ensure_ascii=ascii_only))
-                break
-        else:  # not written so: safe when no piece of the key it held is in the frame (redacted when captured)
-            if any(piece in raw or json.dumps(piece)[1:-1] in raw for piece in _hidden(original, shown)):
-                return HIDDEN_FRAME, rows
-    return raw, rows
-
-
-def _hidden(original: str, shown: str) -> list[str]:
-    """The pieces of ``original`` that ``shown`` has as ``[redacted]`` (what the redaction took out)."""
-    parts = shown.split(REDACTED)
-    pieces, at = [], 0
-    for k, part in enumerate(parts):
-        start = original.find(part, at) if part else (len(original) if k == len(parts) - 1 else at)
-        if k:
-            pieces.append(original[at:start])
-        at = start + len(part)
-    return [p for p in pieces if p]
+    raw = cut_from_frame(row["raw"], changed)
+    return (HIDDEN_FRAME, rows) if raw is None else (raw, rows)
 
 
 def _head(exchange: Exchange) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.redact import redact_bytes
+from ..core.redact import cut_from_frame, redact_bytes, redact_fragment, secret_values
 from .pairing import pair_events
 from .sse import Frame, parse_frame, split_timed_frames
 
@@ -37,6 +37,62 @@ def _redacted_frame(frame: Frame) -> Frame:
     """A frame as shown and saved: an upstream that quotes a key back (a 401 body) shows ``[redacted]``."""
     raw = redact_bytes(frame.raw)
     return frame if raw is frame.raw else parse_frame(frame.index, frame.t, raw)
+
+
+#: what a saved or listed frame becomes when it carries a piece of a configured key that could not
+#: be cut out of it as its JSON writes it (an SSE comment: a replay skips it)
+LEFT_OUT_FRAME = b": [this frame carried part of a configured key: left out]\n\n"
+
+
+def _split_keys(frames: list[Frame], events: list[dict[str, Any]], pairs: list[int | None]) -> list[Frame]:
+    """``frames`` (as received) with each piece of a configured key that a stream split across
+    deltas (no frame holds it whole, so :func:`redact_bytes` cannot see it) cut out of the frame
+    that carried it, as the events table redacts it
+    (:func:`~mmsp_notebook.core.redact.redact_fragment`), and the group's ``.done`` string written
+    as its deltas now join (so the stream saved still replays: a done equals its deltas)."""
+    secrets = secret_values()
+    if not secrets:
+        return frames
+    keep = max(map(len, secrets))
+    streamed: dict[str, str] = {}
+    shown_so_far: dict[str, list[str]] = {}
+    touched: set[str] = set()
+    changed: dict[int, list[tuple[str, str]]] = {}
+    for event, index in zip(events, pairs):
+        items = event.get("content_items") or []
+        item = items[0] if items and isinstance(items[0], dict) else None
+        kind = item.get("type") if item is not None else None
+        if item is None or not isinstance(kind, str):
+            continue
+        if not kind.endswith(".delta"):
+            for key in touched:  # the group's done: its string as the deltas shown join
+                if isinstance(item.get(key), str) and index is not None:
+                    changed.setdefault(index, []).append((item[key], "".join(shown_so_far[key])))
+            streamed.clear()
+            shown_so_far.clear()
+            touched.clear()
+            continue
+        for key, value in item.items():
+            if key == "type" or not isinstance(value, str):
+                continue
+            before = streamed.get(key, "")
+            streamed[key] = (before + value)[-keep:]
+            shown = redact_fragment(before, value, secrets)
+            shown_so_far.setdefault(key, []).append(shown)
+            if shown != value:
+                touched.add(key)
+                if index is not None:
+                    changed.setdefault(index, []).append((value, shown))
+    if not changed:
+        return frames
+    out = list(frames)
+    for index, pieces in changed.items():
+        if 0 <= index < len(out):
+            frame = out[index]
+            cut = cut_from_frame(frame.raw.decode("utf-8", errors="surrogateescape"), pieces)
+            raw = LEFT_OUT_FRAME if cut is None else cut.encode("utf-8", errors="surrogateescape")
+            out[index] = parse_frame(frame.index, frame.t, raw)
+    return out
 
 
 @dataclass
@@ -121,7 +177,8 @@ class Wire(list[dict[str, Any]]):
             raise ValueError(f"the request was answered HTTP {status}, not with a stream: there is nothing to replay "
                              "(the wire view shows the response)")
         target = Path(path)
-        target.write_bytes(redact_bytes(exchange.record.response))
+        # the frames as kept (keys redacted, a key split across frames too): together they are the response
+        target.write_bytes(redact_bytes(b"".join(frame.raw for frame in exchange.frames)))
         return target
 
     def __repr__(self) -> str:
@@ -149,11 +206,14 @@ def build_wire(turn: Turn, records: list[WireTranscript]) -> Wire:
         end = steps[i + 1][0] if i + 1 < len(steps) else float("inf")
         mine = [r for r in records if start <= r.started < end]
         for j, record in enumerate(mine):
-            frames = [_redacted_frame(f) for f in split_timed_frames(record.response, list(record.chunks),
-                                                                       list(record.times))]
+            received = split_timed_frames(record.response, list(record.chunks), list(record.times))
+            frames = [_redacted_frame(f) for f in received]
             exchange = Exchange(i, record, frames, t0=start)
             if j == len(mine) - 1:
                 exchange.events, exchange.event_times = events, times
                 exchange.pairs, exchange.rule = pair_events(frames, events, times, record.protocol)
+                cut = _split_keys(received, events, exchange.pairs)
+                if cut is not received:
+                    exchange.frames = [_redacted_frame(f) for f in cut]
             exchanges.append(exchange)
     return Wire(exchanges)
