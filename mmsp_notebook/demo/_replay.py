@@ -16,6 +16,8 @@ from ..wire.sse import PROTOCOLS, detect_protocol, split_frames
 
 __all__ = ["PROTOCOLS", "Replay", "load_replay"]
 
+_BOM = b"\xef\xbb\xbf"
+
 
 @dataclass(frozen=True)
 class Replay:
@@ -51,7 +53,9 @@ def load_replay(path: str | Path, protocol: str | None = None) -> Replay:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise DemoServerError(f"cannot read the replay file {path}: {exc}") from exc
-    if not data:
+    # a byte order mark is an editor's, never a server's: left in, it would hide the first field
+    data = data.removeprefix(_BOM)
+    if not data.strip():
         raise DemoServerError(f"the replay file {path} is empty")
     detected = protocol or detect_protocol(data)
     if detected is None:
