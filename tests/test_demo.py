@@ -654,6 +654,10 @@ def test_replay_file_errors(tmp_path: Path) -> None:
         DemoServer(replay=unknown)
     with pytest.raises(DemoServerError, match="cannot read"):
         DemoServer(replay=tmp_path / "missing.sse")
+    for body in (b'{"object": "chat.completion.chunk", "choices": []}', b'[{"event_type": "delta"}]', b": only a comment\n\n"):
+        unknown.write_bytes(body)  # JSON, or no data line at all: not a stream, whatever protocol is named
+        with pytest.raises(DemoServerError, match="no SSE 'data:' line"):
+            DemoServer(replay=unknown, replay_protocol="chat")
     unknown.write_bytes(b"\xef\xbb\xbf\n\n")
     with pytest.raises(DemoServerError, match="empty"):
         DemoServer(replay=unknown)
