@@ -638,6 +638,15 @@ def test_replay_gives_the_same_events(demo_server: DemoServer, tmp_path: Path, c
     assert _strip(replayed) == _strip(live)
 
 
+def test_a_transcript_saved_with_a_byte_order_mark_replays_its_first_event(demo_server: DemoServer, tmp_path: Path) -> None:
+    live = stream(demo_server, "mmsp", "demo+nothink+tokens=5", [user("hi")])
+    path = demo_server.save_transcript(demo_server.transcripts[-1].id, tmp_path / "bom.sse")
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # as an editor on Windows saves it
+    with DemoServer(instant=True, replay=path) as replaying:
+        assert _strip(stream(replaying, "mmsp", "x", [user("hi")])) == _strip(live)
+        assert replaying.transcripts[-1].response == path.read_bytes()[3:]
+
+
 def test_replay_file_errors(tmp_path: Path) -> None:
     unknown = tmp_path / "x.sse"
     unknown.write_bytes(b"data: hello\n\n")
@@ -645,6 +654,14 @@ def test_replay_file_errors(tmp_path: Path) -> None:
         DemoServer(replay=unknown)
     with pytest.raises(DemoServerError, match="cannot read"):
         DemoServer(replay=tmp_path / "missing.sse")
+    for body in (b'{"object": "chat.completion.chunk", "choices": []}', b'[{"event_type": "delta"}]', b": only a comment\n\n"):
+        unknown.write_bytes(body)  # JSON, or no data line at all: not a stream, whatever protocol is named
+        with pytest.raises(DemoServerError, match="no SSE 'data:' line"):
+            DemoServer(replay=unknown, replay_protocol="chat")
+    unknown.write_bytes(b"\xef\xbb\xbf\n\n")
+    with pytest.raises(DemoServerError, match="empty"):
+        DemoServer(replay=unknown)
+    unknown.write_bytes(b"data: hello\n\n")
     with DemoServer(replay=unknown, replay_protocol="chat", instant=True) as named:  # served as Chat, as named
         with httpx.Client(base_url=named.base_url) as http:
             assert http.post("/chat/completions", json={"model": "x", "messages": []}).content == b"data: hello\n\n"

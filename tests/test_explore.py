@@ -608,3 +608,10 @@ def test_one_trace_id_under_two_directories_is_never_opened_as_the_other(tmp_pat
         alone = traces.load_turns(dirs[1])
     assert "repeated_trace_ids" not in alone.attrs
     assert "February answer" in traces.show(alone.iloc[0], root=dirs[1]).text
+
+
+def test_a_trace_id_too_long_for_a_file_name_is_not_found_not_an_os_error(tmp_path):
+    (tmp_path / "nb").mkdir()
+    for trace in ("nb/" + "m" * 300, "nb/" + "m" * 300 + "-abc", tmp_path / "nb" / ("m" * 300 + ".json")):
+        with pytest.raises(TraceNotFoundError, match="no trace file"):
+            traces.show(trace, root=tmp_path)

@@ -262,3 +262,14 @@ def test_a_frame_that_is_not_json_is_not_called_a_dropped_connection(tmp_path, c
     assert type(error).__name__ == "JSONDecodeError" and not events
     hint = error_hint(error, None, client_type)
     assert "connection" not in hint and "not JSON" in hint and "--client-type" in hint
+
+
+def test_a_stream_cut_inside_its_last_frame_is_incomplete_and_says_retry_not_check_the_client(tmp_path):
+    delta = {"role": "assistant", "event_type": "delta", "content_items": [{"type": "text.delta", "text": "Hello"}],
+             "usage_metadata": None, "finish_reason": None}
+    cut = _data(delta) + _data({**delta, "content_items": [{"type": "text.delta", "text": " world"}]})[:60]
+    events, error = _replayed(tmp_path, "mmsp", [cut])
+    assert type(error).__name__ == "JSONDecodeError" and len(events) == 1
+    hint = error_hint(error, None, "mmsp")
+    assert "cut off inside a frame" in hint and "retrying" in hint and "--client-type" not in hint
+    assert classify_exception(error, len(events)) == "incomplete"

@@ -406,3 +406,9 @@ def test_a_trace_stamped_in_seconds_replays_with_its_times_in_milliseconds(fresh
     assert first.text == "an answer" and first.message["created_at"] == t0 * 1000 + 2500
     second = mn.replay("other/seconds", turn=1, root=tmp_path, display=False)
     assert second.message["created_at"] == t0 * 1000 + 10_000
+
+
+def test_a_trace_id_too_long_for_a_file_name_is_not_found_not_an_os_error(tmp_path):
+    (tmp_path / "nb").mkdir()
+    with pytest.raises(TraceNotFoundError):
+        mn.replay("nb/" + "m" * 300 + "-abc", root=tmp_path, display=False)

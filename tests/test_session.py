@@ -186,3 +186,11 @@ def test_demo_instant_set_after_the_first_turn_takes_effect(fresh_session):
     fresh_session.settings.update({"demo_instant": "false"})
     again = ask("three", model="demo+nothink+tokens=8", trace=False)
     assert again.timings["total"] > 0.3
+
+
+def test_a_conversation_with_a_long_name_is_traced_under_a_shortened_id(fresh_session):
+    turn = ask("hi", chat="c" * 300, max_tokens=5)
+    part = turn.trace_id.split("/")[-1]
+    assert turn.status == "complete" and len(part) <= 242 and part.startswith("c" * 200 + "-")
+    assert tracer_path(turn.trace_id).is_file() and traces.show(turn.trace_id).turns
+    assert ask("hi", chat="c" * 301, max_tokens=5).trace_id != turn.trace_id

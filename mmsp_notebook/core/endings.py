@@ -13,10 +13,11 @@ so the cause of a cut is not known.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Literal
 
-__all__ = ["ArgumentsEnding", "error_type", "stream_finish", "tool_arguments_ending"]
+__all__ = ["ArgumentsEnding", "error_type", "frame_cut_off", "stream_finish", "tool_arguments_ending"]
 
 #: How a call's arguments that do not parse ended: cut off by the token limit, cut off with the
 #: connection (no finish reason came), cut off for a reason not known here, or malformed.
@@ -82,3 +83,12 @@ def tool_arguments_ending(exc: BaseException | None) -> ArgumentsEnding | None:
     if finish is None:
         return "lost"
     return "malformed"  # the provider said it finished, with arguments that stop mid-way
+
+
+def frame_cut_off(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a client's JSON parser running out of input in a frame's JSON: the frame stops
+    mid-way, as the last one of a stream cut inside it does (a frame that is no JSON at all is not cut off)."""
+    if not isinstance(exc, json.JSONDecodeError) or not isinstance(exc.doc, str):
+        return False
+    doc = exc.doc.rstrip()
+    return doc[:1] in ("{", "[") and (exc.msg.startswith("Unterminated string") or exc.pos >= len(doc))

@@ -42,16 +42,19 @@ def classify_exception(exc: BaseException, events_seen: int) -> Status:
     A stream that ended without its stop event is ``incomplete``: mmsp's ``IncompleteStreamError``
     (also as an MMSP server reports it), or a connection lost once events had begun to arrive (also
     when mmsp then finds the last tool call's arguments cut off, see :mod:`.endings`). A
+    stream cut inside a frame (its JSON stops mid-way) once events had arrived is ``incomplete`` too. A
     cancellation (an abort, an interrupt) is ``cancelled``. Anything else is ``error``.
     """
     import asyncio
 
-    from .endings import error_type, tool_arguments_ending
+    from .endings import error_type, frame_cut_off, tool_arguments_ending
 
     if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
         return "cancelled"
     names = {cls.__name__ for cls in type(exc).__mro__} | {error_type(exc)}
     if "IncompleteStreamError" in names or (events_seen and tool_arguments_ending(exc) == "lost"):
+        return "incomplete"
+    if events_seen and frame_cut_off(exc):  # the stream was cut inside its last frame
         return "incomplete"
     transport = {"TransportError", "APIConnectionError", "RemoteProtocolError", "ReadError", "ConnectionError"}
     if events_seen and names & transport:

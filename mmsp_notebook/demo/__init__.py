@@ -114,9 +114,10 @@ Replay and transcripts
 ----------------------
 
 ``DemoServer(replay=PATH)`` / ``--replay FILE`` serves a captured SSE transcript verbatim (paced
-one frame per token unless instant) to every request on its protocol's endpoint, whatever the
-model; the other endpoints keep serving the live demo. The protocol is recognised from the content
-(``event: message_start``: Messages, ``event: response.``: Responses, ``chat.completion.chunk``:
+one frame per token unless instant; a byte order mark at its start, an editor's, is dropped) to
+every request on its protocol's endpoint, whatever the model; the other endpoints keep serving
+the live demo. A file with no ``data:`` line (JSON, say) is refused: it is not a captured stream.
+The protocol is recognised from the content (``event: message_start``: Messages, ``event: response.``: Responses, ``chat.completion.chunk``:
 Chat, ``"event_type"``: MMSP) or named with ``replay_protocol`` / ``--replay-protocol``. Every
 request is recorded in ``srv.transcripts`` (request id, endpoint, protocol, model, body without any
 key, raw response bytes, per-chunk send times in ms); ``srv.save_transcript(id, path)`` writes a

@@ -8,6 +8,7 @@ cuts a capture (:mod:`mmsp_notebook.wire.sse`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,9 @@ from .._errors import DemoServerError
 from ..wire.sse import PROTOCOLS, detect_protocol, split_frames
 
 __all__ = ["PROTOCOLS", "Replay", "load_replay"]
+
+_BOM = b"\xef\xbb\xbf"
+_DATA_LINE = re.compile(rb"(?:^|[\r\n])data:")
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,8 @@ def load_replay(path: str | Path, protocol: str | None = None) -> Replay:
         The replay.
 
     Raises:
-        DemoServerError: The file cannot be read, the protocol is unknown or cannot be recognised.
+        DemoServerError: The file cannot be read, is empty or holds no ``data:`` line (JSON, say), the
+            protocol is unknown or cannot be recognised.
     """
     if protocol is not None and protocol not in PROTOCOLS:
         raise DemoServerError(f"unknown replay protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
@@ -51,8 +56,16 @@ def load_replay(path: str | Path, protocol: str | None = None) -> Replay:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise DemoServerError(f"cannot read the replay file {path}: {exc}") from exc
-    if not data:
+    # a byte order mark is an editor's, never a server's: left in, it would hide the first field
+    data = data.removeprefix(_BOM)
+    if not data.strip():
         raise DemoServerError(f"the replay file {path} is empty")
+    if not _DATA_LINE.search(data):
+        what = "JSON" if data.lstrip()[:1] in (b"{", b"[") else "text"
+        raise DemoServerError(
+            f"the replay file {path} holds {what} with no SSE 'data:' line, not a captured stream; "
+            "save one with turn.save_wire(path) or curl -N"
+        )
     detected = protocol or detect_protocol(data)
     if detected is None:
         raise DemoServerError(

@@ -467,10 +467,12 @@ class Session:
         mmsp's Tracer rewrites the conversation's one file after each turn, and the timing sidecar
         numbers the turns (its ``turn``), so a conversation's traces cost what it holds, once. A name
         with other characters than letters, digits, ``_`` and ``-`` has them replaced and a short
-        hash of it added (``a b`` → ``a_b-<hash>``), so two names never share a trace.
+        hash of it added (``a b`` → ``a_b-<hash>``), so two names never share a trace; one longer
+        than 200 characters (a comparison's long model name) is cut there with the hash added, so
+        each part stays a file name mmsp's Tracer can write.
         """
         def clean(part: str) -> str:
-            tidy = re.sub(r"[^A-Za-z0-9_\-]+", "_", part).strip("_") or "x"
+            tidy = re.sub(r"[^A-Za-z0-9_\-]+", "_", part).strip("_")[:200].strip("_") or "x"
             return tidy if tidy == part else f"{tidy}-{hashlib.sha1(part.encode()).hexdigest()[:6]}"
 
         chat = clean(conv.name) + (f"~{conv.generation}" if conv.generation > 1 else "")

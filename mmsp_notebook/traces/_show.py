@@ -20,6 +20,7 @@ from ..core.store import SIDECAR_SUFFIX, cache_dir, read_sidecar, read_trace, si
 from ..views.conversation import build_conversation, conversation_html, conversation_text, waterfall
 from ._common import FROM_OTEL, check_unique
 from ._io import latest_run
+from .recorded import is_file as _is_file
 
 __all__ = ["show", "Conversation", "read_conversation", "locate", "row_key"]
 
@@ -118,6 +119,13 @@ def _is_row(value: Any) -> bool:
                                           and not isinstance(value, (str, bytes, PurePath)))
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def locate(trace_id: str, roots: Sequence[str | Path]) -> tuple[Path | None, Path | None]:
     """(trace file, sidecar) of ``trace_id`` under the first root that has either (None when missing).
     A trace id is a path under a root: one that climbs out of it (``..``) or is absolute names no file."""
@@ -127,9 +135,9 @@ def locate(trace_id: str, roots: Sequence[str | Path]) -> tuple[Path | None, Pat
     for root in roots:
         base = Path(root)
         candidates = [p for p in (tracer_path(trace_id, base), base / f"{trace_id}.json") if p is not None]
-        path = next((p for p in candidates if p.is_file()), None)
+        path = next((p for p in candidates if _is_file(p)), None)
         side = sidecar_path(trace_id, base)
-        sidecar = side if side.is_file() else None
+        sidecar = side if _is_file(side) else None
         if path is not None or sidecar is not None:
             return path, sidecar
     return None, None
@@ -139,12 +147,12 @@ def _own_sidecar(path: Path, config: Mapping[str, Any]) -> Path | None:
     """The sidecar next to a trace file: named like it, else after the trace id its config records
     (``v1.5.timing.jsonl`` beside ``v1.json``)."""
     named = path.with_name(path.name.removesuffix(".json") + SIDECAR_SUFFIX)
-    if named.is_file():
+    if _is_file(named):
         return named
     tid = config.get("trace_id")
     if isinstance(tid, str) and tid:
         other = path.parent / f"{Path(tid).name}{SIDECAR_SUFFIX}"
-        if other.is_file() and tracer_path(Path(tid).name, path.parent) == path:
+        if _is_file(other) and tracer_path(Path(tid).name, path.parent) == path:
             return other
     return None
 
@@ -263,12 +271,12 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
                                      path=str(roots[0] / f"{tid}.json"), reason="no trace file")
     elif isinstance(trace, (str, PurePath)) and not isinstance(trace, bytes):
         given = Path(trace).expanduser()
-        if given.is_file() and str(given).endswith(SIDECAR_SUFFIX):
+        if _is_file(given) and str(given).endswith(SIDECAR_SUFFIX):
             twin = Path(str(given)[: -len(SIDECAR_SUFFIX)] + ".json")
-            path, sidecar, trace_id = (twin if twin.is_file() else None), given, None
-        elif given.is_file():
+            path, sidecar, trace_id = (twin if _is_file(twin) else None), given, None
+        elif _is_file(given):
             path, sidecar, trace_id = given, None, None
-        elif given.is_dir():
+        elif _is_dir(given):
             raise TraceError(f"{given}: a directory, not a trace (explore a directory with traces.explore)",
                              path=str(given), reason="a directory, not a file")
         else:

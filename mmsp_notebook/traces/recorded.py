@@ -52,6 +52,14 @@ class Recorded(TypedDict):
     sidecar: Path | None
 
 
+def is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; False for a name the system refuses (too long for a file name)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _decode(message: dict[str, Any]) -> dict[str, Any]:
     from mmsp.wire import decode_wire
 
@@ -159,7 +167,7 @@ def _sidecar_candidates(path: Path, trace_ids: list[str]) -> tuple[list[Path], l
                 others.append(candidate)
     except (OSError, ValueError):
         pass
-    named = [p for p in dict.fromkeys(named) if p.is_file()]
+    named = [p for p in dict.fromkeys(named) if is_file(p)]
     return named, [p for p in others if p not in named]
 
 
@@ -263,13 +271,13 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
             raise OptionTypeError("trace must be a trace id, a path or a row of traces.load_turns, "
                                   f"not {type(trace).__name__}")
         candidate = Path(trace)
-        if candidate.suffix == ".json" and candidate.is_file():
+        if candidate.suffix == ".json" and is_file(candidate):
             candidates = [candidate]
             trace_id = None
         else:
             trace_id = asked = str(trace).removesuffix(".json")
             candidates = _trace_candidates(base, str(trace))
-    path = next((p for p in candidates if p.is_file()), None)
+    path = next((p for p in candidates if is_file(p)), None)
     if path is None:
         tried = candidates[0] if candidates else base / f"{trace_id}.json"
         records = read_sidecar(sidecar_path(asked, base)) if asked else []

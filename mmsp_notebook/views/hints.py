@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from ..core.endings import error_type, tool_arguments_ending
+from ..core.endings import error_type, frame_cut_off, tool_arguments_ending
 from ..core.redact import exception_chain
 
 __all__ = ["error_hint"]
@@ -146,6 +146,9 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     chain = exception_chain(exc)  # what a provider SDK's error wraps says how it failed
     names = {type(e).__name__ for e in chain}
     said = " ".join(str(e).lower() for e in chain)
+    if frame_cut_off(exc):
+        return ("The stream was cut off inside a frame (its JSON stops mid-way) before its stop event; the "
+                "request is worth retrying (--wire shows what arrived).")
     if names & {"JSONDecodeError"}:
         return ("The server sent a frame that is not JSON, so it does not speak this client's protocol: check "
                 "--client-type and --base-url (--wire shows what it sent).")
