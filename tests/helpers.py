@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import queue
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -107,12 +109,26 @@ class Kernel:
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 return outputs
 
-    def interrupted(self, code: str, after: float = 2.0) -> tuple[dict, float]:
-        """Run a cell, interrupt the kernel ``after`` seconds in; its execute reply and how long the
-        interrupt took to end the cell."""
+    def interrupted(self, code: str, after: float = 2.0, until: str | Path | None = None) -> tuple[dict, float]:
+        """Run a cell, interrupt the kernel ``after`` seconds in (with ``until``: once an output of
+        the cell holds that text, or that file exists, within 60 s, then ``after`` seconds more);
+        its execute reply and how long the interrupt took to end the cell."""
+        import json
         import time
 
         msg_id = self.kc.execute(code)
+        deadline = time.monotonic() + 60
+        while isinstance(until, Path) and not until.exists():
+            assert time.monotonic() < deadline, f"no {until} within 60 s"
+            time.sleep(0.05)
+        while isinstance(until, str):
+            assert time.monotonic() < deadline, f"no output of the cell said {until!r} within 60 s"
+            try:
+                msg = self.kc.get_iopub_msg(timeout=1)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id and until in json.dumps(msg["content"]):
+                break
         time.sleep(after)
         interrupted_at = time.monotonic()
         self.km.interrupt_kernel()

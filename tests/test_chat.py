@@ -386,12 +386,14 @@ def test_send_returns_when_an_async_tool_blocks_the_loop_past_the_timeout(fresh_
     assert chat.send("hello").status == "complete"
 
 
-def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel):
+def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel, tmp_path):
     from test_magic import BLOCKING_TOOL
 
     kernel.execute("import os\nos.environ['MMSP_NOTEBOOK_DEMO_INSTANT'] = '1'\nfrom mmsp_notebook import Chat\n"
                    + BLOCKING_TOOL + "\nchat = Chat(tools=[slow_lookup])")
-    reply, took = kernel.interrupted("t = chat.send('Look up Paris with slow_lookup')", after=4.0)
+    # interrupted once the tool has held the loop past the worker's BLOCKED_AFTER (2 s)
+    reply, took = kernel.interrupted("t = chat.send('Look up Paris with slow_lookup')", until=tmp_path / "blocking",
+                                     after=3.0)
     assert took < 2.0 and reply["content"]["status"] == "ok"
     said = kernel.printed("print(t.status, type(t.error).__name__, t.error.stall.tool)")
     assert said.split() == ["cancelled", "LoopBlockedError", "slow_lookup"], said

@@ -173,11 +173,12 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
 
 
 BLOCKING_TOOL = """
-import threading, time
+import os, pathlib, threading, time
 release = threading.Event()
 
 async def slow_lookup(city: str) -> str:
     \"\"\"Look up a city, blocking.\"\"\"
+    pathlib.Path(os.environ["MMSP_CACHE_DIR"]).with_name("blocking").touch()  # (a test waits for it)
     deadline = time.monotonic() + 30
     while not release.is_set() and time.monotonic() < deadline:
         time.sleep(0.05)  # blocks the worker loop: no await
@@ -189,7 +190,7 @@ def test_an_interrupt_ends_a_turn_whose_async_tool_blocks_the_loop_and_the_kerne
     kernel.execute("%load_ext mmsp_notebook\n%config MMSPMagics.demo_instant = True")
     kernel.execute(BLOCKING_TOOL)
     reply, took = kernel.interrupted("%%mmsp --tools slow_lookup -o blocked\nLook up Paris with slow_lookup",
-                                     after=4.0)
+                                     until="is blocking the event loop", after=0.5)  # (its live view says so)
     assert took < 2.0  # not the abort grace, not the tool's 30 s
     assert reply["content"]["status"] == "ok"
     said = kernel.printed("print(blocked.status, type(blocked.error).__name__, blocked.error.stall.tool,"
