@@ -6,9 +6,10 @@ Every front door (the magic, ``ask``/``aask``, the chat) starts its turns with :
 from __future__ import annotations
 
 import concurrent.futures
+import difflib
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from mmsp.credentials import routed_client_type
@@ -23,7 +24,7 @@ from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
 
-__all__ = ["launch", "interpolate", "user_message", "check_trace_id"]
+__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "door_options", "refuse_unknown"]
 
 
 def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -212,6 +213,27 @@ def launch(
                 await lease.release()
 
     return run, _worker.submit(go())
+
+
+#: launch's keywords that are the engine's own, not options a front door passes on
+_ENGINE_ONLY = frozenset({"prompt", "sess", "listeners", "comparison"})
+
+
+def door_options(*own: str, without: Collection[str] = ()) -> list[str]:
+    """The options a front door takes: its own keywords, then those it passes on to :func:`launch`."""
+    passed = [n for n in inspect.signature(launch).parameters if n not in _ENGINE_ONLY and n not in without]
+    return [*own, *(n for n in passed if n not in own)]
+
+
+def refuse_unknown(door: str, given: Iterable[str], known: Sequence[str], *, more: str = "") -> None:
+    """A ``TypeError`` naming the front door (not :func:`launch`) for a keyword it does not take, with
+    the nearest one it does and the list of them."""
+    for key in given:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"{door}() got an unexpected keyword argument {key!r}{hint}; it takes "
+                            f"{', '.join(known)}{more}")
 
 
 #: The longest file name most file systems take, in bytes (a trace id's parts are ASCII).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import json
 import time
 import uuid
@@ -19,7 +20,7 @@ from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
 from ..engine import worker as _worker
-from ..engine.launch import check_trace_id, launch, user_message
+from ..engine.launch import check_trace_id, launch, refuse_unknown, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
 from ..engine.tools import ToolSet
@@ -102,6 +103,10 @@ class Chat(MarkdownWidget):
         history: Sequence[dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
+        # a mistyped option is refused, not handed to the widget (which would only warn it was unused)
+        own = [n for n in inspect.signature(Chat.__init__).parameters if n not in ("self", "kwargs")]
+        refuse_unknown("Chat", [k for k in kwargs if not self.class_traits().get(k)], own,
+                       more=" and the widget's traits (layout, ...)")
         # checked as every option is (a bad value is refused here, not at the first message)
         TurnOptions(model=model if isinstance(model, str) and model.strip() else None, client_type=client_type,
                     base_url=base_url, api_key_env=api_key_env, system=system, thinking=thinking,
