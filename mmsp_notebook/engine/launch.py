@@ -19,7 +19,7 @@ from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
 from . import worker as _worker
-from .options import TurnOptions, idle_limit
+from .options import TurnOptions, idle_limit, refuse_lone_surrogate
 from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
@@ -104,10 +104,7 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     if not isinstance(text, str):
         raise OptionError(f"the prompt is text, not {type(text).__name__}")
-    lone = re.search("[\ud800-\udfff]", text)
-    if lone:  # (text decoded with errors="surrogateescape": no request body can carry it)
-        raise OptionError(f"the prompt holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
-                          "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
+    refuse_lone_surrogate("the prompt", text)
     if text.strip():
         items.append({"type": "text.done", "text": text})
     for image in images:
