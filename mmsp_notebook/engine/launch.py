@@ -24,7 +24,7 @@ from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
 
-__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "door_options", "refuse_unknown"]
+__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_chat_name", "door_options", "refuse_unknown"]
 
 
 def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -160,6 +160,8 @@ def launch(
                        max_steps=max_steps, timeout=timeout).resolve(settings)
     if isinstance(trace, str):
         check_trace_id(trace)  # (an empty one too: it is no trace id, and no way to say "no trace")
+    if chat is not None:
+        check_chat_name(chat)
     model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env
     steps = opts.max_steps or 1
     toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)
@@ -210,6 +212,15 @@ def launch(
                 await lease.release()
 
     return run, _worker.submit(go())
+
+
+def check_chat_name(name: str, option: str = "chat") -> None:
+    """Refuse a conversation name that is not text or is empty (``None``, not ``''``, is the default one)."""
+    if not isinstance(name, str):
+        raise OptionTypeError(f"{option} takes a conversation's name (text), not {name!r}")
+    if not name.strip():
+        raise OptionError(f"{option} {name!r}: a conversation's name cannot be empty (leave it out for the "
+                          "default conversation)")
 
 
 #: launch's keywords that are the engine's own, not options a front door passes on

@@ -20,7 +20,7 @@ from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
 from ..engine import worker as _worker
-from ..engine.launch import check_trace_id, launch, refuse_unknown, user_message
+from ..engine.launch import check_chat_name, check_trace_id, launch, refuse_unknown, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
 from ..engine.tools import ToolSet
@@ -113,6 +113,8 @@ class Chat(MarkdownWidget):
                     max_tokens=max_tokens, temperature=temperature, max_steps=max_steps, timeout=timeout)
         if not isinstance(model, str) or not model.strip():
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
+        if name is not None:
+            check_chat_name(name, "name")
         if isinstance(trace, str):
             check_trace_id(trace)  # (an empty one too) before anything is made
         elif not isinstance(trace, bool):

@@ -20,7 +20,7 @@ from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 
 from .._errors import OptionError, TurnError
 from ..core.redact import redact, redact_value
-from ..engine.launch import interpolate, launch, user_message
+from ..engine.launch import check_chat_name, interpolate, launch, user_message
 from ..engine.options import THINKING_LEVELS, Settings
 from ..engine.session import session
 from .cells import (
@@ -352,6 +352,11 @@ class MMSPMagics(Magics):
             if len(rest) > 1 or (rest and args.chat and rest[0] != args.chat):
                 raise UsageError(f"%mmsp {name}: takes one conversation's name (or --chat NAME), not {' '.join(rest)!r}")
             chat = rest[0] if rest else args.chat
+            try:
+                if chat is not None:
+                    check_chat_name(chat, "--chat" if args.chat is not None else "NAME")
+            except OptionError as exc:
+                raise UsageError(f"%mmsp {name}: {exc}") from None
             if chat and chat not in sess.conversations:
                 known = ", ".join(sorted(sess.conversations)) or "none yet"
                 raise UsageError(f"%mmsp {name}: no conversation named {chat!r} in this kernel (conversations: {known})")
