@@ -26,6 +26,7 @@ from ..engine.session import session
 from .cells import (
     FIX_SYSTEM,
     ErrorLog,
+    check_to_cell,
     error_log,
     explain_prompt,
     fix_prompt,
@@ -225,6 +226,11 @@ class MMSPMagics(Magics):
         if held is not None:
             raise UsageError(f"%%mmsp: -o {args.out}: that name holds {held}; keep the turn under another name "
                              "(-o answer)")
+        if args.to_cell is not None:
+            try:
+                check_to_cell(args.to_cell)
+            except OptionError as exc:
+                raise UsageError(f"%%mmsp: {exc}") from None
         tools = []
         if args.tools:
             for name in [n.strip() for n in args.tools.split(",") if n.strip()]:
