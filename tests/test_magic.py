@@ -432,6 +432,18 @@ def test_strict_shows_a_comparison_in_one_line_and_sends_a_cancel_nowhere(kernel
     assert reply["content"]["traceback"] == ["TurnError: turn cancelled"]
 
 
+def test_removing_an_alias_says_whether_there_was_one(fresh_session, capsys):
+    ip = shell()
+    assert ip.run_cell("%mmsp alias fast = demo+nothink").success
+    capsys.readouterr()
+    assert ip.run_cell("%mmsp alias fast =").success
+    assert capsys.readouterr().out == "removed alias fast\n" and "fast" not in fresh_session.settings.aliases
+    assert ip.run_cell("%mmsp alias fast =").success  # (a mistyped name removes nothing, and says so)
+    assert capsys.readouterr().out == "no alias fast to remove\n"
+    assert ip.run_cell("%mmsp alias fast = demo").success
+    assert capsys.readouterr().out == ""  # naming one stays quiet
+
+
 def test_an_assigned_alias_line_gives_the_aliases(fresh_session):
     from IPython.core.error import UsageError
 

@@ -347,9 +347,13 @@ class MMSPMagics(Magics):
                 spec = shlex.join(self._expand(word) for word in shlex.split(spec))
             except ValueError:  # (an unclosed quote: parse_alias says so)
                 spec = self._expand(spec)
-            settings.add_alias(self._expand(name.strip()), spec.strip() or None)
+            name = self._expand(name.strip())
+            known = name in settings.aliases
+            settings.add_alias(name, spec.strip() or None)
         except OptionError as exc:
             raise UsageError(f"%mmsp alias: {exc}") from None
+        if not spec.strip():  # a removal says what it did (a mistyped name removes nothing)
+            print(f"removed alias {name}" if known else f"no alias {name} to remove")
         return None
 
     def _subcommand(self, args: Any, name: str, rest: list[str]) -> Any:
