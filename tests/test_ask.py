@@ -94,3 +94,16 @@ def test_cancelling_aask_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_s
                                              timeout=60, trace=False), release)
     assert took < 1.0
     assert_cancelled_while_blocked(fresh_session.turns[-1])
+
+
+def test_an_unknown_keyword_is_refused_naming_ask_or_aask_and_their_options(fresh_session):
+    import mmsp_notebook as m
+
+    with pytest.raises(TypeError, match=r"^ask\(\) got an unexpected keyword argument 'bogus'; it takes stream, "
+                                        r"strict, events, model, .*system, .*chat, new, trace, images, wire$"):
+        m.ask("hi", bogus=1)
+    with pytest.raises(TypeError, match=r"^aask\(\) got an unexpected keyword argument 'sytem' "
+                                        r"\(did you mean 'system'\?\); it takes strict, model, ") as info:
+        asyncio.run(aask("hi", sytem="Be brief"))
+    assert "launch" not in str(info.value) and "stream" not in str(info.value)
+    assert fresh_session.turns == []  # refused before anything was sent

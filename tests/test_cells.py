@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import nbformat
+import pytest
 from helpers import text_of
 from nbclient import NotebookClient
 
-from mmsp_notebook.front.cells import ErrorLog, _cell_error, code_blocks, pick_code
+from mmsp_notebook.front.cells import ErrorLog, _cell_error, check_to_cell, code_blocks, pick_code
 
 ANSWER = """Here:
 
@@ -139,3 +140,21 @@ def test_the_names_the_package_relies_on_are_refused_as_out_and_the_log_stays(tm
     assert text_of(c[6]).split() == ["ErrorLog", "[2]"]
     assert text_of(c[8]).strip() == "True"
     assert text_of(c[11]).split() == ["complete", "True"]
+
+
+def test_a_block_number_below_one_is_refused_before_the_request_saying_n_counts_from_1(fresh_session):
+    from IPython.core.error import UsageError
+    from test_magic import shell
+
+    from mmsp_notebook import OptionError
+
+    for good in ("1", "12", "python", "all"):
+        check_to_cell(good)
+    ip = shell()
+    for line in ("--to-cell 0", "--to-cell -1", "--to-cell=-1"):
+        with pytest.raises(UsageError, match=r"^%%mmsp: --to-cell (0|-1): N counts the answer's code blocks from 1 "
+                                             r"\(--to-cell 1 is the first\)"):
+            ip.run_cell_magic("mmsp", line, "Show me some code")
+    with pytest.raises(OptionError, match="from 1"):
+        check_to_cell("+0")
+    assert fresh_session.turns == []  # refused before the request

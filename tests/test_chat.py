@@ -504,3 +504,11 @@ def test_a_turn_costs_the_same_bytes_early_and_late_in_a_long_chat(fresh_session
     # and a copy coming back from a front end never replaces it
     long.set_state({"transcript": [], "thinking": "low"})
     assert len(long.transcript) == 42 and long.thinking == "low"
+
+
+def test_a_mistyped_option_is_refused_naming_chat_not_passed_to_the_widget(fresh_session):
+    with pytest.raises(TypeError, match=r"^Chat\(\) got an unexpected keyword argument 'sytem' \(did you mean "
+                                        r"'system'\?\); it takes model, tools, system, .*and the widget's traits"):
+        Chat(sytem="Be brief")
+    chat = Chat(layout={"width": "300px"})  # the widget's own traits are still taken
+    assert chat.layout.width == "300px"

@@ -207,3 +207,11 @@ def test_a_column_whose_async_tool_blocks_the_loop_ends_at_the_timeout_and_the_o
     [blocked] = [t for t in c.turns if t.status == "error"]
     assert isinstance(blocked.error, LoopBlockedError) and blocked.error.stall.tool == "slow_lookup"
     assert c.frame["error"].dropna().str.startswith("LoopBlockedError").all()
+
+
+def test_an_unknown_keyword_is_refused_naming_compare_and_its_options(fresh_session):
+    with pytest.raises(TypeError, match=r"^compare\(\) got an unexpected keyword argument 'bogus'; it takes chat, "
+                                        r"stream, display, strict, keep, client_type, .*system") as info:
+        compare("hi", "demo,demo+nothink", bogus=1, stream=io.StringIO())
+    assert "launch" not in str(info.value) and "model," not in str(info.value)
+    assert fresh_session.turns == []

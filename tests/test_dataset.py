@@ -1237,6 +1237,29 @@ def test_a_leading_tilde_is_the_home_directory(tmp_path: Path, monkeypatch: pyte
     assert traces.connect(Path("~/ds")).execute("SELECT count(*) FROM turns").fetchone() == (2,)
 
 
+def test_connecting_a_second_dataset_to_a_connection_warns_that_its_views_now_read_it(tmp_path: Path) -> None:
+    save(tmp_path / "c1", "a", conversation(2, T0))
+    save(tmp_path / "c2", "b", conversation(3, T0))
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    quiet_sync(tmp_path / "c1", d1)
+    quiet_sync(tmp_path / "c2", d2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        con = traces.connect(d1)
+        traces.connect(d1, con=con)  # the same dataset again (after a sync): its views, quietly
+    with pytest.warns(traces.TraceLoadWarning, match=r"the views turns now read .*d2, no longer .*d1 .*connect each "
+                                                     r"to its own connection, or .*read_parquet\(\[.*hive_partitioning"):
+        traces.connect(d2, con=con)
+    assert con.execute("SELECT count(*) FROM turns").fetchone() == (3,)
+    import duckdb
+
+    other = duckdb.connect()
+    other.execute("CREATE VIEW turns AS SELECT 1 AS x")  # a view of the user's own is replaced as before
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert traces.connect(d1, con=other).execute("SELECT count(*) FROM turns").fetchone() == (2,)
+
+
 def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     payload = {"role": "user", "created_at": T0 + 5 * DAY, "content_items": [

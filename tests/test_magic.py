@@ -369,6 +369,29 @@ def test_an_empty_trace_id_is_refused_by_every_door_not_taken_for_the_default_or
     assert fresh_session.turns == []  # nothing was sent
 
 
+def test_an_empty_chat_name_is_refused_by_every_door_not_taken_for_the_default_conversation(fresh_session):
+    from IPython.core.error import UsageError
+
+    from mmsp_notebook import Chat, OptionError, ask, compare
+
+    ip = shell()
+    with pytest.raises(UsageError, match=r"^%%mmsp: chat '': a conversation's name cannot be empty"):
+        ip.run_cell_magic("mmsp", "--chat ''", "hi")
+    with pytest.raises(UsageError, match="name cannot be empty"):
+        ip.run_cell_magic("mmsp", "-m demo,demo+nothink --chat ''", "hi")
+    with pytest.raises(UsageError, match=r"^%mmsp reset: --chat '': a conversation's name cannot be empty"):
+        ip.run_line_magic("mmsp", "reset --chat ''")
+    with pytest.raises(UsageError, match=r"^%mmsp history: NAME ' ': a conversation's name cannot be empty"):
+        ip.run_line_magic("mmsp", "history ' '")
+    with pytest.raises(OptionError, match="chat '': a conversation's name cannot be empty"):
+        ask("hi", chat="")
+    with pytest.raises(OptionError, match="chat '': a conversation's name cannot be empty"):
+        compare("hi", "demo,demo+nothink", chat="")
+    with pytest.raises(OptionError, match="name '': a conversation's name cannot be empty"):
+        Chat(name="")
+    assert fresh_session.turns == [] and set(fresh_session.conversations) <= {"default"}
+
+
 def test_the_input_transformer_leaves_continued_lines_and_strings_alone(fresh_session):
     from mmsp_notebook.front.magic import questions_are_prompts
 
@@ -408,6 +431,18 @@ def test_strict_shows_a_comparison_in_one_line_and_sends_a_cancel_nowhere(kernel
     # a cancel is no error: %mmsp error would show the comparison's, so the line points nowhere
     reply, _ = kernel.interrupted("%%mmsp -m demo+stall --strict\nhello", after=1.5)
     assert reply["content"]["traceback"] == ["TurnError: turn cancelled"]
+
+
+def test_removing_an_alias_says_whether_there_was_one(fresh_session, capsys):
+    ip = shell()
+    assert ip.run_cell("%mmsp alias fast = demo+nothink").success
+    capsys.readouterr()
+    assert ip.run_cell("%mmsp alias fast =").success
+    assert capsys.readouterr().out == "removed alias fast\n" and "fast" not in fresh_session.settings.aliases
+    assert ip.run_cell("%mmsp alias fast =").success  # (a mistyped name removes nothing, and says so)
+    assert capsys.readouterr().out == "no alias fast to remove\n"
+    assert ip.run_cell("%mmsp alias fast = demo").success
+    assert capsys.readouterr().out == ""  # naming one stays quiet
 
 
 def test_an_assigned_alias_line_gives_the_aliases(fresh_session):

@@ -139,3 +139,15 @@ def test_a_list_of_models_is_refused_where_one_model_is_meant(shell, fresh_sessi
     assert fresh_session.turns == []
     shell.run_cell_magic("mmsp", "-m demo,demo+nothink -o pair", "hi")  # where a list is meant, it compares
     assert [t.status for t in shell.user_ns["pair"].turns] == ["complete", "complete"]
+
+
+def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_a_request_in_every_door(fresh_session):
+    # text decoded with surrogateescape (a file's bad bytes): named before a request, never a UnicodeEncodeError
+    said = r"system holds a lone surrogate \('\\udcff'\) at character 4, .*errors='replace'"
+    with pytest.raises(OptionError, match=said):
+        launch("hi", system="Be b\udcffrief")
+    with pytest.raises(OptionError, match=said):
+        Settings().set("system", "Be b\udcffrief")
+    with pytest.raises(OptionError, match=said):
+        TurnOptions(system="Be b\udcffrief")
+    assert fresh_session.turns == []

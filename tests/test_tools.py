@@ -178,3 +178,22 @@ def test_a_loop_waiting_for_the_network_is_not_blocked():
     time.sleep(worker.BLOCKED_AFTER + 0.2)
     assert worker.stalled() is None
     future.result(5)
+
+
+def test_a_tool_whose_name_or_description_holds_a_lone_surrogate_is_refused_before_a_request():
+    def lookup(city: str) -> str:
+        """Look a city up.
+
+        Args:
+            city: The city.
+        """
+        return city
+
+    lookup.__doc__ = "Look a city up\udcff."
+    with pytest.raises(OptionError, match=r"the description of the tool 'lookup' holds a lone surrogate \('\\udcff'\)"):
+        ToolSet([lookup])
+    lookup.__doc__ = "Look a city up.\n\nArgs:\n    city: The c\udc80ity."
+    with pytest.raises(OptionError, match=r"the description of 'city' in the tool 'lookup' holds a lone surrogate"):
+        ToolSet([lookup])
+    with pytest.raises(OptionError, match=r"the tool name 'x\\udcff' holds a lone surrogate"):
+        ToolSet({"x\udcff": get_weather})

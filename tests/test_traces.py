@@ -1482,6 +1482,22 @@ def test_patterns_follow_glob_rules(tmp_path: Path) -> None:
             traces.load_turns(tmp_path, pattern=bad)
 
 
+def test_a_pattern_matching_nothing_where_subfolders_hold_traces_warns_with_the_recursive_one(tmp_path: Path) -> None:
+    for tid in ("exp/a", "exp/deep/b"):
+        save(tmp_path, tid, [user("q", T0), answer(tid, T0 + 1000)])
+    with pytest.warns(traces.TraceLoadWarning, match=r"pattern '\*\.json' matched no trace file, but there are "
+                                                     r"some in subfolders: pass pattern='\*\*/\*\.json'") as caught:
+        df = traces.load_turns(tmp_path, pattern="*.json")
+    assert len(df) == 0 and caught[0].filename == __file__  # (it points at the caller's line)
+    with pytest.warns(traces.TraceLoadWarning, match=r"pass pattern='\*\*/b\.json'"):
+        traces.load_items(tmp_path, pattern="b.json")
+    # a pattern that matched a trace, or nothing anywhere, stays quiet
+    assert len(no_warnings_load(traces.load_turns, tmp_path / "exp", pattern="*.json")) == 1
+    assert len(no_warnings_load(traces.load_turns, tmp_path, pattern="*.jsonl")) == 0
+    (tmp_path / "empty").mkdir()
+    assert len(no_warnings_load(traces.load_turns, tmp_path / "empty", pattern="*.json")) == 0
+
+
 def test_bytes_that_are_not_utf8_become_replacement_characters(tmp_path: Path, decode_path: str) -> None:
     body = json.dumps({"history": [user("q", T0), answer("caf\u00e9 ok", T0 + 1000)], "config": {"model": "demo"}}).encode()
     body = body.replace(b"caf\\u00e9", b"caf\xe9")  # Latin-1 in a UTF-8 file

@@ -6,9 +6,10 @@ Every front door (the magic, ``ask``/``aask``, the chat) starts its turns with :
 from __future__ import annotations
 
 import concurrent.futures
+import difflib
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from mmsp.credentials import routed_client_type
@@ -18,12 +19,12 @@ from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
 from . import worker as _worker
-from .options import TurnOptions, idle_limit
+from .options import TurnOptions, idle_limit, refuse_lone_surrogate
 from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
 
-__all__ = ["launch", "interpolate", "user_message", "check_trace_id"]
+__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_chat_name", "door_options", "refuse_unknown"]
 
 
 def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -103,10 +104,7 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
     if not isinstance(text, str):
         raise OptionError(f"the prompt is text, not {type(text).__name__}")
-    lone = re.search("[\ud800-\udfff]", text)
-    if lone:  # (text decoded with errors="surrogateescape": no request body can carry it)
-        raise OptionError(f"the prompt holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
-                          "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
+    refuse_lone_surrogate("the prompt", text)
     if text.strip():
         items.append({"type": "text.done", "text": text})
     for image in images:
@@ -162,6 +160,8 @@ def launch(
                        max_steps=max_steps, timeout=timeout).resolve(settings)
     if isinstance(trace, str):
         check_trace_id(trace)  # (an empty one too: it is no trace id, and no way to say "no trace")
+    if chat is not None:
+        check_chat_name(chat)
     model, client_type, base_url, api_key_env = opts.model or "demo", opts.client_type, opts.base_url, opts.api_key_env
     steps = opts.max_steps or 1
     toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)
@@ -212,6 +212,36 @@ def launch(
                 await lease.release()
 
     return run, _worker.submit(go())
+
+
+def check_chat_name(name: str, option: str = "chat") -> None:
+    """Refuse a conversation name that is not text or is empty (``None``, not ``''``, is the default one)."""
+    if not isinstance(name, str):
+        raise OptionTypeError(f"{option} takes a conversation's name (text), not {name!r}")
+    if not name.strip():
+        raise OptionError(f"{option} {name!r}: a conversation's name cannot be empty (leave it out for the "
+                          "default conversation)")
+
+
+#: launch's keywords that are the engine's own, not options a front door passes on
+_ENGINE_ONLY = frozenset({"prompt", "sess", "listeners", "comparison"})
+
+
+def door_options(*own: str, without: Collection[str] = ()) -> list[str]:
+    """The options a front door takes: its own keywords, then those it passes on to :func:`launch`."""
+    passed = [n for n in inspect.signature(launch).parameters if n not in _ENGINE_ONLY and n not in without]
+    return [*own, *(n for n in passed if n not in own)]
+
+
+def refuse_unknown(door: str, given: Iterable[str], known: Sequence[str], *, more: str = "") -> None:
+    """A ``TypeError`` naming the front door (not :func:`launch`) for a keyword it does not take, with
+    the nearest one it does and the list of them."""
+    for key in given:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"{door}() got an unexpected keyword argument {key!r}{hint}; it takes "
+                            f"{', '.join(known)}{more}")
 
 
 #: The longest file name most file systems take, in bytes (a trace id's parts are ASCII).

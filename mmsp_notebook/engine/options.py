@@ -28,7 +28,7 @@ from .._errors import OptionError
 from ..core.redact import redact, redact_value
 
 __all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "check_option", "check_client_type",
-           "parse_alias", "idle_limit"]
+           "parse_alias", "idle_limit", "refuse_lone_surrogate"]
 
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 _NONE_WORDS = ("none", "null", "")
@@ -44,9 +44,19 @@ def check_client_type(client_type: str) -> None:
         raise OptionError(f"unknown client type {client_type!r}; mmsp has {', '.join(known)}")
 
 
+def refuse_lone_surrogate(what: str, text: str) -> None:
+    """Refuse text holding a lone surrogate (decoded with ``errors="surrogateescape"``: a file's bad
+    bytes), which no request body can carry, before a request rather than as a UnicodeEncodeError in it."""
+    lone = re.search("[\ud800-\udfff]", text)
+    if lone:
+        raise OptionError(f"{what} holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
+                          "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
+
+
 def _text(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise OptionError(f"{name} takes text, not {type(value).__name__}")
+    refuse_lone_surrogate(name, value)
     return value
 
 

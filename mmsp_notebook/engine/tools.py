@@ -16,6 +16,7 @@ from typing import Any
 from .._errors import OptionError
 from ..core.state import ItemState, ToolRun
 from ..core.store import TOOL_ERROR_PREFIX
+from .options import refuse_lone_surrogate
 from .worker import blocking_suspect
 
 __all__ = ["ToolSet", "schema_of"]
@@ -140,6 +141,11 @@ class ToolSet:
             if not name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}", schema["name"]):
                 raise OptionError(f"a tool needs a name of letters, digits, _ or - (providers refuse others), not "
                                   f"{schema['name']!r}: pass tools={{'name': func}} to name it")
+            refuse_lone_surrogate(f"the tool name {schema['name']!a}", schema["name"])  # (one given in a dict)
+            what = f"the tool {schema['name']!r}"
+            refuse_lone_surrogate(f"the description of {what}", schema["description"])
+            for pname, prop in schema["parameters"]["properties"].items():
+                refuse_lone_surrogate(f"the description of {pname!r} in {what}", prop.get("description", ""))
             if schema["name"] in self.funcs:
                 raise OptionError(f"two tools are named {schema['name']!r}")
             self.funcs[schema["name"]] = func

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from ..core.turn import Turn
-from ..engine.launch import launch
+from ..engine.launch import door_options, launch, refuse_unknown
 from ..engine.worker import stalled
 from ..views.live import await_turn
 from .finish import finish_turn, present
@@ -23,6 +23,7 @@ def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None
     ``wire=True`` also shows the raw SSE frames next to the UniEvents they became (``turn.wire``).
     ``strict`` and ``events`` default to the kernel's settings (``%mmsp config``).
     """
+    refuse_unknown("ask", options, door_options("stream", "strict", "events"))
     run, future = launch(prompt, **options)
     return present(run, future, stream=stream, events=events, strict=strict, wire=bool(options.get("wire")))
 
@@ -34,6 +35,7 @@ async def aask(prompt: str, *, strict: bool | None = None, **options: Any) -> Tu
     has lasted its ``timeout`` (at once when the await is cancelled), with a
     :class:`~mmsp_notebook.LoopBlockedError` that names the tool; what arrived is kept.
     """
+    refuse_unknown("aask", options, door_options("strict"))
     run, future = launch(prompt, **options)
     turn = await await_turn(run, future, stalled)
     return finish_turn(turn, strict)

@@ -16,10 +16,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from .._errors import OptionError
 from ..core.redact import redact, redact_secrets
 
 __all__ = ["CellError", "ErrorLog", "record_errors", "forget_errors", "error_log", "reserved_name", "RESERVED_NAMES",
-           "code_blocks", "pick_code", "FIX_SYSTEM", "fix_prompt", "explain_prompt"]
+           "code_blocks", "pick_code", "check_to_cell", "FIX_SYSTEM", "fix_prompt", "explain_prompt"]
 
 TRACEBACK_LIMIT = 4000  # characters of a traceback put in a prompt (its end, where the error is)
 FRAMES = 8  # innermost frames kept
@@ -156,6 +157,13 @@ def code_blocks(markdown: str) -> list[tuple[str, str]]:
             language = (token.info or "").strip().split(" ")[0].lower()
             out.append((language, token.content))
     return out
+
+
+def check_to_cell(which: str) -> None:
+    """Refuse a block number below 1 (``--to-cell 0``, ``--to-cell -1``) before the request: N counts from 1."""
+    if re.fullmatch(r"[+-]?\d+", which.strip()) and int(which) < 1:
+        raise OptionError(f"--to-cell {which}: N counts the answer's code blocks from 1 (--to-cell 1 is the "
+                          "first); give a language (--to-cell python) or no value for all of them")
 
 
 def pick_code(markdown: str, which: str = "all") -> str | None:

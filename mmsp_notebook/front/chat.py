@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import json
 import time
 import uuid
@@ -19,7 +20,7 @@ from ..core.run import TurnRun
 from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
 from ..engine import worker as _worker
-from ..engine.launch import check_trace_id, launch, user_message
+from ..engine.launch import check_chat_name, check_trace_id, launch, refuse_unknown, user_message
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
 from ..engine.tools import ToolSet
@@ -102,12 +103,18 @@ class Chat(MarkdownWidget):
         history: Sequence[dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
+        # a mistyped option is refused, not handed to the widget (which would only warn it was unused)
+        own = [n for n in inspect.signature(Chat.__init__).parameters if n not in ("self", "kwargs")]
+        refuse_unknown("Chat", [k for k in kwargs if not self.class_traits().get(k)], own,
+                       more=" and the widget's traits (layout, ...)")
         # checked as every option is (a bad value is refused here, not at the first message)
         TurnOptions(model=model if isinstance(model, str) and model.strip() else None, client_type=client_type,
                     base_url=base_url, api_key_env=api_key_env, system=system, thinking=thinking,
                     max_tokens=max_tokens, temperature=temperature, max_steps=max_steps, timeout=timeout)
         if not isinstance(model, str) or not model.strip():
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
+        if name is not None:
+            check_chat_name(name, "name")
         if isinstance(trace, str):
             check_trace_id(trace)  # (an empty one too) before anything is made
         elif not isinstance(trace, bool):

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from .._errors import LoopBlockedError, OptionError, TurnError
 from ..core.run import Watched
 from ..core.turn import Turn
-from ..engine.launch import launch, user_message
+from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message
 from ..engine.session import Session, session
 from .finish import finish_turn
 
@@ -185,7 +185,10 @@ def start(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: st
     entries = parse_models(models)
     if options.get("model") is not None:
         raise OptionError("compare: the models are the list (-m a,b), not one model= for all")
+    refuse_unknown("compare", options, door_options("chat", "stream", "display", "strict", "keep", without=("model",)))
     every_type = options.pop("client_type", None)  # the client type of each model named without @
+    if chat is not None:
+        check_chat_name(chat)
     name = chat or f"compare-{next(_names)}"
     message = prompt if isinstance(prompt, dict) else user_message(prompt, options.pop("images", ()))
     labels = [label(m, c) for m, c in entries]

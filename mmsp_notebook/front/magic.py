@@ -20,12 +20,13 @@ from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 
 from .._errors import OptionError, TurnError
 from ..core.redact import redact, redact_value
-from ..engine.launch import interpolate, launch, user_message
+from ..engine.launch import check_chat_name, interpolate, launch, user_message
 from ..engine.options import THINKING_LEVELS, Settings
 from ..engine.session import session
 from .cells import (
     FIX_SYSTEM,
     ErrorLog,
+    check_to_cell,
     error_log,
     explain_prompt,
     fix_prompt,
@@ -225,6 +226,11 @@ class MMSPMagics(Magics):
         if held is not None:
             raise UsageError(f"%%mmsp: -o {args.out}: that name holds {held}; keep the turn under another name "
                              "(-o answer)")
+        if args.to_cell is not None:
+            try:
+                check_to_cell(args.to_cell)
+            except OptionError as exc:
+                raise UsageError(f"%%mmsp: {exc}") from None
         tools = []
         if args.tools:
             for name in [n.strip() for n in args.tools.split(",") if n.strip()]:
@@ -341,9 +347,13 @@ class MMSPMagics(Magics):
                 spec = shlex.join(self._expand(word) for word in shlex.split(spec))
             except ValueError:  # (an unclosed quote: parse_alias says so)
                 spec = self._expand(spec)
-            settings.add_alias(self._expand(name.strip()), spec.strip() or None)
+            name = self._expand(name.strip())
+            known = name in settings.aliases
+            settings.add_alias(name, spec.strip() or None)
         except OptionError as exc:
             raise UsageError(f"%mmsp alias: {exc}") from None
+        if not spec.strip():  # a removal says what it did (a mistyped name removes nothing)
+            print(f"removed alias {name}" if known else f"no alias {name} to remove")
         return None
 
     def _subcommand(self, args: Any, name: str, rest: list[str]) -> Any:
@@ -352,6 +362,11 @@ class MMSPMagics(Magics):
             if len(rest) > 1 or (rest and args.chat and rest[0] != args.chat):
                 raise UsageError(f"%mmsp {name}: takes one conversation's name (or --chat NAME), not {' '.join(rest)!r}")
             chat = rest[0] if rest else args.chat
+            try:
+                if chat is not None:
+                    check_chat_name(chat, "--chat" if args.chat is not None else "NAME")
+            except OptionError as exc:
+                raise UsageError(f"%mmsp {name}: {exc}") from None
             if chat and chat not in sess.conversations:
                 known = ", ".join(sorted(sess.conversations)) or "none yet"
                 raise UsageError(f"%mmsp {name}: no conversation named {chat!r} in this kernel (conversations: {known})")

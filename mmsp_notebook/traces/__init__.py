@@ -46,7 +46,9 @@ Paths
     (``*``, ``?``, ``[...]`` within one path part, ``**`` across parts, wildcards match no hidden
     name) and must be relative to the directory (else ``OptionError``). Directories matched by
     ``pattern`` are ignored; a directory that cannot be listed is named in ``attrs["skipped"]``
-    (``unreadable directory``).
+    (``unreadable directory``). A ``pattern`` that matches no file while ``**/`` + it finds traces
+    in subfolders (``"*.json"`` on a folder of folders) warns (:class:`TraceLoadWarning`), naming
+    the recursive pattern.
 
 Robustness
     A corrupt, truncated (being written), empty, binary or foreign JSON file (``[1, 2]``,

@@ -17,7 +17,7 @@ from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
 from ._walk import Pattern, walk_dirs
 
-__all__ = ["Source", "collect_sources", "find_sources", "iter_sources", "latest_run", "config_trace_id"]
+__all__ = ["Source", "collect_sources", "find_sources", "iter_sources", "latest_run", "config_trace_id", "deeper_match"]
 
 #: Files the Tracer (and this project) write next to a trace that are not traces themselves.
 _COMPANION_SUFFIXES = (SIDECAR_SUFFIX, ".txt")
@@ -137,6 +137,19 @@ def iter_sources(root: str, pattern: str = "**/*.json", skip: Iterable[tuple[int
     pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
     for found, regular in walk_dirs(root, pat, problems if problems is not None else [], set(skip)):
         yield sorted(_pair(root, found, regular, pat, side_pat, set()), key=lambda src: src.trace_id)
+
+
+def deeper_match(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], pattern: str) -> str | None:
+    """For a ``pattern`` that found nothing: ``**/`` + it when that finds a trace file under one of
+    the given directories (the walk stops at the first directory holding one), else ``None``."""
+    if pattern.startswith("**/"):
+        return None
+    deeper = "**/" + pattern
+    for raw in _expand(paths):
+        root = os.path.abspath(raw)
+        if os.path.isdir(root) and any(src.path for batch in iter_sources(root, deeper) for src in batch):
+            return deeper
+    return None
 
 
 def _pair(root: str, found: list[str], regular: set[str], pattern: Pattern, side_pattern: Pattern,

@@ -20,7 +20,7 @@ from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
 from ._events import EventBuilder
 from ._fast import Decoded, decode_trace
-from ._io import config_trace_id, find_sources, latest_run
+from ._io import config_trace_id, deeper_match, find_sources, latest_run
 from ._items import ItemBuilder
 from ._turns import TurnBuilder
 
@@ -145,6 +145,11 @@ def _drive_sources(
     if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0:
         raise OptionError(f"max_size must be a number of bytes (an int >= 0), not {max_size!r}")
     sources, skipped = find_sources(paths, pattern)
+    if not sources:  # (only then: a load that found traces pays for no second walk)
+        deeper = deeper_match(paths, pattern)
+        if deeper is not None:
+            warnings.warn(f"mmsp_notebook.traces: pattern {pattern!r} matched no trace file, but there are some in "
+                          f"subfolders: pass pattern={deeper!r} (** recurses)", TraceLoadWarning, stacklevel=4)
     bar = _progress(len(sources), progress, desc)
     loaded = 0
     skip = skipped.append

@@ -11,6 +11,7 @@ import functools
 import os
 import sqlite3
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -240,19 +241,26 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
     """A DuckDB connection (a new in-memory one unless ``con`` is given) with a view per synced
     kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``month``).
     ``dataset_dir`` may name one of its kind directories (``traces_ds/turns``), as for
-    :func:`query`, :func:`dataset` (that kind's) and ``summary``."""
+    :func:`query`, :func:`dataset` (that kind's) and ``summary``. Connecting another dataset to
+    ``con`` replaces the views it made and warns (:class:`TraceLoadWarning`): one connection has one
+    view of each name."""
     try:
         import duckdb
     except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
         raise ImportError("traces.query and traces.connect need DuckDB: pip install duckdb") from exc
     con = duckdb.connect() if con is None else con
     dataset_dir = dataset_root(dataset_dir)
+    mark = _VIEW_MARK + os.path.abspath(dataset_dir)
     found = False
+    moved: dict[str, str] = {}  # kind -> the other dataset its view read
     for kind in KINDS:
         root = kind_dir(dataset_dir, kind)
         if not (root / MANIFEST_NAME).is_file():
             continue
         found = True
+        before = _view_mark(con, kind)
+        if before is not None and before != mark:
+            moved[kind] = before[len(_VIEW_MARK):]
         meta, files = _state_of(root)
         sql = _view_sql(kind, bool(meta.get("payloads")), files, root)
         if sql is None:  # nothing converted yet: an empty view with the right columns
@@ -261,9 +269,27 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
             con.execute(f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM _empty_{kind}")
         else:
             con.execute(sql)
+        con.execute(f"COMMENT ON VIEW {kind} IS '{mark.replace(chr(39), chr(39) * 2)}'")
     if not found:
         _state_of(kind_dir(dataset_dir, "turns"))  # raises: no dataset there
+    if moved:
+        views, other = " and ".join(moved), next(iter(moved.values()))
+        warnings.warn(f"traces.connect: the views {views} now read {dataset_dir}, no longer {other} (a connection has "
+                      "one view of each name); to query two datasets, connect each to its own connection, or read "
+                      f"both in one with DuckDB: read_parquet(['{other}/turns/**/*.parquet', "
+                      f"'{dataset_dir}/turns/**/*.parquet'], hive_partitioning = true)", TraceLoadWarning, stacklevel=2)
     return con
+
+
+#: The comment :func:`connect` puts on its views: this, then the dataset's directory.
+_VIEW_MARK = "mmsp_notebook.traces dataset "
+
+
+def _view_mark(con: duckdb.DuckDBPyConnection, kind: str) -> str | None:
+    """The comment on the view ``kind`` when :func:`connect` made it (another dataset's, or this one's)."""
+    row = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = ? AND NOT internal "
+                      "AND schema_name = current_schema()", [kind]).fetchone()
+    return row[0] if row and isinstance(row[0], str) and row[0].startswith(_VIEW_MARK) else None
 
 
 def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
