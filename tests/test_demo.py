@@ -955,6 +955,25 @@ def test_a_failing_cell_gets_a_corrected_cell(demo_server: DemoServer, client_ty
     assert "except" not in done(plain, "text")[0]["text"]
 
 
+@pytest.mark.parametrize(("ask", "raised", "described"), [
+    ("This notebook cell failed. Explain why, briefly, and how to fix it.", "KeyError: 'banana'",
+     "Python describes KeyError as “Mapping key not found.”"),
+    ("In one sentence, what does this error mean?", "ZeroDivisionError: division by zero",
+     "Python describes ZeroDivisionError as “Second argument to a division or modulo operation was zero.”"),
+    ("Why?", "json.decoder.JSONDecodeError: Expecting value", "is not a builtin exception"),
+])
+def test_a_failing_cell_asked_about_gets_an_explanation_not_a_fix(demo_server: DemoServer, ask: str, raised: str,
+                                                                  described: str) -> None:
+    code = 'prices = {"apple": 3}\nprices["banana"] * 2'
+    prompt = FIX_PROMPT.replace("This notebook cell failed. Correct it.", ask).format(
+        code=code, first=code.splitlines()[0], raised=raised)
+    events = stream(demo_server, "mmsp", "demo", [user(prompt)])
+    [text] = done(events, "text")
+    assert "```" not in text["text"] and "try:" not in text["text"]
+    assert text["text"].startswith(f"The cell stopped at the line that raised {raised};") and described in text["text"]
+    assert done(events, "thinking")[0]["thinking"].endswith("I will say what it means in one sentence.")
+
+
 # ---------------------------------------------------------------------------------------------
 # traces on the MMSP endpoint
 

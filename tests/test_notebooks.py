@@ -141,6 +141,8 @@ def test_quickstart(tmp_path, monkeypatch):
     fixed = html(find(cells, "%mmsp fix"))
     assert "except KeyError" in fixed and 'prices["banana"]' in fixed.replace("&quot;", '"')
     assert 'data-status="complete"' in html(find(cells, "{Err}"))
+    explained = text(find(cells, "{Err}"))
+    assert "Python describes KeyError as “Mapping key not found.”" in explained and "try:" not in explained
     assert "incomplete" in text(find(cells, "cut.status"))
 
 

@@ -43,7 +43,9 @@ A last user message holding a fenced Python block and a Python traceback (``Trac
 call last):``, or a line like ``ZeroDivisionError: division by zero``), as the notebook's "fix this
 cell" request sends, gets one ```python block with that cell's code inside ``try``/``except`` for
 the exception the traceback names (``Exception`` for one that is not a builtin), printing a note,
-then one sentence. ``demo-embed`` embeds each user message after the model's last answer: the new
+then one sentence; one that asks what the error means or why (``explain``, ``why``, ``mean`` before
+the cell, as ``%mmsp explain`` does) gets one sentence naming the exception and Python's own
+description of it. ``demo-embed`` embeds each user message after the model's last answer: the new
 input of a conversation, every input of a request that holds only inputs.
 ``max_tokens`` caps the answer (thinking is not counted): text is cut, a tool call that does not
 fit is dropped, finish reason ``length``. A token is one streamed fragment (a word with its

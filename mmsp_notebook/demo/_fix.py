@@ -5,6 +5,9 @@ A prompt asks for a fix when it holds a fenced Python block (the cell) and a Pyt
 zero``). The answer is one fenced Python block, the cell's code inside ``try``/``except`` for the
 exception the traceback names (``except Exception`` when that is not a builtin one, which the
 cell could not name without its import), printing a note instead of failing, then one sentence.
+A prompt that asks what the error means or why it happened (``explain``, ``why``, ``mean`` before
+the cell, as ``%mmsp explain`` or "what does this error mean? {Err}" ask) gets one sentence instead:
+the exception, Python's own description of a builtin one, and where to go from there.
 The demo does not understand code: the fix makes the cell run, it does not repair its logic.
 """
 
@@ -25,6 +28,8 @@ _RAISED = re.compile(
     re.MULTILINE,
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# a request for an explanation rather than a corrected cell (looked for before the cell's code)
+_WHY = re.compile(r"\b(?:explain|why|mean|means|meaning)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -36,12 +41,14 @@ class CellFix:
         exception: The exception's class name as the traceback gave it (dotted when it was).
         message: The exception's message (may be empty).
         caught: The name the fixed code catches: the builtin class, else ``Exception``.
+        explain: The prompt asks what the error means (one sentence), not for a corrected cell.
     """
 
     code: str
     exception: str
     message: str
     caught: str
+    explain: bool = False
 
     @property
     def fixed(self) -> str:
@@ -56,8 +63,15 @@ class CellFix:
         )
 
     def answer(self) -> str:
-        """The whole answer: the fixed cell in one Python block, then one sentence."""
+        """The whole answer: the fixed cell in one Python block, then one sentence (or the explanation)."""
         said = f"{self.exception}: {self.message}" if self.message else self.exception
+        if self.explain:
+            described = getattr(builtins, self.exception).__doc__ if self.caught == self.exception else None
+            meaning = (f"Python describes {self.exception} as “{described.strip().splitlines()[0]}”"
+                       if described else f"{self.exception} is not a builtin exception: its module's documentation "
+                       "says what it means")
+            return (f"The cell stopped at the line that raised {said}; {meaning} — fix that line's cause, "
+                    "or ask for a corrected cell that catches it.")
         return (
             f"```python\n{self.fixed}\n```\n\n"
             f"The cell raised {said}, so this version catches it and prints a note instead of stopping; "
@@ -69,7 +83,8 @@ class CellFix:
         return (
             f"The cell failed with {self.exception}"
             + (f" ({self.message})" if self.message else "")
-            + f". I will wrap its code in try/except {self.caught} so that it runs, and say so in one sentence."
+            + (". I will say what it means in one sentence." if self.explain else
+               f". I will wrap its code in try/except {self.caught} so that it runs, and say so in one sentence.")
         )
 
 
@@ -98,4 +113,5 @@ def cell_fix(prompt: str) -> CellFix | None:
     else:
         return None
     caught = name if "." not in name and _builtin_exception(name) else "Exception"
-    return CellFix(code=fence.group(1).rstrip("\n"), exception=name, message=message, caught=caught)
+    return CellFix(code=fence.group(1).rstrip("\n"), exception=name, message=message, caught=caught,
+                   explain=bool(_WHY.search(text[:fence.start()])))
