@@ -70,3 +70,16 @@ def test_a_turn_in_flight_wakes_its_watchers_once_per_change_seen():
     assert woken == [1, 1]
     run.abort("because")
     assert run.signal.aborted
+
+
+def test_the_repr_isolates_the_names_a_server_gives():
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.front.compare import Comparison
+
+    turn = Turn(None, model="evil\u202eledom")
+    said = repr(turn)
+    # an override in a name ends with it (FSI ... PDI): the rest of the line reads as written
+    assert "<Turn \u2068evil\u202eledom\u2069 · " in said
+    assert repr(Turn(None, model="demo")).startswith("<Turn demo ")  # a plain name as it is
+    pair = repr(Comparison("c\u202e1", ["evil\u202eledom", "demo"], [turn, Turn(None, model="demo")]))
+    assert pair.startswith("<Comparison \u2068c\u202e1\u2069: \u2068evil\u202eledom\u2069 ") and " · demo " in pair

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 from .._errors import LoopBlockedError, OptionError, TurnError
+from ..core.bidi import isolate
 from ..core.run import Watched
 from ..core.turn import Turn
 from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message
@@ -166,8 +167,8 @@ class Comparison:
         return df
 
     def summary(self) -> str:
-        return f"<Comparison {self.name}: " + " · ".join(
-            f"{name} {turn.status}" for name, turn in zip(self.labels, self.turns)) + ">"
+        return f"<Comparison {isolate(self.name)}: " + " · ".join(
+            f"{isolate(name)} {turn.status}" for name, turn in zip(self.labels, self.turns)) + ">"
 
     def __repr__(self) -> str:
         return self.summary()
