@@ -615,3 +615,18 @@ def test_a_trace_id_too_long_for_a_file_name_is_not_found_not_an_os_error(tmp_pa
     for trace in ("nb/" + "m" * 300, "nb/" + "m" * 300 + "-abc", tmp_path / "nb" / ("m" * 300 + ".json")):
         with pytest.raises(TraceNotFoundError, match="no trace file"):
             traces.show(trace, root=tmp_path)
+
+
+def test_cells_of_a_hand_made_frame_never_break_the_page(big):
+    """A number column holding text, a dict or an infinity (a frame built by hand) shows it as text, and a
+    very long text is cut: the page, the static view and the selection still answer."""
+    turns = traces.load_turns(big).head(3)
+    turns["prompt_tokens"] = pd.Series([{"a": 1}, "many", float("inf")], index=turns.index, dtype=object)
+    turns["model"] = ["m" * 5000, "<b>x</b>", None]
+    explorer = traces.explore(turns, root=big)
+    state = inject_page(explorer)
+    assert state["type"] == "page", state
+    cells = {c: [r[3][k] for r in state["rows"]] for k, (c, _, _) in enumerate(state["columns"])}
+    assert cells["prompt_tokens"] == ["{'a': 1}", "many", "inf"]
+    assert cells["model"] == ["m" * 159 + "…", "<b>x</b>", ""]
+    assert "&lt;b&gt;x&lt;/b&gt;" in explorer.static_html()

@@ -377,18 +377,22 @@ def _s(value: Any) -> str:
 
 
 def _cell(row: dict[str, Any], col: str) -> str:
-    if col == "error":
-        kind, message = _s(row.get("error_type")), redact(_s(row.get("error_message")))
-        text = f"{kind}: {message}" if kind and message else kind or message
-        return text if len(text) <= 160 else text[:159] + "…"
+    """A cell's text; a number column holding something else (a frame built by hand) shows it as text,
+    and every text is cut to 160 characters (the page's bytes stay bounded)."""
     value = row.get(col)
-    if col in ("latency", "ttft"):
-        return fmt.seconds(value) if fmt.is_number(value) else ""
-    if col == "cost":
-        return format_cost(float(value)) if fmt.is_number(value) else ""
-    if col.endswith("_tokens") or col == "turn":
-        return fmt.integer(int(value)) if value is not None and _s(value) != "" else ""
-    return redact(_s(value))  # (model ids, trace ids... as a trace file holds them)
+    if col == "error":
+        kind, message = _s(row.get("error_type")), _s(row.get("error_message"))
+        text = f"{kind}: {message}" if kind and message else kind or message
+    elif fmt.is_number(value) and col in ("latency", "ttft"):
+        text = fmt.seconds(value)
+    elif fmt.is_number(value) and col == "cost":
+        text = format_cost(float(value))
+    elif fmt.is_number(value) and (col.endswith("_tokens") or col == "turn"):
+        text = fmt.integer(value)
+    else:
+        text = _s(value)  # (model ids, trace ids... as a trace file holds them)
+    text = redact(text)
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 def _sources(source: Any) -> tuple[list[Path], dict[str, Path]]:
