@@ -630,3 +630,23 @@ def test_cells_of_a_hand_made_frame_never_break_the_page(big):
     assert cells["prompt_tokens"] == ["{'a': 1}", "many", "inf"]
     assert cells["model"] == ["m" * 159 + "…", "<b>x</b>", ""]
     assert "&lt;b&gt;x&lt;/b&gt;" in explorer.static_html()
+
+
+def test_facet_pickers_offer_the_most_frequent_values_only(big):
+    """A model column of 3,000 distinct names does not make every page carry them all: the pickers offer
+    the 100 most frequent (labels cut), a rarer one picked by filter() is added, search finds the rest."""
+    turns = traces.load_turns(big)
+    turns = pd.concat([turns] * 16, ignore_index=True).head(3000)
+    turns["model"] = [("x" * 200 if k == 0 else "") + f"model-{k:04d}" for k in range(len(turns))]
+    turns.loc[1:4, "model"] = "common"
+    explorer = traces.explore(turns, root=big)
+    page = inject_page(explorer)
+    models = page["facets"]["model"]
+    assert len(models) == 100 and models[0] == ["common", "common (4)"]
+    assert len(json.dumps(page)) < 20_000
+    explorer.filter(model="model-2999")
+    page = explorer.comm.sent[-1]
+    assert page["matched"] == 1 and page["facets"]["model"][-1] == ["model-2999", "model-2999"]
+    long = turns["model"][0]
+    label = dict(inject_page(explorer.filter(model=long))["facets"]["model"])[long]  # the value whole, its label cut
+    assert label.startswith("x" * 79 + "…") and len(label) <= 90

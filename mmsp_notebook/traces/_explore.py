@@ -64,6 +64,8 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("finish_reason", "finish", False), ("latency", "latency", True), ("ttft", "TTFT", True),
     ("cached_tokens", "cached", True), ("prompt_tokens", "prompt", True), ("thoughts_tokens", "thoughts", True),
     ("response_tokens", "response", True), ("cost", "cost", True), ("error", "error", False))
+#: values offered by each facet picker, most frequent first
+FACET_LIMIT = 100
 
 
 def _js(value: Any) -> str:
@@ -194,11 +196,14 @@ class Explorer(MarkdownWidget):
         counts = self.q.counts
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
                  for name, label in QUICK.items()]
+        # a value picked (by filter()) among those the picker does not offer is added to it: still shown
+        facets = {k: items + [[v, _label(v)] for v in q[k] if v not in {x for x, _ in items}]
+                  for k, items in self._facets.items()}
         summary = f"{fmt.integer(matched)} of {fmt.integer(total)} turns · answered in {fmt.seconds(self.q.took_ms / 1000)}"
         return {"type": "page", "query": dict(q), "columns": [list(c) for c in COLUMNS], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
-                "facets": self._facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
+                "facets": facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
                 "ranges": [c for c in RANGE_COLUMNS if c in self._df]}
 
     # ------------------------------------------------------------------ detail
@@ -362,12 +367,18 @@ def _speed(value: Any) -> float:
     return speed if speed > 0 else 1.0
 
 
+def _label(value: str) -> str:
+    """A facet value as an option's text: cut to 80 characters, a bidi control isolated (one line)."""
+    text = redact(value)
+    return fmt.isolate(text if len(text) <= 80 else text[:79] + "…")
+
+
 def _counts(col: pd.Series) -> list[list[str]]:
-    """A facet's values with their counts, most frequent first: ``[[value, "value (count)"], ...]``
-    (a value holding a bidi control isolated in its label: an option's text is one line)."""
+    """A facet's :data:`FACET_LIMIT` most frequent values with their counts: ``[[value, "value (count)"], ...]``
+    (the others are found by search, ``model:name``: a page's bytes do not grow with them)."""
     counts = col.value_counts(dropna=True)
-    counts = counts[counts > 0]
-    return [[str(k), f"{fmt.isolate(redact(str(k)))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
+    counts = counts[counts > 0].iloc[:FACET_LIMIT]
+    return [[str(k), f"{_label(str(k))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
 
 
 def _s(value: Any) -> str:
