@@ -180,7 +180,12 @@ export function renderExplorer({ model, el }) {
     thead.replaceChildren(tr);
   }
 
+  // a redrawn sort header, quick filter or row that had the focus gives it to its new self (else to a row
+  // or the search box): the next keys pressed stay in the explorer
+  const focusKey = (n) => ["quick", "col", "row"].map((k) => (n.dataset && k in n.dataset ? k + n.dataset[k] : "")).join("");
+
   function drawPage(p) {
+    const had = el.contains(doc.activeElement) ? focusKey(doc.activeElement) : "";
     page = p;
     delete summary.dataset.busy;
     const q = p.query;
@@ -221,6 +226,10 @@ export function renderExplorer({ model, el }) {
     first.disabled = prev.disabled = q.page <= 0;
     next.disabled = last.disabled = q.page >= p.pages - 1;
     sizeSel.value = String(q.page_size);
+    if (had && !el.contains(doc.activeElement)) {
+      const again = [...el.querySelectorAll("[data-quick],[data-col],[data-row]")].find((n) => focusKey(n) === had);
+      (again || tbody.querySelector("tr") || search).focus();
+    }
   }
 
   // ------------------------------------------------------------------ drawing the detail

@@ -218,3 +218,22 @@ test("explore: keys pressed in the explorer (search, rows, pickers) never reach 
   }
   assert.deepEqual(reached, ["s", "s", "s", "s"]);
 });
+
+test("explore: the sort header, quick filter or row that had the focus keeps it when the page is redrawn", () => {
+  const { model, q, qa, win, el } = setup();
+  model.custom({ type: "state", page: page(), detail: { type: "detail", row: null } });
+  const doc = win.document;
+  q(".mmsp-x-sort[data-col=latency]").focus();
+  q(".mmsp-x-sort[data-col=latency]").click();
+  model.custom(page({ query: { ...page().query, sort: "latency", desc: true } }));
+  assert.equal(doc.activeElement, q(".mmsp-x-sort[data-col=latency]"), "keys pressed next stay in the explorer");
+  qa(".mmsp-x-chip")[1].focus();
+  qa(".mmsp-x-chip")[1].click();
+  model.custom(page({ query: { ...page().query, quick: ["truncated"] } }));
+  assert.equal(doc.activeElement, q(".mmsp-x-chip[data-quick=truncated]"));
+  qa(".mmsp-x-table tbody tr")[2].focus();
+  model.custom(page());
+  assert.equal(doc.activeElement, q(".mmsp-x-table tbody tr[data-row='2']"));
+  model.custom(page({ rows: page().rows.slice(0, 1) })); // the row is gone: the table keeps the focus
+  assert.ok(el.contains(doc.activeElement));
+});
