@@ -650,3 +650,12 @@ def test_facet_pickers_offer_the_most_frequent_values_only(big):
     long = turns["model"][0]
     label = dict(inject_page(explorer.filter(model=long))["facets"]["model"])[long]  # the value whole, its label cut
     assert label.startswith("x" * 79 + "…") and len(label) <= 90
+
+
+def test_an_empty_facet_value_is_offered_and_picked_as_itself(big):
+    turns = traces.load_turns(big)
+    turns["finish_reason"] = turns["finish_reason"].astype(object)
+    turns.loc[turns.index[:2], "finish_reason"] = ""
+    explorer = traces.explore(turns, root=big)
+    assert ["", "(empty) (2)"] in inject_page(explorer)["facets"]["finish"]
+    assert len(explorer.filter(finish=[""]).filtered) == 2

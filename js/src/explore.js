@@ -104,7 +104,7 @@ export function renderExplorer({ model, el }) {
     query({ text: search.value, page: 0 });
   });
   for (const [key, sel] of Object.entries(facets)) {
-    listen(sel, "change", () => query({ [key]: sel.value ? [sel.value] : [], page: 0 }));
+    listen(sel, "change", () => query({ [key]: sel.selectedIndex > 0 ? [sel.value] : [], page: 0 })); // (a value may be "")
   }
   const sendRange = () => {
     const col = rangeCol.value;
@@ -160,7 +160,7 @@ export function renderExplorer({ model, el }) {
 
   // ------------------------------------------------------------------ drawing the page
   function fillSelect(sel, items, value, allLabel) {
-    sel.replaceChildren(option(doc, "", allLabel, !value));
+    sel.replaceChildren(option(doc, "", allLabel, value === undefined));
     for (const [v, label] of items || []) sel.appendChild(option(doc, v, label, v === value));
   }
 

@@ -237,3 +237,20 @@ test("explore: the sort header, quick filter or row that had the focus keeps it 
   model.custom(page({ rows: page().rows.slice(0, 1) })); // the row is gone: the table keeps the focus
   assert.ok(el.contains(doc.activeElement));
 });
+
+test("explore: a picker's empty value is picked as itself, not as 'any'", () => {
+  const { model, q, win } = setup();
+  const finish = [["stop", "stop (2)"], ["", "(empty) (1)"]];
+  model.custom({ type: "state", page: page({ facets: { ...page().facets, finish } }), detail: { type: "detail", row: null } });
+  const sel = q("[data-facet=finish]");
+  sel.selectedIndex = 2;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(model.sent.at(-1).patch, { finish: [""], page: 0 });
+  model.custom(page({ query: { ...page().query, finish: [""] }, facets: { ...page().facets, finish } }));
+  assert.equal(sel.selectedIndex, 2);
+  sel.selectedIndex = 0;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(model.sent.at(-1).patch, { finish: [], page: 0 });
+  model.custom(page({ facets: { ...page().facets, finish } }));
+  assert.equal(sel.selectedIndex, 0);
+});

@@ -368,8 +368,8 @@ def _speed(value: Any) -> float:
 
 
 def _label(value: str) -> str:
-    """A facet value as an option's text: cut to 80 characters, a bidi control isolated (one line)."""
-    text = redact(value)
+    """A facet value as an option's text: cut to 80 characters, a bidi control isolated (one line), "" said."""
+    text = redact(value) or "(empty)"
     return fmt.isolate(text if len(text) <= 80 else text[:79] + "…")
 
 
