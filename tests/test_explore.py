@@ -659,3 +659,15 @@ def test_an_empty_facet_value_is_offered_and_picked_as_itself(big):
     explorer = traces.explore(turns, root=big)
     assert ["", "(empty) (2)"] in inject_page(explorer)["facets"]["finish"]
     assert len(explorer.filter(finish=[""]).filtered) == 2
+
+
+def test_a_trace_id_holding_a_bidi_control_is_isolated_in_the_replay_title(tmp_path, fresh_session):
+    save(tmp_path, "r\u202eevil", rich_history())
+    explorer = traces.explore(tmp_path)
+    capture(explorer)
+    explorer.filter(finish="stop").select(0)
+    explorer.replay(speed=math.inf).result(10)
+    start = next(m for m in explorer.comm.sent if m.get("phase") == "start")
+    assert start["title"].startswith("replay of \u2068r\u202eevil\u2069 · turn ")
+    detail = next(m for m in explorer.comm.sent if m.get("type") == "detail")
+    assert detail["title"].startswith("\u2068r\u202eevil\u2069 · turn ")  # as the detail's title

@@ -300,7 +300,7 @@ class Explorer(MarkdownWidget):
         run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
         self._run = run
         pace = "at once" if speed >= 1e6 else f"at {speed:g}×"
-        live = _ExplorerLive(self, f"replay of {row['trace_id']} · turn {_s(row.get('turn'))} {pace}")
+        live = _ExplorerLive(self, f"replay of {fmt.isolate(row['trace_id'])} · turn {_s(row.get('turn'))} {pace}")
         threading.Thread(target=drive, args=(run, future, live), name="mmsp-explorer-replay", daemon=True).start()
         return future
 
