@@ -254,3 +254,26 @@ test("explore: a picker's empty value is picked as itself, not as 'any'", () => 
   model.custom(page({ facets: { ...page().facets, finish } }));
   assert.equal(sel.selectedIndex, 0);
 });
+
+test("explore: the rows are one Tab stop (the selected row, else the first); arrows, Home and End move in them", () => {
+  const { model, qa, win } = setup();
+  model.custom({ type: "state", page: page({ selected: 1 }), detail: { type: "detail", row: null } });
+  const rows = () => qa(".mmsp-x-table tbody tr");
+  const stops = () => rows().filter((r) => r.tabIndex === 0).map((r) => r.dataset.row);
+  assert.deepEqual(stops(), ["1"]);
+  const key = (k) => win.document.activeElement.dispatchEvent(new win.KeyboardEvent("keydown", { key: k, bubbles: true, cancelable: true }));
+  rows()[1].focus();
+  key("End");
+  assert.equal(win.document.activeElement, rows()[2]);
+  assert.deepEqual(stops(), ["2"], "Tab comes back to the row left");
+  key("Home");
+  assert.equal(win.document.activeElement, rows()[0]);
+  key("ArrowDown");
+  assert.equal(win.document.activeElement, rows()[1]);
+  assert.deepEqual(stops(), ["1"]);
+  model.custom(page());
+  assert.deepEqual(stops(), ["1"], "the row with the focus stays the stop");
+  win.document.activeElement.blur();
+  model.custom(page());
+  assert.deepEqual(stops(), ["0"]);
+});
