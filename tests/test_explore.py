@@ -671,3 +671,27 @@ def test_a_trace_id_holding_a_bidi_control_is_isolated_in_the_replay_title(tmp_p
     assert start["title"].startswith("replay of \u2068r\u202eevil\u2069 · turn ")
     detail = next(m for m in explorer.comm.sent if m.get("type") == "detail")
     assert detail["title"].startswith("\u2068r\u202eevil\u2069 · turn ")  # as the detail's title
+
+
+def test_a_query_that_cannot_be_answered_leaves_the_explorer_as_it_was(big, monkeypatch):
+    explorer = traces.explore(big, page_size=10)
+    capture(explorer)
+    explorer.filter(text="c/01")
+    before, code = explorer.query, explorer.filter_code
+    said = inject(explorer, {"type": "query", "patch": {"text": "\ud800", "model": ["glm-5.3"]}})  # a lone surrogate
+    assert said["type"] == "error" and "lone surrogate" in said["error"]
+    with pytest.raises(OptionError, match="lone surrogate"):
+        explorer.filter(model="x\udcff")
+    from mmsp_notebook.traces import _query
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("no answer")
+
+    monkeypatch.setattr(_query, "contains", broken)
+    said = inject(explorer, {"type": "query", "patch": {"text": "c/02"}})
+    assert said["type"] == "error" and "no answer" in said["error"]
+    monkeypatch.undo()
+    assert explorer.query == before and explorer.filter_code == code
+    page = inject(explorer, {"type": "hello"})["page"]  # the widget still draws
+    json.dumps(page, ensure_ascii=False).encode("utf-8")
+    assert page["matched"] == len(explorer.filtered) == 32 and page["query"]["text"] == "c/01"
