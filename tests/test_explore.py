@@ -695,3 +695,15 @@ def test_a_query_that_cannot_be_answered_leaves_the_explorer_as_it_was(big, monk
     page = inject(explorer, {"type": "hello"})["page"]  # the widget still draws
     json.dumps(page, ensure_ascii=False).encode("utf-8")
     assert page["matched"] == len(explorer.filtered) == 32 and page["query"]["text"] == "c/01"
+
+
+def test_the_table_shows_and_sorts_the_columns_the_frame_has(big):
+    turns = traces.load_turns(big)
+    narrow = traces.explore(turns[["trace_id", "turn", "model", "error_type", "error_message"]], root=big)
+    page = inject_page(narrow)
+    assert [c[0] for c in page["columns"]] == ["trace_id", "turn", "model", "error"]
+    assert all(len(r[3]) == 4 for r in page["rows"])
+    for col, _, _ in page["columns"]:  # every header shown sorts
+        assert inject(narrow, {"type": "query", "patch": {"sort": col}})["type"] == "page"
+    assert narrow.static_html().count('<th scope="col">') == 4
+    assert [c[0] for c in inject_page(traces.explore(turns[["trace_id"]], root=big))["columns"]] == ["trace_id"]

@@ -121,6 +121,8 @@ class Explorer(MarkdownWidget):
         scan = {} if "n_tool_errors" in self._df else {"tool_errors": (self._scan_tool_errors, 'turns["tool_error"]')}
         self.q = TurnQuery(self._df, scan, page_size)
         self._facets = {k: _counts(self._df[c]) if c in self._df else [] for k, c in FACETS.items()}
+        #: the table's columns: those the frame has (nothing to show or sort in the others)
+        self._columns = [c for c in COLUMNS if c[0] in self._df or c[0] == "error" and "error_type" in self._df]
         self.on_msg(self._on_msg)
 
     @property
@@ -192,7 +194,8 @@ class Explorer(MarkdownWidget):
         values = {c: window[c].astype(object).tolist() for c in wanted}  # the page's values, column by column
         for k, pos in enumerate(positions.tolist()):
             row = {c: v[k] for c, v in values.items()}
-            rows.append([pos, _s(row.get("status")), _s(row.get("finish_reason")), [_cell(row, c) for c, _, _ in COLUMNS]])
+            rows.append([pos, _s(row.get("status")), _s(row.get("finish_reason")),
+                         [_cell(row, c) for c, _, _ in self._columns]])
         counts = self.q.counts
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
                  for name, label in QUICK.items()]
@@ -200,7 +203,7 @@ class Explorer(MarkdownWidget):
         facets = {k: items + [[v, _label(v)] for v in q[k] if v not in {x for x, _ in items}]
                   for k, items in self._facets.items()}
         summary = f"{fmt.integer(matched)} of {fmt.integer(total)} turns · answered in {fmt.seconds(self.q.took_ms / 1000)}"
-        return {"type": "page", "query": dict(q), "columns": [list(c) for c in COLUMNS], "rows": rows, "total": total,
+        return {"type": "page", "query": dict(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
                 "facets": facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
@@ -332,7 +335,7 @@ class Explorer(MarkdownWidget):
     def static_html(self) -> str:
         """The current page and the open conversation as static sanitized HTML (a saved notebook's view)."""
         msg = self.page_message()
-        head = "".join(f'<th scope="col">{html.escape(t)}</th>' for _, t, _ in COLUMNS)
+        head = "".join(f'<th scope="col">{html.escape(t)}</th>' for _, t, _ in self._columns)
         mark = ' aria-selected="true"'
         body = "".join(
             f'<tr data-status="{html.escape(status)}"{mark if pos == self.selected else ""}>'
