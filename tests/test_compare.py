@@ -74,6 +74,15 @@ def test_the_figures_mark_the_best_among_completed_models(fresh_session):
     assert 'class="mmsp-best"' in html and html.count("<script") == html.count("<script data-mmsp-copy>") <= 1
 
 
+def test_an_answer_cut_at_the_token_limit_is_never_best(fresh_session):
+    """It ends sooner and costs less because it was cut: its figures are not set against whole answers."""
+    c = compare("hi", "demo+nothink+tokens=2000+instant,demo+nothink+tokens=20+tps=300,demo+nothink+tokens=22+tps=200",
+                stream=io.StringIO(), max_tokens=40)
+    assert [t.finish_reason for t in c.turns] == ["length", "stop", "stop"] and c.status == "complete"
+    rows = {r["label"]: r for r in figures(c.turns)}
+    assert all(0 not in r["best"] for r in rows.values()) and rows["total"]["best"] in ([1], [2])
+
+
 def test_compare_cells_in_a_kernel(tmp_path, monkeypatch):
     nb = notebook(
         "%load_ext mmsp_notebook",

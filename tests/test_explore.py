@@ -615,3 +615,95 @@ def test_a_trace_id_too_long_for_a_file_name_is_not_found_not_an_os_error(tmp_pa
     for trace in ("nb/" + "m" * 300, "nb/" + "m" * 300 + "-abc", tmp_path / "nb" / ("m" * 300 + ".json")):
         with pytest.raises(TraceNotFoundError, match="no trace file"):
             traces.show(trace, root=tmp_path)
+
+
+def test_cells_of_a_hand_made_frame_never_break_the_page(big):
+    """A number column holding text, a dict or an infinity (a frame built by hand) shows it as text, and a
+    very long text is cut: the page, the static view and the selection still answer."""
+    turns = traces.load_turns(big).head(3)
+    turns["prompt_tokens"] = pd.Series([{"a": 1}, "many", float("inf")], index=turns.index, dtype=object)
+    turns["model"] = ["m" * 5000, "<b>x</b>", None]
+    explorer = traces.explore(turns, root=big)
+    state = inject_page(explorer)
+    assert state["type"] == "page", state
+    cells = {c: [r[3][k] for r in state["rows"]] for k, (c, _, _) in enumerate(state["columns"])}
+    assert cells["prompt_tokens"] == ["{'a': 1}", "many", "inf"]
+    assert cells["model"] == ["m" * 159 + "…", "<b>x</b>", ""]
+    assert "&lt;b&gt;x&lt;/b&gt;" in explorer.static_html()
+
+
+def test_facet_pickers_offer_the_most_frequent_values_only(big):
+    """A model column of 3,000 distinct names does not make every page carry them all: the pickers offer
+    the 100 most frequent (labels cut), a rarer one picked by filter() is added, search finds the rest."""
+    turns = traces.load_turns(big)
+    turns = pd.concat([turns] * 16, ignore_index=True).head(3000)
+    turns["model"] = [("x" * 200 if k == 0 else "") + f"model-{k:04d}" for k in range(len(turns))]
+    turns.loc[1:4, "model"] = "common"
+    explorer = traces.explore(turns, root=big)
+    page = inject_page(explorer)
+    models = page["facets"]["model"]
+    assert len(models) == 100 and models[0] == ["common", "common (4)"]
+    assert len(json.dumps(page)) < 20_000
+    explorer.filter(model="model-2999")
+    page = explorer.comm.sent[-1]
+    assert page["matched"] == 1 and page["facets"]["model"][-1] == ["model-2999", "model-2999"]
+    long = turns["model"][0]
+    label = dict(inject_page(explorer.filter(model=long))["facets"]["model"])[long]  # the value whole, its label cut
+    assert label.startswith("x" * 79 + "…") and len(label) <= 90
+
+
+def test_an_empty_facet_value_is_offered_and_picked_as_itself(big):
+    turns = traces.load_turns(big)
+    turns["finish_reason"] = turns["finish_reason"].astype(object)
+    turns.loc[turns.index[:2], "finish_reason"] = ""
+    explorer = traces.explore(turns, root=big)
+    assert ["", "(empty) (2)"] in inject_page(explorer)["facets"]["finish"]
+    assert len(explorer.filter(finish=[""]).filtered) == 2
+
+
+def test_a_trace_id_holding_a_bidi_control_is_isolated_in_the_replay_title(tmp_path, fresh_session):
+    save(tmp_path, "r\u202eevil", rich_history())
+    explorer = traces.explore(tmp_path)
+    capture(explorer)
+    explorer.filter(finish="stop").select(0)
+    explorer.replay(speed=math.inf).result(10)
+    start = next(m for m in explorer.comm.sent if m.get("phase") == "start")
+    assert start["title"].startswith("replay of \u2068r\u202eevil\u2069 · turn ")
+    detail = next(m for m in explorer.comm.sent if m.get("type") == "detail")
+    assert detail["title"].startswith("\u2068r\u202eevil\u2069 · turn ")  # as the detail's title
+
+
+def test_a_query_that_cannot_be_answered_leaves_the_explorer_as_it_was(big, monkeypatch):
+    explorer = traces.explore(big, page_size=10)
+    capture(explorer)
+    explorer.filter(text="c/01")
+    before, code = explorer.query, explorer.filter_code
+    said = inject(explorer, {"type": "query", "patch": {"text": "\ud800", "model": ["glm-5.3"]}})  # a lone surrogate
+    assert said["type"] == "error" and "lone surrogate" in said["error"]
+    with pytest.raises(OptionError, match="lone surrogate"):
+        explorer.filter(model="x\udcff")
+    from mmsp_notebook.traces import _query
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("no answer")
+
+    monkeypatch.setattr(_query, "contains", broken)
+    said = inject(explorer, {"type": "query", "patch": {"text": "c/02"}})
+    assert said["type"] == "error" and "no answer" in said["error"]
+    monkeypatch.undo()
+    assert explorer.query == before and explorer.filter_code == code
+    page = inject(explorer, {"type": "hello"})["page"]  # the widget still draws
+    json.dumps(page, ensure_ascii=False).encode("utf-8")
+    assert page["matched"] == len(explorer.filtered) == 32 and page["query"]["text"] == "c/01"
+
+
+def test_the_table_shows_and_sorts_the_columns_the_frame_has(big):
+    turns = traces.load_turns(big)
+    narrow = traces.explore(turns[["trace_id", "turn", "model", "error_type", "error_message"]], root=big)
+    page = inject_page(narrow)
+    assert [c[0] for c in page["columns"]] == ["trace_id", "turn", "model", "error"]
+    assert all(len(r[3]) == 4 for r in page["rows"])
+    for col, _, _ in page["columns"]:  # every header shown sorts
+        assert inject(narrow, {"type": "query", "patch": {"sort": col}})["type"] == "page"
+    assert narrow.static_html().count('<th scope="col">') == 4
+    assert [c[0] for c in inject_page(traces.explore(turns[["trace_id"]], root=big))["columns"]] == ["trace_id"]

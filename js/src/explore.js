@@ -104,7 +104,7 @@ export function renderExplorer({ model, el }) {
     query({ text: search.value, page: 0 });
   });
   for (const [key, sel] of Object.entries(facets)) {
-    listen(sel, "change", () => query({ [key]: sel.value ? [sel.value] : [], page: 0 }));
+    listen(sel, "change", () => query({ [key]: sel.selectedIndex > 0 ? [sel.value] : [], page: 0 })); // (a value may be "")
   }
   const sendRange = () => {
     const col = rangeCol.value;
@@ -137,7 +137,8 @@ export function renderExplorer({ model, el }) {
   });
   listen(stopBtn, "click", () => model.send({ type: "stop" }));
 
-  // rows: click or Enter selects, arrows move
+  // rows: one Tab stop (the row last focused, else the selected or first); click or Enter selects, arrows,
+  // Home and End move
   const selectRow = (tr) => {
     if (!tr || !tr.dataset.row) return;
     for (const other of tbody.querySelectorAll("tr[aria-selected='true']")) other.setAttribute("aria-selected", "false");
@@ -145,22 +146,26 @@ export function renderExplorer({ model, el }) {
     model.send({ type: "select", row: Number(tr.dataset.row) });
   };
   listen(tbody, "click", (e) => selectRow(e.target.closest ? e.target.closest("tr") : null));
+  listen(tbody, "focusin", (e) => {
+    for (const r of tbody.children) r.tabIndex = r.contains(e.target) ? 0 : -1;
+  });
   listen(tbody, "keydown", (e) => {
     const tr = e.target.closest ? e.target.closest("tr") : null;
     if (!tr) return;
     if (e.key === "Enter" || e.key === " ") {
       e.preventDefault();
       selectRow(tr);
-    } else if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+    } else {
+      const to = { ArrowDown: tr.nextElementSibling, ArrowUp: tr.previousElementSibling, Home: tbody.firstElementChild, End: tbody.lastElementChild }[e.key];
+      if (to === undefined) return;
       e.preventDefault();
-      const to = e.key === "ArrowDown" ? tr.nextElementSibling : tr.previousElementSibling;
       if (to) to.focus();
     }
   });
 
   // ------------------------------------------------------------------ drawing the page
   function fillSelect(sel, items, value, allLabel) {
-    sel.replaceChildren(option(doc, "", allLabel, !value));
+    sel.replaceChildren(option(doc, "", allLabel, value === undefined));
     for (const [v, label] of items || []) sel.appendChild(option(doc, v, label, v === value));
   }
 
@@ -180,7 +185,12 @@ export function renderExplorer({ model, el }) {
     thead.replaceChildren(tr);
   }
 
+  // a redrawn sort header, quick filter or row that had the focus gives it to its new self (else to a row
+  // or the search box): the next keys pressed stay in the explorer
+  const focusKey = (n) => ["quick", "col", "row"].map((k) => (n.dataset && k in n.dataset ? k + n.dataset[k] : "")).join("");
+
   function drawPage(p) {
+    const had = el.contains(doc.activeElement) ? focusKey(doc.activeElement) : "";
     page = p;
     delete summary.dataset.busy;
     const q = p.query;
@@ -208,7 +218,7 @@ export function renderExplorer({ model, el }) {
     drawHead(p.columns, q);
     const rows = [];
     for (const [pos, status, finish, cells] of p.rows) {
-      const tr = h(doc, "tr", null, { tabindex: "0", "data-row": pos, "data-status": status, "data-finish": finish, "aria-selected": pos === p.selected ? "true" : "false" });
+      const tr = h(doc, "tr", null, { tabindex: "-1", "data-row": pos, "data-status": status, "data-finish": finish, "aria-selected": pos === p.selected ? "true" : "false" });
       cells.forEach((text, k) => {
         const numeric = p.columns[k] && p.columns[k][2];
         const cls = p.columns[k] && p.columns[k][0] === "error" && text ? "mmsp-x-error" : numeric ? "mmsp-x-num" : null;
@@ -217,10 +227,16 @@ export function renderExplorer({ model, el }) {
       rows.push(tr);
     }
     tbody.replaceChildren(...rows);
+    const stop = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
+    if (stop) stop.tabIndex = 0;
     pageLabel.textContent = p.page_label;
     first.disabled = prev.disabled = q.page <= 0;
     next.disabled = last.disabled = q.page >= p.pages - 1;
     sizeSel.value = String(q.page_size);
+    if (had && !el.contains(doc.activeElement)) {
+      const again = [...el.querySelectorAll("[data-quick],[data-col],[data-row]")].find((n) => focusKey(n) === had);
+      (again || tbody.querySelector("tr") || search).focus();
+    }
   }
 
   // ------------------------------------------------------------------ drawing the detail

@@ -218,3 +218,62 @@ test("explore: keys pressed in the explorer (search, rows, pickers) never reach 
   }
   assert.deepEqual(reached, ["s", "s", "s", "s"]);
 });
+
+test("explore: the sort header, quick filter or row that had the focus keeps it when the page is redrawn", () => {
+  const { model, q, qa, win, el } = setup();
+  model.custom({ type: "state", page: page(), detail: { type: "detail", row: null } });
+  const doc = win.document;
+  q(".mmsp-x-sort[data-col=latency]").focus();
+  q(".mmsp-x-sort[data-col=latency]").click();
+  model.custom(page({ query: { ...page().query, sort: "latency", desc: true } }));
+  assert.equal(doc.activeElement, q(".mmsp-x-sort[data-col=latency]"), "keys pressed next stay in the explorer");
+  qa(".mmsp-x-chip")[1].focus();
+  qa(".mmsp-x-chip")[1].click();
+  model.custom(page({ query: { ...page().query, quick: ["truncated"] } }));
+  assert.equal(doc.activeElement, q(".mmsp-x-chip[data-quick=truncated]"));
+  qa(".mmsp-x-table tbody tr")[2].focus();
+  model.custom(page());
+  assert.equal(doc.activeElement, q(".mmsp-x-table tbody tr[data-row='2']"));
+  model.custom(page({ rows: page().rows.slice(0, 1) })); // the row is gone: the table keeps the focus
+  assert.ok(el.contains(doc.activeElement));
+});
+
+test("explore: a picker's empty value is picked as itself, not as 'any'", () => {
+  const { model, q, win } = setup();
+  const finish = [["stop", "stop (2)"], ["", "(empty) (1)"]];
+  model.custom({ type: "state", page: page({ facets: { ...page().facets, finish } }), detail: { type: "detail", row: null } });
+  const sel = q("[data-facet=finish]");
+  sel.selectedIndex = 2;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(model.sent.at(-1).patch, { finish: [""], page: 0 });
+  model.custom(page({ query: { ...page().query, finish: [""] }, facets: { ...page().facets, finish } }));
+  assert.equal(sel.selectedIndex, 2);
+  sel.selectedIndex = 0;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(model.sent.at(-1).patch, { finish: [], page: 0 });
+  model.custom(page({ facets: { ...page().facets, finish } }));
+  assert.equal(sel.selectedIndex, 0);
+});
+
+test("explore: the rows are one Tab stop (the selected row, else the first); arrows, Home and End move in them", () => {
+  const { model, qa, win } = setup();
+  model.custom({ type: "state", page: page({ selected: 1 }), detail: { type: "detail", row: null } });
+  const rows = () => qa(".mmsp-x-table tbody tr");
+  const stops = () => rows().filter((r) => r.tabIndex === 0).map((r) => r.dataset.row);
+  assert.deepEqual(stops(), ["1"]);
+  const key = (k) => win.document.activeElement.dispatchEvent(new win.KeyboardEvent("keydown", { key: k, bubbles: true, cancelable: true }));
+  rows()[1].focus();
+  key("End");
+  assert.equal(win.document.activeElement, rows()[2]);
+  assert.deepEqual(stops(), ["2"], "Tab comes back to the row left");
+  key("Home");
+  assert.equal(win.document.activeElement, rows()[0]);
+  key("ArrowDown");
+  assert.equal(win.document.activeElement, rows()[1]);
+  assert.deepEqual(stops(), ["1"]);
+  model.custom(page());
+  assert.deepEqual(stops(), ["1"], "the row with the focus stays the stop");
+  win.document.activeElement.blur();
+  model.custom(page());
+  assert.deepEqual(stops(), ["0"]);
+});

@@ -64,6 +64,8 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("finish_reason", "finish", False), ("latency", "latency", True), ("ttft", "TTFT", True),
     ("cached_tokens", "cached", True), ("prompt_tokens", "prompt", True), ("thoughts_tokens", "thoughts", True),
     ("response_tokens", "response", True), ("cost", "cost", True), ("error", "error", False))
+#: values offered by each facet picker, most frequent first
+FACET_LIMIT = 100
 
 
 def _js(value: Any) -> str:
@@ -119,6 +121,8 @@ class Explorer(MarkdownWidget):
         scan = {} if "n_tool_errors" in self._df else {"tool_errors": (self._scan_tool_errors, 'turns["tool_error"]')}
         self.q = TurnQuery(self._df, scan, page_size)
         self._facets = {k: _counts(self._df[c]) if c in self._df else [] for k, c in FACETS.items()}
+        #: the table's columns: those the frame has (nothing to show or sort in the others)
+        self._columns = [c for c in COLUMNS if c[0] in self._df or c[0] == "error" and "error_type" in self._df]
         self.on_msg(self._on_msg)
 
     @property
@@ -190,15 +194,19 @@ class Explorer(MarkdownWidget):
         values = {c: window[c].astype(object).tolist() for c in wanted}  # the page's values, column by column
         for k, pos in enumerate(positions.tolist()):
             row = {c: v[k] for c, v in values.items()}
-            rows.append([pos, _s(row.get("status")), _s(row.get("finish_reason")), [_cell(row, c) for c, _, _ in COLUMNS]])
+            rows.append([pos, _s(row.get("status")), _s(row.get("finish_reason")),
+                         [_cell(row, c) for c, _, _ in self._columns]])
         counts = self.q.counts
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
                  for name, label in QUICK.items()]
+        # a value picked (by filter()) among those the picker does not offer is added to it: still shown
+        facets = {k: items + [[v, _label(v)] for v in q[k] if v not in {x for x, _ in items}]
+                  for k, items in self._facets.items()}
         summary = f"{fmt.integer(matched)} of {fmt.integer(total)} turns · answered in {fmt.seconds(self.q.took_ms / 1000)}"
-        return {"type": "page", "query": dict(q), "columns": [list(c) for c in COLUMNS], "rows": rows, "total": total,
+        return {"type": "page", "query": dict(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
-                "facets": self._facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
+                "facets": facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
                 "ranges": [c for c in RANGE_COLUMNS if c in self._df]}
 
     # ------------------------------------------------------------------ detail
@@ -295,7 +303,7 @@ class Explorer(MarkdownWidget):
         run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
         self._run = run
         pace = "at once" if speed >= 1e6 else f"at {speed:g}×"
-        live = _ExplorerLive(self, f"replay of {row['trace_id']} · turn {_s(row.get('turn'))} {pace}")
+        live = _ExplorerLive(self, f"replay of {fmt.isolate(row['trace_id'])} · turn {_s(row.get('turn'))} {pace}")
         threading.Thread(target=drive, args=(run, future, live), name="mmsp-explorer-replay", daemon=True).start()
         return future
 
@@ -327,7 +335,7 @@ class Explorer(MarkdownWidget):
     def static_html(self) -> str:
         """The current page and the open conversation as static sanitized HTML (a saved notebook's view)."""
         msg = self.page_message()
-        head = "".join(f'<th scope="col">{html.escape(t)}</th>' for _, t, _ in COLUMNS)
+        head = "".join(f'<th scope="col">{html.escape(t)}</th>' for _, t, _ in self._columns)
         mark = ' aria-selected="true"'
         body = "".join(
             f'<tr data-status="{html.escape(status)}"{mark if pos == self.selected else ""}>'
@@ -362,12 +370,18 @@ def _speed(value: Any) -> float:
     return speed if speed > 0 else 1.0
 
 
+def _label(value: str) -> str:
+    """A facet value as an option's text: cut to 80 characters, a bidi control isolated (one line), "" said."""
+    text = redact(value) or "(empty)"
+    return fmt.isolate(text if len(text) <= 80 else text[:79] + "…")
+
+
 def _counts(col: pd.Series) -> list[list[str]]:
-    """A facet's values with their counts, most frequent first: ``[[value, "value (count)"], ...]``
-    (a value holding a bidi control isolated in its label: an option's text is one line)."""
+    """A facet's :data:`FACET_LIMIT` most frequent values with their counts: ``[[value, "value (count)"], ...]``
+    (the others are found by search, ``model:name``: a page's bytes do not grow with them)."""
     counts = col.value_counts(dropna=True)
-    counts = counts[counts > 0]
-    return [[str(k), f"{fmt.isolate(redact(str(k)))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
+    counts = counts[counts > 0].iloc[:FACET_LIMIT]
+    return [[str(k), f"{_label(str(k))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
 
 
 def _s(value: Any) -> str:
@@ -377,18 +391,22 @@ def _s(value: Any) -> str:
 
 
 def _cell(row: dict[str, Any], col: str) -> str:
-    if col == "error":
-        kind, message = _s(row.get("error_type")), redact(_s(row.get("error_message")))
-        text = f"{kind}: {message}" if kind and message else kind or message
-        return text if len(text) <= 160 else text[:159] + "…"
+    """A cell's text; a number column holding something else (a frame built by hand) shows it as text,
+    and every text is cut to 160 characters (the page's bytes stay bounded)."""
     value = row.get(col)
-    if col in ("latency", "ttft"):
-        return fmt.seconds(value) if fmt.is_number(value) else ""
-    if col == "cost":
-        return format_cost(float(value)) if fmt.is_number(value) else ""
-    if col.endswith("_tokens") or col == "turn":
-        return fmt.integer(int(value)) if value is not None and _s(value) != "" else ""
-    return redact(_s(value))  # (model ids, trace ids... as a trace file holds them)
+    if col == "error":
+        kind, message = _s(row.get("error_type")), _s(row.get("error_message"))
+        text = f"{kind}: {message}" if kind and message else kind or message
+    elif fmt.is_number(value) and col in ("latency", "ttft"):
+        text = fmt.seconds(value)
+    elif fmt.is_number(value) and col == "cost":
+        text = format_cost(float(value))
+    elif fmt.is_number(value) and (col.endswith("_tokens") or col == "turn"):
+        text = fmt.integer(value)
+    else:
+        text = _s(value)  # (model ids, trace ids... as a trace file holds them)
+    text = redact(text)
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 def _sources(source: Any) -> tuple[list[Path], dict[str, Path]]:

@@ -42,6 +42,7 @@ FACETS = {"model": "model", "status": "status", "finish": "finish_reason"}
 SORT_KEY = {"error": "error_type"}
 _SECONDS = {"latency", "ttft"}
 _BAD_ARGS = r"ToolCallArgumentParseError|Invalid streamed tool call arguments"
+_LONE = re.compile("[\ud800-\udfff]")
 _TERM = re.compile(r"^([A-Za-z_][\w.]*)(>=|<=|!=|>|<|=|:)(.+)$")
 
 
@@ -181,7 +182,17 @@ class TurnQuery:
         for name, col in QUICK_SORT.items():
             if name in q["quick"] and name not in before and col in self.df and "sort" not in patch:
                 q.update(sort=col, desc=True)
-        self.query = q
+        self.query, was = q, self.query
+        try:
+            self._answer(q)
+        except Exception:  # a query that cannot be answered is not kept: the explorer answers the one before
+            self.query, self._mask_key = was, None
+            self._answer(was)
+            raise
+        self.took_ms = (time.perf_counter() - t0) * 1000.0
+        return self.took_ms
+
+    def _answer(self, q: dict[str, Any]) -> None:
         key = _js([q["text"], q["model"], q["status"], q["finish"], sorted(q["ranges"].items()), sorted(q["quick"])])
         if key != self._mask_key:
             masks, code = self._conditions()
@@ -197,8 +208,6 @@ class TurnQuery:
                 rows = rows[np.argsort(-values if q["desc"] else values, kind="stable")]  # NaN last either way
             self.order, self._order_key = rows, order_key
         q["page"] = min(max(0, q["page"]), self.pages - 1)
-        self.took_ms = (time.perf_counter() - t0) * 1000.0
-        return self.took_ms
 
     @property
     def pages(self) -> int:
@@ -327,6 +336,10 @@ def checked(q: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
     for facet in FACETS:
         value = out[facet]
         out[facet] = [value] if isinstance(value, str) else [str(v) for v in value or []]
+    for name, text in (("text", out["text"]), *((f, v) for f in FACETS for v in out[f])):
+        lone = _LONE.search(text)  # (a file's bad bytes decoded with surrogateescape): no page could carry it
+        if lone:
+            raise OptionError(f"{name} holds a lone surrogate ({lone.group()!a}), which cannot be sent as UTF-8")
     ranges = {}
     if not isinstance(out["ranges"], dict):
         raise OptionError("ranges must be a mapping {column: (min, max)}")
