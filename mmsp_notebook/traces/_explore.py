@@ -396,16 +396,15 @@ def _cell(row: dict[str, Any], col: str) -> str:
     value = row.get(col)
     if col == "error":
         kind, message = _s(row.get("error_type")), _s(row.get("error_message"))
-        text = f"{kind}: {message}" if kind and message else kind or message
+        text = redact(f"{kind}: {message}" if kind and message else kind or message)
     elif fmt.is_number(value) and col in ("latency", "ttft"):
-        text = fmt.seconds(value)
+        return fmt.seconds(value)  # (numbers as formatted here: nothing to redact or cut)
     elif fmt.is_number(value) and col == "cost":
-        text = format_cost(float(value))
+        return format_cost(float(value))
     elif fmt.is_number(value) and (col.endswith("_tokens") or col == "turn"):
-        text = fmt.integer(value)
+        return fmt.integer(value)
     else:
-        text = _s(value)  # (model ids, trace ids... as a trace file holds them)
-    text = redact(text)
+        text = redact(_s(value))  # (model ids, trace ids... as a trace file holds them)
     return text if len(text) <= 160 else text[:159] + "…"
 
 
