@@ -224,3 +224,15 @@ def test_an_unknown_keyword_is_refused_naming_compare_and_its_options(fresh_sess
         compare("hi", "demo,demo+nothink", bogus=1, stream=io.StringIO())
     assert "launch" not in str(info.value) and "model," not in str(info.value)
     assert fresh_session.turns == []
+
+
+def test_a_comparison_indexed_by_a_model_it_does_not_hold_raises_a_key_error_naming_its_models():
+    import pytest
+
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.front.compare import Comparison
+
+    pair = Comparison("c", ["demo", "demo+nothink"], [Turn(None, model="demo"), Turn(None, model="demo")])
+    assert pair["demo+nothink"] is pair.turns[1] and pair[0] is pair.turns[0]
+    with pytest.raises(KeyError, match=r"'demo\+fast' is not one of this comparison's models: 'demo', 'demo\+nothink'"):
+        pair["demo+fast"]

@@ -83,3 +83,4 @@ def test_the_repr_isolates_the_names_a_server_gives():
     assert repr(Turn(None, model="demo")).startswith("<Turn demo ")  # a plain name as it is
     pair = repr(Comparison("c\u202e1", ["evil\u202eledom", "demo"], [turn, Turn(None, model="demo")]))
     assert pair.startswith("<Comparison \u2068c\u202e1\u2069: \u2068evil\u202eledom\u2069 ") and " · demo " in pair
+

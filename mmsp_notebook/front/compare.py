@@ -136,6 +136,8 @@ class Comparison:
 
     def __getitem__(self, key: int | str) -> Turn:
         if isinstance(key, str):
+            if key not in self.labels:  # (a KeyError naming the labels, as a dict's would be)
+                raise KeyError(f"{key!r} is not one of this comparison's models: {', '.join(map(repr, self.labels))}")
             return self.turns[self.labels.index(key)]
         return self.turns[key]
 
