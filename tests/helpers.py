@@ -109,10 +109,12 @@ class Kernel:
             if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
                 return outputs
 
-    def interrupted(self, code: str, after: float = 2.0, until: str | Path | None = None) -> tuple[dict, float]:
+    def interrupted(self, code: str, after: float = 2.0, until: str | Path | None = None,
+                    any_output: bool = False) -> tuple[dict, float]:
         """Run a cell, interrupt the kernel ``after`` seconds in (with ``until``: once an output of
-        the cell holds that text, or that file exists, within 60 s, then ``after`` seconds more);
-        its execute reply and how long the interrupt took to end the cell."""
+        the cell (with ``any_output``: of any cell, as a background thread's log may land) holds
+        that text, or that file exists, within 60 s, then ``after`` seconds more); its execute
+        reply and how long the interrupt took to end the cell."""
         import json
         import time
 
@@ -127,7 +129,7 @@ class Kernel:
                 msg = self.kc.get_iopub_msg(timeout=1)
             except queue.Empty:
                 continue
-            if msg["parent_header"].get("msg_id") == msg_id and until in json.dumps(msg["content"]):
+            if (any_output or msg["parent_header"].get("msg_id") == msg_id) and until in json.dumps(msg["content"]):
                 break
         time.sleep(after)
         interrupted_at = time.monotonic()
