@@ -12,7 +12,7 @@ import itertools
 import threading
 from typing import Any
 
-from .bidi import isolate
+from .chars import isolate
 from .pricing import LIST_PRICES, Prices, PriceTable, format_cost
 from .redact import redact, redact_exception
 from .state import ItemState, Status, TurnState
@@ -295,7 +295,7 @@ class Turn:
         usage = self.usage or {}
         tokens = sum(v or 0 for v in usage.values()) if usage else None
         t = self.timings
-        parts = [isolate(self.model or "?"), self.status]  # (names a server gives: see core.bidi)
+        parts = [isolate(self.model or "?"), self.status]  # (names a server gives: see core.chars)
         if self.finish_reason:
             parts.append(f"finish={isolate(self.finish_reason)}")
         if tokens is not None:

@@ -15,11 +15,12 @@ from typing import Any
 from mmsp.credentials import routed_client_type
 
 from .._errors import OptionError, OptionTypeError
+from ..core.chars import refuse_lone_surrogate
 from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
 from . import worker as _worker
-from .options import TurnOptions, idle_limit, refuse_lone_surrogate
+from .options import TurnOptions, idle_limit
 from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet

@@ -25,10 +25,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._errors import OptionError
+from ..core.chars import refuse_lone_surrogate
 from ..core.redact import redact, redact_value
 
 __all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "check_option", "check_client_type",
-           "parse_alias", "idle_limit", "refuse_lone_surrogate"]
+           "parse_alias", "idle_limit"]
 
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 _NONE_WORDS = ("none", "null", "")
@@ -42,15 +43,6 @@ def check_client_type(client_type: str) -> None:
     known = (*OFFICIAL_CLIENT_TYPES, *COMPATIBLE_CLIENT_TYPES)
     if client_type not in known:
         raise OptionError(f"unknown client type {client_type!r}; mmsp has {', '.join(known)}")
-
-
-def refuse_lone_surrogate(what: str, text: str) -> None:
-    """Refuse text holding a lone surrogate (decoded with ``errors="surrogateescape"``: a file's bad
-    bytes), which no request body can carry, before a request rather than as a UnicodeEncodeError in it."""
-    lone = re.search("[\ud800-\udfff]", text)
-    if lone:
-        raise OptionError(f"{what} holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
-                          "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
 
 
 def _text(name: str, value: Any) -> str:

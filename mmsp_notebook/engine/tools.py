@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._errors import OptionError
+from ..core.chars import refuse_lone_surrogate
 from ..core.state import ItemState, ToolRun
 from ..core.store import TOOL_ERROR_PREFIX
-from .options import refuse_lone_surrogate
 from .worker import blocking_suspect
 
 __all__ = ["ToolSet", "schema_of"]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TextIO
 
 from .._errors import LoopBlockedError, OptionError, TurnError
-from ..core.bidi import isolate
+from ..core.chars import isolate
 from ..core.run import Watched
 from ..core.turn import Turn
 from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message

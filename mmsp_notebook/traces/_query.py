@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import OptionError
+from ..core.chars import refuse_lone_surrogate
 
 __all__ = ["TurnQuery", "QUICK", "DEFAULT_QUERY", "RANGE_COLUMNS"]
 
@@ -42,7 +43,6 @@ FACETS = {"model": "model", "status": "status", "finish": "finish_reason"}
 SORT_KEY = {"error": "error_type"}
 _SECONDS = {"latency", "ttft"}
 _BAD_ARGS = r"ToolCallArgumentParseError|Invalid streamed tool call arguments"
-_LONE = re.compile("[\ud800-\udfff]")
 _TERM = re.compile(r"^([A-Za-z_][\w.]*)(>=|<=|!=|>|<|=|:)(.+)$")
 
 
@@ -337,9 +337,7 @@ def checked(q: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
         value = out[facet]
         out[facet] = [value] if isinstance(value, str) else [str(v) for v in value or []]
     for name, text in (("text", out["text"]), *((f, v) for f in FACETS for v in out[f])):
-        lone = _LONE.search(text)  # (a file's bad bytes decoded with surrogateescape): no page could carry it
-        if lone:
-            raise OptionError(f"{name} holds a lone surrogate ({lone.group()!a}), which cannot be sent as UTF-8")
+        refuse_lone_surrogate(name, text)  # (a file's bad bytes decoded with surrogateescape): no page could carry it
     ranges = {}
     if not isinstance(out["ranges"], dict):
         raise OptionError("ranges must be a mapping {column: (min, max)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, TypeGuard
 
-from ..core.bidi import BIDI_CONTROLS, isolate  # (the views' names for them)
+from ..core.chars import BIDI_CONTROLS, isolate  # (the views' names for them)
 
 __all__ = ["is_number", "seconds", "whole_seconds", "size", "integer", "fixed", "isolate", "BIDI_CONTROLS"]
 

@@ -1,11 +1,15 @@
-"""Names a model or a trace gives, joined into a line of text, kept from reordering the line around them."""
+"""Characters text must not carry as it is: a bidi control in a name joined into a line of text
+(:func:`isolate` keeps it from reordering the line), a lone surrogate in text to send or show
+(:func:`refuse_lone_surrogate`: no UTF-8 body or page can carry it)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-__all__ = ["BIDI_CONTROLS", "isolate"]
+from .._errors import OptionError
+
+__all__ = ["BIDI_CONTROLS", "LONE_SURROGATE", "isolate", "refuse_lone_surrogate"]
 
 #: The characters that change the direction of the text around them (embeddings, overrides,
 #: isolates, marks): in a name a model or a trace gives, U+202E would show the rest of a line reversed.
@@ -35,3 +39,17 @@ def isolate(value: Any) -> str:
             depth -= 1
         out.append(ch)
     return _FSI + "".join(out) + _PDI * depth + _PDI
+
+
+#: A lone surrogate: what ``errors="surrogateescape"`` decodes a file's bad bytes to.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def refuse_lone_surrogate(what: str, text: str) -> None:
+    """Refuse text holding a lone surrogate (decoded with ``errors="surrogateescape"``: a file's bad
+    bytes), which no request body or page can carry, before it is sent rather than as a
+    UnicodeEncodeError on the way."""
+    lone = LONE_SURROGATE.search(text)
+    if lone:
+        raise OptionError(f"{what} holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
+                          "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
