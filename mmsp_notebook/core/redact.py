@@ -36,7 +36,8 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["held_secrets", "redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
-           "register_secret_env", "secret_values", "cut_from_frame", "MIN_PREFIX", "REDACTED"]
+           "register_secret_env", "secret_values", "cut_from_frame", "redact_streamed", "MIN_PREFIX", "REDACTED",
+           "STREAMED_KEEP"]
 
 REDACTED = "[redacted]"
 #: The shortest prefix of a configured key that is redacted where a cut left it.
@@ -161,6 +162,19 @@ def redact_fragment(before: str, fragment: str, secrets: list[str] | None = None
         start = max(start, b)
     out.append(fragment[start:])
     return "".join(out)
+
+
+#: characters of each delta field kept as the context :func:`redact_fragment` looks back into
+STREAMED_KEEP = 1024
+
+
+def redact_streamed(streamed: dict[str, str], key: str, value: str, secrets: list[str] | None = None) -> str:
+    """A delta's string ``value`` (its field ``key``) of a run of events shown in order, configured
+    keys redacted where they overlap it (:func:`redact_fragment`); ``streamed`` (a dict the caller
+    keeps: the run's text so far, by field) moves on past it."""
+    before = streamed.get(key, "")
+    streamed[key] = (before + value)[-STREAMED_KEEP:]
+    return redact_fragment(before, value, secrets)
 
 
 def cut_from_frame(raw: str, changed: list[tuple[str, str]]) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core.items import ItemState
 from ..core.pricing import format_cost
-from ..core.redact import redact, redact_data, redact_fragment, redact_secrets, redact_value, secret_values
+from ..core.redact import redact, redact_data, redact_secrets, redact_streamed, redact_value, secret_values
 from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
 from .hints import error_hint
@@ -490,10 +490,6 @@ def view_model(turn: Turn) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- events
-#: characters of each delta field kept as the context :func:`redact_fragment` looks back into
-_STREAMED_KEEP = 1024
-
-
 def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[str, str] | None = None,
               changed: list[tuple[str, str]] | None = None, secrets: list[str] | None = None) -> dict[str, Any]:
     """A row of the events table: what the UniEvent was, with a short preview, configured keys
@@ -518,9 +514,7 @@ def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[st
             elif isinstance(value, list) and len(value) > 4:
                 value = f"<{len(value)} values>"
             elif isinstance(value, str) and delta:
-                before = streamed.get(key, "")  # type: ignore[union-attr]
-                streamed[key] = (before + value)[-_STREAMED_KEEP:]  # type: ignore[index]
-                shown_value = redact_fragment(before, value, secrets)
+                shown_value = redact_streamed(streamed, key, value, secrets)  # type: ignore[arg-type]
                 if changed is not None and shown_value != value:
                     changed.append((value, shown_value))
                 value = shown_value

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.redact import cut_from_frame, redact_bytes, redact_fragment, secret_values
+from ..core.redact import cut_from_frame, redact_bytes, redact_streamed, secret_values
 from .pairing import pair_events
 from .sse import Frame, parse_frame, split_timed_frames
 
@@ -53,7 +53,6 @@ def _split_keys(frames: list[Frame], events: list[dict[str, Any]], pairs: list[i
     secrets = secret_values()
     if not secrets:
         return frames
-    keep = max(map(len, secrets))
     streamed: dict[str, str] = {}
     shown_so_far: dict[str, list[str]] = {}
     touched: set[str] = set()
@@ -75,9 +74,7 @@ def _split_keys(frames: list[Frame], events: list[dict[str, Any]], pairs: list[i
         for key, value in item.items():
             if key == "type" or not isinstance(value, str):
                 continue
-            before = streamed.get(key, "")
-            streamed[key] = (before + value)[-keep:]
-            shown = redact_fragment(before, value, secrets)
+            shown = redact_streamed(streamed, key, value, secrets)
             shown_so_far.setdefault(key, []).append(shown)
             if shown != value:
                 touched.add(key)
