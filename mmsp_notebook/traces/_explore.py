@@ -408,6 +408,12 @@ def _cell(row: dict[str, Any], col: str) -> str:
     return text if len(text) <= 160 else text[:159] + "…"
 
 
+def _roots(root: str | Path | Sequence[str | Path] | None) -> list[Path]:
+    """``root=`` as a list of directories (``~`` expanded, as load_turns takes it)."""
+    paths = [root] if isinstance(root, (str, os.PathLike)) else list(root or [])
+    return [Path(r).expanduser() for r in paths]
+
+
 def _sources(source: Any) -> tuple[list[Path], dict[str, Path]]:
     """The roots trace ids are relative to, and the files given on their own (by trace id stem)."""
     items = [source] if isinstance(source, (str, os.PathLike)) else list(source)
@@ -446,15 +452,14 @@ def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = Non
         if load_options:
             raise OptionError(f"load options ({', '.join(load_options)}) apply to a path, not to a loaded frame")
         turns = plain(source).copy(deep=False)
-        roots = [Path(root).expanduser()] if isinstance(root, (str, os.PathLike)) else [Path(r).expanduser() for r in root or []]
+        roots = _roots(root)
         files: dict[str, Path] = {}
     elif isinstance(source, (str, os.PathLike)) or (isinstance(source, Iterable) and not isinstance(source, bytes)):
         from ._load import load_turns
 
         turns = load_turns(source, **load_options)
         roots, files = _sources(source)
-        if root is not None:
-            roots += [Path(root).expanduser()] if isinstance(root, (str, os.PathLike)) else [Path(r).expanduser() for r in root]
+        roots += _roots(root)
     else:
         raise OptionTypeError(f"explore takes a trace path, a list of them or a turns frame, not {type(source).__name__}")
     if "trace_id" not in turns:
