@@ -20,15 +20,6 @@ Paths: TypeAlias = "PathLike | Iterable[PathLike]"
 TimeLike: TypeAlias = "str | int | float | pd.Timestamp | Any"
 
 
-def user_path(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
-    """``path`` with a leading ``~`` / ``~user`` expanded to the home directory, as pandas' readers
-    and writers expand it (a path without one is returned as it is)."""
-    text = os.fspath(path)
-    if isinstance(text, str) and text.startswith("~"):
-        return os.path.expanduser(text)
-    return path
-
-
 #: Column name -> OpenTelemetry GenAI semantic-convention attribute name (``otel=True``).
 OTEL_COLUMNS: dict[str, str] = {
     "trace_id": "gen_ai.conversation.id",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
-from ._common import PathLike, TraceLoadWarning, user_path
+from ._common import PathLike, TraceLoadWarning
 from ._convert import KINDS, NULL_PARTITION, Job
 from ._manifest import MANIFEST_NAME
 
@@ -53,7 +53,7 @@ def dataset_root(dataset_dir: PathLike | bytes, kind: str | None = None) -> Path
                               f"{type(dataset_dir).__name__} {dataset_dir!r:.80}")
     if not os.fspath(dataset_dir):
         raise OptionError("an empty dataset path: give the directory of a trace dataset (\".\" for the working directory)")
-    dataset_dir = user_path(dataset_dir)
+    dataset_dir = os.path.expanduser(dataset_dir)
     p = Path(dataset_dir)
     if p.name in KINDS and (kind is None or p.name == kind) and (p / MANIFEST_NAME).is_file():
         return p.parent
