@@ -130,7 +130,7 @@ def is_missing(path: str) -> bool:
     return False
 
 
-def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:
+def _state_of(root: Path, stacklevel: int = 3) -> tuple[dict[str, Any], list[str]]:
     """The manifest's meta and the data files it lists (absolute paths), read without writing: a
     sync may be running, and the folder may be a read-only copy. A listed file that is missing
     (removed by hand, or lost) raises TraceNotFoundError saying so, unless the manifest read again
@@ -144,7 +144,7 @@ def _state_of(root: Path) -> tuple[dict[str, Any], list[str]]:
         warnings.warn(
             f"the first traces.sync into {root} has not finished (it is running, or it was stopped: sync again to "
             f"finish it): {len(files)} data files hold the traces converted so far, and a message repeated across "
-            "traces may show more than once until it finishes", TraceLoadWarning, stacklevel=3)
+            "traces may show more than once until it finishes", TraceLoadWarning, stacklevel=stacklevel)
     missing = [f for f in files if is_missing(f)]
     if missing:
         meta, files = _listed_files(root)
@@ -248,20 +248,28 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
         import duckdb
     except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
         raise ImportError("traces.query and traces.connect need DuckDB: pip install duckdb") from exc
-    con = duckdb.connect() if con is None else con
+    return _connect(dataset_dir, duckdb.connect() if con is None else con, marked=True, stacklevel=4)
+
+
+def _connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection, marked: bool,
+             stacklevel: int = 3) -> duckdb.DuckDBPyConnection:
+    """:func:`connect`'s views; ``marked``: a connection the caller keeps, whose views are marked as
+    this dataset's and checked for another's (a private, fresh one, as :func:`read_retrying`'s, has none).
+    ``stacklevel``: its warnings name the line that called the public function."""
     dataset_dir = dataset_root(dataset_dir)
     mark = _VIEW_MARK + os.path.abspath(dataset_dir)
     found = False
     moved: dict[str, str] = {}  # kind -> the other dataset its view read
+    marks = _view_marks(con) if marked else {}
     for kind in KINDS:
         root = kind_dir(dataset_dir, kind)
         if not (root / MANIFEST_NAME).is_file():
             continue
         found = True
-        before = _view_mark(con, kind)
+        before = marks.get(kind)
         if before is not None and before != mark:
             moved[kind] = before[len(_VIEW_MARK):]
-        meta, files = _state_of(root)
+        meta, files = _state_of(root, stacklevel)
         sql = _view_sql(kind, bool(meta.get("payloads")), files, root)
         if sql is None:  # nothing converted yet: an empty view with the right columns
             empty = _full_schema(kind, bool(meta.get("payloads"))).empty_table()
@@ -269,7 +277,8 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
             con.execute(f"CREATE OR REPLACE VIEW {kind} AS SELECT * FROM _empty_{kind}")
         else:
             con.execute(sql)
-        con.execute(f"COMMENT ON VIEW {kind} IS '{mark.replace(chr(39), chr(39) * 2)}'")
+        if marked:
+            con.execute(f"COMMENT ON VIEW {kind} IS '{mark.replace(chr(39), chr(39) * 2)}'")
     if not found:
         _state_of(kind_dir(dataset_dir, "turns"))  # raises: no dataset there
     if moved:
@@ -277,7 +286,7 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
         warnings.warn(f"traces.connect: the views {views} now read {dataset_dir}, no longer {other} (a connection has "
                       "one view of each name); to query two datasets, connect each to its own connection, or read "
                       f"both in one with DuckDB: read_parquet(['{other}/turns/**/*.parquet', "
-                      f"'{dataset_dir}/turns/**/*.parquet'], hive_partitioning = true)", TraceLoadWarning, stacklevel=2)
+                      f"'{dataset_dir}/turns/**/*.parquet'], hive_partitioning = true)", TraceLoadWarning, stacklevel=stacklevel - 1)
     return con
 
 
@@ -285,11 +294,11 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
 _VIEW_MARK = "mmsp_notebook.traces dataset "
 
 
-def _view_mark(con: duckdb.DuckDBPyConnection, kind: str) -> str | None:
-    """The comment on the view ``kind`` when :func:`connect` made it (another dataset's, or this one's)."""
-    row = con.execute("SELECT comment FROM duckdb_views() WHERE view_name = ? AND NOT internal "
-                      "AND schema_name = current_schema()", [kind]).fetchone()
-    return row[0] if row and isinstance(row[0], str) and row[0].startswith(_VIEW_MARK) else None
+def _view_marks(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """View name -> its comment, for the views :func:`connect` made on ``con`` (another dataset's, or this one's)."""
+    rows = con.execute("SELECT view_name, comment FROM duckdb_views() WHERE NOT internal "
+                       "AND schema_name = current_schema()").fetchall()
+    return {name: c for name, c in rows if isinstance(c, str) and c.startswith(_VIEW_MARK)}
 
 
 def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
@@ -373,7 +382,7 @@ def read_retrying(read: Callable[[duckdb.DuckDBPyConnection], T], dataset_dir: P
     def once() -> T:
         con = duckdb.connect()
         try:
-            return read(connect(dataset_dir, con))  # (making the views reads the files' schemas)
+            return read(_connect(dataset_dir, con, marked=False))  # (making the views reads the files' schemas)
         finally:
             con.close()
 
