@@ -561,7 +561,6 @@ def render_transcript_html(transcript: Iterable[Mapping[str, Any]],
     return f"<style>{_CHAT_SWITCH}</style>" + styled("".join(parts))
 
 
-
 def _entry_html(entry: Mapping[str, Any]) -> str:
     if entry.get("role") == "user":
         return _user_html(entry)

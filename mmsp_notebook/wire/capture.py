@@ -209,8 +209,8 @@ def build_wire(turn: Turn, records: list[WireTranscript]) -> Wire:
             if j == len(mine) - 1:
                 exchange.events, exchange.event_times = events, times
                 exchange.pairs, exchange.rule = pair_events(frames, events, times, record.protocol)
-                cut = _split_keys(received, events, exchange.pairs)
-                if cut is not received:
-                    exchange.frames = [_redacted_frame(f) for f in cut]
+                cut = _split_keys(received, events, exchange.pairs)  # (the frames it left are the same objects)
+                exchange.frames = [kept if new is old else _redacted_frame(new)
+                                   for new, old, kept in zip(cut, received, frames)]
             exchanges.append(exchange)
     return Wire(exchanges)
