@@ -610,6 +610,29 @@ def test_one_trace_id_under_two_directories_is_never_opened_as_the_other(tmp_pat
     assert "February answer" in traces.show(alone.iloc[0], root=dirs[1]).text
 
 
+def test_a_frame_concatenated_from_two_loads_never_opens_one_directory_s_trace_for_the_other(tmp_path):
+    """Two loads concatenated lose the attrs that name a repeated trace id: the roots themselves say
+    that two of them hold that trace id, and no conversation is opened for the wrong row."""
+    for month in ("jan", "feb"):
+        save(tmp_path / month, "nb/default", [
+            {"role": "user", "content_items": [{"type": "text.done", "text": f"a {month} question"}], "created_at": T0},
+            {"role": "assistant", "content_items": [{"type": "text.done", "text": f"a {month} answer"}],
+             "created_at": T0 + 900}])
+    dirs = [tmp_path / "jan", tmp_path / "feb"]
+    turns = pd.concat([traces.load_turns(d) for d in dirs], ignore_index=True)
+    assert "repeated_trace_ids" not in turns.attrs and len(turns) == 2
+    with pytest.raises(TraceError, match="under two roots") as caught:
+        traces.show(turns.iloc[1], root=dirs)
+    assert str(dirs[0]) in str(caught.value) and str(dirs[1]) in str(caught.value) and "give root=" in str(caught.value)
+    explorer = traces.explore(turns, root=dirs)
+    explorer.select(1)
+    assert "under two roots" in explorer.detail_message()["error"]
+    assert "jan answer" not in explorer.static_html() and "feb answer" not in explorer.static_html()
+    # one root, or the same root twice (by another path), opens it
+    assert "feb answer" in traces.show(turns.iloc[1], root=dirs[1]).text
+    assert "jan answer" in traces.show(turns.iloc[0], root=[dirs[0], tmp_path / "feb" / ".." / "jan"]).text
+
+
 def test_a_trace_id_too_long_for_a_file_name_is_not_found_not_an_os_error(tmp_path):
     (tmp_path / "nb").mkdir()
     for trace in ("nb/" + "m" * 300, "nb/" + "m" * 300 + "-abc", tmp_path / "nb" / ("m" * 300 + ".json")):

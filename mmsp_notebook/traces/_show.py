@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, cast
@@ -127,20 +128,49 @@ def _is_dir(path: Path) -> bool:
 
 
 def locate(trace_id: str, roots: Sequence[str | Path]) -> tuple[Path | None, Path | None]:
-    """(trace file, sidecar) of ``trace_id`` under the first root that has either (None when missing).
-    A trace id is a path under a root: one that climbs out of it (``..``) or is absolute names no file."""
+    """(trace file, sidecar) of ``trace_id`` under the root that has either (None when missing).
+    A trace id is a path under a root: one that climbs out of it (``..``) or is absolute names no file.
+
+    Raises:
+        TraceError: two roots hold different conversations under this trace id (a frame does not
+            say which root a row came from: opening the first could show the wrong one)."""
     parts = Path(trace_id).parts
     if not trace_id or Path(trace_id).is_absolute() or ".." in parts:
         return None, None
+    found: tuple[Path | None, Path | None] = (None, None)
+    where: Path | None = None
     for root in roots:
         base = Path(root)
         candidates = [p for p in (tracer_path(trace_id, base), base / f"{trace_id}.json") if p is not None]
         path = next((p for p in candidates if _is_file(p)), None)
         side = sidecar_path(trace_id, base)
         sidecar = side if _is_file(side) else None
-        if path is not None or sidecar is not None:
-            return path, sidecar
-    return None, None
+        if path is None and sidecar is None:
+            continue
+        if where is None:
+            found, where = (path, sidecar), base
+        elif not _same_files(found, (path, sidecar)):
+            first = found[0] or found[1]
+            raise TraceError(
+                f"trace id {trace_id} names a trace under two roots, {where} and {base}: a frame does not "
+                f"say which one its row came from; give root= the one directory it was loaded from",
+                path=str(first), reason="trace id found under several roots")
+    return found
+
+
+def _same_files(a: tuple[Path | None, Path | None], b: tuple[Path | None, Path | None]) -> bool:
+    """Whether two (trace file, sidecar) pairs are the same files (a root given twice, or by
+    another path)."""
+    for x, y in zip(a, b):
+        if (x is None) != (y is None):
+            return False
+        if x is not None and y is not None:
+            try:
+                if not os.path.samefile(x, y):
+                    return False
+            except OSError:
+                return False
+    return True
 
 
 def _own_sidecar(path: Path, config: Mapping[str, Any]) -> Path | None:
