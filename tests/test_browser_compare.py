@@ -41,6 +41,7 @@ def test_lab_four_columns_stream_at_once_without_a_long_task(page, server):
     live = cell.locator(".mmsp-compare:not(.mmsp-static) .mmsp-column")
     live.nth(3).wait_for(timeout=60_000)
     assert live.count() == 4
+    assert [live.nth(i).get_attribute("aria-label") for i in range(4)] == MODELS.split(",")
     cell.locator(".mmsp-compare.mmsp-static").wait_for(timeout=120_000)
     wait_cell_done(page, 1)
     page.wait_for_timeout(500)
@@ -51,6 +52,8 @@ def test_lab_four_columns_stream_at_once_without_a_long_task(page, server):
     assert static.locator(".mmsp-column").count() == 4
     heads = static.locator(".mmsp-column-head").all_text_contents()
     assert heads == MODELS.split(",")
+    for name in MODELS.split(","):  # each saved column, as each live one, is a region named for its model
+        assert static.get_by_role("region", name=name, exact=True).count() == 1
     assert static.locator(".mmsp-compare-figures td.mmsp-best").count() >= 3
     assert page.evaluate("window.__seen") == 4  # all four texts were streaming in the live view
     worst = max(tasks, key=lambda t: t["duration"], default=None)

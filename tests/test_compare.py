@@ -70,7 +70,9 @@ def test_the_figures_mark_the_best_among_completed_models(fresh_session):
     assert rows["thoughts tokens"]["best"] == [0]
     assert 2 not in rows["TTFT"]["best"]  # a cut-off answer is never "best"
     html = render_comparison_html(c.labels, c.turns)
-    assert html.count('<section class="mmsp-column">') == 3 and html.count("<style>") == 2
+    assert html.count('<section class="mmsp-column" aria-label=') == 3 and html.count("<style>") == 2
+    for label in c.labels:  # each column is a region named for its model
+        assert f'<section class="mmsp-column" aria-label="{label}">' in html
     assert 'class="mmsp-best"' in html and html.count("<script") == html.count("<script data-mmsp-copy>") <= 1
 
 
@@ -97,7 +99,7 @@ def test_compare_cells_in_a_kernel(tmp_path, monkeypatch):
     run_notebook(nb, tmp_path, monkeypatch, allow_errors=True)
     c = nb.cells
     html = html_of(c[2])
-    assert html.count('<section class="mmsp-column">') == 3
+    assert html.count('<section class="mmsp-column" aria-label=') == 3
     assert html.count('data-status="complete"') == 2 and html.count('data-status="error"') == 1
     assert "lakes" in html and html.count("<script") == html.count("<script data-mmsp-copy>") <= 1
     assert text_of(c[3]).strip() == "['complete', 'complete', 'error'] 3"
@@ -116,7 +118,7 @@ def test_interrupt_cancels_every_column(kernel):
     live = [m for m in outputs if m["msg_type"] == "display_data"][0]
     assert WIDGET in live["content"]["data"]
     final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
-    assert final["content"]["data"]["text/html"].count('<section class="mmsp-column">') == 2
+    assert final["content"]["data"]["text/html"].count('<section class="mmsp-column" aria-label=') == 2
     # one comm message per repaint for all columns, never one per column
     comms = [m for m in outputs if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "custom"]
     assert comms and all("cols" in m["content"]["data"]["content"] for m in comms

@@ -19,6 +19,7 @@ export function renderCompareWidget({ model, el }) {
     views = labels.map((label) => {
       const column = document.createElement("section");
       column.className = "mmsp-column";
+      column.setAttribute("aria-label", String(label)); // a region named for its model
       const head = document.createElement("div");
       head.className = "mmsp-column-head";
       head.dir = "auto"; // a model's name: its bidi controls reorder nothing outside it

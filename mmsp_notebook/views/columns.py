@@ -89,7 +89,7 @@ def render_comparison_html(labels: Sequence[str], turns: Sequence[Turn]) -> str:
     one stylesheet for all of it."""
     parts = ['<div class="mmsp-root mmsp-static mmsp-compare"><div class="mmsp-columns">']
     for label, turn in zip(labels, turns):
-        parts.append(f'<section class="mmsp-column"><div class="mmsp-column-head" dir="auto">{_e(label)}</div>'
+        parts.append(f'<section class="mmsp-column" aria-label="{_e(label)}"><div class="mmsp-column-head" dir="auto">{_e(label)}</div>'
                      f"{turn_markup(view_model(turn))}</section>")
     parts.append('</div><div class="mmsp-compare-figures"><table><thead><tr><th></th>')
     parts.extend(f'<th dir="auto">{_e(label)}</th>' for label in labels)
