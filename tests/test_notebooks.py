@@ -120,7 +120,7 @@ def test_chat(tmp_path, monkeypatch):
 def test_compare(tmp_path, monkeypatch):
     cells = run("compare.ipynb", tmp_path, monkeypatch)
     first = html(find(cells, "-o first"))
-    assert first.count('<section class="mmsp-column">') == 4 and 'class="mmsp-best"' in first
+    assert first.count('<section class="mmsp-column" aria-label=') == 4 and 'class="mmsp-best"' in first
     assert first.count('data-status="complete"') == 3 and first.count('data-status="error"') == 1
     frame = html(find(cells, "first.frame[["))
     assert frame.count("complete") == 3 and "UpstreamError" in frame

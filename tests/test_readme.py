@@ -29,6 +29,6 @@ def test_the_readme_python_blocks_run_in_order(tmp_path, monkeypatch):
     shown = {block.strip().splitlines()[0]: cell for block, cell in zip(blocks, nb.cells)}
     assert 'data-status="complete"' in html_of(shown["%%mmsp -o answer"])
     compare = html_of(shown["%%mmsp -m demo,demo+tps=200,demo+nothink,demo+error -o cmp"])
-    assert compare.count('<section class="mmsp-column">') == 4
+    assert compare.count('<section class="mmsp-column" aria-label=') == 4
     assert "<table" in html_of(shown["from mmsp_notebook import traces"]) or text_of(shown["from mmsp_notebook import traces"])
     assert (tmp_path / "turns.parquet").stat().st_size > 0
