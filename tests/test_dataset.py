@@ -1387,6 +1387,17 @@ def test_empty_corpus_gives_empty_views(tmp_path: Path) -> None:
     assert traces.summary(tmp_path / "ds", by="model").empty
 
 
+def test_summary_of_an_empty_dataset_equals_that_of_an_empty_frame(tmp_path: Path) -> None:
+    (tmp_path / "none").mkdir()
+    traces.sync(tmp_path / "none", tmp_path / "ds")
+    frame = traces.load_turns(tmp_path / "none")
+    for by in ("model", None, ["model", "status"]):
+        want = traces.summary(frame, by=by)  # by=None: one row, "all", of no turns
+        for source in (tmp_path / "ds", traces.dataset(tmp_path / "ds")):
+            got = traces.summary(source, by=by)
+            pd.testing.assert_frame_equal(got, want, check_index_type=False)
+
+
 def test_hidden_files_are_not_data(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

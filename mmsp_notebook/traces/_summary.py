@@ -168,9 +168,7 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
     index: list[Any] = []
     n = len(keys)
     for r in fetched:
-        row = dict(zip(names[n:], r[n:]))
-        if not keys and not row["count"]:
-            break  # no turns: no row, as a frame without rows gives
+        row = dict(zip(names[n:], r[n:]))  # (no turns and no keys: the row "all" of no turns, as of a frame)
         rows.append({k: (float("nan") if v is None else v) for k, v in row.items()})
         index.append((r[0] if n == 1 else tuple(r[:n])) if keys else "all")
     return rows, index
