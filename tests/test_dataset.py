@@ -1183,6 +1183,24 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert traces.query("SET threads = 1", ds_dir).empty
 
 
+def test_sql_over_a_dataset_takes_times_in_utc_as_its_months(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    save(src, "a", conversation(2, T0))  # 2026-01-01T00:00Z: the evening of December 31 in New York
+    traces.sync(src, ds_dir)
+    monkeypatch.setenv("TZ", "America/New_York")  # a machine's local time zone
+    time.tzset()
+    try:
+        sql = ("SELECT started::DATE AS day, strftime(started, '%Y-%m') AS m, month FROM turns "
+               "WHERE started >= '2026-01-01' ORDER BY started")
+        for got in (traces.query(sql, ds_dir), traces.connect(ds_dir).sql(sql).df()):
+            assert len(got) == 2
+            assert [str(d)[:10] for d in got["day"]] == ["2026-01-01"] * 2
+            assert got["m"].tolist() == got["month"].tolist() == ["2026-01"] * 2
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> None:
     import duckdb
 
