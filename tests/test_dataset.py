@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -1807,6 +1807,18 @@ def test_a_dataset_given_by_a_relative_path_reads(tmp_path, monkeypatch):
         assert len(traces.query("SELECT * FROM turns", "ds")) == 1
     finally:
         sess.close()
+
+
+def test_a_relative_dataset_path_is_the_callers_on_workers_started_elsewhere(corpus: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # the workers of a cluster run in directories of their own: a relative path means the caller's
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    with ProcessPoolExecutor(2, initializer=os.chdir, initargs=(str(elsewhere),)) as pool:
+        res = quiet_sync(corpus, "ds", executor=pool, chunk_files=4)
+    assert res.files > 0 and not list(elsewhere.iterdir())
+    assert_same(tmp_path / "ds", corpus)
 
 
 # --------------------------------------------------------------------------- memory of the main process

@@ -158,7 +158,8 @@ def sync(
     not_while_importing_main()
     t0 = time.time()
     src = _path(src, "src")
-    dataset_dir = _dataset_of(_path(dataset_dir, "dataset_dir"), kind)
+    # (absolute, as src: the workers of an executor may run in other directories, a cluster's do)
+    dataset_dir = _dataset_of(os.path.abspath(_path(dataset_dir, "dataset_dir")), kind)
     root = kind_dir(dataset_dir, kind)
     if not isinstance(chunk_files, int) or isinstance(chunk_files, bool):
         raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
