@@ -1219,6 +1219,13 @@ def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> N
         traces.summary(ds_dir, by="nope")
     with pytest.raises(OptionError, match="summary takes a dataset of turns; this one has no 'latency'"):
         traces.summary(traces.dataset(ds_dir, "items"))
+    # a dataset of other kinds only: summary names the views it has, as query does
+    quiet_sync(src, tmp_path / "events_ds", kind="events")
+    for given in (tmp_path / "events_ds", tmp_path / "events_ds" / "events"):
+        with pytest.raises(OptionError, match=r"summary takes a dataset of turns; the views of the trace dataset "
+                           r".*events_ds are: events \(turns and items are not synced: traces\.sync\(src, dataset_dir, "
+                           r"kind='turns'\)"):
+            traces.summary(given)
     for wrong in (None, 42):
         with pytest.raises(TypeError, match=f"summary takes a turns frame .* not {type(wrong).__name__}"):
             traces.summary(wrong)
