@@ -244,7 +244,12 @@ def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None)
     ``dataset_dir`` may name one of its kind directories (``traces_ds/turns``), as for
     :func:`query`, :func:`dataset` (that kind's) and ``summary``. Connecting another dataset to
     ``con`` replaces the views it made and warns (:class:`TraceLoadWarning`): one connection has one
-    view of each name."""
+    view of each name.
+
+    The views read the files the manifest lists when they are made, as a :func:`dataset` does: after
+    a sync, connect again (``traces.connect(ds, con=con)`` makes them anew), else they miss the
+    traces it added and fail on a file it removed (DuckDB's "No files found that match the pattern").
+    :func:`query` and ``summary`` read the files listed at each call."""
     try:
         import duckdb
     except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
