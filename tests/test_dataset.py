@@ -1110,6 +1110,11 @@ def test_dask_cluster_executor_and_dask_reader(corpus: Path, tmp_path: Path) -> 
     ds_dir = tmp_path / "ds"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
+            # the client itself is no executor: refused, naming the one to give, before anything is written
+            with pytest.raises(OptionError, match=r"executor takes a concurrent\.futures\.Executor .* not Client .*: "
+                                                  r"give client\.get_executor\(\)"):
+                traces.sync(corpus, ds_dir, executor=client, chunk_files=4)
+            assert not ds_dir.exists()
             res = quiet_sync(corpus, ds_dir, executor=client.get_executor(), chunk_files=4)
     assert res.converted > 4
     assert_same(ds_dir, corpus)
@@ -1379,6 +1384,10 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pyte
     assert_same(ds_dir, corpus, prices=prices, dedupe=False)
     with pytest.raises(TypeError, match="chunk_files takes a number of traces, not str"):
         traces.sync(corpus, ds_dir, chunk_files="3")  # type: ignore[arg-type]
+    for bad in ("x", 4, ThreadPoolExecutor):  # (the class, not a pool of it)
+        with pytest.raises(TypeError, match=r"executor takes a concurrent\.futures\.Executor \(a process or thread "
+                                            r"pool, Dask's client\.get_executor\(\)\), not "):
+            traces.sync(corpus, tmp_path / "z", executor=bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kind must be one of"):
         traces.sync(corpus, ds_dir, kind="messages")
     for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written
