@@ -17,7 +17,7 @@ import threading
 import time
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -1110,6 +1110,11 @@ def test_dask_cluster_executor_and_dask_reader(corpus: Path, tmp_path: Path) -> 
     ds_dir = tmp_path / "ds"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
+            # the client itself is no executor: refused, naming the one to give, before anything is written
+            with pytest.raises(OptionError, match=r"executor takes a concurrent\.futures\.Executor .* not Client .*: "
+                                                  r"give client\.get_executor\(\)"):
+                traces.sync(corpus, ds_dir, executor=client, chunk_files=4)
+            assert not ds_dir.exists()
             res = quiet_sync(corpus, ds_dir, executor=client.get_executor(), chunk_files=4)
     assert res.converted > 4
     assert_same(ds_dir, corpus)
@@ -1183,6 +1188,24 @@ def test_query_views(corpus: Path, tmp_path: Path) -> None:
     assert traces.query("SET threads = 1", ds_dir).empty
 
 
+def test_sql_over_a_dataset_takes_times_in_utc_as_its_months(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src, ds_dir = tmp_path / "cache", tmp_path / "ds"
+    save(src, "a", conversation(2, T0))  # 2026-01-01T00:00Z: the evening of December 31 in New York
+    traces.sync(src, ds_dir)
+    monkeypatch.setenv("TZ", "America/New_York")  # a machine's local time zone
+    time.tzset()
+    try:
+        sql = ("SELECT started::DATE AS day, strftime(started, '%Y-%m') AS m, month FROM turns "
+               "WHERE started >= '2026-01-01' ORDER BY started")
+        for got in (traces.query(sql, ds_dir), traces.connect(ds_dir).sql(sql).df()):
+            assert len(got) == 2
+            assert [str(d)[:10] for d in got["day"]] == ["2026-01-01"] * 2
+            assert got["m"].tolist() == got["month"].tolist() == ["2026-01"] * 2
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> None:
     import duckdb
 
@@ -1201,6 +1224,13 @@ def test_query_and_summary_errors_name_what_the_dataset_has(tmp_path: Path) -> N
         traces.summary(ds_dir, by="nope")
     with pytest.raises(OptionError, match="summary takes a dataset of turns; this one has no 'latency'"):
         traces.summary(traces.dataset(ds_dir, "items"))
+    # a dataset of other kinds only: summary names the views it has, as query does
+    quiet_sync(src, tmp_path / "events_ds", kind="events")
+    for given in (tmp_path / "events_ds", tmp_path / "events_ds" / "events"):
+        with pytest.raises(OptionError, match=r"summary takes a dataset of turns; the views of the trace dataset "
+                           r".*events_ds are: events \(turns and items are not synced: traces\.sync\(src, dataset_dir, "
+                           r"kind='turns'\)"):
+            traces.summary(given)
     for wrong in (None, 42):
         with pytest.raises(TypeError, match=f"summary takes a turns frame .* not {type(wrong).__name__}"):
             traces.summary(wrong)
@@ -1354,6 +1384,10 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pyte
     assert_same(ds_dir, corpus, prices=prices, dedupe=False)
     with pytest.raises(TypeError, match="chunk_files takes a number of traces, not str"):
         traces.sync(corpus, ds_dir, chunk_files="3")  # type: ignore[arg-type]
+    for bad in ("x", 4, ThreadPoolExecutor):  # (the class, not a pool of it)
+        with pytest.raises(TypeError, match=r"executor takes a concurrent\.futures\.Executor \(a process or thread "
+                                            r"pool, Dask's client\.get_executor\(\)\), not "):
+            traces.sync(corpus, tmp_path / "z", executor=bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kind must be one of"):
         traces.sync(corpus, ds_dir, kind="messages")
     for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written
@@ -1385,6 +1419,17 @@ def test_empty_corpus_gives_empty_views(tmp_path: Path) -> None:
     assert traces.dataset(tmp_path / "ds").to_table().num_rows == 0
     assert traces.query("SELECT count(*) AS n FROM turns", tmp_path / "ds")["n"][0] == 0
     assert traces.summary(tmp_path / "ds", by="model").empty
+
+
+def test_summary_of_an_empty_dataset_equals_that_of_an_empty_frame(tmp_path: Path) -> None:
+    (tmp_path / "none").mkdir()
+    traces.sync(tmp_path / "none", tmp_path / "ds")
+    frame = traces.load_turns(tmp_path / "none")
+    for by in ("model", None, ["model", "status"]):
+        want = traces.summary(frame, by=by)  # by=None: one row, "all", of no turns
+        for source in (tmp_path / "ds", traces.dataset(tmp_path / "ds")):
+            got = traces.summary(source, by=by)
+            pd.testing.assert_frame_equal(got, want, check_index_type=False)
 
 
 def test_hidden_files_are_not_data(corpus: Path, tmp_path: Path) -> None:
@@ -1778,6 +1823,18 @@ def test_a_dataset_given_by_a_relative_path_reads(tmp_path, monkeypatch):
         assert len(traces.query("SELECT * FROM turns", "ds")) == 1
     finally:
         sess.close()
+
+
+def test_a_relative_dataset_path_is_the_callers_on_workers_started_elsewhere(corpus: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # the workers of a cluster run in directories of their own: a relative path means the caller's
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(tmp_path)
+    with ProcessPoolExecutor(2, initializer=os.chdir, initargs=(str(elsewhere),)) as pool:
+        res = quiet_sync(corpus, "ds", executor=pool, chunk_files=4)
+    assert res.files > 0 and not list(elsewhere.iterdir())
+    assert_same(tmp_path / "ds", corpus)
 
 
 # --------------------------------------------------------------------------- memory of the main process

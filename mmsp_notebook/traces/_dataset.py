@@ -158,12 +158,18 @@ def sync(
     not_while_importing_main()
     t0 = time.time()
     src = _path(src, "src")
-    dataset_dir = _dataset_of(_path(dataset_dir, "dataset_dir"), kind)
+    # (absolute, as src: the workers of an executor may run in other directories, a cluster's do)
+    dataset_dir = _dataset_of(os.path.abspath(_path(dataset_dir, "dataset_dir")), kind)
     root = kind_dir(dataset_dir, kind)
     if not isinstance(chunk_files, int) or isinstance(chunk_files, bool):
         raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
     if chunk_files < 1:
         raise ValueError(f"chunk_files must be at least 1, not {chunk_files}")
+    if executor is not None and not isinstance(executor, Executor):
+        # (a Dask client has a submit of its own, whose futures no concurrent.futures.wait takes)
+        hint = ": give client.get_executor()" if hasattr(executor, "get_executor") else ""
+        raise OptionTypeError(f"executor takes a concurrent.futures.Executor (a process or thread pool, Dask's "
+                              f"client.get_executor()), not {type(executor).__name__} {executor!r:.80}{hint}")
     Pattern(pattern)  # a bad pattern fails here, before a dataset made with another is reset
     src_path = os.path.abspath(os.fspath(src))
     if not os.path.isdir(src_path):

@@ -238,17 +238,31 @@ def _view_sql(kind: str, payloads: bool, files: list[str], root: Path) -> str | 
 
 
 def connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection (a new in-memory one unless ``con`` is given) with a view per synced
-    kind of the dataset: ``turns``, ``items``, ``events`` (the loader's columns, then ``month``).
+    """A DuckDB connection (a new in-memory one, its time zone UTC as :func:`query`'s, unless ``con``
+    is given) with a view per synced kind of the dataset: ``turns``, ``items``, ``events`` (the
+    loader's columns, then ``month``).
     ``dataset_dir`` may name one of its kind directories (``traces_ds/turns``), as for
     :func:`query`, :func:`dataset` (that kind's) and ``summary``. Connecting another dataset to
     ``con`` replaces the views it made and warns (:class:`TraceLoadWarning`): one connection has one
-    view of each name."""
+    view of each name.
+
+    The views read the files the manifest lists when they are made, as a :func:`dataset` does: after
+    a sync, connect again (``traces.connect(ds, con=con)`` makes them anew), else they miss the
+    traces it added and fail on a file it removed (DuckDB's "No files found that match the pattern").
+    :func:`query` and ``summary`` read the files listed at each call."""
     try:
         import duckdb
     except ImportError as exc:  # pragma: no cover - duckdb is an optional dependency
         raise ImportError("traces.query and traces.connect need DuckDB: pip install duckdb") from exc
-    return _connect(dataset_dir, duckdb.connect() if con is None else con, marked=True, stacklevel=4)
+    return _connect(dataset_dir, _in_utc(duckdb.connect()) if con is None else con, marked=True, stacklevel=4)
+
+
+def _in_utc(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A new connection with its time zone UTC, as the dataset's months are: DuckDB's own is the
+    machine's, in which ``started::DATE``, ``date_trunc`` and a ``'2026-01-01'`` compared with a
+    time would be taken."""
+    con.execute("SET TimeZone = 'UTC'")
+    return con
 
 
 def _connect(dataset_dir: PathLike, con: duckdb.DuckDBPyConnection, marked: bool,
@@ -313,7 +327,8 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
     categories (sorted, as ``load_turns`` sorts them; ``source`` with its fixed three), tuples of
     tool names. Columns the SQL computes (``count(*)``, ``avg(latency)``), ``month``, and one named
     as a loader's column but of another type keep DuckDB's pandas dtypes; so does a frame read
-    through :func:`connect`.
+    through :func:`connect`. The SQL runs in UTC, as the dataset's months: ``started::DATE`` is the
+    UTC day, and ``started >= '2026-01-01'`` means midnight UTC, whatever the machine's time zone.
 
     It may run while a sync changes the dataset: a read that fails on a file the sync rewrote or
     removed meanwhile is run again over the files the manifest then lists. DuckDB's own errors
@@ -380,7 +395,7 @@ def read_retrying(read: Callable[[duckdb.DuckDBPyConnection], T], dataset_dir: P
     import duckdb
 
     def once() -> T:
-        con = duckdb.connect()
+        con = _in_utc(duckdb.connect())
         try:
             return read(_connect(dataset_dir, con, marked=False))  # (making the views reads the files' schemas)
         finally:

@@ -115,10 +115,15 @@ _NEEDED = ("latency", "ttft", "tokens_per_s", "cost", "cost_missing", "status", 
 
 def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     """The summary's rows computed in DuckDB over a dataset (directory or pyarrow Dataset)."""
-    from ._readers import dataset_root, read_retrying
+    import duckdb
+
+    from ._readers import _views_note, dataset_root, read_retrying
 
     def run(con: Any) -> tuple[list[str], list[Any]]:
-        cols = [r[0] for r in con.execute("DESCRIBE turns").fetchall()]
+        try:
+            cols = [r[0] for r in con.execute("DESCRIBE turns").fetchall()]
+        except duckdb.CatalogException:  # (a dataset folder of other kinds only: say which it has)
+            raise OptionError(f"summary takes a dataset of turns; {_views_note(dataset_root(source))}") from None
         missing = [k for k in keys if k not in cols]
         if missing:
             raise OptionError(f"summary: no column {', '.join(map(repr, missing))} to group by in the dataset's turns; "
@@ -151,7 +156,6 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
         # (a kind directory, traces_ds/turns, is taken for its dataset; while a sync changes the files too)
         names, fetched = read_retrying(run, dataset_root(source, "turns"))
     else:
-        import duckdb
         import pyarrow as pa
         import pyarrow.dataset as pads
 
@@ -168,9 +172,7 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
     index: list[Any] = []
     n = len(keys)
     for r in fetched:
-        row = dict(zip(names[n:], r[n:]))
-        if not keys and not row["count"]:
-            break  # no turns: no row, as a frame without rows gives
+        row = dict(zip(names[n:], r[n:]))  # (no turns and no keys: the row "all" of no turns, as of a frame)
         rows.append({k: (float("nan") if v is None else v) for k, v in row.items()})
         index.append((r[0] if n == 1 else tuple(r[:n])) if keys else "all")
     return rows, index
