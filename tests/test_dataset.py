@@ -1047,6 +1047,33 @@ def test_a_damaged_data_file_is_replaced_by_the_next_sync(corpus: Path, tmp_path
     assert_same(ds_dir, corpus)
 
 
+def test_a_data_file_damaged_in_place_is_named_with_the_way_to_mend_it(corpus: Path, tmp_path: Path) -> None:
+    """A file whose footer was overwritten at its own size (the sync cannot tell by its size): query
+    and summary name it and say to remove it and sync, which gives back every row."""
+    import duckdb
+
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir, executor=ThreadPoolExecutor(2), chunk_files=4)
+    files = sorted((ds_dir / "turns").rglob("*.parquet"))
+    damaged = max(files, key=lambda p: p.stat().st_size)
+    raw = bytearray(damaged.read_bytes())
+    raw[-60:-10] = bytes(b ^ 0x5A for b in raw[-60:-10])
+    damaged.write_bytes(bytes(raw))
+    for read in (lambda: traces.query("SELECT count(*) FROM turns", ds_dir), lambda: traces.summary(ds_dir)):
+        with pytest.raises((duckdb.IOException, duckdb.InvalidInputException)) as caught:
+            read()
+        assert f"data file {damaged} cannot be read" in str(caught.value), caught.value
+        assert "remove it and run traces.sync again" in str(caught.value)
+    assert quiet_sync(corpus, ds_dir).converted == 0  # (same size: not seen by the sync)
+    damaged.unlink()
+    assert quiet_sync(corpus, ds_dir).converted >= 1
+    assert_same(ds_dir, corpus)
+    # a query that fails on the values of sound files is not taken for a damaged file
+    with pytest.raises(duckdb.ConversionException) as caught:
+        traces.query("SELECT CAST(model AS INTEGER) FROM turns", ds_dir)
+    assert "cannot be read" not in str(caught.value)
+
+
 def test_a_script_without_a_main_guard_is_told_why_its_pool_broke(corpus: Path, tmp_path: Path) -> None:
     script = tmp_path / "unguarded.py"
     script.write_text(textwrap.dedent(f"""
@@ -1131,7 +1158,7 @@ def test_dask_cluster_executor_and_dask_reader(corpus: Path, tmp_path: Path) -> 
 # --------------------------------------------------------------------------- DuckDB
 
 
-@pytest.mark.parametrize("by", ["model", None, ["model", "status"], "client_type"])
+@pytest.mark.parametrize("by", ["model", None, ["model", "status"], "client_type", "source", ["source", "model"]])
 def test_summary_in_duckdb_equals_pandas(corpus: Path, tmp_path: Path, by: Any) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

@@ -401,8 +401,42 @@ def read_retrying(read: Callable[[duckdb.DuckDBPyConnection], T], dataset_dir: P
         finally:
             con.close()
 
-    return _again_if_changed(once, dataset_dir, (duckdb.IOException, duckdb.InvalidInputException, FileNotFoundError),
-                             attempts)
+    try:
+        return _again_if_changed(once, dataset_dir, (duckdb.IOException, duckdb.InvalidInputException, FileNotFoundError),
+                                 attempts)
+    except (duckdb.IOException, duckdb.InvalidInputException) as exc:
+        note = _damaged_note(dataset_dir, str(exc))
+        if note is None:
+            raise
+        raise type(exc)(f"{exc}\n{note}") from None
+
+
+def _damaged_note(dataset_dir: PathLike, error: str) -> str | None:
+    """When a read failed on a data file of the dataset (DuckDB names it, or its footer cannot be
+    read): which, and how the dataset mends it. None for any other error."""
+    if "parquet" not in error.lower() and "TProtocolException" not in error and "Thrift" not in error:
+        return None
+    listed: list[str] = []
+    for kind in iter_kinds(dataset_dir):
+        try:
+            listed += _listed_files(kind_dir(dataset_dir, kind))[1]
+        except (TraceNotFoundError, OSError, sqlite3.Error):
+            continue
+    bad = [f for f in listed if os.path.basename(f) in error]  # (its names are unique: part-<random>-n.parquet)
+    if not bad:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for f in listed:  # (the footers only: a few ms a file)
+            try:
+                pq.read_metadata(f)
+            except (OSError, pa.ArrowException):
+                bad.append(f)
+    if not bad:
+        return None
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    return (f"the dataset's data file {bad[0]}{more} cannot be read (damaged or cut short): remove it and run "
+            "traces.sync again, which converts its traces anew")
 
 
 def _again_if_changed(step: Callable[[], T], dataset_dir: PathLike, errors: tuple[type[BaseException], ...],

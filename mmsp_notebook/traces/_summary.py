@@ -11,6 +11,7 @@ import pandas as pd
 
 from .._errors import OptionError, OptionTypeError
 from ._common import FROM_OTEL, plain
+from ._turns import SOURCES
 
 __all__ = ["summary"]
 
@@ -109,6 +110,14 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _order(key: str) -> str:
+    """What the groups of ``key`` are ordered by: its value, or for ``source`` its place among the
+    column's categories, as a frame's groups are (the other categories are sorted)."""
+    if key == "source":
+        return f"list_position([{', '.join(repr(s) for s in SOURCES)}], {_q(key)})"
+    return _q(key)
+
+
 #: the columns of the turns the summary reads in a dataset
 _NEEDED = ("latency", "ttft", "tokens_per_s", "cost", "cost_missing", "status", "finish_reason")
 
@@ -148,7 +157,7 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
         group = ", ".join(_q(k) for k in keys)
         sql = f"SELECT {group + ', ' if keys else ''}{', '.join(aggs)} FROM turns"
         if keys:
-            sql += f" GROUP BY {group} ORDER BY " + ", ".join(f"{_q(k)} ASC NULLS LAST" for k in keys)
+            sql += f" GROUP BY {group} ORDER BY " + ", ".join(f"{_order(k)} ASC NULLS LAST" for k in keys)
         result = con.execute(sql)
         return [d[0] for d in result.description], result.fetchall()
 

@@ -38,6 +38,8 @@ from ._columns import (
 )
 from ._fast import Decoded, Summary, safe_names, summarize
 
+#: the categories of the ``source`` column, in their order (codes 0, 1, 2)
+SOURCES = ("trace", "trace+sidecar", "sidecar")
 #: integer values of a row, in this order, in one flat ``array('q')``: the file, the turn, the
 #: message index, the source (0 trace, 1 trace+sidecar, 2 sidecar), the four usage buckets, the
 #: eight content counts and the tool errors, the fingerprint of the assistant message (0 = none)
@@ -254,7 +256,7 @@ class TurnBuilder(Window):
             status[row] = s
         cols["status"] = cat_col(status)
         del status
-        cols["source"] = pd.Categorical.from_codes(source, categories=["trace", "trace+sidecar", "sidecar"])
+        cols["source"] = pd.Categorical.from_codes(source, categories=list(SOURCES))
         started = float_col(floats[:, 0])
         ended = float_col(floats[:, 1])
         latency = float_col(floats[:, 2])
