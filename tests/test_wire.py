@@ -621,3 +621,17 @@ def test_a_lone_surrogate_in_a_stream_is_shown_as_u_fffd_in_the_wire_view_and_th
         for text in shown:
             text.encode("utf-8")  # a page or a terminal takes it
         assert "half \ufffd pair" in shown[0] and "half \ufffd pair" in shown[1] and "half \ufffd pair" in shown[2]
+
+
+def test_saving_a_step_the_wire_does_not_hold_says_which_steps_it_holds(fresh_session, tmp_path):
+    from mmsp_notebook import OptionError, OptionTypeError
+
+    turn = ask("hello", wire=True, stream=io.StringIO(), max_tokens=5)
+    assert turn.save_wire(tmp_path / "last.sse", 0).read_bytes() == turn.save_wire(tmp_path / "first.sse", -1).read_bytes()
+    for step in (1, -2, 5):
+        with pytest.raises(OptionError, match=rf"no step {step}: this turn's wire holds 1 step \(step=0, or -1 for the last\)"):
+            turn.save_wire(tmp_path / "x.sse", step)
+    for step in (True, 1.0, "0", None):
+        with pytest.raises(OptionTypeError, match="step must be an integer"):
+            turn.save_wire(tmp_path / "x.sse", step)
+    assert not (tmp_path / "x.sse").exists()
