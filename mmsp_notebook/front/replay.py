@@ -291,6 +291,8 @@ def _speed(speed: Any) -> float:
                               f"not {type(speed).__name__} {speed!r}")
     try:
         value = float(speed)
+    except OverflowError:  # an integer beyond any float: as fast as math.inf (or as negative)
+        value = math.inf if speed > 0 else -math.inf
     except (TypeError, ValueError):
         raise OptionTypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
                               f"not {type(speed).__name__}") from None
