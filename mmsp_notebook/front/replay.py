@@ -357,6 +357,8 @@ def start_replay(trace: Any, *, turn: int = -1, speed: float = 1.0,
     speed = _speed(speed)
     if isinstance(turn, bool) or not isinstance(turn, int):
         try:
+            if isinstance(turn, bool):  # (an int to operator.index: True would be turn 1)
+                raise TypeError
             turn = operator.index(turn)
         except TypeError:
             raise OptionTypeError(f"turn must be an integer (0-based; -1 the last), not {type(turn).__name__}") from None
