@@ -647,6 +647,17 @@ def test_a_transcript_saved_with_a_byte_order_mark_replays_its_first_event(demo_
         assert replaying.transcripts[-1].response == path.read_bytes()[3:]
 
 
+def test_a_transcript_re_saved_as_utf16_replays_as_the_utf8_it_was(demo_server: DemoServer, tmp_path: Path) -> None:
+    live = stream(demo_server, "openai-chat", "demo+nothink+tokens=5", [user("hi")])
+    sent = demo_server.transcripts[-1].response
+    path = tmp_path / "utf16.sse"
+    for encoding in ("utf-16", "utf-16-be"):  # as Windows PowerShell's > redirect writes it (with its BOM)
+        path.write_bytes((b"\xfe\xff" if encoding == "utf-16-be" else b"") + sent.decode().encode(encoding))
+        with DemoServer(instant=True, replay=path) as replaying:
+            assert _strip(stream(replaying, "openai-chat", "x", [user("hi")])) == _strip(live)
+            assert replaying.transcripts[-1].response == sent
+
+
 def test_replay_file_errors(tmp_path: Path) -> None:
     unknown = tmp_path / "x.sse"
     unknown.write_bytes(b"data: hello\n\n")

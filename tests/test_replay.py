@@ -412,3 +412,16 @@ def test_a_trace_id_too_long_for_a_file_name_is_not_found_not_an_os_error(tmp_pa
     (tmp_path / "nb").mkdir()
     with pytest.raises(TraceNotFoundError):
         mn.replay("nb/" + "m" * 300 + "-abc", root=tmp_path, display=False)
+
+
+def test_an_integer_speed_beyond_any_float_plays_at_once(quick):
+    replayed = mn.replay(quick.trace_id, speed=10**400, display=False)  # faster than any float: at once
+    assert replayed.status == "complete" and replayed.text == quick.text
+    with pytest.raises(OptionError, match="speed must be a positive number"):
+        mn.replay(quick.trace_id, speed=-10**400, display=False)
+
+
+def test_a_bool_turn_is_refused_not_read_as_turn_one(quick):
+    for turn in (True, False):
+        with pytest.raises(OptionTypeError, match="turn must be an integer .* not bool"):
+            mn.replay(quick.trace_id, turn=turn, display=False)

@@ -76,6 +76,23 @@ def test_save_trace_writes_what_read_trace_reads(tmp_path):
                                                               "model": "demo"}
 
 
+def test_a_lone_surrogate_a_model_sent_is_saved_as_u_fffd_and_the_trace_stays_whole(tmp_path):
+    # a model's JSON may escape half a surrogate pair ("\\ud83d"): no UTF-8 file can hold it as it is
+    path = save_trace("demo", HISTORY, "t/lone", {"trace_id": "t/lone"}, base=tmp_path)
+    bad = [*HISTORY, {"role": "user", "content_items": [{"type": "text.done", "text": "again"}]},
+           {"role": "assistant", "content_items": [
+               {"type": "text.done", "text": "bad \ud83d here"},
+               {"type": "tool_call.done", "name": "f", "tool_call_id": "c1", "arguments": {"k\udc00": ["v\ud800"]}}]}]
+    assert save_trace("demo", bad, "t/lone", {"trace_id": "t/lone"}, base=tmp_path) == path
+    items = read_trace(path)["history"][-1]["content_items"]  # the whole conversation, not a truncated file
+    assert items[0]["text"] == "bad \ufffd here" and items[1]["arguments"] == {"k\ufffd": ["v\ufffd"]}
+    assert bad[-1]["content_items"][0]["text"] == "bad \ud83d here"  # (the history itself is left as it is)
+    record = _record(trace_id="t/lone", status="error", message_index=None, finish_reason=None,
+                     error={"type": "UpstreamError", "message": "gone \udcff"})
+    append_sidecar(record, base=tmp_path)
+    assert read_sidecar(sidecar_path("t/lone", tmp_path))[-1]["error"]["message"] == "gone \ufffd"
+
+
 # ---------------------------------------------------------------------------------------------- reading traces
 def test_read_trace_names_what_is_wrong(tmp_path):
     old = time.time() - 3600  # long written: no reason to wait for a rewrite

@@ -594,3 +594,44 @@ def test_a_long_answer_shows_its_first_frames_and_keeps_them_all(fresh_session):
     html, text = render_wire_html(turn.wire), render_wire_text(turn.wire)
     assert said in html and html.count("<tr") == FRAME_LIMIT + 1  # the head's row too
     assert said in text and len(text.splitlines()) < 3 * FRAME_LIMIT
+
+
+def test_a_lone_surrogate_in_a_stream_is_shown_as_u_fffd_in_the_wire_view_and_the_terminal(fresh_session, monkeypatch):
+    from helpers import serve_posts
+
+    def answer(handler):  # a model's JSON escaping half a surrogate pair, which no UTF-8 page or terminal can carry
+        handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.end_headers()
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": "half \ud83d pair"}, "finish_reason": None}]}
+        stop = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}
+        handler.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(stop)}\n\ndata: [DONE]\n\n".encode())
+
+    monkeypatch.setenv("WIRE_TEST_KEY", CANARY)
+    for base_url in serve_posts(answer):
+        out = io.StringIO()
+        turn = ask("hi", model="m", client_type="openai-chat", base_url=base_url, api_key_env="WIRE_TEST_KEY",
+                   wire=True, stream=out)
+        assert turn.status == "complete" and turn.text == "half \ud83d pair"  # (the data as received)
+        assert "\\ud83d" in turn.wire[0]["raw"]  # the frame as it came
+        shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), out.getvalue()]
+        for text in shown:
+            text.encode("utf-8")  # a page or a terminal takes it
+        assert "half \ufffd pair" in shown[0] and "half \ufffd pair" in shown[1] and "half \ufffd pair" in shown[2]
+
+
+def test_saving_a_step_the_wire_does_not_hold_says_which_steps_it_holds(fresh_session, tmp_path):
+    from mmsp_notebook import OptionError, OptionTypeError
+
+    turn = ask("hello", wire=True, stream=io.StringIO(), max_tokens=5)
+    assert turn.save_wire(tmp_path / "last.sse", 0).read_bytes() == turn.save_wire(tmp_path / "first.sse", -1).read_bytes()
+    for step in (1, -2, 5):
+        with pytest.raises(OptionError, match=rf"no step {step}: this turn's wire holds 1 step \(step=0, or -1 for the last\)"):
+            turn.save_wire(tmp_path / "x.sse", step)
+    for step in (True, 1.0, "0", None):
+        with pytest.raises(OptionTypeError, match="step must be an integer"):
+            turn.save_wire(tmp_path / "x.sse", step)
+    assert not (tmp_path / "x.sse").exists()

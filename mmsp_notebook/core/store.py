@@ -79,6 +79,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, TypeVar, overload
 
 from .._errors import TraceError, TraceNotFoundError
+from .chars import LONE_SURROGATE
 from .redact import redact_value
 
 try:  # orjson is several times faster on traces and long sidecars; the stdlib parser is the fallback
@@ -355,12 +356,30 @@ def save_trace(model: str, history: list[dict[str, Any]], trace_id: str, config:
     """Save a conversation as mmsp's Tracer does (it writes the file, at :func:`tracer_path`).
 
     For clients that leave tracing to their server (mmsp's wire client): the trace is then saved
-    from here, in the same format as any mmsp program's. Returns the trace file.
+    from here, in the same format as any mmsp program's. A lone surrogate in a string (a model's
+    JSON may escape half a pair) is written as U+FFFD. Returns the trace file.
     """
     from mmsp.integration.tracer import Tracer
 
-    Tracer(cache_dir=Path(base) if base is not None else None).save_history(model, history, trace_id, config)
+    Tracer(cache_dir=Path(base) if base is not None else None).save_history(
+        model, _writable(history), trace_id, _writable(config))
     return tracer_path(trace_id, base)
+
+
+def _writable(value: Any) -> Any:
+    """A JSON-like value with each lone surrogate in its strings and keys (a model's JSON may escape
+    half a pair, ``"\\ud83d"``) replaced by U+FFFD, which a UTF-8 file can hold: written as it is,
+    it would end the write half way, leaving the Tracer's rewritten trace truncated. ``value``
+    itself when nothing in it changed."""
+    if isinstance(value, str):
+        return LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        pairs = [(_writable(k), _writable(v)) for k, v in value.items()]
+        return value if all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items())) else dict(pairs)
+    if isinstance(value, list):
+        items = [_writable(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
 
 
 # ------------------------------------------------------------------------------------- the sidecar
@@ -443,11 +462,11 @@ def append_sidecar(record: SidecarRecord, base: _PathLike | None = None) -> Path
     """Append one turn's record to the sidecar of ``record["trace_id"]`` under ``base``; returns the path.
 
     One ``write`` of one line in append mode. A record without ``"v"`` is stamped with the current
-    version.
+    version; a lone surrogate in a string (an error message a server sent) is written as U+FFFD.
     """
     path = sidecar_path(record["trace_id"], base)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"v": FORMAT_VERSION, **record}, ensure_ascii=False, separators=(",", ":")) + "\n"
+    line = json.dumps({"v": FORMAT_VERSION, **_writable(record)}, ensure_ascii=False, separators=(",", ":")) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
     return path

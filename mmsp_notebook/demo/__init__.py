@@ -116,7 +116,8 @@ Replay and transcripts
 ----------------------
 
 ``DemoServer(replay=PATH)`` / ``--replay FILE`` serves a captured SSE transcript verbatim (paced
-one frame per token unless instant; a byte order mark at its start, an editor's, is dropped) to
+one frame per token unless instant; a byte order mark at its start, an editor's, is dropped, and a
+file re-saved as UTF-16 is served as the UTF-8 it was) to
 every request on its protocol's endpoint, whatever the model; the other endpoints keep serving
 the live demo. A file with no ``data:`` line (JSON, say) is refused: it is not a captured stream.
 The protocol is recognised from the content (``event: message_start``: Messages, ``event: response.``: Responses, ``chat.completion.chunk``:

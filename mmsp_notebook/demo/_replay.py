@@ -18,6 +18,7 @@ from ..wire.sse import PROTOCOLS, detect_protocol, split_frames
 __all__ = ["PROTOCOLS", "Replay", "load_replay"]
 
 _BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _DATA_LINE = re.compile(rb"(?:^|[\r\n])data:")
 
 
@@ -58,6 +59,8 @@ def load_replay(path: str | Path, protocol: str | None = None) -> Replay:
         raise DemoServerError(f"cannot read the replay file {path}: {exc}") from exc
     # a byte order mark is an editor's, never a server's: left in, it would hide the first field
     data = data.removeprefix(_BOM)
+    if data.startswith(_UTF16_BOMS):  # re-saved as UTF-16 (Windows PowerShell's > redirect): the UTF-8 it was
+        data = data.decode("utf-16", errors="replace").encode("utf-8")
     if not data.strip():
         raise DemoServerError(f"the replay file {path} is empty")
     if not _DATA_LINE.search(data):

@@ -291,6 +291,8 @@ def _speed(speed: Any) -> float:
                               f"not {type(speed).__name__} {speed!r}")
     try:
         value = float(speed)
+    except OverflowError:  # an integer beyond any float: as fast as math.inf (or as negative)
+        value = math.inf if speed > 0 else -math.inf
     except (TypeError, ValueError):
         raise OptionTypeError(f"speed must be a number (1 as recorded, 10 ten times faster, math.inf at once), "
                               f"not {type(speed).__name__}") from None
@@ -355,6 +357,8 @@ def start_replay(trace: Any, *, turn: int = -1, speed: float = 1.0,
     speed = _speed(speed)
     if isinstance(turn, bool) or not isinstance(turn, int):
         try:
+            if isinstance(turn, bool):  # (an int to operator.index: True would be turn 1)
+                raise TypeError
             turn = operator.index(turn)
         except TypeError:
             raise OptionTypeError(f"turn must be an integer (0-based; -1 the last), not {type(turn).__name__}") from None

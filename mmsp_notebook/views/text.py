@@ -18,8 +18,10 @@ __all__ = ["printable", "render_text", "render_transcript_text", "footer_line", 
 
 # C0 controls but tab and newline, DEL and the C1 controls: a terminal acts on them (colours, cursor
 # moves, a carriage return writing over a line, a window title, OSC 8 links, clipboard writes), so a
-# model's text never carries them there; each is shown as its Control Picture (ESC as ␛), a C1 as �
-_UNPRINTABLE = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0x2421} | dict.fromkeys(range(0x80, 0xA0), 0xFFFD)
+# model's text never carries them there; each is shown as its Control Picture (ESC as ␛), a C1 as �;
+# a lone surrogate (a model's JSON may escape half a pair) as �, as no UTF-8 output can carry it
+_UNPRINTABLE = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0x2421} | dict.fromkeys(range(0x80, 0xA0), 0xFFFD) \
+    | dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
 
 
 def printable(text: str) -> str:

@@ -18,10 +18,12 @@ redacted from the frames kept and the bytes saved.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._errors import OptionError, OptionTypeError
 from ..core.redact import cut_from_frame, redact_bytes, redact_streamed, secret_values
 from .pairing import pair_events
 from .sse import Frame, parse_frame, split_timed_frames
@@ -160,13 +162,29 @@ class Wire(list[dict[str, Any]]):
     def save(self, path: str | Path, step: int = -1) -> Path:
         """Write the raw response bytes of a step's request to ``path`` (``DemoServer(replay=path)`` serves it).
 
+        Args:
+            path: The file to write.
+            step: Which step of the turn (0-based; negative counts from the last, ``-1``).
+
         Raises:
             ValueError: No request was captured for that step, or it was refused (not HTTP 200).
+            OptionError: No such step (a ``ValueError`` too). OptionTypeError: ``step`` is not an integer.
         """
+        try:
+            if isinstance(step, bool):
+                raise TypeError
+            step = operator.index(step)
+        except TypeError:
+            raise OptionTypeError(f"step must be an integer (0-based; -1 the last), not {type(step).__name__}") from None
         streamed = [e for e in self.exchanges if e.events] or list(self.exchanges)
         if not streamed:
             raise ValueError("no request was captured for this turn")
         steps = sorted({e.step for e in streamed})
+        if not -len(steps) <= step < len(steps):
+            n = len(steps)
+            which = "step=0" if n == 1 else f"step=0 to {n - 1}"
+            raise OptionError(f"no step {step}: this turn's wire holds {n} step{'s' if n != 1 else ''} "
+                              f"({which}, or -1 for the last)")
         wanted = steps[step]
         exchange = [e for e in streamed if e.step == wanted][-1]
         status = exchange.record.status
