@@ -57,6 +57,12 @@ def chat_chunk(content: str | None = None, finish: str | None = None, usage: boo
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
 
 
+#: A Chat Completions answer whose text holds half a surrogate pair in each of two deltas (a server
+#: slicing UTF-16 text) and half a pair alone, as JSON escapes: "a smile 😀 and half � a **pair**" shown
+SPLIT_SURROGATES = [chat_chunk("a smile \ud83d"), chat_chunk("\ude00 and half \udc00 a **pair**"), chat_chunk(finish="stop"),
+                    chat_chunk(usage=True), b"data: [DONE]\n\n"]
+
+
 @contextmanager
 def script_server(script: Script) -> Iterator[str]:
     """Serve ``script(request_json, authorization)`` to every POST; yields the base URL (``.../v1``).

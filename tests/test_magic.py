@@ -172,6 +172,24 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
     assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached ' in final["content"]["data"]["text/html"]
 
 
+def test_surrogates_a_model_sent_stream_into_the_cell_mended_and_the_kernel_goes_on(kernel):
+    """Half a surrogate pair in each of two deltas and half a pair alone (JSON escapes a server slicing
+    UTF-16 text may send): the live widget, the final view and the trace carry the joined character
+    and U+FFFD, where a raw surrogate would fail to be sent; the next cell runs."""
+    from sse_scripts import SPLIT_SURROGATES, script_server
+
+    with script_server(lambda _request, _auth: SPLIT_SURROGATES) as base_url:
+        kernel.execute(f"%load_ext mmsp_notebook\nimport os\nos.environ['VIEW_TEST_KEY'] = 'sk-view-test-0000'\nurl = {base_url!r}")
+        outputs = kernel.execute("%%mmsp -m m --client-type openai-chat --base-url {url} --api-key-env VIEW_TEST_KEY -o t\nhi")
+    assert not [m for m in outputs if m["msg_type"] == "error"], outputs
+    assert "Traceback" not in json.dumps([m["content"] for m in outputs if m["msg_type"] == "stream"])
+    final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
+    assert "a smile \U0001f600 and half \ufffd a <strong>pair</strong>" in final["text/html"]
+    assert kernel.printed("print(t.status, ascii(t.text))").strip() == r"complete 'a smile \ud83d\ude00 and half \udc00 a **pair**'"
+    kernel.execute("%%mmsp -m demo+instant -o again\nstill alive?")
+    assert kernel.printed("print(again.status, again.error_message)").strip() == "complete None"
+
+
 BLOCKING_TOOL = """
 import os, pathlib, threading, time
 release = threading.Event()

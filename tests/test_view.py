@@ -393,3 +393,31 @@ def test_a_streaming_view_sends_the_math_renderer_with_the_first_formula(tmp_pat
     assert [c["type"] for c, _ in sent] == ["math_code", "ops"]
     view.close()
     columns.close()
+
+
+def test_surrogates_a_model_sent_are_mended_in_every_view(fresh_session, monkeypatch):
+    """A server slicing UTF-16 text may send half a pair in each of two deltas, or half a pair alone
+    (JSON ``"\\ud83d"``): no page, comm message or terminal can carry that. The views join the two
+    halves into their character (the ops hold the first half back until the next delta) and show a
+    lone half as U+FFFD; the Turn keeps the text as received."""
+    from jupyter_client.session import json_packer
+    from sse_scripts import SPLIT_SURROGATES, script_server
+
+    from mmsp_notebook.views.html import render_html
+    from mmsp_notebook.views.text import render_text
+
+    monkeypatch.setenv("VIEW_TEST_KEY", "sk-view-test-0000")
+    with script_server(lambda _request, _auth: SPLIT_SURROGATES) as base_url:
+        turn, batches = run_with_tracker("hi", events=True, model="m", client_type="openai-chat", base_url=base_url,
+                                         api_key_env="VIEW_TEST_KEY")
+    assert turn.status == "complete" and turn.text == "a smile \ud83d\ude00 and half \udc00 a **pair**"  # as received
+    shown = "a smile \U0001f600 and half \ufffd a **pair**"
+    vm = view_model(turn)
+    assert vm["items"][0]["text"] == shown
+    assert apply_ops({"items": []}, [op for b in batches for op in b if op[0] != "event"]) == vm
+    for b in batches:
+        json_packer(b)  # each comm message can be sent
+    html = render_html(turn, events=True)
+    html.encode("utf-8")
+    assert "a smile \U0001f600 and half \ufffd a <strong>pair</strong>" in html
+    assert shown in render_text(turn)

@@ -1,6 +1,7 @@
 """Characters text must not carry as it is: a bidi control in a name joined into a line of text
 (:func:`isolate` keeps it from reordering the line), a lone surrogate in text to send or show
-(:func:`refuse_lone_surrogate`: no UTF-8 body or page can carry it)."""
+(no UTF-8 body or page can carry it: :func:`refuse_lone_surrogate` refuses a user's,
+:func:`mend_surrogates` mends a model's for the views and the files written)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from .._errors import OptionError
 
-__all__ = ["BIDI_CONTROLS", "LONE_SURROGATE", "isolate", "refuse_lone_surrogate"]
+__all__ = ["BIDI_CONTROLS", "LONE_SURROGATE", "isolate", "refuse_lone_surrogate", "mend_surrogates", "is_high_surrogate"]
 
 #: The characters that change the direction of the text around them (embeddings, overrides,
 #: isolates, marks): in a name a model or a trace gives, U+202E would show the rest of a line reversed.
@@ -53,3 +54,31 @@ def refuse_lone_surrogate(what: str, text: str) -> None:
     if lone:
         raise OptionError(f"{what} holds a lone surrogate ({lone.group()!a}) at character {lone.start()}, which "
                           "cannot be sent as UTF-8: decode the text with errors='replace' (or 'ignore')")
+
+
+def mend_surrogates(value: Any) -> Any:
+    """``value`` (a string, or a JSON-like value of dicts, lists and tuples) with its surrogates
+    mended: two halves of a pair joined into their character (a server slicing UTF-16 text may send
+    them in two deltas, each a JSON ``"\\ud83d"`` escape), a lone one replaced by U+FFFD, so that a
+    page, a terminal, a comm message or a UTF-8 file can carry it. ``value`` itself when nothing in
+    it changed (the common case costs a scan of each string)."""
+    if isinstance(value, str):
+        if not LONE_SURROGATE.search(value):
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        pairs = [(mend_surrogates(k), mend_surrogates(v)) for k, v in value.items()]
+        if all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items())):
+            return value
+        return dict(pairs)
+    if isinstance(value, (list, tuple)):
+        items = [mend_surrogates(v) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
+def is_high_surrogate(ch: str) -> bool:
+    """Whether ``ch`` (one character) is the first half of a surrogate pair (its second may come next)."""
+    return "\ud800" <= ch <= "\udbff"

@@ -79,7 +79,7 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict, TypeVar, overload
 
 from .._errors import TraceError, TraceNotFoundError
-from .chars import LONE_SURROGATE
+from .chars import mend_surrogates
 from .redact import redact_value
 
 try:  # orjson is several times faster on traces and long sidecars; the stdlib parser is the fallback
@@ -362,24 +362,8 @@ def save_trace(model: str, history: list[dict[str, Any]], trace_id: str, config:
     from mmsp.integration.tracer import Tracer
 
     Tracer(cache_dir=Path(base) if base is not None else None).save_history(
-        model, _writable(history), trace_id, _writable(config))
+        model, mend_surrogates(history), trace_id, mend_surrogates(config))
     return tracer_path(trace_id, base)
-
-
-def _writable(value: Any) -> Any:
-    """A JSON-like value with each lone surrogate in its strings and keys (a model's JSON may escape
-    half a pair, ``"\\ud83d"``) replaced by U+FFFD, which a UTF-8 file can hold: written as it is,
-    it would end the write half way, leaving the Tracer's rewritten trace truncated. ``value``
-    itself when nothing in it changed."""
-    if isinstance(value, str):
-        return LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        pairs = [(_writable(k), _writable(v)) for k, v in value.items()]
-        return value if all(a is k and b is v for (a, b), (k, v) in zip(pairs, value.items())) else dict(pairs)
-    if isinstance(value, list):
-        items = [_writable(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value)) else items
-    return value
 
 
 # ------------------------------------------------------------------------------------- the sidecar
@@ -466,7 +450,7 @@ def append_sidecar(record: SidecarRecord, base: _PathLike | None = None) -> Path
     """
     path = sidecar_path(record["trace_id"], base)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"v": FORMAT_VERSION, **_writable(record)}, ensure_ascii=False, separators=(",", ":")) + "\n"
+    line = json.dumps({"v": FORMAT_VERSION, **mend_surrogates(record)}, ensure_ascii=False, separators=(",", ":")) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
     return path

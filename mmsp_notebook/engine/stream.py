@@ -14,6 +14,7 @@ import time
 from typing import Any, Literal
 
 from .._errors import IdleTimeoutError
+from ..core.chars import mend_surrogates
 from ..core.redact import redact, redact_data, redact_exception
 from ..core.run import TurnRun
 from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
@@ -100,7 +101,8 @@ async def run_turn(
                     _write_sidecar(turn, state, trace_id, turn_index, len(request))
             if state.status != "complete":
                 break
-            history = request + [state.message()]
+            # (surrogates a model sent mended: a raw half pair would fail every later request's body)
+            history = request + [mend_surrogates(state.message())]
             if trace_id:
                 _save_trace(history, turn, config)
                 conversation.traced = True

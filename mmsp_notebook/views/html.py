@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..core.chars import mend_surrogates
 from ..core.redact import secret_values
 from .markdown import render_markdown
 from .model import event_row, event_view, events_label, turn_events, view_model
@@ -252,7 +253,8 @@ def _decorate_code(markup: str) -> str:
 
 
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """``value`` escaped for HTML, its surrogates mended (a lone one, which no page can carry, as U+FFFD)."""
+    return html.escape(mend_surrogates("" if value is None else str(value)), quote=True)
 
 
 # ---------------------------------------------------------------------------------------------- items

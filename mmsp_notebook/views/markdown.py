@@ -23,6 +23,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from ..core.chars import mend_surrogates
+
 __all__ = ["render_markdown", "render_math", "sanitize", "MATH_TAGS", "MATH_ATTRS"]
 
 _HTML_TAGS = {
@@ -140,5 +142,5 @@ def sanitize(markup: str) -> str:
 
 
 def render_markdown(text: str) -> str:
-    """Markdown → sanitized HTML, TeX math as MathML."""
-    return sanitize(_md().render(text or ""))
+    """Markdown → sanitized HTML, TeX math as MathML (a lone surrogate a model sent as U+FFFD)."""
+    return sanitize(_md().render(mend_surrogates(text or "")))

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..core.chars import is_high_surrogate, mend_surrogates
 from ..core.items import ItemState
 from ..core.pricing import format_cost
 from ..core.redact import redact, redact_data, redact_secrets, redact_streamed, redact_value, secret_values
@@ -486,7 +487,8 @@ def view_model(turn: Turn) -> dict[str, Any]:
             if item.kind == "tool_call":
                 f["result"] = _tool_result_facts(item)
             items.append(present_item(f, facts["status"]))
-        return {"id": turn.id, "model": redact_value(turn.model), "items": items, **present_turn(facts)}
+        # (a lone surrogate a model sent, which no page, comm message or terminal can carry: U+FFFD)
+        return mend_surrogates({"id": turn.id, "model": redact_value(turn.model), "items": items, **present_turn(facts)})
 
 
 # ---------------------------------------------------------------------------------------------- events
@@ -602,6 +604,11 @@ class OpsTracker:
                 if item.kind in _TEXT_KINDS and item.size != self._raw_len[i]:
                     self._raw_len[i] = item.size
                     text = _shown_text(item.content())
+                    if text and not final and is_high_surrogate(text[-1]):
+                        # half a pair, whose other half may open the next delta: sent with it, joined
+                        text = text[:-1]
+                        self._raw_len[i] = -1  # (read again at the next repaint, the final one included)
+                    text = mend_surrogates(text)
                     blocks = redacted_blocks(text) if item.kind == "thinking" else 0
                     if blocks:  # mmsp's placeholder is not shown: the label says what it is
                         if facts.get("redacted") != blocks:
@@ -638,4 +645,4 @@ class OpsTracker:
             if changed_fields:
                 out.append(["turn", changed_fields])
                 self._turn.update(changed_fields)
-        return out
+        return mend_surrogates(out)  # (names, arguments, events: a lone surrogate as U+FFFD, as in view_model)

@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from ..core.chars import LONE_SURROGATE
+from ..core.chars import mend_surrogates
 from ..core.redact import cut_from_frame, secret_values
 from ..core.turn import Turn
 from ..wire.capture import Exchange, Wire
@@ -68,7 +68,7 @@ _WIRE_CSS = (
 
 def _e(value: Any) -> str:
     """``value`` escaped for HTML, each lone surrogate (which no page can carry) as U+FFFD."""
-    return html.escape(LONE_SURROGATE.sub("\ufffd", "" if value is None else str(value)), quote=True)
+    return html.escape(mend_surrogates("" if value is None else str(value)), quote=True)
 
 
 def _cut(raw: str, limit: int = LINE_LIMIT) -> str:
