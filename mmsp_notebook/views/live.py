@@ -234,7 +234,11 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         run.changed.set()
 
     future.add_done_callback(on_done)
-    live.start(turn)
+    try:
+        live.start(turn)  # (the first widget of a kernel takes a moment: its imports, its comm)
+    except KeyboardInterrupt:
+        run.abort("interrupted (kernel interrupt)")  # not left streaming unseen, holding its conversation
+        raise
     interrupted = False
     deadline = None
     quiet_repaint = time.monotonic() + QUIET_REPAINT
