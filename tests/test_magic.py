@@ -460,3 +460,16 @@ def test_an_assigned_alias_line_gives_the_aliases(fresh_session):
     ip.user_ns.update(persona="You are a pirate", short="pirate")
     assert ip.run_cell("%mmsp alias {short} = demo --system {persona}").success
     assert fresh_session.settings.aliases["pirate"].system == "You are a pirate"
+
+
+def test_a_key_typed_into_the_magics_line_by_mistake_is_not_echoed_by_its_error(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    key = "sk-" + "k3y" * 12
+    for line, cell in ((f"--key={key}", "hi"), (f"--api-key-env OPENAI_API_KEY {key}", "hi"), (f"-o {key}", "hi"),
+                       (f"--client-type {key}", "hi"), (f"models {key}", None)):
+        with pytest.raises(UsageError) as raised:
+            ip.run_cell_magic("mmsp", line, cell) if cell else ip.run_line_magic("mmsp", line)
+        assert key[:12] not in str(raised.value) and "[redacted]" in str(raised.value), line
+    assert fresh_session.turns == []  # nothing was sent

@@ -157,6 +157,15 @@ class MMSPMagics(Magics):
         error | fix [N] | explain [N]``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
         prompt that starts with ``-``).
         """
+        try:
+            return self._mmsp(line, cell)
+        except UsageError as exc:  # it may quote what was typed: a key pasted by mistake (--key=sk-...)
+            said = redact(str(exc))
+            if said != str(exc):
+                raise UsageError(said) from None
+            raise
+
+    def _mmsp(self, line: str, cell: str | None) -> Any:
         bare = re.sub(r"^\s*--value(?:\s+|$)", "", line)  # (x = %mmsp alias: the aliases are x's value)
         if cell is None and bare.split(None, 1)[:1] == ["alias"]:
             return self._alias(bare.split(None, 1)[1] if " " in bare.strip() else "")
