@@ -473,3 +473,18 @@ def test_a_key_typed_into_the_magics_line_by_mistake_is_not_echoed_by_its_error(
             ip.run_cell_magic("mmsp", line, cell) if cell else ip.run_line_magic("mmsp", line)
         assert key[:12] not in str(raised.value) and "[redacted]" in str(raised.value), line
     assert fresh_session.turns == []  # nothing was sent
+
+
+def test_a_mistyped_option_gets_the_nearest_one_and_a_cell_no_hint_about_one_line_prompts(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    with pytest.raises(UsageError, match=r"^%%mmsp: unrecognized arguments: --temprature; did you mean "
+                                         r"'--temperature'\?$"):
+        ip.run_cell_magic("mmsp", "--temprature 0.5", "hi")
+    with pytest.raises(UsageError, match=r"^%mmsp: unrecognized arguments: --max_tokens; did you mean '--max-tokens'\? "
+                                         r"\(to send a prompt that starts with '-': %mmsp -- <prompt>\)$"):
+        ip.run_line_magic("mmsp", "--max_tokens 5 hi")
+    with pytest.raises(UsageError, match=r"^%%mmsp: ambiguous option: --t could match .*--temperature[^(]*$"):
+        ip.run_cell_magic("mmsp", "--t 0.5", "hi")
+    assert fresh_session.turns == []
