@@ -488,3 +488,15 @@ def test_a_mistyped_option_gets_the_nearest_one_and_a_cell_no_hint_about_one_lin
     with pytest.raises(UsageError, match=r"^%%mmsp: ambiguous option: --t could match .*--temperature[^(]*$"):
         ip.run_cell_magic("mmsp", "--t 0.5", "hi")
     assert fresh_session.turns == []
+
+
+def test_a_one_line_prompt_is_sent_as_typed_its_quotes_backslashes_and_spaces_kept(fresh_session):
+    ip = shell()
+    ip.user_ns["d"] = {"a": 1}
+    for line, prompt in (('-o t What does "idempotent" mean', 'What does "idempotent" mean'),
+                         ('-o t --system "be brief" Explain  `a\\nb`', "Explain  `a\\nb`"),
+                         ('-o t {d["a"]} and {d}', "1 and {'a': 1}"),
+                         ("-o t -- --x means 'x'", "--x means 'x'")):
+        ip.run_line_magic("mmsp", line)
+        assert ip.user_ns["t"].prompt["content_items"][0]["text"] == prompt, line
+    assert ip.user_ns["t"].config.get("system_prompt") is None  # (options stay options)

@@ -190,7 +190,7 @@ class MMSPMagics(Magics):
                 if near:
                     raise UsageError(f"%mmsp: unknown subcommand {args.rest[0]!r}; did you mean {near[0]!r}? "
                                      f"(to send it as a prompt: %mmsp -- {args.rest[0]})")
-            prompt = " ".join(args.rest)
+            prompt = _prompt_of(line, args.rest)
         else:
             if args.rest:
                 raise UsageError(f"%%mmsp: unexpected argument {' '.join(args.rest)!r} (the prompt goes in the cell)")
@@ -460,6 +460,26 @@ def _parse(magic: Any, line: str, cell: bool = False) -> Any:
         raise UsageError(said) from None
     except Exception as exc:  # argparse's own complaints
         raise UsageError(f"{'%%mmsp' if cell else '%mmsp'}: {exc}") from None
+
+
+#: a word of a shell line as shlex.split reads it: unquoted runs, '...', "..." and escapes
+_WORD = re.compile(r"""(?:[^\s'"\\]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.)+""", re.S)
+
+
+def _prompt_of(line: str, rest: list[str]) -> str:
+    """A one-line prompt as typed on ``line``: its quotes, backslashes and spaces kept (``What does
+    "idempotent" mean``, ``{d["a"]}``), as a cell's prompt keeps them; its words as parsed when the
+    line's words cannot be lined up with them."""
+    try:
+        argv = shlex.split(line)
+    except ValueError:  # (parsed as IPython splits a line, quotes kept)
+        return " ".join(rest)
+    spans = [m.span() for m in _WORD.finditer(line)]
+    if len(spans) == len(argv):
+        for i in range(len(argv) - len(rest), -1, -1):
+            if argv[i:i + len(rest)] == rest:
+                return line[spans[i][0]:spans[i + len(rest) - 1][1]]
+    return " ".join(rest)
 
 
 _QUESTION = re.compile(r"^(\s*)(?:([A-Za-z_][\w.]*)\s*=\s*)?%mmsp(\s+.*\S)\?(\s*)$")
