@@ -112,9 +112,10 @@ def test_the_names_the_package_relies_on_are_refused_as_out_and_the_log_stays(tm
     from mmsp_notebook.front.cells import reserved_name
 
     for name in ("Err", "__session__", "In", "Out", "_", "__", "___", "_i", "_ii", "_iii", "_7", "_i7", "_oh",
-                 "get_ipython"):
+                 "get_ipython", "print", "list", "id", "input"):
         assert reserved_name(name), name
-    for name in ("answer", "err", "ERR", "_private", "Error", "_x1", "In2"):
+    assert reserved_name("print") == "Python's builtin print"
+    for name in ("answer", "err", "ERR", "_private", "Error", "_x1", "In2", "printed", "List"):
         assert reserved_name(name) is None, name
     sources = [
         "%load_ext mmsp_notebook",

@@ -193,3 +193,33 @@ def test_text_live_writes_a_tool_calls_arguments_before_its_result_when_both_com
     view.finish(turn)
     args = turn.tool_calls[0]["raw_arguments"]
     assert f"[tool call] get_weather {args}\n  returned sunny in Paris\n" in out.getvalue(), out.getvalue()
+
+
+class InterruptedAtStart(LiveView):
+    """A view the interrupt reaches while it is being shown (the first widget's imports, its comm)."""
+
+    def start(self, turn) -> None:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_the_view_is_shown_cancels_the_turn_and_frees_its_conversation(fresh_session):
+    import pytest
+
+    run, future = launch("hello", model="demo+stall", trace=False)
+    with pytest.raises(KeyboardInterrupt):
+        drive(run, future, InterruptedAtStart())
+    assert future.result(timeout=10).status == "cancelled"  # not streaming on unseen
+    run, future = launch("still there?", trace=False)
+    assert drive(run, future, Recorder()).status == "complete"
+
+
+def test_a_view_that_fails_mid_stream_ends_its_turn_instead_of_leaving_it_streaming_unseen(fresh_session, tmp_path):
+    import pytest
+
+    (tmp_path / "out.txt").write_text("")
+    run, future = launch("hello", model="demo+stall", trace=False)
+    with open(tmp_path / "out.txt") as read_only, pytest.raises(io.UnsupportedOperation, match="not writable"):
+        drive(run, future, TextLive(read_only))  # (opened without "w": its first write fails)
+    assert future.result(timeout=10).status == "cancelled"
+    run, future = launch("still there?", trace=False)  # its conversation takes the next turn at once
+    assert drive(run, future, Recorder()).status == "complete"

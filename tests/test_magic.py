@@ -478,3 +478,43 @@ def test_an_assigned_alias_line_gives_the_aliases(fresh_session):
     ip.user_ns.update(persona="You are a pirate", short="pirate")
     assert ip.run_cell("%mmsp alias {short} = demo --system {persona}").success
     assert fresh_session.settings.aliases["pirate"].system == "You are a pirate"
+
+
+def test_a_key_typed_into_the_magics_line_by_mistake_is_not_echoed_by_its_error(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    key = "sk-" + "k3y" * 12
+    for line, cell in ((f"--key={key}", "hi"), (f"--api-key-env OPENAI_API_KEY {key}", "hi"), (f"-o {key}", "hi"),
+                       (f"--client-type {key}", "hi"), (f"models {key}", None)):
+        with pytest.raises(UsageError) as raised:
+            ip.run_cell_magic("mmsp", line, cell) if cell else ip.run_line_magic("mmsp", line)
+        assert key[:12] not in str(raised.value) and "[redacted]" in str(raised.value), line
+    assert fresh_session.turns == []  # nothing was sent
+
+
+def test_a_mistyped_option_gets_the_nearest_one_and_a_cell_no_hint_about_one_line_prompts(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    with pytest.raises(UsageError, match=r"^%%mmsp: unrecognized arguments: --temprature; did you mean "
+                                         r"'--temperature'\?$"):
+        ip.run_cell_magic("mmsp", "--temprature 0.5", "hi")
+    with pytest.raises(UsageError, match=r"^%mmsp: unrecognized arguments: --max_tokens; did you mean '--max-tokens'\? "
+                                         r"\(to send a prompt that starts with '-': %mmsp -- <prompt>\)$"):
+        ip.run_line_magic("mmsp", "--max_tokens 5 hi")
+    with pytest.raises(UsageError, match=r"^%%mmsp: ambiguous option: --t could match .*--temperature[^(]*$"):
+        ip.run_cell_magic("mmsp", "--t 0.5", "hi")
+    assert fresh_session.turns == []
+
+
+def test_a_one_line_prompt_is_sent_as_typed_its_quotes_backslashes_and_spaces_kept(fresh_session):
+    ip = shell()
+    ip.user_ns["d"] = {"a": 1}
+    for line, prompt in (('-o t What does "idempotent" mean', 'What does "idempotent" mean'),
+                         ('-o t --system "be brief" Explain  `a\\nb`', "Explain  `a\\nb`"),
+                         ('-o t {d["a"]} and {d}', "1 and {'a': 1}"),
+                         ("-o t -- --x means 'x'", "--x means 'x'")):
+        ip.run_line_magic("mmsp", line)
+        assert ip.user_ns["t"].prompt["content_items"][0]["text"] == prompt, line
+    assert ip.user_ns["t"].config.get("system_prompt") is None  # (options stay options)

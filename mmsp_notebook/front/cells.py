@@ -11,6 +11,7 @@ traceback (the last frames, at most :data:`TRACEBACK_LIMIT` characters), keys re
 
 from __future__ import annotations
 
+import builtins
 import re
 import traceback
 from dataclasses import dataclass
@@ -83,11 +84,14 @@ _IPYTHON_NAMES = re.compile(r"_{1,3}|_i{1,3}|_i?\d+|_[oid]h")  # _, __, ___, _i,
 
 
 def reserved_name(name: str) -> str | None:
-    """What the notebook's variable ``name`` holds when the package or IPython relies on it, else ``None``."""
+    """What the notebook's variable ``name`` holds when the package, IPython or Python relies on it (a
+    builtin such as ``print``), else ``None``."""
     if name in RESERVED_NAMES:
         return RESERVED_NAMES[name]
     if _IPYTHON_NAMES.fullmatch(name):
         return "one of IPython's output and input history variables"
+    if name in vars(builtins):  # -o print: every later print(...) would call the turn
+        return f"Python's builtin {name}"
     return None
 
 

@@ -157,10 +157,19 @@ class MMSPMagics(Magics):
         error | fix [N] | explain [N]``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
         prompt that starts with ``-``).
         """
+        try:
+            return self._mmsp(line, cell)
+        except UsageError as exc:  # it may quote what was typed: a key pasted by mistake (--key=sk-...)
+            said = redact(str(exc))
+            if said != str(exc):
+                raise UsageError(said) from None
+            raise
+
+    def _mmsp(self, line: str, cell: str | None) -> Any:
         bare = re.sub(r"^\s*--value(?:\s+|$)", "", line)  # (x = %mmsp alias: the aliases are x's value)
         if cell is None and bare.split(None, 1)[:1] == ["alias"]:
             return self._alias(bare.split(None, 1)[1] if " " in bare.strip() else "")
-        args = _parse(self.mmsp, line)
+        args = _parse(self.mmsp, line, cell is not None)
         # each option's value is expanded as IPython expands a magic's line ({url}, $model), after the
         # line is split, so a value with spaces stays one value (--system {prompt}); a one-line
         # prompt is interpolated by interpolate() (which also sends an image value as an image)
@@ -181,7 +190,7 @@ class MMSPMagics(Magics):
                 if near:
                     raise UsageError(f"%mmsp: unknown subcommand {args.rest[0]!r}; did you mean {near[0]!r}? "
                                      f"(to send it as a prompt: %mmsp -- {args.rest[0]})")
-            prompt = " ".join(args.rest)
+            prompt = _prompt_of(line, args.rest)
         else:
             if args.rest:
                 raise UsageError(f"%%mmsp: unexpected argument {' '.join(args.rest)!r} (the prompt goes in the cell)")
@@ -426,7 +435,7 @@ def _shown_short(exc: TurnError) -> None:
     exc._render_traceback_ = lambda: [line]  # type: ignore[attr-defined]  # IPython's hook for this
 
 
-def _parse(magic: Any, line: str) -> Any:
+def _parse(magic: Any, line: str, cell: bool = False) -> Any:
     """The magic's options from ``line``, with shell quoting; a line that does not parse as a shell
     line (an apostrophe in a one-line prompt) is split on spaces, as IPython does."""
     try:
@@ -438,14 +447,39 @@ def _parse(magic: Any, line: str) -> Any:
             return parse_argstring(magic, line)
         return magic.parser.parse_args(argv)
     except UsageError as exc:
-        said = str(exc)
-        if "unrecognized arguments" in said or "ambiguous option" in said:
+        said = f"{'%%mmsp' if cell else '%mmsp'}: {exc}"
+        if "unrecognized arguments" in said:  # a mistyped option: the nearest one (--temprature)
+            options = [o for action in magic.parser._actions for o in action.option_strings if o.startswith("--")]
+            typed = [word.split("=")[0] for word in str(exc).partition(":")[2].split() if word.startswith("--")]
+            near = [match for word in typed for match in difflib.get_close_matches(word, options, n=1)]
+            if near:
+                said += f"; did you mean {near[0]!r}?"
+        if not cell and ("unrecognized arguments" in said or "ambiguous option" in said):
             # a one-line prompt that starts with a dash, e.g. %mmsp -verbose output please
             said += " (to send a prompt that starts with '-': %mmsp -- <prompt>)"
-            raise UsageError(said) from None
-        raise
+        raise UsageError(said) from None
     except Exception as exc:  # argparse's own complaints
-        raise UsageError(f"%mmsp: {exc}") from None
+        raise UsageError(f"{'%%mmsp' if cell else '%mmsp'}: {exc}") from None
+
+
+#: a word of a shell line as shlex.split reads it: unquoted runs, '...', "..." and escapes
+_WORD = re.compile(r"""(?:[^\s'"\\]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.)+""", re.S)
+
+
+def _prompt_of(line: str, rest: list[str]) -> str:
+    """A one-line prompt as typed on ``line``: its quotes, backslashes and spaces kept (``What does
+    "idempotent" mean``, ``{d["a"]}``), as a cell's prompt keeps them; its words as parsed when the
+    line's words cannot be lined up with them."""
+    try:
+        argv = shlex.split(line)
+    except ValueError:  # (parsed as IPython splits a line, quotes kept)
+        return " ".join(rest)
+    spans = [m.span() for m in _WORD.finditer(line)]
+    if len(spans) == len(argv):
+        for i in range(len(argv) - len(rest), -1, -1):
+            if argv[i:i + len(rest)] == rest:
+                return line[spans[i][0]:spans[i + len(rest) - 1][1]]
+    return " ".join(rest)
 
 
 _QUESTION = re.compile(r"^(\s*)(?:([A-Za-z_][\w.]*)\s*=\s*)?%mmsp(\s+.*\S)\?(\s*)$")

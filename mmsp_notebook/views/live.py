@@ -234,7 +234,11 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         run.changed.set()
 
     future.add_done_callback(on_done)
-    live.start(turn)
+    try:
+        live.start(turn)  # (the first widget of a kernel takes a moment: its imports, its comm)
+    except BaseException as exc:
+        _abandon(run, exc)
+        raise
     interrupted = False
     deadline = None
     quiet_repaint = time.monotonic() + QUIET_REPAINT
@@ -272,6 +276,9 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
             else:
                 future.cancel()
                 break
+        except Exception as exc:  # the view cannot show it (a stream that cannot be written)
+            _abandon(run, exc)
+            raise
     watch.settle(future, ended.is_set(), interrupted)
     returned = future.done() and not future.cancelled() and future.exception() is None
     if (interrupted or not future.done()) and not returned:
@@ -280,6 +287,13 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         turn.mark_cancelled("interrupted (kernel interrupt)")
     live.finish(turn)
     return turn
+
+
+def _abandon(run: Any, exc: BaseException) -> None:
+    """The view failed, or an interrupt reached it before it was shown: the turn is aborted, not
+    left streaming unseen and holding its conversation."""
+    run.abort("interrupted (kernel interrupt)" if isinstance(exc, KeyboardInterrupt)
+              else f"its live view failed: {type(exc).__name__}")
 
 
 class LoopWatch:
