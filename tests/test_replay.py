@@ -91,7 +91,7 @@ def test_replay_takes_a_path_or_a_load_turns_row_and_shows_text(recorded, tmp_pa
     shown = mn.replay(row, speed=20, root=tmp_path / "cache")  # display=True outside Jupyter: text on stdout
     _same_state(shown, recorded)
     assert recorded.text[:40] in capsys.readouterr().out
-    with pytest.raises(TraceError, match="there is no turn 5"):
+    with pytest.raises(TraceError, match="holds 1 assistant message; there is no turn 5"):
         mn.replay(recorded.trace_id, turn=5, display=False)
     with pytest.raises(TraceNotFoundError, match="no trace file") as missing:
         mn.replay("no/such/trace", display=False)

@@ -579,6 +579,7 @@ def test_a_key_quoted_back_in_a_response_is_redacted_in_the_wire_view_and_its_sa
             shown.append(turn.wire.save(tmp_path / "refused.sse").read_bytes().decode())
         assert all("Incorrect API key" in text for text in shown)
         assert all("canary-key-9876543" not in text for text in [*shown, repr(turn.wire)])
+        assert model != "custom-model" or repr(turn.wire) == f"<Wire: 1 request, {len(turn.wire)} frames, 0 UniEvents>"
         assert "[redacted]" in shown[0]  # (the text view cuts long lines before it)
         assert model == "custom-model" or "[redacted]" in shown[-1]  # the saved stream
 
@@ -635,3 +636,31 @@ def test_saving_a_step_the_wire_does_not_hold_says_which_steps_it_holds(fresh_se
         with pytest.raises(OptionTypeError, match="step must be an integer"):
             turn.save_wire(tmp_path / "x.sse", step)
     assert not (tmp_path / "x.sse").exists()
+
+
+def test_a_key_in_the_endpoint_s_path_is_never_shown(fresh_session, monkeypatch):
+    """A gateway that takes its key in the URL path (``https://host/<key>/v1``): the wire's records,
+    its views and the saved stream's record never show it."""
+    from helpers import serve_posts
+
+    def answer(handler):
+        handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.end_headers()
+        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": "fine"}, "finish_reason": None}]}
+        stop = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}
+        handler.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(stop)}\n\ndata: [DONE]\n\n".encode())
+
+    monkeypatch.setenv("WIRE_TEST_KEY", CANARY)
+    for base_url in serve_posts(answer):
+        keyed = base_url.removesuffix("/v1") + f"/{CANARY}/v1"
+        turn = ask("hi", model="m", client_type="openai-chat", base_url=keyed, api_key_env="WIRE_TEST_KEY",
+                   wire=True, stream=io.StringIO())
+        assert turn.status == "complete" and turn.text == "fine"
+        shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), repr(turn.wire), json.dumps(turn.wire, default=str)]
+        assert "/chat/completions" in shown[0]
+        for text in shown:
+            assert CANARY not in text

@@ -310,7 +310,8 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
                 failed = _failed_turn(records_of[source], turn, trace_id) if turn >= 0 else None
                 if failed is not None:
                     raise _refused(failed) from None
-            raise _refused(f"holds {len(assistant)} assistant messages; there is no turn {turn}", path) from None
+            raise _refused(f"holds {len(assistant)} assistant message{'s' if len(assistant) != 1 else ''}; "
+                           f"there is no turn {turn}", path) from None
     if not (0 <= message_index < len(history)) or history[message_index].get("role") != "assistant":
         raise _refused(f"message {message_index} is not an assistant message", path)
     turn_no = assistant.index(message_index)

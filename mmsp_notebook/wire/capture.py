@@ -200,7 +200,7 @@ class Wire(list[dict[str, Any]]):
         if not self.exchanges:
             return "<Wire: no request captured>"
         requests = len(self.exchanges)
-        rules = sorted({e.rule for e in self.exchanges if e.rule})
+        rules = sorted({e.rule for e in self.exchanges if e.rule and e.events})  # (a refused request pairs nothing)
         return (f"<Wire: {requests} request{'s' if requests != 1 else ''}, {len(self)} frames, "
                 f"{len(self.events)} UniEvents" + (f", paired by {', '.join(rules)}" if rules else "") + ">")
 

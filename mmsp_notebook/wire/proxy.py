@@ -68,7 +68,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
 from .._loopback import AbruptClose, LoopbackServer, Served, Transcript, TranscriptLog, scrub, until_disconnect
-from ..core.redact import redact_bytes
+from ..core.redact import redact, redact_bytes
 from .sse import detect_protocol
 
 __all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query", "MAX_BODY",
@@ -307,7 +307,7 @@ class _ProxyApp:
             raw_path = (match.group(2) or "/").encode("latin-1")
         path = raw_path.decode("latin-1")
         body = await self._body(request)
-        record = WireTranscript(id=uuid.uuid4().hex[:16], endpoint=path, protocol=_protocol_of(path), model="",
+        record = WireTranscript(id=uuid.uuid4().hex[:16], endpoint=redact(path), protocol=_protocol_of(path), model="",
                                 request=None, tap=tap, method=request.method)
         if isinstance(body, int):
             return self._too_large(record, body)
