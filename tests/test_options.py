@@ -151,3 +151,22 @@ def test_a_system_prompt_with_a_lone_surrogate_is_refused_before_a_request_in_ev
     with pytest.raises(OptionError, match=said):
         TurnOptions(system="Be b\udcffrief")
     assert fresh_session.turns == []
+
+
+def test_a_key_given_as_an_option_s_value_by_mistake_is_not_echoed_by_its_error(fresh_session):
+    """thinking='sk-…' (a key pasted in the wrong place): the refusal says what the option takes, not the key."""
+    import io
+
+    from mmsp_notebook import OptionError, ask
+    from mmsp_notebook.engine.options import check_option
+
+    key = "sk-proj-" + "Ab3" * 12
+    for name, value in (("thinking", key), ("max_tokens", key), ("temperature", key), ("client_type", key),
+                        ("model", [key, key])):
+        with pytest.raises(OptionError) as caught:
+            check_option(name, value)
+        assert key not in str(caught.value), caught.value
+        assert name == "model" or "[redacted]" in str(caught.value)
+    with pytest.raises(OptionError) as caught:
+        ask("hi", thinking=key, stream=io.StringIO())
+    assert key not in str(caught.value) and "thinking takes one of" in str(caught.value)

@@ -196,7 +196,13 @@ def check_option(name: str, value: Any, *, text: bool = False) -> Any:
         if not optional:
             raise OptionError(f"{key} cannot be empty")
         return None
-    return parse(key, value)
+    try:
+        return parse(key, value)
+    except OptionError as exc:  # it may quote the value: a key pasted there by mistake is not echoed
+        said = redact(str(exc))
+        if said == str(exc):
+            raise
+        raise type(exc)(said) from None
 
 
 @dataclasses.dataclass(frozen=True)
