@@ -107,3 +107,22 @@ def test_an_unknown_keyword_is_refused_naming_ask_or_aask_and_their_options(fres
         asyncio.run(aask("hi", sytem="Be brief"))
     assert "launch" not in str(info.value) and "stream" not in str(info.value)
     assert fresh_session.turns == []  # refused before anything was sent
+
+
+def test_a_stream_that_cannot_be_written_and_a_flag_that_is_no_bool_are_refused_before_a_request(fresh_session):
+    """ask(stream="out.txt") used to send the request, then fail in the view; strict="false" was true."""
+    import io
+
+    import mmsp_notebook as m
+    from mmsp_notebook import OptionTypeError
+
+    with pytest.raises(OptionTypeError, match=r"^ask: stream takes a text stream to write to .* not str 'out.txt'"):
+        m.ask("hi", stream="out.txt")
+    for flag in ("strict", "events"):
+        with pytest.raises(OptionTypeError, match=rf"^ask: {flag} takes True or False \(None: the kernel's setting\), "
+                                                  r"not str 'false'"):
+            m.ask("hi", stream=io.StringIO(), **{flag: "false"})
+    with pytest.raises(OptionTypeError, match=r"^aask: strict takes True or False"):
+        asyncio.run(aask("hi", strict=2))
+    assert fresh_session.turns == []  # refused before anything was sent
+    assert m.ask("hi", stream=io.StringIO(), strict=False, events=None).status == "complete"

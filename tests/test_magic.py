@@ -261,6 +261,16 @@ def test_a_prompt_that_starts_with_a_dash_gets_a_hint(fresh_session):
     assert turn.status == "complete" and turn.prompt["content_items"][0]["text"] == "-verbose output please"
 
 
+def test_an_out_name_is_the_variable_python_code_reads_by_it(fresh_session):
+    """Python reads identifiers in their NFKC form: -o ﬁ (a ligature) keeps the turn where code that
+    names ﬁ looks, which is fi."""
+    ip = shell()
+    result = ip.run_cell("%%mmsp -o \ufb01\nhello")
+    assert result.success, result.error_in_exec
+    assert ip.run_cell("\ufb01.status").result == "complete"
+    assert "\ufb01" not in ip.user_ns and ip.user_ns["fi"].status == "complete"
+
+
 def test_terminal_ipython_streams_plain_text(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("MMSP_CACHE_DIR", str(tmp_path / "cache"))
     from mmsp_notebook.engine import session as _session

@@ -8,7 +8,7 @@ from ..core.turn import Turn
 from ..engine.launch import door_options, launch, refuse_unknown
 from ..engine.worker import stalled
 from ..views.live import await_turn
-from .finish import finish_turn, present
+from .finish import check_door, finish_turn, present
 
 __all__ = ["ask", "aask"]
 
@@ -24,6 +24,7 @@ def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None
     ``strict`` and ``events`` default to the kernel's settings (``%mmsp config``).
     """
     refuse_unknown("ask", options, door_options("stream", "strict", "events"))
+    check_door("ask", stream, strict=strict, events=events)
     run, future = launch(prompt, **options)
     return present(run, future, stream=stream, events=events, strict=strict, wire=bool(options.get("wire")))
 
@@ -36,6 +37,7 @@ async def aask(prompt: str, *, strict: bool | None = None, **options: Any) -> Tu
     :class:`~mmsp_notebook.LoopBlockedError` that names the tool; what arrived is kept.
     """
     refuse_unknown("aask", options, door_options("strict"))
+    check_door("aask", strict=strict)
     run, future = launch(prompt, **options)
     turn = await await_turn(run, future, stalled)
     return finish_turn(turn, strict)

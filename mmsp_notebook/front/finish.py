@@ -17,7 +17,8 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .._errors import TurnError
+from .._errors import OptionTypeError, TurnError
+from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine.session import Session, session
@@ -26,7 +27,7 @@ from ..views.live import LiveView, TextLive, WidgetLive, drive, in_kernel
 from ..views.static import register_formatters, running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
-__all__ = ["live_view", "present", "present_group", "finish_turn"]
+__all__ = ["live_view", "present", "present_group", "finish_turn", "check_door"]
 
 register_formatters()  # Jupyter shows a Turn through the views, whichever door made it
 
@@ -36,6 +37,19 @@ def live_view(stream: TextIO | None = None, events: bool = False) -> LiveView:
     if stream is None and in_kernel():
         return WidgetLive(events=events)
     return TextLive(stream)
+
+
+def check_door(door: str, stream: Any = None, **flags: Any) -> None:
+    """Refuse, before any request, a ``stream`` that cannot be written to (a path given as text)
+    and a flag (``strict``, ``events``) that is not True, False or None: ``strict="false"`` would
+    be taken as true."""
+    if stream is not None and not callable(getattr(stream, "write", None)):
+        raise OptionTypeError(f"{door}: stream takes a text stream to write to (sys.stdout, io.StringIO(), "
+                              f"open(path, 'w')), not {type(stream).__name__} {redact(repr(stream))[:80]}")
+    for name, value in flags.items():
+        if value is not None and (isinstance(value, str) or value not in (True, False)):
+            raise OptionTypeError(f"{door}: {name} takes True or False (None: the kernel's setting), "
+                                  f"not {type(value).__name__} {redact(repr(value))[:40]}")
 
 
 def present(

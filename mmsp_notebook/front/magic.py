@@ -10,6 +10,7 @@ import re
 import shlex
 import sys
 import traceback
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,8 @@ class MMSPMagics(Magics):
     def _turn(self, args: Any, prompt: str, literal: bool = False) -> Any:
         """One turn; ``literal`` sends the prompt as written (no ``{expr}`` interpolation)."""
         sess = session()
+        if args.out is not None:  # (as Python reads the name in code: NFKC, -o ﬁ is the variable fi)
+            args.out = unicodedata.normalize("NFKC", args.out)
         if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)):
             raise UsageError(f"%%mmsp: -o/--out takes a variable name, not {args.out!r}")
         held = None if args.out is None else reserved_name(args.out)
