@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
+import string
 import struct
 import subprocess
 import sys
@@ -1086,3 +1088,14 @@ def test_a_request_too_big_to_plan_is_refused_at_once_and_the_server_goes_on(dem
     assert time.monotonic() - started < 10
     events, error = asyncio.run(collect(demo_server, "mmsp", "demo+tokens=50", [user("hi")]))
     assert error is None and events[-1]["event_type"] == "stop"
+
+
+def test_a_long_prompt_of_distinct_words_is_answered_at_once(demo_server: DemoServer) -> None:
+    # a pasted list of names or ids: picking the prompt's keywords must not hold the server (and
+    # every other stream it serves) for a time that grows with the square of the prompt's words
+    names = ["W" + "".join(letters) for letters in itertools.product(string.ascii_lowercase, repeat=4)][:30000]
+    prompt = "Check the weather for " + " ".join(names)
+    started = time.monotonic()
+    events = stream(demo_server, "mmsp", "demo+nothink", [user(prompt)], {"tools": [WEATHER]})
+    assert time.monotonic() - started < 5
+    assert done(events, "tool_call")[0]["arguments"]["location"] == "Waaaa"
