@@ -1099,3 +1099,17 @@ def test_a_long_prompt_of_distinct_words_is_answered_at_once(demo_server: DemoSe
     events = stream(demo_server, "mmsp", "demo+nothink", [user(prompt)], {"tools": [WEATHER]})
     assert time.monotonic() - started < 5
     assert done(events, "tool_call")[0]["arguments"]["location"] == "Waaaa"
+
+
+def test_a_pace_that_is_not_a_number_is_refused() -> None:
+    # NaN passed every "<= 0" check and paced every stream at random; an infinite delay never answered
+    for setting, value, said in (("tokens_per_second", math.nan, "tokens_per_second must be a positive number"),
+                                 ("tokens_per_second", math.inf, "tokens_per_second must be a positive number"),
+                                 ("first_token_delay", math.nan, "first_token_delay must be a number of seconds"),
+                                 ("first_token_delay", math.inf, "first_token_delay must be a number of seconds"),
+                                 ("heartbeat", math.nan, "heartbeat must be a positive number")):
+        with pytest.raises(DemoServerError, match=said):
+            DemoServer(**{setting: value})
+    refused = subprocess.run([sys.executable, "-m", "mmsp_notebook.demo", "--tokens-per-second", "nan"],
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "tokens_per_second must be a positive number, not nan" in refused.stderr
