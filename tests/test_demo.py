@@ -833,6 +833,10 @@ def test_parse_model() -> None:
     for bad in ("gpt-4o", "demo+nope", "demo+tps", "demo+tps=x", "demo+error+stall", "demo+stall=3"):
         with pytest.raises(DemoServerError):
             parse_model(bad)
+    # an option that is on when named takes no value: +xss=0 and +instant=no turned it on
+    for bad in ("demo+xss=0", "demo+instant=no", "demo+nothink=false", "demo+nothink="):
+        with pytest.raises(DemoServerError, match=r"takes no value; write \+(xss|instant|nothink) to turn it on"):
+            parse_model(bad)
 
 
 @given(st.text())
