@@ -250,3 +250,13 @@ def test_an_answer_stopped_at_max_steps_with_calls_pending_is_never_best(fresh_s
                 max_steps=1, stream=io.StringIO())
     assert [t.status_text for t in c.turns] == ["stopped after --max-steps with tool calls still pending"] * 2
     assert all(r["best"] == [] for r in figures(c.turns))
+
+
+def test_a_comparison_says_which_models_it_holds_and_how_many():
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.front.compare import Comparison
+
+    pair = Comparison("c", ["demo", "demo+nothink"], [Turn(None, model="demo"), Turn(None, model="demo")])
+    # `in` read a label as it was compared with each turn: False for a model it holds
+    assert "demo+nothink" in pair and "demo+fast" not in pair and pair.turns[0] in pair
+    assert len(pair) == 2 and list(pair) == pair.turns
