@@ -238,3 +238,25 @@ def test_a_comparison_indexed_by_a_model_it_does_not_hold_raises_a_key_error_nam
     assert pair["demo+nothink"] is pair.turns[1] and pair[0] is pair.turns[0]
     with pytest.raises(KeyError, match=r"'demo\+fast' is not one of this comparison's models: 'demo', 'demo\+nothink'"):
         pair["demo+fast"]
+
+
+def test_an_answer_stopped_at_max_steps_with_calls_pending_is_never_best(fresh_session):
+    """It stopped before its answer, as one cut at the token limit: faster and cheaper because unfinished."""
+    def get_weather(city: str) -> str:
+        """The weather of a city."""
+        return f"19 degrees in {city}"
+
+    c = compare("What's the weather in Paris?", "demo+tps=400,demo+nothink+tps=200", tools=[get_weather],
+                max_steps=1, stream=io.StringIO())
+    assert [t.status_text for t in c.turns] == ["stopped after --max-steps with tool calls still pending"] * 2
+    assert all(r["best"] == [] for r in figures(c.turns))
+
+
+def test_a_comparison_says_which_models_it_holds_and_how_many():
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.front.compare import Comparison
+
+    pair = Comparison("c", ["demo", "demo+nothink"], [Turn(None, model="demo"), Turn(None, model="demo")])
+    # `in` read a label as it was compared with each turn: False for a model it holds
+    assert "demo+nothink" in pair and "demo+fast" not in pair and pair.turns[0] in pair
+    assert len(pair) == 2 and list(pair) == pair.turns

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
+import string
 import struct
 import subprocess
 import sys
@@ -831,6 +833,10 @@ def test_parse_model() -> None:
     for bad in ("gpt-4o", "demo+nope", "demo+tps", "demo+tps=x", "demo+error+stall", "demo+stall=3"):
         with pytest.raises(DemoServerError):
             parse_model(bad)
+    # an option that is on when named takes no value: +xss=0 and +instant=no turned it on
+    for bad in ("demo+xss=0", "demo+instant=no", "demo+nothink=false", "demo+nothink="):
+        with pytest.raises(DemoServerError, match=r"takes no value; write \+(xss|instant|nothink) to turn it on"):
+            parse_model(bad)
 
 
 @given(st.text())
@@ -1086,3 +1092,28 @@ def test_a_request_too_big_to_plan_is_refused_at_once_and_the_server_goes_on(dem
     assert time.monotonic() - started < 10
     events, error = asyncio.run(collect(demo_server, "mmsp", "demo+tokens=50", [user("hi")]))
     assert error is None and events[-1]["event_type"] == "stop"
+
+
+def test_a_long_prompt_of_distinct_words_is_answered_at_once(demo_server: DemoServer) -> None:
+    # a pasted list of names or ids: picking the prompt's keywords must not hold the server (and
+    # every other stream it serves) for a time that grows with the square of the prompt's words
+    names = ["W" + "".join(letters) for letters in itertools.product(string.ascii_lowercase, repeat=4)][:30000]
+    prompt = "Check the weather for " + " ".join(names)
+    started = time.monotonic()
+    events = stream(demo_server, "mmsp", "demo+nothink", [user(prompt)], {"tools": [WEATHER]})
+    assert time.monotonic() - started < 5
+    assert done(events, "tool_call")[0]["arguments"]["location"] == "Waaaa"
+
+
+def test_a_pace_that_is_not_a_number_is_refused() -> None:
+    # NaN passed every "<= 0" check and paced every stream at random; an infinite delay never answered
+    for setting, value, said in (("tokens_per_second", math.nan, "tokens_per_second must be a positive number"),
+                                 ("tokens_per_second", math.inf, "tokens_per_second must be a positive number"),
+                                 ("first_token_delay", math.nan, "first_token_delay must be a number of seconds"),
+                                 ("first_token_delay", math.inf, "first_token_delay must be a number of seconds"),
+                                 ("heartbeat", math.nan, "heartbeat must be a positive number")):
+        with pytest.raises(DemoServerError, match=said):
+            DemoServer(**{setting: value})
+    refused = subprocess.run([sys.executable, "-m", "mmsp_notebook.demo", "--tokens-per-second", "nan"],
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and "tokens_per_second must be a positive number, not nan" in refused.stderr

@@ -528,3 +528,17 @@ def test_a_one_line_prompt_is_sent_as_typed_its_quotes_backslashes_and_spaces_ke
         ip.run_line_magic("mmsp", line)
         assert ip.user_ns["t"].prompt["content_items"][0]["text"] == prompt, line
     assert ip.user_ns["t"].config.get("system_prompt") is None  # (options stay options)
+
+
+def test_a_model_list_with_spaces_after_its_commas_is_refused_saying_how_to_write_it(fresh_session):
+    from IPython.core.error import UsageError
+
+    ip = shell()
+    said = r"-m demo, demo\+nothink: write the models without spaces \(-m a,b,c\) or quote them \(-m 'a, b, c'\)"
+    with pytest.raises(UsageError, match=rf"^%%mmsp: {said}"):  # (it was "unexpected argument 'demo+nothink'")
+        ip.run_cell_magic("mmsp", "-m demo, demo+nothink", "hi")
+    with pytest.raises(UsageError, match=rf"^%mmsp: {said}"):
+        ip.run_line_magic("mmsp", "-m demo, demo+nothink hello")
+    assert fresh_session.turns == []
+    assert ip.run_cell("%%mmsp -m 'demo, demo+nothink' -o pair\nhi").success
+    assert ip.user_ns["pair"].labels == ["demo", "demo+nothink"]

@@ -84,22 +84,23 @@ def _words(text: str) -> list[str]:
 
 
 def _significant(text: str) -> list[str]:
-    seen: list[str] = []
+    # a dict keeps the order and finds a word at once (a list searched per word held the server for
+    # a time growing with the square of a long prompt's distinct words)
+    seen: dict[str, None] = {}
     for word in _words(text):
         lowered = word.lower()
-        if len(lowered) > 2 and lowered not in _STOP and lowered not in seen:
-            seen.append(lowered)
-    return seen
+        if len(lowered) > 2 and lowered not in _STOP:
+            seen.setdefault(lowered)
+    return list(seen)
 
 
 def _capitalized(text: str, exclude: set[str]) -> list[str]:
-    seen: list[str] = []
+    seen: dict[str, None] = {}
     for word in re.findall(r"\b[A-Z][A-Za-z-]*[a-z][A-Za-z-]*\b|\b[A-Z]{2,}\b", text):
         lowered = word.lower()
-        if lowered in _STOP or lowered in exclude or word in seen:
-            continue
-        seen.append(word)
-    return seen
+        if lowered not in _STOP and lowered not in exclude:
+            seen.setdefault(word)
+    return list(seen)
 
 
 def _snippet(text: str, limit: int = 80) -> str:

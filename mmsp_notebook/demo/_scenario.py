@@ -60,6 +60,9 @@ DEMO_MODELS: dict[str, dict[str, Any]] = {
 # prelude, not a fault of its own, and combines with any of them.
 FAULTS = ("cut-text", "cut-args", "error", "nostop", "bad-args", "401", "429", "stall")
 
+# options that are on when named and take no value
+_FLAGS = ("instant", "xss", "nothink")
+
 XSS_PAYLOADS = (
     "<script>alert(1)</script>",
     "<img src=x onerror=alert(1)>",
@@ -166,6 +169,10 @@ def parse_model(name: str) -> ModelSpec:
     for option in options:
         key, has_value, value = option.partition("=")
         value_or_none = value if has_value else None
+        if key in _FLAGS and has_value:
+            # (the value was ignored: +xss=0 and +instant=no turned the option on)
+            raise DemoServerError(f"model {name!r}: +{key} takes no value; write +{key} to turn it on, "
+                                  "or leave it out")
         if key == "instant":
             fields["instant"] = True
         elif key == "tokens":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -471,12 +472,13 @@ class DemoServer(Served):
         max_transcripts: int = 200,
     ) -> None:
         self._server = LoopbackServer("demo server", host, port, allow_remote=allow_remote)
-        if tokens_per_second <= 0:
-            raise DemoServerError("tokens_per_second must be positive")
-        if first_token_delay < 0:
-            raise DemoServerError("first_token_delay must not be negative")
-        if heartbeat <= 0:
-            raise DemoServerError("heartbeat must be positive")
+        # (compared so that NaN fails too: it paced every stream at random, and inf never sent a first token)
+        if not 0 < tokens_per_second < math.inf:
+            raise DemoServerError(f"tokens_per_second must be a positive number, not {tokens_per_second!r}")
+        if not 0 <= first_token_delay < math.inf:
+            raise DemoServerError(f"first_token_delay must be a number of seconds, 0 or more, not {first_token_delay!r}")
+        if not heartbeat > 0:
+            raise DemoServerError(f"heartbeat must be a positive number of seconds, not {heartbeat!r}")
         self.host = host
         settings = _Settings(instant, float(tokens_per_second), float(first_token_delay), float(heartbeat))
         self._log: TranscriptLog[Transcript] = TranscriptLog(max_transcripts)

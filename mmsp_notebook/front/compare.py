@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from .._errors import LoopBlockedError, OptionError, TurnError
@@ -108,7 +108,9 @@ def _all_of(futures: list[concurrent.futures.Future[Turn]], result: Any) -> conc
 
 class Comparison:
     """One prompt answered by several models: ``turns`` (one :class:`Turn` per model, in the order
-    given), ``labels``, and ``frame`` (a DataFrame to compare them)."""
+    given), ``labels``, and ``frame`` (a DataFrame to compare them). ``comparison["model"]`` or
+    ``comparison[0]`` is one turn, ``"model" in comparison`` whether it holds that model; ``len()`` and
+    iteration go over the turns."""
 
     def __init__(self, name: str, labels: list[str], turns: list[Turn]) -> None:
         self.name = name
@@ -133,6 +135,16 @@ class Comparison:
         for turn in self.turns:
             if turn.status == "streaming":
                 turn.mark_cancelled(reason)
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __iter__(self) -> Iterator[Turn]:
+        return iter(self.turns)
+
+    def __contains__(self, key: object) -> bool:
+        """Whether the comparison holds that model, as ``comparison[label]`` reads it (or that turn)."""
+        return key in self.labels if isinstance(key, str) else any(key is t for t in self.turns)
 
     def __getitem__(self, key: int | str) -> Turn:
         if isinstance(key, str):

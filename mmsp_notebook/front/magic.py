@@ -179,6 +179,9 @@ class MMSPMagics(Magics):
                 setattr(args, key, self._expand(value))
         sess = session()
         sess.notebook = _notebook_name(self.shell)
+        if args.model and args.model.endswith(",") and args.rest:  # -m a, b: the list was split at its space
+            raise UsageError(f"%{'%' if cell is not None else ''}mmsp: -m {args.model} {args.rest[0]}: write the "
+                             "models without spaces (-m a,b,c) or quote them (-m 'a, b, c')")
         if cell is None:
             if args.rest and args.rest[0] in ("fix", "explain"):
                 return self._fix(args, args.rest[0], args.rest[1:])

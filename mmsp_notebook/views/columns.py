@@ -64,15 +64,16 @@ _FIGURES: list[tuple[str, Callable[[Turn], Any], Callable[..., Any] | None, Call
 
 def figures(turns: Sequence[Turn]) -> list[dict[str, Any]]:
     """The rows of the figures table: ``{"label", "cells": [text...], "best": [column...]}``; the best of a
-    figure is marked among the models that completed uncut (not at the token limit: ``finish_reason`` ``length``),
-    only when at least two have it and they differ."""
+    figure is marked among the models that completed uncut (not at the token limit: ``finish_reason`` ``length``;
+    nor stopped at ``--max-steps`` with tool calls pending), only when at least two have it and they differ."""
     rows = []
     for label, value_of, best_of, write in _FIGURES:
         values = [value_of(t) for t in turns]
         best: list[int] = []
         if best_of is not None:
             known = [(v, i) for i, (v, t) in enumerate(zip(values, turns))
-                     if v is not None and t.status == "complete" and t.finish_reason != "length"]
+                     if v is not None and t.status == "complete" and t.finish_reason != "length"
+                     and not t.max_steps_reached]
             if len(known) >= 2 and len({v for v, _ in known}) > 1:
                 target = best_of(v for v, _ in known)
                 best = [i for v, i in known if v == target]
