@@ -279,6 +279,26 @@ def test_a_chat_starts_from_a_history(fresh_session):
         Chat(history=[{"role": "tool"}])
 
 
+def test_a_history_with_tool_calls_shows_each_turn_as_it_streamed_with_no_made_up_timing(fresh_session):
+    """A tool-using turn is one answer whose call shows its result, as in the chat that streamed it;
+    the history holds no timing, so its turns show none (no "TTFT 0 ms", no absurd tokens/s)."""
+    chat = Chat(tools=[get_weather])
+    chat.send("What's the weather in Madrid?")
+    chat.send("What's the weather in Rome?")
+    other = Chat(history=chat.history)
+    assert [e["role"] for e in other.transcript] == [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+    for streamed, restored in zip(chat.transcript[1::2], other.transcript[1::2]):
+        calls = [i for i in restored["turn"]["items"] if i["kind"] == "tool_call"]
+        assert [c["state"] for c in calls] == ["done"] and calls[0]["result"]["state"] == "ok"
+        assert [c["result"]["text"] for c in calls] == [
+            i["result"]["text"] for i in streamed["turn"]["items"] if i["kind"] == "tool_call"]
+        assert [i["kind"] for i in restored["turn"]["items"]] == [i["kind"] for i in streamed["turn"]["items"]]
+        footer = restored["turn"]["footer"]
+        assert footer["steps"] == 2 and footer["ttft"] is None and footer["tokens_per_second"] is None
+        assert [s[0] for s in footer["stats"]] == ["tokens", "finish", "cost", "steps"]
+    assert weather_in("Rome") in json.dumps(other.transcript[3])
+
+
 def test_a_reply_with_nothing_to_show_sends_heartbeats_from_the_worker_thread(fresh_session):
     """While its tool works for 5 s the reply has nothing new to draw: the front end (which cuts a
     reply after 10 s without a word, js/src/chat.js) still hears from the kernel every ~2 s, from
