@@ -80,6 +80,26 @@ def test_front_end_send_runs_on_the_worker_and_stop_aborts(fresh_session):
     assert chat.history == []  # a stopped turn records nothing
 
 
+def test_a_message_sent_right_after_stop_follows_the_stopped_turn(fresh_session):
+    """stop() returns at once; the turn it stopped winds down on the worker loop. A message sent
+    meanwhile waits for it instead of being refused as if the turn still streamed."""
+    chat = Chat(model="demo+tps=30", trace=False)
+    inbound(chat, {"type": "send", "text": "hello"})
+    wait_for(lambda: chat.busy)
+    chat.stop()
+    turn = chat.send("and now something else")
+    assert turn.status == "complete"
+    assert [e["turn"]["status"] for e in chat.transcript if e["role"] == "assistant"] == ["cancelled", "complete"]
+    assert [m["role"] for m in chat.history] == ["user", "assistant"]
+    # a turn that was not stopped still refuses a second message
+    inbound(chat, {"type": "send", "text": "a long one"})
+    wait_for(lambda: chat.busy)
+    with pytest.raises(MMSPNotebookError, match="already streaming"):
+        chat.send("too soon")
+    chat.stop()
+    wait_for(lambda: not chat.busy)
+
+
 def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
     chat = Chat(model="demo+401")
     turn = chat.send("hi")

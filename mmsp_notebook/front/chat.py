@@ -316,7 +316,10 @@ class Chat(MarkdownWidget):
         return self._shown is not None and not self._shown.done()
 
     def stop(self) -> None:
-        """Stop the streaming turn: the upstream request is aborted, the partial turn kept, nothing recorded."""
+        """Stop the streaming turn: the upstream request is aborted, the partial turn kept, nothing recorded.
+
+        It returns at once; a message sent next starts once the stopped turn has wound down.
+        """
         run = self._run
         if run is not None:
             run.abort("stopped by the user")
@@ -347,6 +350,8 @@ class Chat(MarkdownWidget):
         Returns the run, the turn's future, and a future that resolves to the turn once its
         finished view is in the transcript.
         """
+        while self._streaming and self._run is not None and self._run.signal.aborted and self._shown is not None:
+            await asyncio.wrap_future(self._shown)  # a stopped turn winding down: the next one follows it
         if self._streaming:
             raise BusyError("a turn is already streaming in this chat: stop it or wait for it")
         message = user_message(text, images)
