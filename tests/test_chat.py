@@ -113,6 +113,27 @@ def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
     assert chat.error == ""
 
 
+def test_a_retry_when_the_last_answer_did_not_fail_changes_nothing(fresh_session):
+    """A second view that has not caught up (or a stale click) may send retry after the answer is in:
+    the answer stays, in the transcript and in the history, which never drift apart."""
+    chat = Chat(trace=False)
+    cap = Capture(chat)
+    chat.send("first")
+    for _ in range(2):
+        inbound(chat, {"type": "retry"})
+    inbound(chat, {"type": "hello"})  # (answered after the retries: the worker loop takes them in order)
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    assert not chat.busy and [e["role"] for e in chat.transcript] == ["user", "assistant"]
+    assert [m["role"] for m in chat.history] == ["user", "assistant"]
+    chat.new_chat()
+    wait_for(lambda: chat.transcript == [])
+    inbound(chat, {"type": "retry"})  # nothing to retry in a new chat
+    cap.messages.clear()
+    inbound(chat, {"type": "hello"})
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    assert chat.transcript == [] and chat.history == [] and not chat.busy
+
+
 def test_hello_gets_a_snapshot_and_pickers_choose_the_next_turns_model(fresh_session):
     chat = Chat()
     cap = Capture(chat)

@@ -41,6 +41,9 @@ DEFAULT_MODELS = ("demo",)
 #: (js/src/chat.js cuts a reply after 10 s without a word from the kernel).
 HEARTBEAT = 2.0
 
+#: How a turn ends that Retry sends again (js/src/chat.js shows its Retry button on the last answer then).
+_RETRYABLE = ("error", "incomplete", "cancelled")
+
 
 def _next_name() -> str:
     global _counter
@@ -417,13 +420,14 @@ class Chat(MarkdownWidget):
             self.error = redact(f"{type(exc).__name__}: {exc}")
 
     async def _retry(self) -> None:
-        if self._last_prompt is None or self._streaming:
-            return
-        text, srcs = self._last_prompt
         entries = list(self.transcript)
+        last = entries[-1] if entries else {}
+        if (self._last_prompt is None or self._streaming or last.get("role") != "assistant"
+                or last.get("turn", {}).get("status") not in _RETRYABLE):
+            return  # (a retry from a view that has not caught up: the answer it would drop is in the history)
+        text, srcs = self._last_prompt
         # drop the failed turn and its user message; the retry sends the message again
-        if entries and entries[-1].get("role") == "assistant":
-            entries.pop()
+        entries.pop()
         if entries and entries[-1].get("role") == "user":
             entries.pop()
         self.transcript = entries
