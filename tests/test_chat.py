@@ -113,6 +113,31 @@ def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
     assert chat.error == ""
 
 
+def test_a_message_refused_before_its_turn_starts_gets_a_failed_answer_with_retry(fresh_session):
+    """A thinking level (or model) set by hand that the turn refuses: the message is answered by a
+    failed turn saying what to do, as any failed turn is, never left alone in the transcript."""
+    from mmsp_notebook import OptionError
+
+    chat = Chat(trace=False)
+    inbound(chat, {"type": "pick", "thinking": "very"})
+    wait_for(lambda: chat.thinking == "very")
+    inbound(chat, {"type": "send", "text": "hello"})
+    wait_for(lambda: len(chat.transcript) == 2)
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"] and not chat.busy
+    failed = chat.transcript[1]["turn"]
+    assert failed["status"] == "error" and "thinking takes one of" in failed["banner"]["text"]
+    assert "then Retry" in failed["banner"]["hint"] and "thinking takes one of" in chat.error
+    chat.thinking = "bogus"
+    with pytest.raises(OptionError, match="thinking takes one of"):
+        chat.send("hello again")  # from Python too, and it still raises
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+    chat.thinking = "low"
+    inbound(chat, {"type": "retry"})
+    wait_for(lambda: chat.transcript[-1].get("turn", {}).get("status") == "complete")
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+    assert chat.transcript[2]["text"] == "hello again" and [m["role"] for m in chat.history] == ["user", "assistant"]
+
+
 def test_a_retry_when_the_last_answer_did_not_fail_changes_nothing(fresh_session):
     """A second view that has not caught up (or a stale click) may send retry after the answer is in:
     the answer stays, in the transcript and in the history, which never drift apart."""

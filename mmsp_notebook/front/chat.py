@@ -364,16 +364,25 @@ class Chat(MarkdownWidget):
         # (shown and saved with the notebook with any key in it redacted; the model gets it as written)
         self.transcript = [*self.transcript, {"role": "user", "text": redact(text), "images": srcs}]
         index = len(self.transcript)
-        run, future = launch(
-            message,
-            model=self.model,
-            thinking=self.thinking or None,
-            tools=self._tools,
-            chat=self._name,
-            trace=self._trace if isinstance(self._trace, str) else None if self._trace else False,
-            listeners=list(self._listeners),
-            **self._options,
-        )
+        try:
+            run, future = launch(
+                message,
+                model=self.model,
+                thinking=self.thinking or None,
+                tools=self._tools,
+                chat=self._name,
+                trace=self._trace if isinstance(self._trace, str) else None if self._trace else False,
+                listeners=list(self._listeners),
+                **self._options,
+            )
+        except Exception as exc:  # refused before it started: a failed answer (with Retry), not a message left unanswered
+            refused = Turn(message, model=self.model)
+            refused.fail_before_stream(exc)
+            vm = view_model(refused)
+            if isinstance(exc, OptionError) and vm.get("banner"):  # (the other options were checked by Chat())
+                vm["banner"]["hint"] = "Choose another model or thinking level (chat.model, chat.thinking), then Retry."
+            self.transcript = [*self.transcript, {"role": "assistant", "turn": vm}]
+            raise
         shown: concurrent.futures.Future[Turn] = concurrent.futures.Future()
         self._run, self._shown, self._live_index = run, shown, index
         self.busy = True
