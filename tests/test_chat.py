@@ -203,6 +203,27 @@ def test_images_from_the_front_end_and_on_event(fresh_session):
     assert seen and seen[-1]["event_type"] == "stop"
 
 
+def test_a_malformed_send_from_the_front_end_is_refused_in_the_banner_and_sends_nothing(fresh_session, tmp_path):
+    from PIL import Image
+
+    local = tmp_path / "secret.png"
+    Image.new("RGB", (2, 2)).save(local)
+    chat = Chat(trace=False)
+    cap = Capture(chat)
+    for bad in ({"type": "send", "text": {"a": 1}}, {"type": "send", "text": ["hi"]},
+                {"type": "send", "text": "hi", "images": "data:image/png;base64,AAAA"},
+                {"type": "send", "text": "hi", "images": [None]},
+                {"type": "send", "text": "hi", "images": [str(local)]}):  # (no file of the kernel's is read)
+        chat.error = ""
+        inbound(chat, bad)
+        wait_for(lambda: chat.error)
+        assert chat.error.startswith("OptionError: a message from the chat takes text and images as data:image/"), bad
+    inbound(chat, {"type": "hello"})
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    assert chat.transcript == [] and chat.history == [] and not chat.busy
+    assert not fresh_session.turns
+
+
 def test_asend_and_two_chats_at_once(fresh_session):
     a, b = Chat(model="demo+tps=400"), Chat(model="demo+tps=400")
 

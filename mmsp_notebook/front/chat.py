@@ -411,8 +411,12 @@ class Chat(MarkdownWidget):
                     live = view_model(self._run.turn)
                 self._send_msg({"type": "chat_snapshot", "chat": {"transcript": self.transcript, "live": live}})
             elif kind == "send":
-                text = str(content.get("text") or "")
-                images = [src for src in content.get("images") or [] if isinstance(src, str)]
+                text, images = content.get("text") or "", content.get("images") or []
+                # (the front end sends text and data: URLs only: nothing else is taken for a message, nor a path read)
+                if not isinstance(text, str) or not isinstance(images, list) or not all(
+                        isinstance(src, str) and src.startswith("data:image/") for src in images):
+                    raise OptionError("a message from the chat takes text and images as data:image/... URLs: "
+                                      "run the chat's cell again to reload its front end")
                 await self._start(text, images)
             elif kind == "pick":  # the model and thinking pickers
                 for name in ("model", "thinking"):
