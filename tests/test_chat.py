@@ -176,6 +176,27 @@ def test_hello_gets_a_snapshot_and_pickers_choose_the_next_turns_model(fresh_ses
     assert turn.embeddings
 
 
+def test_a_view_that_opens_mid_reply_gets_a_snapshot_the_later_ops_continue(fresh_session):
+    """A second view (or a page reloaded) says hello while a reply streams: every view draws the
+    snapshot, then the ops that follow it, and neither repeats nor loses a word of the reply."""
+    chat = Chat(model="demo+tps=200+tokens=600", trace=False)
+    cap = Capture(chat)
+    inbound(chat, {"type": "send", "text": "tell me about rivers"})
+    wait_for(lambda: len(cap.ops_for(1)) > 2)
+    for k in range(6):
+        time.sleep(0.011 * k)
+        inbound(chat, {"type": "hello"})
+    wait_for(lambda: not chat.busy, timeout=60)
+    final = chat.transcript[1]["turn"]
+    snapshots = [n for n, m in enumerate(cap.messages) if m.get("type") == "chat_snapshot" and m["chat"]["live"]]
+    assert len(snapshots) >= 3
+    for n in snapshots:
+        after = [op for m in cap.messages[n + 1:] if m.get("type") == "ops" and m.get("turn") == 1 for op in m["ops"]]
+        vm = apply_ops(json.loads(json.dumps(cap.messages[n]["chat"]["live"])), after)
+        assert [i.get("text") for i in vm["items"]] == [i.get("text") for i in final["items"]]
+        assert vm == final
+
+
 def test_history_is_settable_and_new_chat_clears(fresh_session):
     chat = Chat()
     chat.send("remember the word kiwi")

@@ -137,7 +137,7 @@ class Chat(MarkdownWidget):
         self._run: TurnRun | None = None
         self._shown: concurrent.futures.Future[Turn] | None = None  # the turn in flight, once in the transcript
         self._follow_task: asyncio.Task[Turn] | None = None
-        self._live_index: int | None = None
+        self._live: _ChatLive | None = None  # the view of the turn in flight, until its answer is in the transcript
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._last_prompt: tuple[str, list[str]] | None = None
         self.message_bytes = 0  # bytes of custom messages sent, for measurement
@@ -384,15 +384,16 @@ class Chat(MarkdownWidget):
             self.transcript = [*self.transcript, {"role": "assistant", "turn": vm}]
             raise
         shown: concurrent.futures.Future[Turn] = concurrent.futures.Future()
-        self._run, self._shown, self._live_index = run, shown, index
+        live = _ChatLive(self, index)
+        self._run, self._shown, self._live = run, shown, live
         self.busy = True
-        self._follow_task = asyncio.ensure_future(self._follow(run, future, index, shown))
+        self._follow_task = asyncio.ensure_future(self._follow(run, future, live, shown))
         return run, future, shown
 
-    async def _follow(self, run: TurnRun, future: concurrent.futures.Future[Turn], index: int,
+    async def _follow(self, run: TurnRun, future: concurrent.futures.Future[Turn], live: _ChatLive,
                       shown: concurrent.futures.Future[Turn]) -> Turn:
         try:
-            return await adrive(run, future, _ChatLive(self, index))
+            return await adrive(run, future, live)
         finally:
             shown.set_result(run.turn)
 
@@ -407,7 +408,10 @@ class Chat(MarkdownWidget):
             if kind == "hello":
                 self._heard = True
                 live = None
-                if self._run is not None and self._live_index is not None and self._streaming:
+                if self._run is not None and self._live is not None and self._streaming:
+                    # what the views have not been sent yet goes first: the ops after the snapshot
+                    # then continue it (they carry only what is new), in this view and the others
+                    self._live.update(self._run.turn)
                     live = view_model(self._run.turn)
                 self._send_msg({"type": "chat_snapshot", "chat": {"transcript": self.transcript, "live": live}})
             elif kind == "send":
@@ -484,7 +488,7 @@ class _ChatLive(LiveView):
             chat.transcript = [*chat.transcript[: self.index], {"role": "assistant", "turn": vm}]
             if turn.status in ("error", "incomplete"):
                 chat.error = banner_line(vm.get("banner"))  # the same words as the turn's own banner
-            chat._live_index = None
+            chat._live = None
             chat.busy = False
 
 
