@@ -80,6 +80,26 @@ def test_front_end_send_runs_on_the_worker_and_stop_aborts(fresh_session):
     assert chat.history == []  # a stopped turn records nothing
 
 
+def test_a_message_sent_right_after_stop_follows_the_stopped_turn(fresh_session):
+    """stop() returns at once; the turn it stopped winds down on the worker loop. A message sent
+    meanwhile waits for it instead of being refused as if the turn still streamed."""
+    chat = Chat(model="demo+tps=30", trace=False)
+    inbound(chat, {"type": "send", "text": "hello"})
+    wait_for(lambda: chat.busy)
+    chat.stop()
+    turn = chat.send("and now something else")
+    assert turn.status == "complete"
+    assert [e["turn"]["status"] for e in chat.transcript if e["role"] == "assistant"] == ["cancelled", "complete"]
+    assert [m["role"] for m in chat.history] == ["user", "assistant"]
+    # a turn that was not stopped still refuses a second message
+    inbound(chat, {"type": "send", "text": "a long one"})
+    wait_for(lambda: chat.busy)
+    with pytest.raises(MMSPNotebookError, match="already streaming"):
+        chat.send("too soon")
+    chat.stop()
+    wait_for(lambda: not chat.busy)
+
+
 def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
     chat = Chat(model="demo+401")
     turn = chat.send("hi")
@@ -91,6 +111,52 @@ def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
              and chat.transcript[-1]["turn"]["status"] == "complete")
     assert [e["role"] for e in chat.transcript] == ["user", "assistant"]
     assert chat.error == ""
+
+
+def test_a_message_refused_before_its_turn_starts_gets_a_failed_answer_with_retry(fresh_session):
+    """A thinking level (or model) set by hand that the turn refuses: the message is answered by a
+    failed turn saying what to do, as any failed turn is, never left alone in the transcript."""
+    from mmsp_notebook import OptionError
+
+    chat = Chat(trace=False)
+    inbound(chat, {"type": "pick", "thinking": "very"})
+    wait_for(lambda: chat.thinking == "very")
+    inbound(chat, {"type": "send", "text": "hello"})
+    wait_for(lambda: len(chat.transcript) == 2)
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"] and not chat.busy
+    failed = chat.transcript[1]["turn"]
+    assert failed["status"] == "error" and "thinking takes one of" in failed["banner"]["text"]
+    assert "then Retry" in failed["banner"]["hint"] and "thinking takes one of" in chat.error
+    chat.thinking = "bogus"
+    with pytest.raises(OptionError, match="thinking takes one of"):
+        chat.send("hello again")  # from Python too, and it still raises
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+    chat.thinking = "low"
+    inbound(chat, {"type": "retry"})
+    wait_for(lambda: chat.transcript[-1].get("turn", {}).get("status") == "complete")
+    assert [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+    assert chat.transcript[2]["text"] == "hello again" and [m["role"] for m in chat.history] == ["user", "assistant"]
+
+
+def test_a_retry_when_the_last_answer_did_not_fail_changes_nothing(fresh_session):
+    """A second view that has not caught up (or a stale click) may send retry after the answer is in:
+    the answer stays, in the transcript and in the history, which never drift apart."""
+    chat = Chat(trace=False)
+    cap = Capture(chat)
+    chat.send("first")
+    for _ in range(2):
+        inbound(chat, {"type": "retry"})
+    inbound(chat, {"type": "hello"})  # (answered after the retries: the worker loop takes them in order)
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    assert not chat.busy and [e["role"] for e in chat.transcript] == ["user", "assistant"]
+    assert [m["role"] for m in chat.history] == ["user", "assistant"]
+    chat.new_chat()
+    wait_for(lambda: chat.transcript == [])
+    inbound(chat, {"type": "retry"})  # nothing to retry in a new chat
+    cap.messages.clear()
+    inbound(chat, {"type": "hello"})
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    assert chat.transcript == [] and chat.history == [] and not chat.busy
 
 
 def test_hello_gets_a_snapshot_and_pickers_choose_the_next_turns_model(fresh_session):
@@ -108,6 +174,27 @@ def test_hello_gets_a_snapshot_and_pickers_choose_the_next_turns_model(fresh_ses
     turn = chat.send("embed this")
     assert turn.model == "demo-embed" and turn.config.get("thinking_level") == "low"
     assert turn.embeddings
+
+
+def test_a_view_that_opens_mid_reply_gets_a_snapshot_the_later_ops_continue(fresh_session):
+    """A second view (or a page reloaded) says hello while a reply streams: every view draws the
+    snapshot, then the ops that follow it, and neither repeats nor loses a word of the reply."""
+    chat = Chat(model="demo+tps=200+tokens=600", trace=False)
+    cap = Capture(chat)
+    inbound(chat, {"type": "send", "text": "tell me about rivers"})
+    wait_for(lambda: len(cap.ops_for(1)) > 2)
+    for k in range(6):
+        time.sleep(0.011 * k)
+        inbound(chat, {"type": "hello"})
+    wait_for(lambda: not chat.busy, timeout=60)
+    final = chat.transcript[1]["turn"]
+    snapshots = [n for n, m in enumerate(cap.messages) if m.get("type") == "chat_snapshot" and m["chat"]["live"]]
+    assert len(snapshots) >= 3
+    for n in snapshots:
+        after = [op for m in cap.messages[n + 1:] if m.get("type") == "ops" and m.get("turn") == 1 for op in m["ops"]]
+        vm = apply_ops(json.loads(json.dumps(cap.messages[n]["chat"]["live"])), after)
+        assert [i.get("text") for i in vm["items"]] == [i.get("text") for i in final["items"]]
+        assert vm == final
 
 
 def test_history_is_settable_and_new_chat_clears(fresh_session):
@@ -135,6 +222,27 @@ def test_images_from_the_front_end_and_on_event(fresh_session):
     wait_for(lambda: len(chat.transcript) == 2)
     assert chat.transcript[0]["images"] == [png]
     assert seen and seen[-1]["event_type"] == "stop"
+
+
+def test_a_malformed_send_from_the_front_end_is_refused_in_the_banner_and_sends_nothing(fresh_session, tmp_path):
+    from PIL import Image
+
+    local = tmp_path / "secret.png"
+    Image.new("RGB", (2, 2)).save(local)
+    chat = Chat(trace=False)
+    cap = Capture(chat)
+    for bad in ({"type": "send", "text": {"a": 1}}, {"type": "send", "text": ["hi"]},
+                {"type": "send", "text": "hi", "images": "data:image/png;base64,AAAA"},
+                {"type": "send", "text": "hi", "images": [None]},
+                {"type": "send", "text": "hi", "images": [str(local)]}):  # (no file of the kernel's is read)
+        chat.error = ""
+        inbound(chat, bad)
+        wait_for(lambda: chat.error)
+        assert chat.error.startswith("OptionError: a message from the chat takes text and images as data:image/"), bad
+    inbound(chat, {"type": "hello"})
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    assert chat.transcript == [] and chat.history == [] and not chat.busy
+    assert not fresh_session.turns
 
 
 def test_asend_and_two_chats_at_once(fresh_session):
@@ -277,6 +385,26 @@ def test_a_chat_starts_from_a_history(fresh_session):
     assert thinking["label"] == "redacted thinking (1 block, kept for the next turn)" and thinking["text"] == ""
     with pytest.raises(MMSPNotebookError):
         Chat(history=[{"role": "tool"}])
+
+
+def test_a_history_with_tool_calls_shows_each_turn_as_it_streamed_with_no_made_up_timing(fresh_session):
+    """A tool-using turn is one answer whose call shows its result, as in the chat that streamed it;
+    the history holds no timing, so its turns show none (no "TTFT 0 ms", no absurd tokens/s)."""
+    chat = Chat(tools=[get_weather])
+    chat.send("What's the weather in Madrid?")
+    chat.send("What's the weather in Rome?")
+    other = Chat(history=chat.history)
+    assert [e["role"] for e in other.transcript] == [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+    for streamed, restored in zip(chat.transcript[1::2], other.transcript[1::2]):
+        calls = [i for i in restored["turn"]["items"] if i["kind"] == "tool_call"]
+        assert [c["state"] for c in calls] == ["done"] and calls[0]["result"]["state"] == "ok"
+        assert [c["result"]["text"] for c in calls] == [
+            i["result"]["text"] for i in streamed["turn"]["items"] if i["kind"] == "tool_call"]
+        assert [i["kind"] for i in restored["turn"]["items"]] == [i["kind"] for i in streamed["turn"]["items"]]
+        footer = restored["turn"]["footer"]
+        assert footer["steps"] == 2 and footer["ttft"] is None and footer["tokens_per_second"] is None
+        assert [s[0] for s in footer["stats"]] == ["tokens", "finish", "cost", "steps"]
+    assert weather_in("Rome") in json.dumps(other.transcript[3])
 
 
 def test_a_reply_with_nothing_to_show_sends_heartbeats_from_the_worker_thread(fresh_session):

@@ -244,7 +244,7 @@ export function renderChatWidget({ model, el }) {
     const retry = button(doc, "mmsp-btn mmsp-btn-small mmsp-retry", "Retry", "Retry this answer");
     retry.hidden = true;
     retry.addEventListener("click", () => {
-      if (!busy()) model.send({ type: "retry" });
+      if (!busy()) tell({ type: "retry" });
     });
     actions.appendChild(retry);
     m.append(body, actions);
@@ -487,14 +487,20 @@ export function renderChatWidget({ model, el }) {
     fillSelect(thinkSel, levels, model.get("thinking"), "model default");
     thinkLabel.hidden = !Array.isArray(levels) || levels.length === 0;
   }
+  // A message to the kernel: one whose kernel is gone (restarted) says so, here, instead of throwing.
+  function tell(msg) {
+    try {
+      model.send(msg);
+      return true;
+    } catch {
+      showNote(NO_KERNEL);
+      return false;
+    }
+  }
   // (a message, not save_changes: that would send the kernel the transcript this model keeps too)
   const pick = (name, value) => {
     model.set(name, value);
-    try {
-      model.send({ type: "pick", [name]: value });
-    } catch {
-      showNote(NO_KERNEL);
-    }
+    tell({ type: "pick", [name]: value });
   };
   listen(modelSel, "change", () => pick("model", modelSel.value));
   listen(thinkSel, "change", () => pick("thinking", thinkSel.value));
@@ -701,16 +707,16 @@ export function renderChatWidget({ model, el }) {
       send();
     } else if (e.key === "Escape" && busy()) {
       e.preventDefault();
-      model.send({ type: "stop" });
+      tell({ type: "stop" });
     }
   });
   listen(sendBtn, "click", () => {
-    if (busy()) model.send({ type: "stop" });
+    if (busy()) tell({ type: "stop" });
     else send();
     input.focus();
   });
   listen(newBtn, "click", () => {
-    model.send({ type: "new_chat" });
+    if (!tell({ type: "new_chat" })) return; // (what is attached stays, as the conversation does)
     pending = [];
     drawAttachments();
     showNote("");
@@ -752,7 +758,7 @@ export function renderChatWidget({ model, el }) {
   drawBusy();
   drawError();
   drawTranscript(model.get("transcript"));
-  model.send({ type: "hello" });
+  tell({ type: "hello" });
 
   const dispose = () => {
     for (const c of cleanups.splice(0)) c();

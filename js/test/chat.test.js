@@ -443,3 +443,31 @@ test("chat: a transcript change compares the entries it keeps by identity, not b
   model.update("transcript", [{ ...u1 }, a1, u2]);
   assert.equal(q(".mmsp-msg-user"), node);
 });
+
+test("chat: with its kernel gone, Stop, Retry, New chat and the pickers say so instead of throwing", () => {
+  const { model, q, win, key } = setup();
+  model.update("transcript", [{ role: "user", text: "q", images: [] },
+    { role: "assistant", turn: { status: "error", items: [], banner: { kind: "error", text: "failed" } } }]);
+  model.send = () => {
+    throw new Error("Cannot send: the comm is closed");
+  };
+  const note = q(".mmsp-composer-note");
+  const gone = () => !note.hidden && /no longer connected to a kernel: run its cell again/.test(note.textContent);
+  q("button.mmsp-retry").click();
+  assert.ok(gone(), "Retry");
+  note.hidden = true;
+  q("button.mmsp-new-chat").click();
+  assert.ok(gone(), "New chat");
+  note.hidden = true;
+  model.update("busy", true);
+  q("button.mmsp-send").click();
+  assert.ok(gone(), "Stop");
+  note.hidden = true;
+  key(q("textarea.mmsp-input"), { key: "Escape" });
+  assert.ok(gone(), "Esc");
+  note.hidden = true;
+  const sel = q(".mmsp-model-select");
+  sel.value = "demo-fast";
+  sel.dispatchEvent(new win.Event("change", { bubbles: true }));
+  assert.ok(gone(), "a picker");
+});

@@ -17,7 +17,6 @@ import traitlets
 from .._errors import BusyError, OptionError, OptionTypeError
 from ..core.redact import redact
 from ..core.run import TurnRun
-from ..core.state import GROWING_FIELD
 from ..core.turn import Turn
 from ..engine import worker as _worker
 from ..engine.launch import check_chat_name, check_trace_id, launch, refuse_unknown, user_message
@@ -41,6 +40,9 @@ DEFAULT_MODELS = ("demo",)
 #: Seconds a reply in flight may go without a message to the front end before it sends a heartbeat
 #: (js/src/chat.js cuts a reply after 10 s without a word from the kernel).
 HEARTBEAT = 2.0
+
+#: How a turn ends that Retry sends again (js/src/chat.js shows its Retry button on the last answer then).
+_RETRYABLE = ("error", "incomplete", "cancelled")
 
 
 def _next_name() -> str:
@@ -135,7 +137,7 @@ class Chat(MarkdownWidget):
         self._run: TurnRun | None = None
         self._shown: concurrent.futures.Future[Turn] | None = None  # the turn in flight, once in the transcript
         self._follow_task: asyncio.Task[Turn] | None = None
-        self._live_index: int | None = None
+        self._live: _ChatLive | None = None  # the view of the turn in flight, until its answer is in the transcript
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._last_prompt: tuple[str, list[str]] | None = None
         self.message_bytes = 0  # bytes of custom messages sent, for measurement
@@ -317,7 +319,10 @@ class Chat(MarkdownWidget):
         return self._shown is not None and not self._shown.done()
 
     def stop(self) -> None:
-        """Stop the streaming turn: the upstream request is aborted, the partial turn kept, nothing recorded."""
+        """Stop the streaming turn: the upstream request is aborted, the partial turn kept, nothing recorded.
+
+        It returns at once; a message sent next starts once the stopped turn has wound down.
+        """
         run = self._run
         if run is not None:
             run.abort("stopped by the user")
@@ -348,6 +353,8 @@ class Chat(MarkdownWidget):
         Returns the run, the turn's future, and a future that resolves to the turn once its
         finished view is in the transcript.
         """
+        while self._streaming and self._run is not None and self._run.signal.aborted and self._shown is not None:
+            await asyncio.wrap_future(self._shown)  # a stopped turn winding down: the next one follows it
         if self._streaming:
             raise BusyError("a turn is already streaming in this chat: stop it or wait for it")
         message = user_message(text, images)
@@ -357,26 +364,36 @@ class Chat(MarkdownWidget):
         # (shown and saved with the notebook with any key in it redacted; the model gets it as written)
         self.transcript = [*self.transcript, {"role": "user", "text": redact(text), "images": srcs}]
         index = len(self.transcript)
-        run, future = launch(
-            message,
-            model=self.model,
-            thinking=self.thinking or None,
-            tools=self._tools,
-            chat=self._name,
-            trace=self._trace if isinstance(self._trace, str) else None if self._trace else False,
-            listeners=list(self._listeners),
-            **self._options,
-        )
+        try:
+            run, future = launch(
+                message,
+                model=self.model,
+                thinking=self.thinking or None,
+                tools=self._tools,
+                chat=self._name,
+                trace=self._trace if isinstance(self._trace, str) else None if self._trace else False,
+                listeners=list(self._listeners),
+                **self._options,
+            )
+        except Exception as exc:  # refused before it started: a failed answer (with Retry), not a message left unanswered
+            refused = Turn(message, model=self.model)
+            refused.fail_before_stream(exc)
+            vm = view_model(refused)
+            if isinstance(exc, OptionError) and vm.get("banner"):  # (the other options were checked by Chat())
+                vm["banner"]["hint"] = "Choose another model or thinking level (chat.model, chat.thinking), then Retry."
+            self.transcript = [*self.transcript, {"role": "assistant", "turn": vm}]
+            raise
         shown: concurrent.futures.Future[Turn] = concurrent.futures.Future()
-        self._run, self._shown, self._live_index = run, shown, index
+        live = _ChatLive(self, index)
+        self._run, self._shown, self._live = run, shown, live
         self.busy = True
-        self._follow_task = asyncio.ensure_future(self._follow(run, future, index, shown))
+        self._follow_task = asyncio.ensure_future(self._follow(run, future, live, shown))
         return run, future, shown
 
-    async def _follow(self, run: TurnRun, future: concurrent.futures.Future[Turn], index: int,
+    async def _follow(self, run: TurnRun, future: concurrent.futures.Future[Turn], live: _ChatLive,
                       shown: concurrent.futures.Future[Turn]) -> Turn:
         try:
-            return await adrive(run, future, _ChatLive(self, index))
+            return await adrive(run, future, live)
         finally:
             shown.set_result(run.turn)
 
@@ -391,12 +408,19 @@ class Chat(MarkdownWidget):
             if kind == "hello":
                 self._heard = True
                 live = None
-                if self._run is not None and self._live_index is not None and self._streaming:
+                if self._run is not None and self._live is not None and self._streaming:
+                    # what the views have not been sent yet goes first: the ops after the snapshot
+                    # then continue it (they carry only what is new), in this view and the others
+                    self._live.update(self._run.turn)
                     live = view_model(self._run.turn)
                 self._send_msg({"type": "chat_snapshot", "chat": {"transcript": self.transcript, "live": live}})
             elif kind == "send":
-                text = str(content.get("text") or "")
-                images = [src for src in content.get("images") or [] if isinstance(src, str)]
+                text, images = content.get("text") or "", content.get("images") or []
+                # (the front end sends text and data: URLs only: nothing else is taken for a message, nor a path read)
+                if not isinstance(text, str) or not isinstance(images, list) or not all(
+                        isinstance(src, str) and src.startswith("data:image/") for src in images):
+                    raise OptionError("a message from the chat takes text and images as data:image/... URLs: "
+                                      "run the chat's cell again to reload its front end")
                 await self._start(text, images)
             elif kind == "pick":  # the model and thinking pickers
                 for name in ("model", "thinking"):
@@ -413,13 +437,14 @@ class Chat(MarkdownWidget):
             self.error = redact(f"{type(exc).__name__}: {exc}")
 
     async def _retry(self) -> None:
-        if self._last_prompt is None or self._streaming:
-            return
-        text, srcs = self._last_prompt
         entries = list(self.transcript)
+        last = entries[-1] if entries else {}
+        if (self._last_prompt is None or self._streaming or last.get("role") != "assistant"
+                or last.get("turn", {}).get("status") not in _RETRYABLE):
+            return  # (a retry from a view that has not caught up: the answer it would drop is in the history)
+        text, srcs = self._last_prompt
         # drop the failed turn and its user message; the retry sends the message again
-        if entries and entries[-1].get("role") == "assistant":
-            entries.pop()
+        entries.pop()
         if entries and entries[-1].get("role") == "user":
             entries.pop()
         self.transcript = entries
@@ -463,7 +488,7 @@ class _ChatLive(LiveView):
             chat.transcript = [*chat.transcript[: self.index], {"role": "assistant", "turn": vm}]
             if turn.status in ("error", "incomplete"):
                 chat.error = banner_line(vm.get("banner"))  # the same words as the turn's own banner
-            chat._live_index = None
+            chat._live = None
             chat.busy = False
 
 
@@ -508,36 +533,46 @@ _ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
 
 
 def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A transcript for the front end from UniMessages (a history set from Python)."""
+    """A transcript for the front end from UniMessages (a history set from Python).
+
+    One assistant entry per turn, as a turn streamed in the chat has: an assistant message and the
+    steps that follow it through tool results, each call showing the result the next message gave it
+    (the grouping and the drawing of the trace explorer, :func:`~mmsp_notebook.views.conversation.message_turn`).
+    The history holds no timing: its turns show none.
+    """
+    from ..views.conversation import message_turn
+
     out: list[dict[str, Any]] = []
+    steps: list[tuple[dict[str, Any], None]] = []
+    results: list[dict[str, str]] = []
+
+    def answer() -> None:
+        if steps:
+            turn, _notes, untimed = message_turn(steps, results)
+            vm = view_model(turn)
+            for item in vm["items"]:  # a result without a measured run shows no duration
+                if item.get("i") in untimed and isinstance(item.get("result"), dict):
+                    item["result"]["took"] = ""
+            out.append({"role": "assistant", "turn": vm})
+            steps.clear()
+            results.clear()
+
     for message in messages:
         items = message.get("content_items", [])
         if message.get("role") == "user":
             if items and all(item.get("type") == "tool_result.done" for item in items):
+                if steps and len(results) < len(steps):  # the results of the last step's calls
+                    results.append({item["tool_call_id"]: item["text"] for item in items})
+                    continue
+                answer()
                 continue
+            answer()
             text = "".join(item.get("text", "") for item in items if item.get("type") == "text.done")
             srcs = [item["image_url"] for item in items if item.get("type") == "image_url.done"]
             out.append({"role": "user", "text": redact(text), "images": srcs})
         else:
-            turn = Turn(None)
-            state = turn.new_step()
-            for item in items:
-                kind = item["type"].rsplit(".", 1)[0]
-                field = GROWING_FIELD.get(kind)
-                if field is None:
-                    continue
-                delta = dict(item, type=f"{kind}.delta")
-                if kind == "tool_call":
-                    delta["arguments"] = json.dumps(item.get("arguments") or {})
-                state.feed(_event(delta))
-                state.feed(_event(item))
-            state.feed({"role": "assistant", "event_type": "stop", "content_items": [],
-                        "usage_metadata": message.get("usage_metadata") or {}, "finish_reason":
-                        message.get("finish_reason") or "stop"})
-            out.append({"role": "assistant", "turn": view_model(turn)})
+            if steps and len(results) < len(steps):  # an answer that follows an answer: a turn of its own
+                answer()
+            steps.append((message, None))
+    answer()
     return out
-
-
-def _event(item: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "assistant", "event_type": "delta", "content_items": [item], "usage_metadata": None,
-            "finish_reason": None}
