@@ -20,6 +20,7 @@ from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
 from . import worker as _worker
+from .messages import check_prompt_message
 from .options import TurnOptions, idle_limit
 from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
@@ -172,7 +173,7 @@ def launch(
     traced = settings.trace if trace is None else bool(trace)
     trace_id = trace if isinstance(trace, str) and trace else (sess.trace_id(conv) if traced else None)
     config = opts.config(tools=toolset, trace_id=trace_id)
-    message = prompt if isinstance(prompt, dict) else user_message(prompt, images)
+    message = check_prompt_message(prompt) if isinstance(prompt, dict) else user_message(prompt, images)
     # the client type the turn really goes through: named, the demo server's wire, or the model's family
     routed = client_type or ("mmsp" if is_demo_model(model) and not base_url else routed_client_type(model))
     turn = Turn(message, model=model, client_type=routed, chat=conv.name, trace_id=trace_id, config=config,

@@ -20,6 +20,7 @@ from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine import worker as _worker
 from ..engine.launch import check_chat_name, check_trace_id, launch, refuse_unknown, user_message
+from ..engine.messages import check_history
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
 from ..engine.tools import ToolSet
@@ -236,7 +237,7 @@ class Chat(MarkdownWidget):
         """Replace the conversation with UniMessages: checked whole first, so a bad value changes nothing."""
         if self._streaming:
             raise BusyError("a turn is streaming: stop it before replacing the history")
-        messages = _checked_history(messages)
+        messages = check_history(messages)
         try:
             transcript = _transcript_of(messages)
         except Exception as exc:  # e.g. a .done item its own content contradicts
@@ -490,46 +491,6 @@ class _ChatLive(LiveView):
                 chat.error = banner_line(vm.get("banner"))  # the same words as the turn's own banner
             chat._live = None
             chat.busy = False
-
-
-def _checked_history(messages: Any) -> list[dict[str, Any]]:
-    """``messages`` as a list of UniMessages, or an OptionError saying what is wrong."""
-    if isinstance(messages, (str, bytes, dict)) or not hasattr(messages, "__iter__"):
-        raise OptionError(f"history takes a list of UniMessages (dicts with role and content_items), "
-                          f"not {type(messages).__name__}")
-    out = list(messages)
-    for n, message in enumerate(out):
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise OptionError(f"history[{n}]: a UniMessage is a dict with role 'user' or 'assistant'")
-        items = message.get("content_items")
-        if not isinstance(items, list) or not all(isinstance(i, dict) and isinstance(i.get("type"), str)
-                                                  and i["type"].endswith(".done") for i in items):
-            raise OptionError(f"history[{n}]: content_items must be a list of items, each a dict whose "
-                              "'type' ends in .done")
-        for k, item in enumerate(items):
-            fields = _ITEM_FIELDS.get(item["type"])
-            if fields is None:
-                raise OptionError(f"history[{n}].content_items[{k}]: {item['type']!r} is not a UniMessage item "
-                                  f"({', '.join(_ITEM_FIELDS)})")
-            for field, (kinds, what) in fields.items():
-                if not isinstance(item.get(field), kinds):
-                    raise OptionError(f"history[{n}].content_items[{k}]: {item['type']} needs its "
-                                      f"{field!r} ({what}), not {item.get(field)!r:.60}")
-    return out
-
-
-_TEXT = ((str,), "text")
-# what each UniMessage item must carry (mmsp.types): a history missing one is refused, not sent
-_ITEM_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], str]]] = {
-    "text.done": {"text": _TEXT},
-    "thinking.done": {"thinking": _TEXT},
-    "image_url.done": {"image_url": ((str,), "a URL or data: URL")},
-    "inline_data.done": {"data": ((bytes, str), "bytes"), "mime_type": _TEXT},
-    "inline_thinking.done": {"data": ((bytes, str), "bytes"), "mime_type": _TEXT},
-    "tool_call.done": {"name": _TEXT, "tool_call_id": _TEXT, "arguments": ((dict,), "a dict")},
-    "tool_result.done": {"tool_call_id": _TEXT, "text": _TEXT},
-    "embedding.done": {"embedding": ((list, tuple), "a list of numbers")},
-}
 
 
 def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
