@@ -63,7 +63,7 @@ def mend_surrogates(value: Any) -> Any:
     page, a terminal, a comm message or a UTF-8 file can carry it. ``value`` itself when nothing in
     it changed (the common case costs a scan of each string)."""
     if isinstance(value, str):
-        if not LONE_SURROGATE.search(value):
+        if value.isascii() or not LONE_SURROGATE.search(value):  # (isascii: no scan)
             return value
         return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if isinstance(value, dict):

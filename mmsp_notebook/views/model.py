@@ -608,14 +608,13 @@ class OpsTracker:
                         # half a pair, whose other half may open the next delta: sent with it, joined
                         text = text[:-1]
                         self._raw_len[i] = -1  # (read again at the next repaint, the final one included)
-                    text = mend_surrogates(text)
                     blocks = redacted_blocks(text) if item.kind == "thinking" else 0
                     if blocks:  # mmsp's placeholder is not shown: the label says what it is
                         if facts.get("redacted") != blocks:
                             facts["redacted"] = blocks
                             changed = True
-                    elif len(text) > self._text_len[i]:
-                        appended = text[self._text_len[i]:]
+                    elif len(text) > self._text_len[i]:  # (what is new, its surrogates mended: see view_model)
+                        appended = mend_surrogates(text[self._text_len[i]:])
                     self._text_len[i] = len(text)
                 if new:
                     self._views[i] = view = present_item(facts, status)
