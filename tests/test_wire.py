@@ -597,31 +597,28 @@ def test_a_long_answer_shows_its_first_frames_and_keeps_them_all(fresh_session):
     assert said in text and len(text.splitlines()) < 3 * FRAME_LIMIT
 
 
-def test_a_lone_surrogate_in_a_stream_is_shown_as_u_fffd_in_the_wire_view_and_the_terminal(fresh_session, monkeypatch):
-    from helpers import serve_posts
+def _answering(text: str) -> list[bytes]:
+    """A Chat Completions stream answering ``text``, its JSON as a server writes it (non-ASCII escaped)."""
+    from sse_scripts import chat_chunk
 
-    def answer(handler):  # a model's JSON escaping half a surrogate pair, which no UTF-8 page or terminal can carry
-        handler.rfile.read(int(handler.headers.get("content-length") or 0))
-        handler.send_response(200)
-        handler.send_header("content-type", "text/event-stream")
-        handler.end_headers()
-        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                 "choices": [{"index": 0, "delta": {"content": "half \ud83d pair"}, "finish_reason": None}]}
-        stop = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}
-        handler.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(stop)}\n\ndata: [DONE]\n\n".encode())
+    return [chat_chunk(text), chat_chunk(finish="stop"), chat_chunk(usage=True), b"data: [DONE]\n\n"]
+
+
+def test_a_lone_surrogate_in_a_stream_is_shown_as_u_fffd_in_the_wire_view_and_the_terminal(fresh_session, monkeypatch):
+    from sse_scripts import script_server
 
     monkeypatch.setenv("WIRE_TEST_KEY", CANARY)
-    for base_url in serve_posts(answer):
+    # a model's JSON escaping half a surrogate pair, which no UTF-8 page or terminal can carry
+    with script_server(lambda _request, _auth: _answering("half \ud83d pair")) as base_url:
         out = io.StringIO()
         turn = ask("hi", model="m", client_type="openai-chat", base_url=base_url, api_key_env="WIRE_TEST_KEY",
                    wire=True, stream=out)
-        assert turn.status == "complete" and turn.text == "half \ud83d pair"  # (the data as received)
-        assert "\\ud83d" in turn.wire[0]["raw"]  # the frame as it came
-        shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), out.getvalue()]
-        for text in shown:
-            text.encode("utf-8")  # a page or a terminal takes it
-        assert "half \ufffd pair" in shown[0] and "half \ufffd pair" in shown[1] and "half \ufffd pair" in shown[2]
+    assert turn.status == "complete" and turn.text == "half \ud83d pair"  # (the data as received)
+    assert "\\ud83d" in turn.wire[0]["raw"]  # the frame as it came
+    shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), out.getvalue()]
+    for text in shown:
+        text.encode("utf-8")  # a page or a terminal takes it
+    assert "half \ufffd pair" in shown[0] and "half \ufffd pair" in shown[1] and "half \ufffd pair" in shown[2]
 
 
 def test_saving_a_step_the_wire_does_not_hold_says_which_steps_it_holds(fresh_session, tmp_path):
@@ -641,26 +638,15 @@ def test_saving_a_step_the_wire_does_not_hold_says_which_steps_it_holds(fresh_se
 def test_a_key_in_the_endpoint_s_path_is_never_shown(fresh_session, monkeypatch):
     """A gateway that takes its key in the URL path (``https://host/<key>/v1``): the wire's records,
     its views and the saved stream's record never show it."""
-    from helpers import serve_posts
-
-    def answer(handler):
-        handler.rfile.read(int(handler.headers.get("content-length") or 0))
-        handler.send_response(200)
-        handler.send_header("content-type", "text/event-stream")
-        handler.end_headers()
-        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
-                 "choices": [{"index": 0, "delta": {"content": "fine"}, "finish_reason": None}]}
-        stop = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}
-        handler.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(stop)}\n\ndata: [DONE]\n\n".encode())
+    from sse_scripts import script_server
 
     monkeypatch.setenv("WIRE_TEST_KEY", CANARY)
-    for base_url in serve_posts(answer):
+    with script_server(lambda _request, _auth: _answering("fine")) as base_url:
         keyed = base_url.removesuffix("/v1") + f"/{CANARY}/v1"
         turn = ask("hi", model="m", client_type="openai-chat", base_url=keyed, api_key_env="WIRE_TEST_KEY",
                    wire=True, stream=io.StringIO())
-        assert turn.status == "complete" and turn.text == "fine"
-        shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), repr(turn.wire), json.dumps(turn.wire, default=str)]
-        assert "/chat/completions" in shown[0]
-        for text in shown:
-            assert CANARY not in text
+    assert turn.status == "complete" and turn.text == "fine"
+    shown = [render_wire_html(turn.wire), render_wire_text(turn.wire), repr(turn.wire), json.dumps(turn.wire, default=str)]
+    assert "/chat/completions" in shown[0]
+    for text in shown:
+        assert CANARY not in text
