@@ -12,7 +12,7 @@ import os
 import sqlite3
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -370,10 +370,8 @@ def _files_state(dataset_dir: PathLike) -> tuple[Any, ...]:
     """What a read of the dataset depends on: the files each synced kind's manifest lists, with
     their sizes and modification times."""
     out: list[Any] = []
-    for kind in iter_kinds(dataset_dir):
-        try:
-            _meta, files = _listed_files(kind_dir(dataset_dir, kind))
-        except (TraceNotFoundError, OSError, sqlite3.Error):
+    for kind, files in _kinds_files(dataset_dir):
+        if files is None:
             out.append((kind, None))
             continue
         listed: list[tuple[str, int | None, int | None]] = []
@@ -385,6 +383,15 @@ def _files_state(dataset_dir: PathLike) -> tuple[Any, ...]:
                 listed.append((f, None, None))
         out.append((kind, tuple(listed)))
     return tuple(out)
+
+
+def _kinds_files(dataset_dir: PathLike) -> Iterator[tuple[str, list[str] | None]]:
+    """Each synced kind with the data files its manifest lists (None: its manifest cannot be read)."""
+    for kind in iter_kinds(dataset_dir):
+        try:
+            yield kind, _listed_files(kind_dir(dataset_dir, kind))[1]
+        except (TraceNotFoundError, OSError, sqlite3.Error):
+            yield kind, None
 
 
 def read_retrying(read: Callable[[duckdb.DuckDBPyConnection], T], dataset_dir: PathLike, attempts: int = 4) -> T:
@@ -416,12 +423,7 @@ def _damaged_note(dataset_dir: PathLike, error: str) -> str | None:
     read): which, and how the dataset mends it. None for any other error."""
     if "parquet" not in error.lower() and "TProtocolException" not in error and "Thrift" not in error:
         return None
-    listed: list[str] = []
-    for kind in iter_kinds(dataset_dir):
-        try:
-            listed += _listed_files(kind_dir(dataset_dir, kind))[1]
-        except (TraceNotFoundError, OSError, sqlite3.Error):
-            continue
+    listed = [f for _kind, files in _kinds_files(dataset_dir) for f in files or []]
     bad = [f for f in listed if os.path.basename(f) in error]  # (its names are unique: part-<random>-n.parquet)
     if not bad:
         import pyarrow as pa
