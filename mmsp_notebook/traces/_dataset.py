@@ -44,6 +44,7 @@ from ._manifest import MANIFEST_NAME, UNREAD_SIZE, Manifest
 from ._readers import kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
+from ._snapshot import Snapshot, refresh, track
 from ._walk import Pattern
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -211,8 +212,15 @@ def sync(
                 m.reset(db)
         with m.transaction() as db:
             first = not m.db.execute("SELECT 1 FROM sources LIMIT 1").fetchone()
+            # the scan's copy of the records is trusted by this sync only if its token is in meta
+            # now, and by no other until this one puts the token of its new copy back at its end
+            token = m.meta().get("scan_token")
             # a first sync settles every fingerprint at the end instead of listing them one by one
-            m.set_meta(db, {**options, "src": src_path, **({"resolve_all": True, "pricing": pricing} if first else {})})
+            m.set_meta(db, {**options, "src": src_path, "scan_token": None,
+                            **({"resolve_all": True, "pricing": pricing} if first else {})})
+        copy = Snapshot.open(str(root), token)
+        if copy is not None:
+            track(m)
         if m.meta().get("resolve_all"):
             m.bulk()
         state = _Sync(m, root, options, executor, chunk_files, progress, table)
@@ -222,7 +230,7 @@ def sync(
             # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
             # of every file are recomputed in place, before any trace is converted with them
             repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
-            scan = scan_sources(src_path, pattern, m, t0, skip=own)
+            scan = scan_sources(src_path, pattern, m, t0, skip=own, copy=copy)
             result = SyncResult(kind, root, unchanged=scan.unchanged, repriced=repriced)
             state.remove_todo(DELETED)
             result.removed = scan.deleted
@@ -248,8 +256,16 @@ def sync(
                         m.put_dirs(db, scan.dirs)
                         m.set_meta(db, {"unnamed": scan.unnamed})
                     m.settle(db)
+            try:
+                token = refresh(m, str(root), copy, WINDOW)
+            except OSError:  # (a full disk: the next scan reads the manifest itself)
+                token = None
+            with m.transaction() as db:
+                m.set_meta(db, {"scan_token": token})
         finally:
             state.runner.close()
+            if copy is not None:
+                copy.close()
         result.skipped = m.notes() + (m.meta().get("unnamed") or [])
         result.traces = m.counts()[0]
         result.files, result.rows = m.db.execute("SELECT count(*), coalesce(sum(rows), 0) FROM files").fetchone()

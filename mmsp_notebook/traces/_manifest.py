@@ -4,7 +4,8 @@ rows are, and which copy of a repeated message is shown.
 One SQLite file per dataset kind, ``<dataset>/<kind>/_manifest.sqlite`` (readers of the Parquet tree
 skip names starting with ``_``). Tables:
 
-``meta``       the kind, the options the rows were made with, the source directory
+``meta``       the kind, the options the rows were made with, the source directory, the token of
+               the scan's copy of ``sources`` that matches it (``_snapshot``)
 ``sources``    one row per trace (its trace id): the stat signature of its trace file and sidecar
                (size, and the later of mtime and ctime in ns: see ``_scan``), a content hash when
                the files were modified within
@@ -56,7 +57,7 @@ LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
 #: the version of the rows and of the layout: a dataset of another version is rebuilt by its next sync
-_VERSION = "10"
+_VERSION = "11"
 #: ``units.kept`` of a copy whose rows are being removed from the files (see the module docstring)
 HIDING = 2
 #: ``sources.t_size`` of a trace a file of which could not be read (no permission, an I/O error):

@@ -7,7 +7,8 @@ the later of the file's mtime and ctime: a file copied with its mtime kept (``cp
 a synced folder) or renamed over another has a new ctime, which no program can set, so a new
 content of the same size and mtime is seen too (a ``chmod`` converts a trace again, harmlessly). While no directory's mtime
 changed since the last full listing, no file was added, removed or renamed, and the manifest's list
-of files is the list; otherwise the directories are listed again (``_io.iter_sources``, as the
+of files is the list (read from the scan's copy of the records, ``_snapshot``, when the sync that
+wrote it ended; else from the manifest); otherwise the directories are listed again (``_io.iter_sources``, as the
 loaders find traces).
 
 The scan goes a window of traces at a time and writes what it finds into the manifest's work
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +29,7 @@ from .._errors import TraceError
 from ..core.store import read_regular
 from ._io import iter_sources
 from ._manifest import RACY_S, Manifest
+from ._snapshot import Snapshot
 
 __all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "DELETED", "AGAIN"]
 
@@ -190,7 +193,49 @@ class _Window:
             self.settled += len(settled)
 
 
-def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iterable[str] = ()) -> Scan:
+def _from_copy(snap: Snapshot, m: Manifest, w: _Window) -> None:
+    """The known traces against the scan's copy of their records (``_snapshot``): every file is
+    stat'ed and compared in NumPy; the few traces that differ, or keep a content hash, or were
+    modified within the racy window, go through :meth:`_Window.add` with their records as the
+    manifest holds them."""
+    import numpy as np
+
+    racy_ns, stat = w.racy_ns, os.stat
+    none = (None,) * 5
+    for tids, paths, sidecars, rec in snap.windows(WINDOW):
+        got = array("q")
+        put = got.append
+        for path, sidecar in zip(paths, sidecars):  # (once per file of the corpus: inlined)
+            try:
+                st = stat(path)  # type: ignore[arg-type]  # (a trace always has its file in a copy)
+                put(st.st_size)
+                put(max(st.st_mtime_ns, st.st_ctime_ns))
+            except (OSError, TypeError):
+                put(-1)
+                put(-1)
+            if sidecar is None:  # (recorded as missing: -1)
+                put(-1)
+                put(-1)
+                continue
+            try:
+                st = stat(sidecar)
+                put(st.st_size)
+                put(max(st.st_mtime_ns, st.st_ctime_ns))
+            except OSError:
+                put(-1)
+                put(-1)
+        now = np.frombuffer(got, np.int64).reshape(-1, 4)
+        odd = ((now != rec[:, :4]).any(axis=1) | (rec[:, 4] != 0) | (now[:, 1] >= racy_ns) | (now[:, 3] >= racy_ns))
+        which = np.flatnonzero(odd).tolist()
+        w.unchanged += len(tids) - len(which)
+        if which:
+            ids = [tids[i] for i in which]
+            known = m.known(ids)
+            w.add([(tids[i], paths[i], sidecars[i], *known.get(tids[i], none)) for i in which])
+
+
+def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iterable[str] = (),
+                 copy: Snapshot | None = None) -> Scan:
     """The traces under ``src`` against the manifest: new, changed, deleted, unchanged, written to
     the manifest's work tables a window at a time.
 
@@ -208,8 +253,11 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     unnamed: list[dict[str, str]] | None = None
     deleted = 0
     if _same_dirs(m.dirs()):
-        for page in m.known_pages(WINDOW):
-            w.add(page)
+        if copy is not None:
+            _from_copy(copy, m, w)
+        else:
+            for page in m.known_pages(WINDOW):
+                w.add(page)
     else:
         skipped = set()
         for d in skip:
