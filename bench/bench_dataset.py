@@ -16,6 +16,10 @@ one fresh process measures, side by side:
   config (every row of the trace differs, so its old rows are removed from their files first);
   then ``--series`` syncs in a row, each after another 1 % of the files grew (mean and slowest:
   what keeping a dataset up to date costs, the merging of the small files they leave included);
+* **the scan's records, side by side**: a re-sync with nothing changed (alternating, best of
+  ``--repeat``) and one after 1 % grew, with the scan reading the stat signatures from the copy
+  beside the manifest (``_scan.arrow``) and from the manifest's own records (the copy neither read
+  nor written, as before it);
 * **new prices** for every model (as after an upgrade of mmsp with new list prices): every file's
   cost columns recomputed in place, against the first sync;
 * **p50/p90/p99 latency by model**: ``traces.query`` in DuckDB over the dataset (views created
@@ -170,15 +174,38 @@ if __name__ == "__main__":
     out["worker_peak"] = sampler.worker_peak
     out["rows"], out["files"], out["traces"] = res.rows, res.files, res.traces
     out["workers"] = os.cpu_count()
+    out["repeat"] = REPEAT
     out["nothing"] = min(timed(lambda: traces.sync(SRC, DS, progress=False))[0] for _ in range(REPEAT))
+    # side by side: the scan reading the manifest's own records (no copy of them trusted, none
+    # written: as before the copy) and reading the copy, alternating
+    from mmsp_notebook.traces import _dataset, _snapshot
+    real_open, real_refresh = _snapshot.Snapshot.open, _dataset.refresh
+
+    def records(fn):
+        _snapshot.Snapshot.open = classmethod(lambda cls, root, token: None)
+        _dataset.refresh = lambda *a: None
+        try:
+            return fn()
+        finally:
+            _snapshot.Snapshot.open, _dataset.refresh = real_open, real_refresh
+
+    side = {{"records": [], "copy": []}}
+    for _ in range(REPEAT):
+        side["records"].append(records(lambda: timed(lambda: traces.sync(SRC, DS, progress=False)))[0])
+        traces.sync(SRC, DS, progress=False)  # (writes the copy again)
+        side["copy"].append(timed(lambda: traces.sync(SRC, DS, progress=False))[0])
+    out["nothing_records"], out["nothing_copy"] = min(side["records"]), min(side["copy"])
     files = sorted(str(p) for p in __import__("pathlib").Path(SRC).rglob("*.json"))
     rng = random.Random(SEED)
     out["changed_files"] = n = max(1, len(files) // 100)
-    for how in ("append", "config"):
+    for how in ("append", "config", "append_records"):
         chosen = rng.sample(files, n)
-        saved = change(chosen, how)
+        saved = change(chosen, how[:6])
         time.sleep(2.1)  # past the racy window: the stat signature decides, not a content hash
-        t, r = timed(lambda: traces.sync(SRC, DS, progress=False))
+        if how == "append_records":  # the Tracer's change again, the scan reading the manifest's records
+            t, r = records(lambda: timed(lambda: traces.sync(SRC, DS, progress=False)))
+        else:
+            t, r = timed(lambda: traces.sync(SRC, DS, progress=False))
         out[how] = t
         out[how + "_converted"] = r.converted
         for f, raw in saved.items():
@@ -248,6 +275,10 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
         f"  re-sync, nothing changed: {r['nothing'] * 1000:.0f} ms = {r['first'] / r['nothing']:.0f}x faster than the first sync",
         f"  re-sync, 1% of files grew by a turn ({r['append_converted']} converted): {r['append'] * 1000:.0f} ms = "
         f"{100 * r['append'] / r['first']:.1f}% of the first sync",
+        f"  the scan's records side by side (best of {r.get('repeat', 3)}, alternating), from the copy against the manifest's own: "
+        f"nothing changed {r['nothing_copy'] * 1000:.0f} vs {r['nothing_records'] * 1000:.0f} ms "
+        f"({r['nothing_records'] / r['nothing_copy']:.2f}x); 1% grown {r['append'] * 1000:.0f} vs {r['append_records'] * 1000:.0f} ms "
+        f"({r['append_records'] / r['append']:.2f}x; other files each)",
         f"  re-sync, 1% of files grew by a turn, {len(r['series'])} syncs in a row (other files each time, merging of "
         f"small files included): mean {1000 * _mean(r['series']):.0f} ms = {100 * _mean(r['series']) / r['first']:.1f}% of the "
         f"first sync, slowest {1000 * max(r['series']):.0f} ms",

@@ -72,15 +72,18 @@ class Spy:
 
 
 def settled(corpus: Path, ds_dir: Path) -> None:
-    """Synced, with the listing trusted and every content hash settled."""
+    """Synced, with the listing trusted, every content hash settled and the copy written."""
     quiet_sync(corpus, ds_dir)
     age()
-    quiet_sync(corpus, ds_dir)  # (lists the folder, whose mtimes are now trusted)
+    quiet_sync(corpus, ds_dir)  # (lists the folder, whose mtimes are now trusted; writes the copy)
     quiet_sync(corpus, ds_dir)  # (settles the hashes of the files written within the window)
+    assert token(ds_dir) and copy_rows(ds_dir) == manifest_rows(ds_dir)
 
 
 def test_the_copy_is_the_manifest_after_every_kind_of_change(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)  # (every trace new: no copy, the next scan writes it)
+    assert token(ds_dir) is None and not (ds_dir / "turns" / _snapshot.SNAPSHOT_NAME).exists()
     quiet_sync(corpus, ds_dir)
     assert token(ds_dir) and copy_rows(ds_dir) == manifest_rows(ds_dir)
     assert any(r[7] for r in copy_rows(ds_dir))  # files written within the window keep a hash
@@ -134,12 +137,15 @@ def test_a_sync_stopped_midway_leaves_no_copy_to_trust(corpus: Path, tmp_path: P
             warnings.simplefilter("ignore", traces.TraceLoadWarning)
             traces.sync(corpus, ds_dir)
     assert token(ds_dir) is None  # the copy (still the one before the commit) is trusted by no scan
+    left = ds_dir / "turns" / f"{_snapshot.SNAPSHOT_NAME}.0123.draft"
+    left.write_bytes(b"a draft a stopped sync left")
     spy = Spy(monkeypatch)
     save(corpus, "app/chat_1", conversation(5, T0))
     assert quiet_sync(corpus, ds_dir).converted == 1
     assert spy.pages == 1  # the manifest's own records
     assert_same(ds_dir, corpus)
     assert token(ds_dir) not in (None, before) and copy_rows(ds_dir) == manifest_rows(ds_dir)
+    assert sorted(p.name for p in (ds_dir / "turns").glob("_scan*")) == [_snapshot.SNAPSHOT_NAME]
     spy.pages = 0
     assert quiet_sync(corpus, ds_dir).converted == 0 and spy.pages == 0  # trusted again
 
@@ -154,8 +160,9 @@ def test_a_damaged_or_foreign_copy_is_not_trusted(corpus: Path, tmp_path: Path, 
         path.write_bytes(b"\x00" * path.stat().st_size)
     elif damage == "cut":
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    elif damage == "another token":  # another dataset's copy, its rows dropped: it must not say "unchanged"
+    elif damage == "another token":  # another dataset's copy: not this manifest's
         other = tmp_path / "other"
+        quiet_sync(corpus, other)
         quiet_sync(corpus, other)
         path.write_bytes((other / "turns" / _snapshot.SNAPSHOT_NAME).read_bytes())
     else:
@@ -168,7 +175,7 @@ def test_a_damaged_or_foreign_copy_is_not_trusted(corpus: Path, tmp_path: Path, 
     assert copy_rows(ds_dir) == manifest_rows(ds_dir)
 
 
-def test_more_touched_traces_than_the_mend_takes_write_the_copy_anew(
+def test_more_touched_traces_than_the_mend_takes_leave_the_copy_to_the_next_scan(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ds_dir = tmp_path / "ds"
     settled(corpus, ds_dir)
@@ -177,19 +184,26 @@ def test_more_touched_traces_than_the_mend_takes_write_the_copy_anew(
     for k in range(3):
         save(corpus, f"gen/shard_00/agent0/conversation_0000{k}", conversation(2, T0 + k * DAY, f"g{k}"))
     assert quiet_sync(corpus, ds_dir).converted >= 3
-    assert copy_rows(ds_dir) == manifest_rows(ds_dir)
+    assert token(ds_dir) is None and not (ds_dir / "turns" / _snapshot.SNAPSHOT_NAME).exists()
+    spy = Spy(monkeypatch)
+    save(corpus, "app/chat_1", conversation(4, T0))
+    assert quiet_sync(corpus, ds_dir).converted == 1  # (the manifest's records read, as the copy's draft)
+    assert token(ds_dir) and copy_rows(ds_dir) == manifest_rows(ds_dir)
     with pa.memory_map(str(ds_dir / "turns" / _snapshot.SNAPSHOT_NAME)) as src:
         reader = pa.ipc.open_file(src)
         assert {reader.get_batch(i).num_rows for i in range(reader.num_record_batches - 1)} == {5}
-    # a mend (two touched) keeps the batches whole
-    save(corpus, "app/chat_1", conversation(4, T0))
-    assert quiet_sync(corpus, ds_dir).converted == 1
-    assert copy_rows(ds_dir) == manifest_rows(ds_dir)
+    # a mend (two touched: within the limit)
+    spy.pages = 0
+    save(corpus, "app/chat_1", conversation(5, T0))
+    save(corpus, "runs/v1.5", conversation(3, T0 + 3 * DAY, "dot"), model="org/model v2%")
+    assert quiet_sync(corpus, ds_dir).converted == 2
+    assert spy.pages == 0 and token(ds_dir) and copy_rows(ds_dir) == manifest_rows(ds_dir)
     assert_same(ds_dir, corpus)
 
 
 def test_readers_leave_the_copy_out(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
     quiet_sync(corpus, ds_dir)
     assert (ds_dir / "turns" / _snapshot.SNAPSHOT_NAME).exists()
     assert traces.dataset(ds_dir).count_rows() == len(traces.load_turns(corpus, progress=False))

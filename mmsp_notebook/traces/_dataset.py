@@ -44,7 +44,7 @@ from ._manifest import MANIFEST_NAME, UNREAD_SIZE, Manifest
 from ._readers import kind_dir
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
-from ._snapshot import Snapshot, refresh, track
+from ._snapshot import Draft, Snapshot, clear, refresh, track
 from ._walk import Pattern
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -218,9 +218,13 @@ def sync(
             # a first sync settles every fingerprint at the end instead of listing them one by one
             m.set_meta(db, {**options, "src": src_path, "scan_token": None,
                             **({"resolve_all": True, "pricing": pricing} if first else {})})
+        clear(str(root))
         copy = Snapshot.open(str(root), token)
         if copy is not None:
             track(m)
+        # none to trust: the scan's records are written as a draft of one (a first sync has none)
+        draft = Draft(str(root)) if copy is None and not first else None
+        base = copy
         if m.meta().get("resolve_all"):
             m.bulk()
         state = _Sync(m, root, options, executor, chunk_files, progress, table)
@@ -230,7 +234,15 @@ def sync(
             # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
             # of every file are recomputed in place, before any trace is converted with them
             repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
-            scan = scan_sources(src_path, pattern, m, t0, skip=own, copy=copy)
+            scan = scan_sources(src_path, pattern, m, t0, skip=own, copy=copy, draft=draft)
+            if draft is not None:
+                if draft.rows:
+                    base = draft.finish()
+                else:
+                    draft.discard()
+                draft = None
+                if base is not None:
+                    track(m)
             result = SyncResult(kind, root, unchanged=scan.unchanged, repriced=repriced)
             state.remove_todo(DELETED)
             result.removed = scan.deleted
@@ -257,15 +269,17 @@ def sync(
                         m.set_meta(db, {"unnamed": scan.unnamed})
                     m.settle(db)
             try:
-                token = refresh(m, str(root), copy, WINDOW)
+                token, base = refresh(m, str(root), base, WINDOW), None
             except OSError:  # (a full disk: the next scan reads the manifest itself)
                 token = None
             with m.transaction() as db:
                 m.set_meta(db, {"scan_token": token})
         finally:
             state.runner.close()
-            if copy is not None:
-                copy.close()
+            if draft is not None:
+                draft.discard()
+            if base is not None:
+                base.close()
         result.skipped = m.notes() + (m.meta().get("unnamed") or [])
         result.traces = m.counts()[0]
         result.files, result.rows = m.db.execute("SELECT count(*), coalesce(sum(rows), 0) FROM files").fetchone()

@@ -29,7 +29,7 @@ from .._errors import TraceError
 from ..core.store import read_regular
 from ._io import iter_sources
 from ._manifest import RACY_S, Manifest
-from ._snapshot import Snapshot
+from ._snapshot import Draft, Snapshot
 
 __all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "DELETED", "AGAIN"]
 
@@ -235,7 +235,7 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window) -> None:
 
 
 def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iterable[str] = (),
-                 copy: Snapshot | None = None) -> Scan:
+                 copy: Snapshot | None = None, draft: Draft | None = None) -> Scan:
     """The traces under ``src`` against the manifest: new, changed, deleted, unchanged, written to
     the manifest's work tables a window at a time.
 
@@ -258,6 +258,8 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
         else:
             for page in m.known_pages(WINDOW):
                 w.add(page)
+                if draft is not None:
+                    draft.add(page)
     else:
         skipped = set()
         for d in skip:
@@ -277,9 +279,9 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
                     continue
                 batch.setdefault(s.trace_id, (s.path, s.sidecar))  # (a trace id named twice: the first)
             if len(batch) >= WINDOW:
-                _listed(m, w, batch)
+                _listed(m, w, batch, draft)
                 batch = {}
-        _listed(m, w, batch)
+        _listed(m, w, batch, draft)
         deleted = m.unseen(DELETED)
         if unlisted:  # reported as the loaders do; the listing is not trusted while one stays unreadable
             unnamed += [{"path": shown(u["path"]), "reason": u["reason"]} for u in unlisted]
@@ -287,11 +289,13 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
 
 
-def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | None]]) -> None:
+def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | None]], draft: Draft | None) -> None:
     if not batch:
         return
     ids = list(batch)  # (a trace id is one directory's: no window repeats another's)
     m.put_seen(ids)
     known = m.known(ids)
+    if draft is not None and known:
+        draft.add_known(m, list(known))
     none = (None,) * 5
     w.add((t, *batch[t], *known.get(t, none)) for t in ids)

@@ -1,17 +1,22 @@
 """The scan's copy of the manifest's stat signatures (:func:`mmsp_notebook.traces.sync`).
 
 A scan that needs no listing compares the stat signature of every trace file and sidecar with the
-one recorded (``_scan``). Read from SQLite, the records of 100,000 traces cost ~0.3 s of Python
-objects; this copy holds the same columns (trace id, trace file, sidecar, the four numbers, whether
-a content hash is kept) in an Arrow IPC file, ``<kind>/_scan.arrow``, read a window at a time into
-lists and NumPy arrays, so that what is left of a scan is its ``stat`` calls.
+one recorded (``_scan``). Read from SQLite, the records of 100,000 traces cost ~0.3 s of CPU in
+Python objects; this copy holds the same columns (trace id, trace file, sidecar, the four numbers,
+whether a content hash is kept) in an Arrow IPC file, ``<kind>/_scan.arrow``, read a window at a
+time into lists and NumPy arrays (~0.03 s), so that what is left of a scan is its ``stat`` calls.
 
 It is an exact copy or it is not used. The file carries a token, and the manifest's ``meta`` holds
-the token of the copy that matches it; a sync takes the token out of ``meta`` in its first
-transaction and puts one back after its last, once the copy is written again: a sync stopped in
-between leaves none, and the next scan reads the manifest itself (and writes a new copy). While a
-sync runs, a temporary trigger records the traces whose ``sources`` row changed, so that the copy
-is mended for them only.
+the token of the copy that matches it. A sync takes the token out of ``meta`` in its first
+transaction and puts one back after its last, once the copy is mended: a sync stopped in between
+leaves none. While a sync runs, a temporary trigger records the traces whose ``sources`` row
+changes (``temp.touched``), and the copy is mended for them only (the old copy without them, then
+their rows as the manifest holds them now).
+
+A sync with no copy to trust (the first, one after an interrupted sync, one after more than
+:data:`MEND` traces changed) reads the manifest's records in its scan, as before the copy, and
+writes them as a draft as it goes; mended at the end, the draft becomes the copy the next scan
+reads. A first sync writes none (every trace is new: the next sync's scan writes it).
 
 Readers of the dataset skip it, as every name starting with ``_`` (Hive's and Spark's rule).
 """
@@ -20,29 +25,43 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from ._manifest import Manifest
 
-__all__ = ["SNAPSHOT_NAME", "Snapshot", "track", "refresh"]
+__all__ = ["SNAPSHOT_NAME", "Snapshot", "Draft", "clear", "track", "refresh"]
 
 SNAPSHOT_NAME = "_scan.arrow"
-#: touched traces the copy is mended for at most (their ids are held): with more, it is written anew
+#: touched traces the copy is mended for at most (their ids are held); with more, no copy is
+#: written (the next sync's scan writes one)
 MEND = 16384
-_NAMES = ("trace_id", "path", "sidecar", "t_size", "t_mtime", "s_size", "s_mtime", "hashed")
 _TOKEN = b"mmsp_notebook.scan_token"
-#: the stand-in for a missing number (a trace not read, a file that is not there): matches no stat
+#: the stand-in for a number the manifest does not hold: matches no stat
 _NONE = -9
+#: the manifest's records as the copy holds them
+_COLUMNS = ("SELECT trace_id, path, sidecar, coalesce(t_size, -9), coalesce(t_mtime, -9), coalesce(s_size, -9),"
+            " coalesce(s_mtime, -9), hash IS NOT NULL")
 
 
 def _schema() -> Any:
     import pyarrow as pa
 
     return pa.schema([("trace_id", pa.string()), ("path", pa.string()), ("sidecar", pa.string()),
-                      *((n, pa.int64()) for n in _NAMES[3:7]), ("hashed", pa.bool_())])
+                      *((n, pa.int64()) for n in ("t_size", "t_mtime", "s_size", "s_mtime")), ("hashed", pa.bool_())])
+
+
+def _batch(rows: list[tuple[Any, ...]]) -> Any:
+    """A record batch of rows (trace id, trace file, sidecar, four numbers, hashed as 0 or 1)."""
+    import pyarrow as pa
+
+    schema = _schema()
+    cols = list(zip(*rows))
+    arrays = [pa.array(c, f.type) for c, f in zip(cols[:7], schema)]
+    arrays.append(pa.array(cols[7], pa.int8()).cast(pa.bool_()))  # (SQLite's booleans are 0 and 1)
+    return pa.record_batch(arrays, schema=schema)
 
 
 class Snapshot:
@@ -50,16 +69,18 @@ class Snapshot:
 
     def __init__(self, path: str, source: Any, reader: Any, token: str) -> None:
         self.path, self.token, self._source, self._reader = path, token, source, reader
+        self.batches = reader.num_record_batches
+        self.rows = sum(reader.get_batch(i).num_rows for i in range(self.batches))
 
     @classmethod
-    def open(cls, root: str, token: str | None) -> Snapshot | None:
+    def open(cls, root: str, token: str | None, name: str = SNAPSHOT_NAME) -> Snapshot | None:
         """The copy in ``root`` if its token is ``token``; None when there is none, or another, or
         it cannot be read (a damaged copy is not trusted: the manifest is read instead)."""
         if not token:
             return None
         import pyarrow as pa
 
-        path = os.path.join(root, SNAPSHOT_NAME)
+        path = os.path.join(root, name)
         try:
             source = pa.memory_map(path)
         except (OSError, pa.ArrowException):
@@ -78,22 +99,88 @@ class Snapshot:
         self._reader = None
         self._source.close()
 
+    def batch(self, i: int) -> Any:
+        return self._reader.get_batch(i)
+
     def windows(self, window: int) -> Iterator[tuple[list[str], list[str | None], list[str | None], np.ndarray]]:
         """(trace ids, trace files, sidecars, numbers), ``window`` traces at a time; ``numbers`` is
         an int64 array of shape (n, 5): t_size, t_mtime, s_size, s_mtime (-9 for none) and 1 where
         a content hash is kept."""
-        for i in range(self._reader.num_record_batches):
+        for i in range(self.batches):
             whole = self._reader.get_batch(i)
             for k in range(0, whole.num_rows, window):
-                yield self._window(whole.slice(k, window))
+                b = whole.slice(k, window)
+                nums = np.empty((b.num_rows, 5), np.int64)
+                for j in range(4):
+                    nums[:, j] = b.column(3 + j).to_numpy()
+                nums[:, 4] = b.column(7).to_numpy(zero_copy_only=False)
+                yield b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist(), nums
 
-    @staticmethod
-    def _window(b: Any) -> tuple[list[str], list[str | None], list[str | None], np.ndarray]:
-        nums = np.empty((b.num_rows, 5), np.int64)
-        for j in range(4):
-            nums[:, j] = b.column(3 + j).to_numpy()
-        nums[:, 4] = b.column(7).to_numpy(zero_copy_only=False)
-        return b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist(), nums
+
+class Draft:
+    """The records a scan read from the manifest, written as they are read (``add``), for a copy
+    when there was none to trust (see the module docstring)."""
+
+    def __init__(self, root: str) -> None:
+        import pyarrow as pa
+
+        self.root, self.token = root, secrets.token_hex(16)
+        self.name = f"{SNAPSHOT_NAME}.{self.token}.draft"
+        self.rows = 0
+        self._sink = pa.OSFile(os.path.join(root, self.name), "wb")
+        self._out = pa.ipc.new_file(self._sink, _schema().with_metadata({_TOKEN: self.token.encode()}))
+
+    def add(self, records: Iterable[tuple[Any, ...]]) -> None:
+        """Records (trace id, trace file, sidecar, t_size, t_mtime, s_size, s_mtime, hash, ...) of
+        converted traces, as the manifest holds them."""
+        rows = [(r[0], r[1], r[2], _NONE if r[3] is None else r[3], _NONE if r[4] is None else r[4],
+                 _NONE if r[5] is None else r[5], _NONE if r[6] is None else r[6], int(r[7] is not None)) for r in records]
+        if rows:
+            self._out.write_batch(_batch(rows))
+            self.rows += len(rows)
+
+    def add_known(self, m: Manifest, trace_ids: list[str]) -> None:
+        """The records of these traces, those the manifest holds (a listing's window)."""
+        for k in range(0, len(trace_ids), 500):
+            part = trace_ids[k : k + 500]
+            rows = m.db.execute(f"{_COLUMNS} FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part).fetchall()
+            if rows:
+                self._out.write_batch(_batch(rows))
+                self.rows += len(rows)
+
+    def finish(self) -> Snapshot | None:
+        """The draft as a copy to mend (None: it could not be written or read back)."""
+        try:
+            self._out.close()
+            self._sink.close()
+        except OSError:
+            return None
+        return Snapshot.open(self.root, self.token, self.name)
+
+    def discard(self) -> None:
+        try:
+            self._out.close()
+            self._sink.close()
+        except OSError:
+            pass
+        try:
+            os.remove(os.path.join(self.root, self.name))
+        except OSError:
+            pass
+
+
+def clear(root: str) -> None:
+    """Remove the drafts and temporary copies an interrupted sync left."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for n in names:
+        if n.startswith(SNAPSHOT_NAME + ".") and n.endswith((".draft", ".tmp")):
+            try:
+                os.remove(os.path.join(root, n))
+            except OSError:
+                pass
 
 
 def track(m: Manifest) -> None:
@@ -119,88 +206,91 @@ def _touched(m: Manifest) -> list[str] | None:
     return ids if len(ids) <= MEND else None
 
 
-_COLUMNS = ("SELECT trace_id, path, sidecar, coalesce(t_size, -9), coalesce(t_mtime, -9), coalesce(s_size, -9),"
-            " coalesce(s_mtime, -9), hash IS NOT NULL")
-
-
-def _batch(rows: list[tuple[Any, ...]]) -> Any:
-    import pyarrow as pa
-
-    cols = list(zip(*rows)) if rows else [()] * len(_NAMES)
-    arrays = [pa.array(c, f.type) for c, f in zip(cols[:7], _schema())]
-    arrays.append(pa.array(cols[7], pa.int8()).cast(pa.bool_()))  # (SQLite's booleans are 0 and 1)
-    return pa.record_batch(arrays, schema=_schema())
-
-
-def _mend(m: Manifest, old: Snapshot, touched: list[str], out: Any, window: int) -> None:
-    """Write the old copy without the touched traces, then their rows as the manifest holds them
-    now (those it holds no more are gone), in batches of ``window`` rows."""
+def _mended(m: Manifest, old: Snapshot, touched: list[str], window: int) -> Iterator[Any]:
+    """The old copy's batches without the touched traces, then their rows as the manifest holds
+    them now (those it holds no more are gone)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    schema = _schema()
     gone = pa.array(touched, pa.string())
-    held: list[Any] = []
-    n = 0
-
-    def put(last: bool) -> None:
-        nonlocal held, n
-        if not held:
-            return
-        table = pa.Table.from_batches(held, schema).combine_chunks()
-        cut = table.num_rows if last else table.num_rows - table.num_rows % window
-        if cut:
-            out.write_table(table.slice(0, cut), max_chunksize=window)
-        rest = table.slice(cut)
-        held, n = (rest.to_batches() if rest.num_rows else []), rest.num_rows
-
-    for i in range(old._reader.num_record_batches):
-        b = old._reader.get_batch(i)
-        b = pa.record_batch(b.filter(pc.invert(pc.is_in(b.column(0), value_set=gone))).columns, schema=schema)
-        held.append(b)
-        n += b.num_rows
-        if n >= window:
-            put(False)
+    for i in range(old.batches):
+        b = old.batch(i)
+        if touched:
+            b = b.filter(pc.invert(pc.is_in(b.column(0), value_set=gone)))
+        if b.num_rows:
+            yield b
+    rows: list[tuple[Any, ...]] = []
     for k in range(0, len(touched), 500):
         part = touched[k : k + 500]
-        rows = m.db.execute(f"{_COLUMNS} FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part).fetchall()
-        if rows:
-            held.append(_batch(rows))
-            n += len(rows)
-            if n >= window:
-                put(False)
-    put(True)
+        rows += m.db.execute(f"{_COLUMNS} FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part).fetchall()
+        while len(rows) >= window:
+            yield _batch(rows[:window])
+            del rows[:window]
+    if rows:
+        yield _batch(rows)
 
 
-def refresh(m: Manifest, root: str, old: Snapshot | None, window: int) -> str:
-    """Write the copy of the manifest's signatures as they are now; returns its token (for
-    ``meta``). With ``old`` (valid when the sync began, :func:`track` called since), only the traces
-    touched meanwhile are read from the manifest, unless they are many; with nothing touched the
-    old copy stays as it is."""
+def _rechunked(batches: Iterator[Any], window: int) -> Iterator[Any]:
+    """The same rows in batches of ``window`` (the last one shorter)."""
     import pyarrow as pa
 
-    touched = _touched(m) if old is not None else None
-    if old is not None and touched == []:
-        return old.token
-    token = secrets.token_hex(16)
+    schema = _schema()
+    held: list[Any] = []
+    n = 0
+    for b in batches:
+        held.append(pa.record_batch(b.columns, schema=schema))
+        n += b.num_rows
+        if n >= window:
+            table = pa.Table.from_batches(held, schema).combine_chunks()
+            cut = n - n % window
+            yield from table.slice(0, cut).to_batches(max_chunksize=window)
+            rest = table.slice(cut)
+            held, n = rest.to_batches(), rest.num_rows
+    if n:
+        yield from pa.Table.from_batches(held, schema).combine_chunks().to_batches(max_chunksize=window)
+
+
+def _drop(base: Snapshot | None) -> None:
+    """Close a copy; a draft's file is removed."""
+    if base is None:
+        return
+    base.close()
+    if base.path != os.path.join(os.path.dirname(base.path), SNAPSHOT_NAME):
+        try:
+            os.remove(base.path)
+        except OSError:
+            pass
+
+
+def refresh(m: Manifest, root: str, base: Snapshot | None, window: int) -> str | None:
+    """The copy of the manifest's signatures as they are now, made from ``base`` (the copy trusted
+    when the sync began, or the scan's draft; :func:`track` called since) and the traces touched
+    meanwhile; returns its token (for ``meta``), or None when there is none to trust (no base, or
+    more touched traces than :data:`MEND`). With nothing touched, an old copy stays as it is."""
+    import pyarrow as pa
+
     path = os.path.join(root, SNAPSHOT_NAME)
+    touched = _touched(m) if base is not None else None
+    if base is None or touched is None:
+        _drop(base)
+        try:
+            os.remove(path)  # (untrusted, and as large as the manifest's records)
+        except OSError:
+            pass
+        return None
+    if not touched and base.path == path:
+        return base.token
+    token = secrets.token_hex(16)
     tmp = f"{path}.{token}.tmp"
-    schema = _schema().with_metadata({_TOKEN: token.encode()})
     try:
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, schema) as out:
-            if old is not None and touched is not None:
-                _mend(m, old, touched, out, window)
-            else:
-                last = 0
-                while True:
-                    rows = m.db.execute(f"{_COLUMNS}, rowid FROM sources WHERE rowid > ? ORDER BY rowid LIMIT {window}",
-                                        (last,)).fetchall()
-                    if not rows:
-                        break
-                    last = rows[-1][-1]
-                    out.write_batch(_batch([r[:-1] for r in rows]))
-        if old is not None:
-            old.close()  # (a file mapped in memory cannot be replaced everywhere)
+        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, _schema().with_metadata({_TOKEN: token.encode()})) as out:
+            batches = _mended(m, base, touched, window)
+            # batches thinned by many mends, or a draft's, are gathered again: a window of rows each
+            if base.batches > 2 * -(-base.rows // window) + 8 or base.path != path:
+                batches = _rechunked(batches, window)
+            for b in batches:
+                out.write_batch(b)
+        _drop(base)  # (a file mapped in memory cannot be replaced everywhere)
         os.replace(tmp, path)
     except BaseException:
         try:
