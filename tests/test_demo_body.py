@@ -100,6 +100,35 @@ def test_a_large_body_under_the_limit_is_answered_but_not_kept_whole(demo_server
     assert record.request["bytes"] > KEEP_REQUEST
 
 
+def test_a_large_body_planned_in_a_worker_thread_is_refused_as_a_small_one_is(demo_server: DemoServer) -> None:
+    pad = "z" * (256 * 1024)  # over what is planned on the loop
+    with httpx.Client(base_url=demo_server.base_url, timeout=30) as http:
+        not_json = http.post("/messages", content=b"{" + pad.encode(), headers={"content-type": "application/json"})
+        unknown = http.post("/chat/completions", json={"model": "demo+turbo", "messages": [
+            {"role": "user", "content": pad}]})
+        embedded = http.post("/embeddings", json={"model": "demo-embed", "input": pad})
+    assert not_json.status_code == 400 and not_json.json()["error"]["message"] == "Request body is not valid JSON."
+    assert unknown.status_code == 404 and "unknown option +turbo" in unknown.json()["error"]["message"]
+    assert embedded.status_code == 200 and len(embedded.json()["data"]) == 1
+
+
+def test_the_command_line_sets_the_limit() -> None:
+    process = subprocess.Popen([sys.executable, "-m", "mmsp_notebook.demo", "--instant", "--max-body-mb", "0.25"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        base_url = line.split(" on ", 1)[1].strip()
+        with httpx.Client(base_url=base_url, timeout=10) as http:
+            big = http.post("/stream", json={"model": "demo", "messages": [user("x" * LIMIT)]})
+            small = http.post("/stream", json={"model": "demo", "messages": [user("x" * (LIMIT // 2))]})
+    finally:
+        process.terminate()
+        assert process.wait(5) == 0
+    assert big.status_code == 413 and big.json()["error"]["type"] == "InvalidRequestError"
+    assert "up to 262,144 bytes" in big.json()["error"]["message"]
+    assert small.status_code == 200
+
+
 def test_the_limit_is_checked() -> None:
     assert MAX_BODY == 32 * 1024 * 1024
     for bad in (0, -1, 1.5, True, "10"):
