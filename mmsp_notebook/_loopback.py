@@ -5,8 +5,8 @@ The demo model server (:class:`~mmsp_notebook.demo.DemoServer`) and the wire pro
 :class:`LoopbackServer` runs the ASGI app it is given (life cycle, address, clean stop), a
 :class:`TranscriptLog` keeps what was sent for each request (:class:`Transcript`). The helpers the
 two apps share live here too: :class:`AbruptClose` (close a connection mid-body), :func:`scrub`
-(a request body without its credentials) and :func:`until_disconnect` (run a response until the
-client goes away or the server stops).
+(a request body without its credentials), :func:`read_body` (a request body up to a size limit)
+and :func:`until_disconnect` (run a response until the client goes away or the server stops).
 
 Stopping sets :attr:`LoopbackServer.shutdown` on the server's loop first, so a stream waiting on it
 (a stalled demo stream, a proxied one) ends at once, then asks uvicorn to exit; a stream that still
@@ -28,17 +28,22 @@ from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
 
 import uvicorn
+from starlette.requests import Request
 
 from ._errors import DemoServerError
 
-__all__ = ["AbruptClose", "LoopbackServer", "Served", "Transcript", "TranscriptLog", "is_loopback", "scrub",
-           "until_disconnect"]
+__all__ = ["AbruptClose", "KEEP_REQUEST", "LoopbackServer", "MAX_BODY", "Served", "Transcript", "TranscriptLog",
+           "body_limit", "is_loopback", "read_body", "scrub", "until_disconnect"]
 
 _STARTUP_TIMEOUT = 10.0
 _STOP_TIMEOUT = 2.0
 #: Body fields that look like a credential: never kept in a record.
 SENSITIVE_FIELDS = frozenset({"authorization", "api_key", "apikey", "api-key", "x-api-key", "x_api_key", "key",
                               "token", "secret"})
+#: The largest request body a server takes by default (bytes); a larger one is refused with 413.
+MAX_BODY = 32 * 1024 * 1024
+#: The largest request body whose JSON a record keeps (a larger one: its size and model only).
+KEEP_REQUEST = 1024 * 1024
 
 
 def is_loopback(host: str) -> bool:
@@ -58,6 +63,41 @@ def scrub(value: Any) -> Any:
     if isinstance(value, list):
         return [scrub(item) for item in value]
     return value
+
+
+def body_limit(max_body: object) -> int:
+    """``max_body`` checked: a whole number of bytes above 0.
+
+    Raises:
+        DemoServerError: It is not.
+    """
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+        raise DemoServerError(f"max_body is a number of bytes above 0, not {max_body!r}")
+    return max_body
+
+
+async def read_body(request: Request, limit: int) -> bytes | int:
+    """A request's body, or its size when it is over ``limit`` bytes.
+
+    A body over the limit is read to its end and dropped as it comes (memory stays flat, and the
+    client, still sending, then reads the 413 rather than a broken connection), up to four times
+    the limit; one declared (``Content-Length``) larger than that is not read at all.
+    """
+    drain = 4 * limit
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > drain:
+        return int(declared)
+    body = bytearray()
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= limit:
+            body += chunk
+        elif body:
+            body = bytearray()  # over the limit: nothing more is kept
+        if size > drain:
+            break
+    return bytes(body) if size <= limit else size
 
 
 class AbruptClose(Exception):

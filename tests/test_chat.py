@@ -119,8 +119,7 @@ def test_a_message_refused_before_its_turn_starts_gets_a_failed_answer_with_retr
     from mmsp_notebook import OptionError
 
     chat = Chat(trace=False)
-    inbound(chat, {"type": "pick", "thinking": "very"})
-    wait_for(lambda: chat.thinking == "very")
+    chat.thinking = "very"  # (from Python: a pick of it is refused, see test_a_pick_the_chat_does_not_offer...)
     inbound(chat, {"type": "send", "text": "hello"})
     wait_for(lambda: len(chat.transcript) == 2)
     assert [e["role"] for e in chat.transcript] == ["user", "assistant"] and not chat.busy
@@ -160,7 +159,7 @@ def test_a_retry_when_the_last_answer_did_not_fail_changes_nothing(fresh_session
 
 
 def test_hello_gets_a_snapshot_and_pickers_choose_the_next_turns_model(fresh_session):
-    chat = Chat()
+    chat = Chat(models=["demo", "demo-embed"])
     cap = Capture(chat)
     chat.send("first")
     inbound(chat, {"type": "hello"})
@@ -640,3 +639,79 @@ def test_a_mistyped_option_is_refused_naming_chat_not_passed_to_the_widget(fresh
         Chat(sytem="Be brief")
     chat = Chat(layout={"width": "300px"})  # the widget's own traits are still taken
     assert chat.layout.width == "300px"
+
+
+class States:
+    """The state updates the kernel sends the front end (``update`` and ``echo_update``)."""
+
+    def __init__(self, chat):
+        self.sent = []
+        original = chat.comm.send
+
+        def send(data=None, metadata=None, buffers=None):
+            if isinstance(data, dict) and data.get("method") in ("update", "echo_update"):
+                self.sent.append((data["method"], data["state"]))
+            return original(data=data, metadata=metadata, buffers=buffers)
+
+        chat.comm.send = send
+
+    def updates(self):
+        return {key: value for method, state in self.sent if method == "update" for key, value in state.items()}
+
+
+def test_a_front_end_sets_only_the_pickers_and_gets_the_kernels_state_back(fresh_session):
+    """A front end (or a hostile saved widget state) sends the whole state: only the pickers' traits
+    are taken; the kernel's traits keep their values, which go back so the front end shows them."""
+    chat = Chat(trace=False)
+    chat.send("hello")
+    kernels = {name: chat.get_state()[name] for name in ("transcript", "busy", "error", "models", "thinking_levels",
+                                                         "_esm", "_css")}
+    states = States(chat)
+    chat.set_state({"busy": True, "error": "<img src=x onerror=alert(1)>", "models": ["evil"],
+                    "thinking_levels": ["x"], "transcript": [], "_esm": "alert(1)", "_css": "* {display: none}",
+                    "model": "demo", "thinking": "low"})
+    assert chat.thinking == "low" and chat.model == "demo"
+    assert {name: chat.get_state()[name] for name in kernels} == kernels
+    # the kernel's values went back, in one update; the pickers' values were echoed, not overridden
+    assert states.updates() == kernels
+    assert [method for method, _ in states.sent] == ["echo_update", "update"]
+    assert set(states.sent[0][1]) == {"model", "thinking"}
+    # and the chat goes on with them
+    inbound(chat, {"type": "send", "text": "again"})
+    wait_for(lambda: len(chat.transcript) == 4 and not chat.busy)
+    assert chat.transcript[-1]["turn"]["status"] == "complete" and chat.error == ""
+
+
+def test_a_pick_the_chat_does_not_offer_is_refused_in_the_error_line(fresh_session):
+    chat = Chat(models=["demo", "demo+nothink"], trace=False)
+    states = States(chat)
+    # in the state, as a front end that saved it sends it
+    chat.set_state({"model": "gpt-evil", "thinking": "very"})
+    assert (chat.model, chat.thinking) == ("demo", "")
+    assert states.updates() == {"model": "demo", "thinking": "", "error": chat.error}
+    assert chat.error.startswith("thinking level 'very' is not one this chat offers (the model's default, 'none', "
+                                 "'low', ") and chat.error.endswith("pick one of them: the chat keeps the model's default")
+    # (the last refused is said; each names the choices and what the chat keeps)
+    chat.set_state({"model": "gpt-evil"})
+    assert chat.error == ("model 'gpt-evil' is not one this chat offers ('demo', 'demo+nothink'); pick one of them, "
+                          "or offer it with Chat(models=[...]): the chat keeps 'demo'")
+    # a good pick is taken and clears the refusal
+    chat.set_state({"model": "demo+nothink"})
+    assert chat.model == "demo+nothink" and chat.error == ""
+    # in a pick message, as the pickers send it: refused alike, and the front end is told the kernel's value
+    states.sent.clear()
+    inbound(chat, {"type": "pick", "model": ["demo"]})
+    wait_for(lambda: chat.error)
+    assert chat.model == "demo+nothink" and "model ['demo'] is not one this chat offers" in chat.error
+    assert states.updates()["model"] == "demo+nothink"
+    inbound(chat, {"type": "pick", "thinking": "x" * 10_000})
+    wait_for(lambda: "thinking level" in chat.error)
+    assert chat.thinking == "" and len(chat.error) < 300  # (a value of any size is cut in the message)
+    inbound(chat, {"type": "pick", "thinking": "low"})
+    wait_for(lambda: chat.thinking == "low")
+    assert chat.error == ""
+    turn = chat.send("hello")
+    assert turn.status == "complete" and turn.model == "demo+nothink"
+    # the kernel's own Python is not a front end: it sets what it likes (and the turn says if it is wrong)
+    chat.model = "demo-embed"
+    assert chat.model == "demo-embed" and chat.error == ""

@@ -170,3 +170,50 @@ def test_a_key_given_as_an_option_s_value_by_mistake_is_not_echoed_by_its_error(
     with pytest.raises(OptionError) as caught:
         ask("hi", thinking=key, stream=io.StringIO())
     assert key not in str(caught.value) and "thinking takes one of" in str(caught.value)
+
+
+@pytest.mark.parametrize("line, said", [
+    ("-m demo -m demo+nothink", r"argument -m/--model: given twice \('demo', then 'demo\+nothink'\): give it once; "
+                                r"to compare models, give them as one list: -m a,b"),
+    ("--model=demo -m demo+nothink", r"argument -m/--model: given twice"),
+    ("--temp 0.2 --temperature 0.3", r"argument --temperature: given twice \('0.2', then '0.3'\)"),
+    ("--system 'Be brief' --system 'Be long'", r"argument --system: given twice \('Be brief', then 'Be long'\)"),
+    ("-o a --out b", r"argument -o/--out: given twice \('a', then 'b'\)"),
+    ("--tools f --tools g", r"argument --tools: given twice \('f', then 'g'\)"),
+    ("--to-cell --to-cell 2", r"argument --to-cell: given twice \('all', then '2'\)"),
+    ("--new --new", r"argument --new: given twice: give it once"),
+    ("--base-url http://u:sk-proj-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA@h/v1 --base-url http://h/v1",
+     r"argument --base-url: given twice \('http://u:\[redacted\]@h/v1', then 'http://h/v1'\)"),
+])
+def test_an_option_given_twice_is_refused_naming_it(shell, fresh_session, line, said):
+    # the last one silently won: -m demo -m other sent the prompt to other alone
+    with pytest.raises(UsageError, match="^%%mmsp: " + said) as caught:
+        shell.run_cell_magic("mmsp", line, "hi")
+    assert "sk-proj-" not in str(caught.value)
+    with pytest.raises(UsageError, match="^%mmsp: " + said):
+        shell.run_line_magic("mmsp", line + " -- hi")
+    assert fresh_session.turns == []  # nothing was sent
+
+
+def test_a_setting_or_an_alias_option_given_twice_is_refused(shell, fresh_session):
+    from mmsp_notebook.engine.options import parse_alias
+
+    for pairs in ("model=demo model=demo+nothink", "max-tokens=3 max_tokens=4"):
+        with pytest.raises(UsageError, match=r"^%mmsp config: (model|max_tokens) given twice: give each setting "
+                                             r"once \(nothing was changed\)"):
+            shell.run_line_magic("mmsp", f"config {pairs}")
+    assert (fresh_session.settings.model, fresh_session.settings.max_tokens) == ("demo", Settings().max_tokens)
+    with pytest.raises(OptionError, match=r"^alias: argument --system: given twice \('x', then 'y'\): give it once"):
+        parse_alias("demo --system x --system y")
+    with pytest.raises(UsageError, match="given twice"):
+        shell.run_line_magic("mmsp", "alias fast = demo --max-tokens 5 --max-tokens 6")
+    assert "fast" not in fresh_session.settings.aliases
+
+
+def test_each_option_once_is_taken_and_the_value_marker_may_repeat(shell, fresh_session):
+    shell.run_cell_magic("mmsp", "-m demo+nothink --temperature 0.2 --new -o once", "hi")
+    turn = shell.user_ns["once"]
+    assert turn.status == "complete" and turn.model == "demo+nothink"
+    # x = %mmsp ... adds --value itself, also to a line that holds it already
+    result = shell.run_cell("x = %mmsp --value -m demo hi again")
+    assert result.success and shell.user_ns["x"].status == "complete"

@@ -66,6 +66,13 @@ Endpoints
 | `GET /v1/models` | all | `demo`, `demo-embed`; `GET /v1/models/{id}` is a 404 `NotFoundError` for an unknown model |
 | `GET /v1/_demo/transcripts[/{id}]` | - | the records kept / the raw bytes sent for one request |
 
+A request body over ``max_body`` bytes (32 MiB by default, ``--max-body-mb``) is refused with HTTP
+413 in the protocol's error shape (MMSP's ``InvalidRequestError``, OpenAI's ``request_too_large``
+code, Anthropic's ``request_too_large`` type), and is not kept: it is read no further than four
+times the limit and dropped as it arrives. A request record keeps the JSON (without keys) of a body
+up to 1 MiB, only the size and model of a larger one. Reading and planning a request larger than
+64 KiB runs in a worker thread, so that the server's other streams go on meanwhile.
+
 Every response carries an ``x-demo-request-id`` header. An unknown model or model option is refused
 with HTTP 404 before anything streams, in the protocol's error shape (``NotFoundError``,
 ``model_not_found``, ``not_found_error``), as an MMSP server and the providers' APIs refuse it; so

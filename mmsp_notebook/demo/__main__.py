@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
@@ -41,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--save-dir", metavar="DIR",
                         help="with --proxy: write each streamed response to DIR/<id>.sse (replayable with --replay)")
     parser.add_argument("--max-body-mb", type=float, default=32.0, metavar="MB",
-                        help="with --proxy: refuse request bodies larger than this with HTTP 413 (default 32)")
+                        help="refuse request bodies larger than this with HTTP 413 (default 32)")
     return parser
 
 
@@ -67,13 +68,24 @@ class _Stop:
         return self.requested
 
 
+def _max_body(megabytes: float) -> int:
+    """``--max-body-mb`` in bytes.
+
+    Raises:
+        DemoServerError: It is not a positive number.
+    """
+    if not 0 < megabytes < math.inf:
+        raise DemoServerError(f"--max-body-mb must be a positive number of megabytes, not {megabytes!r}")
+    return max(1, int(megabytes * 1024 * 1024))
+
+
 def _run_proxy(args: argparse.Namespace) -> int:
     """``--proxy``: forward to the upstream, print one line per request, save the streams if asked."""
     from pathlib import Path
     from urllib.parse import urlsplit
 
     try:
-        proxy = WireProxy(args.proxy, args.host, args.port, max_body=max(1, int(args.max_body_mb * 1024 * 1024))).start()
+        proxy = WireProxy(args.proxy, args.host, args.port, max_body=_max_body(args.max_body_mb)).start()
     except DemoServerError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -127,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             replay=args.replay,
             replay_protocol=args.replay_protocol,
             allow_remote=args.allow_remote,
+            max_body=_max_body(args.max_body_mb),
         ).start()
     except DemoServerError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

@@ -16,6 +16,8 @@ _ERROR_KINDS = {
     "authentication": ("AuthenticationError", "invalid_request_error", "invalid_api_key", "authentication_error"),
     "rate_limit": ("RateLimitError", "requests", "rate_limit_exceeded", "rate_limit_error"),
     "not_found": ("NotFoundError", "invalid_request_error", "model_not_found", "not_found_error"),
+    # HTTP 413: the MMSP server's type for it, the Messages API's request_too_large
+    "too_large": ("InvalidRequestError", "invalid_request_error", "request_too_large", "request_too_large"),
 }
 
 
@@ -29,7 +31,7 @@ def http_error(protocol: str, kind: str, message: str, fault: str | None = None)
 
     Args:
         protocol: ``mmsp``, ``chat``, ``responses``, ``embeddings`` or ``messages``.
-        kind: ``invalid_request``, ``authentication``, ``rate_limit`` or ``not_found``.
+        kind: ``invalid_request``, ``authentication``, ``rate_limit``, ``not_found`` or ``too_large``.
         message: What went wrong.
         fault: The injected fault (``401``, ``429``) that refused the request, if one did: the
             error object names it in a ``demo_fault`` field (so a client can tell it from a real refusal).

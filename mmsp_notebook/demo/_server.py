@@ -19,7 +19,19 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
-from .._loopback import AbruptClose, LoopbackServer, Served, Transcript, TranscriptLog, scrub, until_disconnect
+from .._loopback import (
+    KEEP_REQUEST,
+    MAX_BODY,
+    AbruptClose,
+    LoopbackServer,
+    Served,
+    Transcript,
+    TranscriptLog,
+    body_limit,
+    read_body,
+    scrub,
+    until_disconnect,
+)
 from ._answer import build_plan
 from ._bodies import embeddings_body, http_error
 from ._protocols import ENCODERS, Encoder, MmspEncoder, StreamEnds
@@ -53,6 +65,11 @@ class _Settings:
     tokens_per_second: float
     first_token_delay: float
     heartbeat: float
+    max_body: int
+
+
+#: The largest request body read and planned on the server's loop; a larger one is, in a worker thread.
+_PLAN_ON_LOOP = 64 * 1024
 
 
 class _Pacer:
@@ -208,20 +225,44 @@ class _App:
         )
         return self._json(http_error("mmsp", "not_found", message), 404)
 
-    async def _begin(self, request: Request, protocol: str) -> tuple[Transcript, Any] | JSONResponse:
+    async def _begin(self, request: Request, protocol: str) -> tuple[Transcript, bytes] | JSONResponse:
+        """The request's record and body; a body over ``max_body`` is refused with 413 (and not kept)."""
         record = Transcript(
             id=uuid.uuid4().hex[:16], endpoint=request.url.path, protocol=protocol, model="", request=None
         )
         self.log.add(record)
-        raw = await request.body()
+        raw = await read_body(request, self.settings.max_body)
+        if isinstance(raw, int):
+            record.request = {"bytes": raw}
+            message = (f"Request body too large: the demo server takes request bodies of up to "
+                       f"{self.settings.max_body:,} bytes, this one has at least {raw:,} (start it with a larger "
+                       "max_body, --max-body-mb, to allow it).")
+            return self._refuse(protocol, 413, "too_large", message, record,
+                                **{"connection": "close", "x-should-retry": "false"})
+        return record, raw
+
+    def _parse(self, record: Transcript, raw: bytes, protocol: str) -> Any:
+        """The JSON of a request body, kept (without keys) in its record; a refusal when it is not JSON."""
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
             return self._refuse(protocol, 400, "invalid_request", "Request body is not valid JSON.", record)
-        record.request = scrub(body)
         if isinstance(body, dict) and isinstance(body.get("model"), str):
             record.model = body["model"]
-        return record, body
+        # a large body (images in its history) is not kept whole: the records' memory stays small
+        record.request = scrub(body) if len(raw) <= KEEP_REQUEST else {"bytes": len(raw), "model": record.model}
+        return body
+
+    async def _answer(self, raw: bytes, answer: Callable[..., Response | _SSEResponse], *args: Any
+                      ) -> Response | _SSEResponse:
+        """``answer(*args)``: on the loop for a small body, in a worker thread for a larger one.
+
+        Reading and planning a request costs time in proportion to its size (about half a second a
+        megabyte of text): on the loop it would hold every other stream the server serves.
+        """
+        if len(raw) <= _PLAN_ON_LOOP:
+            return answer(*args)
+        return await asyncio.to_thread(answer, *args)
 
     async def stream(self, request: Request) -> Response | _SSEResponse:
         """The four streaming endpoints."""
@@ -229,7 +270,13 @@ class _App:
         begun = await self._begin(request, protocol)
         if isinstance(begun, JSONResponse):
             return begun
-        record, body = begun
+        record, raw = begun
+        return await self._answer(raw, self._stream, record, raw, protocol, request.url.path)
+
+    def _stream(self, record: Transcript, raw: bytes, protocol: str, path: str) -> Response | _SSEResponse:
+        body = self._parse(record, raw, protocol)
+        if isinstance(body, JSONResponse):
+            return body
         settings = self.settings
         replay = self.replay
         if replay is not None and replay.protocol == protocol:
@@ -244,7 +291,7 @@ class _App:
             # refused before streaming, as an MMSP server and the providers' APIs refuse a model they lack
             return self._refuse(protocol, 404, "not_found", str(exc), record)
         if spec.base == "demo-embed" and protocol != "mmsp":
-            message = (f"Model not found: {spec.name} is an embedding model, not served on {request.url.path}; "
+            message = (f"Model not found: {spec.name} is an embedding model, not served on {path}; "
                        "use POST /v1/embeddings or /v1/stream")
             return self._refuse(protocol, 404, "not_found", message, record)
         refused = self._refuse_fault(protocol, spec, record)
@@ -284,7 +331,15 @@ class _App:
         begun = await self._begin(request, "embeddings")
         if isinstance(begun, JSONResponse):
             return begun
-        record, body = begun
+        record, raw = begun
+        answer = await self._answer(raw, self._embeddings, record, raw)
+        assert isinstance(answer, Response)
+        return answer
+
+    def _embeddings(self, record: Transcript, raw: bytes) -> Response:
+        body = self._parse(record, raw, "embeddings")
+        if isinstance(body, JSONResponse):
+            return body
         try:
             demo_request = read_embeddings(body)
             spec = parse_model(demo_request.model)
@@ -452,6 +507,9 @@ class DemoServer(Served):
         replay_protocol: The transcript's protocol; recognised from its content when None.
         allow_remote: Allow binding a non-loopback address.
         max_transcripts: How many request records :attr:`transcripts` keeps (oldest dropped first).
+        max_body: The largest request body taken, in bytes (32 MiB by default: images in a
+            conversation's history travel as base64); a larger one is refused with HTTP 413 in the
+            protocol's error shape, read no further than four times the limit and never kept.
 
     Raises:
         DemoServerError: A non-loopback host without ``allow_remote``, a bad setting or replay file.
@@ -470,6 +528,7 @@ class DemoServer(Served):
         replay_protocol: str | None = None,
         allow_remote: bool = False,
         max_transcripts: int = 200,
+        max_body: int = MAX_BODY,
     ) -> None:
         self._server = LoopbackServer("demo server", host, port, allow_remote=allow_remote)
         # (compared so that NaN fails too: it paced every stream at random, and inf never sent a first token)
@@ -480,7 +539,8 @@ class DemoServer(Served):
         if not heartbeat > 0:
             raise DemoServerError(f"heartbeat must be a positive number of seconds, not {heartbeat!r}")
         self.host = host
-        settings = _Settings(instant, float(tokens_per_second), float(first_token_delay), float(heartbeat))
+        settings = _Settings(instant, float(tokens_per_second), float(first_token_delay), float(heartbeat),
+                             body_limit(max_body))
         self._log: TranscriptLog[Transcript] = TranscriptLog(max_transcripts)
         loaded = load_replay(replay, replay_protocol) if replay is not None else None
         self._app = _App(settings, loaded, self._log, self._server)

@@ -28,8 +28,8 @@ from .._errors import OptionError
 from ..core.chars import refuse_lone_surrogate
 from ..core.redact import redact, redact_value
 
-__all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "check_option", "check_client_type",
-           "parse_alias", "idle_limit"]
+__all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "Once", "OnceFlag", "check_option",
+           "check_client_type", "parse_alias", "idle_limit"]
 
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 _NONE_WORDS = ("none", "null", "")
@@ -351,12 +351,54 @@ class Settings:
         self.aliases[name] = alias
 
 
+def _given_before(action: argparse.Action, namespace: argparse.Namespace, value: Any) -> None:
+    """Refuse an option given a second time: the last one silently winning would drop the first."""
+    before = getattr(namespace, action.dest, action.default)
+    if before is action.default:
+        return
+    said = "given twice"
+    if action.nargs != 0:
+        said += f" ({_clip(before)}, then {_clip(value)})"
+    said += ": give it once"
+    if action.dest == "model":
+        said += "; to compare models, give them as one list: -m a,b"
+    raise argparse.ArgumentError(action, said)
+
+
+def _clip(value: Any, limit: int = 60) -> str:
+    text = redact(repr(value))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Once(argparse.Action):
+    """An option that stores its value and may be given once: a second one is refused with an
+    ``argparse.ArgumentError`` naming the option (no option of the magic or of an alias repeats)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        _given_before(self, namespace, values)
+        setattr(namespace, self.dest, values)
+
+
+class OnceFlag(argparse.Action):
+    """A flag (``store_true``) that may be given once, as :class:`Once`."""
+
+    def __init__(self, option_strings: list[str], dest: str, default: bool = False, required: bool = False,
+                 help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, const=True, default=default, required=required, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        _given_before(self, namespace, True)
+        setattr(namespace, self.dest, True)
+
+
 def _alias_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="alias", add_help=False, exit_on_error=False)
     parser.add_argument("model")
     for name in TurnOptions.names():
         if name != "model":
-            parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None)
+            parser.add_argument("--" + name.replace("_", "-"), dest=name, default=None, action=Once)
     return parser
 
 

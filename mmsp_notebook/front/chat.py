@@ -46,6 +46,17 @@ HEARTBEAT = 2.0
 _RETRYABLE = ("error", "incomplete", "cancelled")
 
 
+#: The traits a front end sets (its pickers), each with the trait that holds its choices; every
+#: other trait is the kernel's (see Chat.set_state).
+_PICKERS = {"model": "models", "thinking": "thinking_levels"}
+
+
+def _clip(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a front end's value may be of any size)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _next_name() -> str:
     global _counter
     _counter += 1
@@ -126,6 +137,7 @@ class Chat(MarkdownWidget):
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
             choices.insert(0, model)
+        self._refused_pick = ""  # the error line of the last pick refused (see _pick)
         self._heard = False  # whether a view has said hello (its model keeps the transcript from then on)
         super().__init__(models=choices, model=model, thinking=thinking or "",
                          thinking_levels=["", *THINKING_LEVELS], **kwargs)
@@ -163,8 +175,44 @@ class Chat(MarkdownWidget):
         return bool(super()._should_send_property(key, value))
 
     def set_state(self, sync_data: dict[str, Any]) -> None:
-        # the transcript is the kernel's: a front end's copy (kept for its saved state) never replaces it
-        super().set_state({k: v for k, v in sync_data.items() if k != "transcript"})
+        """A state from a front end (or a saved widget state): only the pickers' traits are taken.
+
+        ``model`` and ``thinking`` are the user's choice, taken when they are one of ``models`` and
+        ``thinking_levels`` (else refused in the error line, see :meth:`_pick`). Every other trait is
+        the kernel's (the transcript, ``busy``, ``error``, the choices offered, the widget's code):
+        a front end's value is ignored, and the kernel's is sent back so that the front end shows it.
+        """
+        taken = {name: value for name, value in sync_data.items()
+                 if name in _PICKERS and self._pick(name, value, resend=False)}
+        if taken:
+            super().set_state(taken)
+        kept = [name for name in sync_data if name not in taken and name in self.keys]
+        if kept:
+            self.send_state(key=kept)
+
+    def _pick(self, name: str, value: Any, *, resend: bool = True) -> bool:
+        """Whether a front end's ``model`` or ``thinking`` is one the chat offers.
+
+        One it does not offer is refused in the error line, and the trait keeps its value (sent back
+        to the front end when ``resend``); a refusal said here is cleared by the next good pick.
+        """
+        offered = getattr(self, _PICKERS[name])
+        if isinstance(value, str) and value in offered:
+            if self.error and self.error == self._refused_pick:
+                self.error = ""
+            return True
+        def said(choice: str) -> str:
+            return repr(choice) if choice else "the model's default"
+
+        what = "model" if name == "model" else "thinking level"
+        self._refused_pick = redact(
+            f"{what} {_clip(value)} is not one this chat offers ({', '.join(map(said, offered)) or 'none'}); "
+            "pick one of them" + (", or offer it with Chat(models=[...])" if name == "model" else "")
+            + f": the chat keeps {said(getattr(self, name))}")
+        self.error = self._refused_pick
+        if resend:
+            self.send_state(key=name)
+        return False
 
     def _send_transcript(self, change: Any) -> None:
         """Tell the front end what changed: the first ``at`` entries stay, ``entries`` follow them.
@@ -424,8 +472,8 @@ class Chat(MarkdownWidget):
                                       "run the chat's cell again to reload its front end")
                 await self._start(text, images)
             elif kind == "pick":  # the model and thinking pickers
-                for name in ("model", "thinking"):
-                    if isinstance(content.get(name), str):
+                for name in _PICKERS:
+                    if name in content and self._pick(name, content[name]):
                         setattr(self, name, content[name])
             elif kind == "stop":
                 self.stop()

@@ -22,7 +22,7 @@ from traitlets import Bool, Dict, Float, Integer, Unicode, observe
 from .._errors import OptionError, TurnError
 from ..core.redact import redact, redact_value
 from ..engine.launch import check_chat_name, interpolate, launch, user_message
-from ..engine.options import THINKING_LEVELS, Settings
+from ..engine.options import THINKING_LEVELS, Once, OnceFlag, Settings
 from ..engine.session import session
 from .cells import (
     FIX_SYSTEM,
@@ -117,31 +117,32 @@ class MMSPMagics(Magics):
         settings.__dict__.update(trial.__dict__)
 
     @magic_arguments()
-    @argument("-m", "--model", default=None, help="model id (default: MMSP_NOTEBOOK_MODEL, else the offline 'demo')")
-    @argument("--client-type", default=None, help="mmsp client type, e.g. openai-chat, ant-messages, mmsp")
-    @argument("--base-url", default=None, help="endpoint base URL")
-    @argument("--api-key-env", default=None, metavar="NAME",
+    @argument("-m", "--model", default=None, action=Once, help="model id (default: MMSP_NOTEBOOK_MODEL, else the offline 'demo')")
+    @argument("--client-type", default=None, action=Once, help="mmsp client type, e.g. openai-chat, ant-messages, mmsp")
+    @argument("--base-url", default=None, action=Once, help="endpoint base URL")
+    @argument("--api-key-env", default=None, action=Once, metavar="NAME",
               help="name of the environment variable holding the API key (never the key itself)")
-    @argument("--system", default=None, help="system prompt")
-    @argument("--thinking", default=None, help=f"thinking level: {', '.join(THINKING_LEVELS)}")
-    @argument("--max-tokens", default=None, help="cap on output tokens")
-    @argument("--temperature", default=None, help="sampling temperature (a number, at least 0)")
-    @argument("--tools", default=None, metavar="F,G", help="Python functions of this namespace offered as tools")
-    @argument("--max-steps", default=None, help="most model responses in one turn's tool loop (default 8)")
-    @argument("--timeout", default=None, metavar="SECONDS",
+    @argument("--system", default=None, action=Once, help="system prompt")
+    @argument("--thinking", default=None, action=Once, help=f"thinking level: {', '.join(THINKING_LEVELS)}")
+    @argument("--max-tokens", default=None, action=Once, help="cap on output tokens")
+    @argument("--temperature", default=None, action=Once, help="sampling temperature (a number, at least 0)")
+    @argument("--tools", default=None, action=Once, metavar="F,G", help="Python functions of this namespace offered as tools")
+    @argument("--max-steps", default=None, action=Once, help="most model responses in one turn's tool loop (default 8)")
+    @argument("--timeout", default=None, action=Once, metavar="SECONDS",
               help="end the turn after this many seconds without a byte or event from the server (default 120; none: no limit)")
-    @argument("--chat", default=None, metavar="NAME", help="named conversation (default: one per notebook)")
-    @argument("--new", action="store_true", help="start the conversation fresh")
-    @argument("--trace", default=None, metavar="ID", help="trace id (default: notebook/chat/turn)")
-    @argument("--no-trace", action="store_true", help="do not trace this turn")
-    @argument("--events", action="store_true", help="also show the UniEvents as a live table")
-    @argument("--wire", action="store_true",
+    @argument("--chat", default=None, action=Once, metavar="NAME", help="named conversation (default: one per notebook)")
+    @argument("--new", action=OnceFlag, help="start the conversation fresh")
+    @argument("--trace", default=None, action=Once, metavar="ID", help="trace id (default: notebook/chat/turn)")
+    @argument("--no-trace", action=OnceFlag, help="do not trace this turn")
+    @argument("--events", action=OnceFlag, help="also show the UniEvents as a live table")
+    @argument("--wire", action=OnceFlag,
               help="send the turn through a recording loopback proxy and show the raw SSE frames next to their UniEvents")
-    @argument("-o", "--out", default=None, metavar="VAR", help="store the turn's result in this variable")
-    @argument("--strict", action="store_true", help="raise when the turn does not complete")
+    @argument("-o", "--out", default=None, action=Once, metavar="VAR", help="store the turn's result in this variable")
+    @argument("--strict", action=OnceFlag, help="raise when the turn does not complete")
+    # (--value alone may repeat: the input transformer adds it to x = %mmsp ..., which may hold it already)
     @argument("--value", action="store_true",
               help="(line magic) the turn is the line's value: what `x = %%mmsp a prompt` gives x (set there by itself)")
-    @argument("--to-cell", nargs="?", const="all", default=None, metavar="N|LANG",
+    @argument("--to-cell", nargs="?", const="all", default=None, action=Once, metavar="N|LANG",
               help="put the answer's code blocks into a new cell below (all, the n-th, or those of a language)")
     @argument("rest", nargs="*", help="(line magic) a subcommand: models, history, reset, config k=v, alias, usage, "
                                       "error, fix [N], explain [N]")
@@ -152,7 +153,7 @@ class MMSPMagics(Magics):
 
         The prompt interpolates ``{expr}`` from the notebook's namespace (``{{``/``}}`` for braces);
         an image value (PIL image, PNG/JPEG bytes, a path) is sent as an image. Option values take
-        shell quoting (``--system "Be brief"``). ``{Err}`` is the last failed cell with its traceback
+        shell quoting (``--system "Be brief"``); each option is given once (a second is refused). ``{Err}`` is the last failed cell with its traceback
         (``{Err[5]}`` that of ``In[5]``). ``--to-cell`` puts the answer's code into a new cell below.
         Line magic: ``%mmsp models | history | reset | config key=value | alias NAME = SPEC | usage |
         error | fix [N] | explain [N]``, or ``%mmsp [options] a one-line prompt`` (``--`` before a
@@ -405,6 +406,9 @@ class MMSPMagics(Magics):
                 key, eq, value = pair.partition("=")
                 if not eq:
                     raise UsageError(f"%mmsp config: expected key=value, got {pair!r} (nothing was changed)")
+                if any(k.replace("-", "_") == key.strip().replace("-", "_") for k in pairs):
+                    raise UsageError(f"%mmsp config: {key.strip()} given twice: give each setting once "
+                                     "(nothing was changed)")
                 pairs[key.strip()] = value.strip()
             try:  # all or nothing: every pair is checked before any takes effect
                 sess.settings.update(pairs)

@@ -67,17 +67,25 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .._errors import DemoServerError
-from .._loopback import AbruptClose, LoopbackServer, Served, Transcript, TranscriptLog, scrub, until_disconnect
+from .._loopback import (
+    KEEP_REQUEST,
+    MAX_BODY,
+    AbruptClose,
+    LoopbackServer,
+    Served,
+    Transcript,
+    TranscriptLog,
+    body_limit,
+    read_body,
+    scrub,
+    until_disconnect,
+)
 from ..core.redact import redact, redact_bytes
 from .sse import detect_protocol
 
 __all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query", "MAX_BODY",
            "KEEP_REQUEST"]
 
-#: The largest request body the proxy forwards by default (bytes); a larger one is refused with 413.
-MAX_BODY = 32 * 1024 * 1024
-#: The largest request body whose JSON a record keeps (a larger one: its size and model only).
-KEEP_REQUEST = 1024 * 1024
 
 #: Headers that belong to one connection and are never forwarded (RFC 9110 §7.6.1), plus the ones
 #: the proxy's own HTTP stack sets (host, content-length, date, server).
@@ -273,30 +281,6 @@ class _ProxyApp:
             await self._http.aclose()
             self._http = None
 
-    async def _body(self, request: Request) -> bytes | int:
-        """The request body, or its size when it is over the limit.
-
-        A body over the limit is read to its end and dropped as it comes (so the client, still
-        sending, then reads the 413 rather than a broken connection), up to four times the limit;
-        one declared larger than that is not read at all.
-        """
-        limit = self.proxy.max_body
-        drain = 4 * limit
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > drain:
-            return int(declared)
-        body = bytearray()
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size <= limit:
-                body += chunk
-            elif body:
-                body = bytearray()  # over the limit: nothing more is kept
-            if size > drain:
-                break
-        return bytes(body) if size <= limit else size
-
     async def forward(self, request: Request) -> _Forward | Response:
         raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
         raw_path = raw_path.split(b"?", 1)[0]
@@ -306,7 +290,7 @@ class _ProxyApp:
             tap = match.group(1)
             raw_path = (match.group(2) or "/").encode("latin-1")
         path = raw_path.decode("latin-1")
-        body = await self._body(request)
+        body = await read_body(request, self.proxy.max_body)
         record = WireTranscript(id=uuid.uuid4().hex[:16], endpoint=redact(path), protocol=_protocol_of(path), model="",
                                 request=None, tap=tap, method=request.method)
         if isinstance(body, int):
@@ -367,9 +351,7 @@ class WireProxy(Served):
 
     def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, *, max_transcripts: int = 200,
                  max_body: int = MAX_BODY) -> None:
-        if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
-            raise DemoServerError(f"max_body is a number of bytes above 0, not {max_body!r}")
-        self.max_body = max_body
+        self.max_body = body_limit(max_body)
         self._server = LoopbackServer("wire proxy", host, port)
         parts = urlsplit(str(upstream))
         if parts.scheme not in ("http", "https") or not parts.netloc:
