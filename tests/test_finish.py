@@ -3,6 +3,8 @@ follow the kernel's settings whether the turn came from %%mmsp, ask(), Chat.send
 
 from __future__ import annotations
 
+import io
+
 from helpers import html_of, text_of
 from test_magic import notebook, run_notebook
 
@@ -39,3 +41,24 @@ def test_strict_events_and_drawn_in_cell_are_the_same_through_every_door(tmp_pat
     results = [o for o in c[10].outputs if o.output_type == "execute_result"]
     assert results and "text/html" not in results[0].data and results[0].data["text/plain"].startswith("<Turn ")
     assert not any(o.output_type == "error" for o in c[10].outputs)
+
+
+def test_an_interrupt_while_the_view_is_made_cancels_the_turn_and_frees_its_conversation(fresh_session, monkeypatch):
+    """The first view of a kernel takes a moment (its imports): an interrupt there ends the turn
+    too, as one that reaches the view's start does (not left streaming unseen, holding its chat)."""
+    import pytest
+
+    from mmsp_notebook.engine.launch import launch
+    from mmsp_notebook.front import finish
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    run, future = launch("hello", model="demo+stall", trace=False)
+    with monkeypatch.context() as mp:
+        mp.setattr(finish, "live_view", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            finish.present(run, future, stream=io.StringIO())
+    assert future.result(timeout=10).status == "cancelled"
+    run, future = launch("still there?", trace=False)
+    assert finish.present(run, future, stream=io.StringIO()).status == "complete"

@@ -23,7 +23,7 @@ from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine.session import Session, session
 from ..engine.worker import stalled
-from ..views.live import LiveView, TextLive, WidgetLive, drive, in_kernel
+from ..views.live import LiveView, TextLive, WidgetLive, abandon, drive, in_kernel
 from ..views.static import register_formatters, running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
@@ -67,8 +67,12 @@ def present(
 
     ``keep`` is called with the turn before strict mode may raise (``-o VAR`` keeps a failed turn).
     """
-    sess = sess or session()
-    live = live_view(stream, sess.settings.events if events is None else events)
+    try:  # (the first view of a kernel takes a moment, its imports: an interrupt then ends the turn too)
+        sess = sess or session()
+        live = live_view(stream, sess.settings.events if events is None else events)
+    except BaseException as exc:
+        abandon(run, exc)
+        raise
     turn = drive(run, future, live, stalled=stalled)
     if wire:
         show_wire(turn, isinstance(live, WidgetLive), stream)
@@ -102,9 +106,13 @@ def present_group(group: Any, future: concurrent.futures.Future[Any], *, stream:
 
     The same pacer as one turn: a repaint of every column per tick, the final repaint once all ended.
     """
-    from ..views.columns import ColumnsLive, ColumnsText
+    try:  # (as for one turn: an interrupt while the view is made ends every turn)
+        from ..views.columns import ColumnsLive, ColumnsText
 
-    live: LiveView = ColumnsLive() if stream is None and in_kernel() else ColumnsText(stream)
+        live: LiveView = ColumnsLive() if stream is None and in_kernel() else ColumnsText(stream)
+    except BaseException as exc:
+        abandon(group, exc)
+        raise
     comparison = drive(group, future, live, stalled=stalled)
     if stream is None:
         comparison.drawn_in_cell = running_cell()

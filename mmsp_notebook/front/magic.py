@@ -260,6 +260,14 @@ class MMSPMagics(Magics):
             raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
         if args.model and "," in args.model:
             return self._compare(args, prompt, tools, literal)
+        out = args.out
+
+        def keep(turn: Any) -> None:
+            if out:
+                self.shell.user_ns[out] = turn
+            if args.to_cell and turn.status == "complete":
+                self._to_cell(turn, args.to_cell)
+
         try:
             text, images = (prompt, []) if literal else interpolate(prompt.strip("\n"), self.shell.user_ns)
             message = user_message(text.strip(), images)
@@ -283,15 +291,7 @@ class MMSPMagics(Magics):
             )
         except OptionError as exc:
             raise UsageError(f"%%mmsp: {exc}") from None
-        out = args.out
-
-        def keep(turn: Any) -> None:
-            if out:
-                self.shell.user_ns[out] = turn
-            if args.to_cell and turn.status == "complete":
-                self._to_cell(turn, args.to_cell)
-
-        try:
+        try:  # (at once: the view's start is where an interrupt ends the turn)
             turn = present(run, future, events=True if args.events else None, strict=True if args.strict else None,
                            wire=args.wire, keep=keep, sess=sess)
         except TurnError as exc:

@@ -237,7 +237,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
     try:
         live.start(turn)  # (the first widget of a kernel takes a moment: its imports, its comm)
     except BaseException as exc:
-        _abandon(run, exc)
+        abandon(run, exc)
         raise
     interrupted = False
     deadline = None
@@ -277,7 +277,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
                 future.cancel()
                 break
         except Exception as exc:  # the view cannot show it (a stream that cannot be written)
-            _abandon(run, exc)
+            abandon(run, exc)
             raise
     watch.settle(future, ended.is_set(), interrupted)
     returned = future.done() and not future.cancelled() and future.exception() is None
@@ -289,7 +289,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
     return turn
 
 
-def _abandon(run: Any, exc: BaseException) -> None:
+def abandon(run: Any, exc: BaseException) -> None:
     """The view failed, or an interrupt reached it before it was shown: the turn is aborted, not
     left streaming unseen and holding its conversation."""
     run.abort("interrupted (kernel interrupt)" if isinstance(exc, KeyboardInterrupt)
