@@ -87,7 +87,8 @@ def test_a_body_declared_far_over_the_limit_is_refused_without_being_read(small_
     assert head.startswith(b"HTTP/1.1 413")
     assert json.loads(body) == {"type": "error", "error": {"type": "request_too_large", "message": (
         "Request body too large: the demo server takes request bodies of up to 262,144 bytes, this one has at "
-        "least 1,000,000,000 (start it with a larger max_body, --max-body-mb, to allow it).")}}
+        "least 1,000,000,000: send less (fewer or smaller images), or start a demo server of your own with a "
+        "larger max_body (DemoServer(max_body=...), python -m mmsp_notebook.demo --max-body-mb N) and give its base_url.")}}
 
 
 def test_a_large_body_under_the_limit_is_answered_but_not_kept_whole(demo_server: DemoServer) -> None:

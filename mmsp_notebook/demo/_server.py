@@ -235,8 +235,9 @@ class _App:
         if isinstance(raw, int):
             record.request = {"bytes": raw}
             message = (f"Request body too large: the demo server takes request bodies of up to "
-                       f"{self.settings.max_body:,} bytes, this one has at least {raw:,} (start it with a larger "
-                       "max_body, --max-body-mb, to allow it).")
+                       f"{self.settings.max_body:,} bytes, this one has at least {raw:,}: send less (fewer or smaller "
+                       "images), or start a demo server of your own with a larger max_body (DemoServer(max_body=...), "
+                       "python -m mmsp_notebook.demo --max-body-mb N) and give its base_url.")
             return self._refuse(protocol, 413, "too_large", message, record,
                                 **{"connection": "close", "x-should-retry": "false"})
         return record, raw
