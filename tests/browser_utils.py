@@ -11,12 +11,14 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +65,18 @@ class JupyterServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> JupyterServer:
-        for d in ("nb", "config", "data", "runtime", "cache"):
-            (self.base / d).mkdir(parents=True, exist_ok=True)
+    def _write_settings(self) -> None:
         settings = self.base / "config" / "lab" / "user-settings"
+        shutil.rmtree(settings, ignore_errors=True)
         for rel, value in _SETTINGS.items():
             path = settings / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(value))
+
+    def start(self, timeout: float = 60.0) -> JupyterServer:
+        for d in ("nb", "config", "data", "runtime", "cache"):
+            (self.base / d).mkdir(parents=True, exist_ok=True)
+        self._write_settings()
         env = dict(os.environ)
         env.update(
             JUPYTER_CONFIG_DIR=str(self.base / "config"),
@@ -157,6 +163,17 @@ class JupyterServer:
         except (urllib.error.URLError, OSError):
             pass
 
+    def reset(self) -> None:
+        """Back to what a server just started holds: no kernel, no workspace, nothing in its root or
+        its MMSP_CACHE_DIR (no notebook, no trace), only the settings :meth:`start` writes."""
+        self.shutdown_kernels()
+        for name in self.api("GET", "/lab/api/workspaces")["workspaces"]["ids"]:
+            self.api("DELETE", f"/lab/api/workspaces/{name}")
+        for d in ("nb", "cache"):
+            shutil.rmtree(self.base / d)
+            (self.base / d).mkdir()
+        self._write_settings()
+
     def stop(self) -> None:
         if self.proc is None:
             return
@@ -168,6 +185,49 @@ class JupyterServer:
             self.proc.kill()
             self.proc.wait(5)
         self.proc = None
+
+
+class Shared:
+    """One Chromium and one ``jupyter lab`` server for all the browser test modules of a run (each
+    takes seconds to start on two cores): started by the first test that asks for them, the server
+    :meth:`JupyterServer.reset` for each module (so that each module starts on what a new server
+    holds), both stopped by tests/conftest.py after the last browser test of a row."""
+
+    def __init__(self) -> None:
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._server: JupyterServer | None = None
+
+    def browser(self, sync_playwright: Any, executable: str) -> Any:
+        if self._browser is None or not self._browser.is_connected():
+            if self._playwright is None:
+                self._playwright = sync_playwright().start()
+            self._browser = self._playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        return self._browser
+
+    def server(self, new: Callable[[], JupyterServer]) -> JupyterServer:
+        """The running server, reset; or ``new()``, started (also when the last one exited)."""
+        if self._server is not None and self._server.proc is not None and self._server.proc.poll() is None:
+            self._server.reset()
+            return self._server
+        if self._server is not None:
+            self._server.stop()
+        self._server = new().start()
+        return self._server
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._browser is not None:
+            self._browser.close()
+            self._browser = None
+        if self._playwright is not None:
+            self._playwright.stop()
+            self._playwright = None
+
+
+SHARED = Shared()
 
 
 # --------------------------------------------------------------------------- page helpers
