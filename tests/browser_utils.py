@@ -2,7 +2,9 @@
 
 The server is isolated from the machine it runs on: its own root, config, data and runtime
 directories, MMSP_CACHE_DIR in the temporary directory, and no network calls (news, update checks
-and the PyPI extension manager are off, terminals and jupyter_lsp are not loaded).
+and the PyPI extension manager are off, terminals and jupyter_lsp are not loaded). Nor does each
+page load ask the server whether JupyterLab needs a rebuild (``buildCheck``: seconds of the server's
+CPU a page, for a dialog these tests never see, the extensions being installed as packages).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ CHROMIUM_ARGS = [
 _SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
 }
+# page_config.json: no rebuild check on each page load (see the docstring above)
+_PAGE_CONFIG = {"buildCheck": False, "buildAvailable": False}
 
 
 def free_port() -> int:
@@ -77,6 +81,9 @@ class JupyterServer:
         for d in ("nb", "config", "data", "runtime", "cache"):
             (self.base / d).mkdir(parents=True, exist_ok=True)
         self._write_settings()
+        labconfig = self.base / "config" / "labconfig"
+        labconfig.mkdir(parents=True, exist_ok=True)
+        (labconfig / "page_config.json").write_text(json.dumps(_PAGE_CONFIG))
         env = dict(os.environ)
         env.update(
             JUPYTER_CONFIG_DIR=str(self.base / "config"),
