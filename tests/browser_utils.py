@@ -2,7 +2,9 @@
 
 The server is isolated from the machine it runs on: its own root, config, data and runtime
 directories, MMSP_CACHE_DIR in the temporary directory, and no network calls (news, update checks
-and the PyPI extension manager are off, terminals and jupyter_lsp are not loaded).
+and the PyPI extension manager are off, terminals and jupyter_lsp are not loaded). Nor does each
+page load ask the server whether JupyterLab needs a rebuild (``buildCheck``: seconds of the server's
+CPU a page, for a dialog these tests never see, the extensions being installed as packages).
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,8 @@ CHROMIUM_ARGS = [
 _SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
 }
+# page_config.json: no rebuild check on each page load (see the docstring above)
+_PAGE_CONFIG = {"buildCheck": False, "buildAvailable": False}
 
 
 def free_port() -> int:
@@ -63,14 +69,21 @@ class JupyterServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> JupyterServer:
-        for d in ("nb", "config", "data", "runtime", "cache"):
-            (self.base / d).mkdir(parents=True, exist_ok=True)
+    def _write_settings(self) -> None:
         settings = self.base / "config" / "lab" / "user-settings"
+        shutil.rmtree(settings, ignore_errors=True)
         for rel, value in _SETTINGS.items():
             path = settings / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(value))
+
+    def start(self, timeout: float = 60.0) -> JupyterServer:
+        for d in ("nb", "config", "data", "runtime", "cache"):
+            (self.base / d).mkdir(parents=True, exist_ok=True)
+        self._write_settings()
+        labconfig = self.base / "config" / "labconfig"
+        labconfig.mkdir(parents=True, exist_ok=True)
+        (labconfig / "page_config.json").write_text(json.dumps(_PAGE_CONFIG))
         env = dict(os.environ)
         env.update(
             JUPYTER_CONFIG_DIR=str(self.base / "config"),
@@ -157,6 +170,17 @@ class JupyterServer:
         except (urllib.error.URLError, OSError):
             pass
 
+    def reset(self) -> None:
+        """Back to what a server just started holds: no kernel, no workspace, nothing in its root or
+        its MMSP_CACHE_DIR (no notebook, no trace), only the settings :meth:`start` writes."""
+        self.shutdown_kernels()
+        for name in self.api("GET", "/lab/api/workspaces")["workspaces"]["ids"]:
+            self.api("DELETE", f"/lab/api/workspaces/{name}")
+        for d in ("nb", "cache"):
+            shutil.rmtree(self.base / d)
+            (self.base / d).mkdir()
+        self._write_settings()
+
     def stop(self) -> None:
         if self.proc is None:
             return
@@ -168,6 +192,49 @@ class JupyterServer:
             self.proc.kill()
             self.proc.wait(5)
         self.proc = None
+
+
+class Shared:
+    """One Chromium and one ``jupyter lab`` server for all the browser test modules of a run (each
+    takes seconds to start on two cores): started by the first test that asks for them, the server
+    :meth:`JupyterServer.reset` for each module (so that each module starts on what a new server
+    holds), both stopped by tests/conftest.py after the last browser test of a row."""
+
+    def __init__(self) -> None:
+        self._playwright: Any = None
+        self._browser: Any = None
+        self._server: JupyterServer | None = None
+
+    def browser(self, sync_playwright: Any, executable: str) -> Any:
+        if self._browser is None or not self._browser.is_connected():
+            if self._playwright is None:
+                self._playwright = sync_playwright().start()
+            self._browser = self._playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        return self._browser
+
+    def server(self, new: Callable[[], JupyterServer]) -> JupyterServer:
+        """The running server, reset; or ``new()``, started (also when the last one exited)."""
+        if self._server is not None and self._server.proc is not None and self._server.proc.poll() is None:
+            self._server.reset()
+            return self._server
+        if self._server is not None:
+            self._server.stop()
+        self._server = new().start()
+        return self._server
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        if self._browser is not None:
+            self._browser.close()
+            self._browser = None
+        if self._playwright is not None:
+            self._playwright.stop()
+            self._playwright = None
+
+
+SHARED = Shared()
 
 
 # --------------------------------------------------------------------------- page helpers

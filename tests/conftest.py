@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,16 @@ import pytest
 from helpers import fresh_session, kernel, serve_posts  # noqa: F401  (fixtures shared by every module)
 
 from mmsp_notebook.demo import DemoServer
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last browser test of a row, the JupyterLab server and the Chromium they shared
+    (browser_utils.SHARED) stop: the tests that follow get the machine's cores to themselves."""
+    yield
+    browser_utils = sys.modules.get("browser_utils")
+    if browser_utils is not None and (nextitem is None or not {"browser", "server"} & set(getattr(nextitem, "fixturenames", ()))):
+        browser_utils.SHARED.stop()
 
 
 @pytest.fixture(scope="module")

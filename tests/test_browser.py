@@ -1,8 +1,8 @@
 """Real-browser tests: JupyterLab 4 and Notebook 7 in headless Debian Chromium, driven by Playwright.
 
-One ``jupyter lab`` server per module (it also serves Notebook 7), with
-``MMSP_NOTEBOOK_DEMO_INSTANT=1`` so the demo model is unpaced unless a test asks for pacing with
-``demo+tps=N``. Each test opens its own notebook in its own JupyterLab workspace, drives the UI
+One ``jupyter lab`` server for all the browser test modules, reset for each as if new (it also
+serves Notebook 7), with ``MMSP_NOTEBOOK_DEMO_INSTANT=1`` so the demo model is unpaced unless a
+test asks for pacing with ``demo+tps=N``. Each test opens its own notebook in its own JupyterLab workspace, drives the UI
 (menus, keyboard, the chat's textarea and buttons), asserts on the renderer's CSS classes
 (``mmsp-thinking``, ``mmsp-text``, ``mmsp-tool``, ``mmsp-image``, ``mmsp-footer``…) and saves
 screenshots to ``artifacts/``. Kernels are shut down after each test.
@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from browser_utils import (
     ARTIFACTS,
-    CHROMIUM_ARGS,
     LONGTASK_OBSERVER,
+    SHARED,
     STREAM_RECORDER,
     XSS_TRAP,
     JupyterServer,
@@ -68,19 +68,14 @@ def sync_playwright_mod():
 
 @pytest.fixture(scope="module")
 def browser(sync_playwright_mod):
-    executable = chromium_path()
-    with sync_playwright_mod() as pw:
-        b = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    """Chromium, shared by the browser test modules (browser_utils.SHARED; each test has its own context)."""
+    return SHARED.browser(sync_playwright_mod, chromium_path())
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, sync_playwright_mod):
-    srv = JupyterServer(tmp_path_factory.mktemp("jupyter"), env={"MMSP_NOTEBOOK_DEMO_INSTANT": "1"})
-    srv.start()
-    yield srv
-    srv.stop()
+    """``jupyter lab``, shared by the browser test modules and reset for each (browser_utils.SHARED)."""
+    return SHARED.server(lambda: JupyterServer(tmp_path_factory.mktemp("jupyter"), env={"MMSP_NOTEBOOK_DEMO_INSTANT": "1"}))
 
 
 class PageErrors(list):

@@ -1,7 +1,7 @@
 """The chat in a real browser, as a user reads and drives it (JupyterLab 4, headless Debian Chromium).
 
-The same setup as tests/test_browser.py (its fixtures and helpers): one ``jupyter lab`` server per
-module with the demo model unpaced unless a test asks for ``demo+tps=N``. Here: names a model gives
+The same setup as tests/test_browser.py (its fixtures and helpers): one ``jupyter lab`` server,
+reset for this module, with the demo model unpaced unless a test asks for ``demo+tps=N``. Here: names a model gives
 that hold bidi controls, keyboard navigation through a long conversation, long user messages, math
 in Markdown, a kernel that restarts while a reply streams, and a silent reply while another cell
 keeps the kernel busy.

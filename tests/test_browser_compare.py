@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from browser_utils import long_task_budget
-from test_browser import (  # noqa: F401  (fixtures of the browser tests: one JupyterLab per module)
+from test_browser import (  # noqa: F401  (fixtures of the browser tests: one JupyterLab, reset per module)
     LONGTASK_OBSERVER,
     browser,
     cells,

@@ -2,7 +2,7 @@
 one, read its conversation and waterfall, replay a recorded turn, and page without blocking the page.
 
 The JupyterLab server, the browser and the page come from ``tests/test_browser.py`` (its fixtures,
-one server for this module). The kernel makes a few traces with the demo model (failures, a tool,
+the server reset for this module). The kernel makes a few traces with the demo model (failures, a tool,
 hostile payloads) and the test writes a corpus of 1,000 conversations with mmsp's Tracer beside
 them, so the table has thousands of rows.
 """

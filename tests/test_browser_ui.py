@@ -1,8 +1,8 @@
 """Front-end quality in real browsers: keys, saved chats, themes and contrast, tables, the wire view,
 scrolling, copy and insert, and the smaller things a user notices (JupyterLab 4 and Notebook 7).
 
-The same setup as tests/test_browser.py (its fixtures and helpers): one ``jupyter lab`` server per
-module, headless Debian Chromium through Playwright. Contrast is checked with axe-core (npm, injected
+The same setup as tests/test_browser.py (its fixtures and helpers): one ``jupyter lab`` server,
+reset for this module, headless Debian Chromium through Playwright. Contrast is checked with axe-core (npm, injected
 into the page) on the magic's outputs and the chat, in JupyterLab's light and dark themes;
 screenshots of the chat, a tool turn, an error and the wire view in both themes, at 1400 and 600
 pixels, go to ``artifacts/`` for review.
