@@ -1001,6 +1001,114 @@ def test_a_killed_sync_is_resumed(tmp_path: Path) -> None:
     assert_same(ds_dir, src)
 
 
+_INTERRUPTED = """
+import multiprocessing as mp, os, signal, sys, threading, time, warnings
+sys.path.insert(0, {root!r})
+from multiprocessing import forkserver, popen_forkserver
+from mmsp_notebook import traces
+from mmsp_notebook.traces import _dataset
+
+def ctrl_c():
+    print("interrupting", flush=True)
+    if {group!r}:
+        os.killpg(0, signal.SIGINT)  # a terminal's Ctrl-C, Jupyter's interrupt: every process of the group
+    else:
+        os.kill(os.getpid(), signal.SIGINT)
+
+def once(fn):
+    done = []
+    def run():
+        if not done:
+            done.append(1)
+            fn()
+    return run
+
+moment = {moment!r}
+if moment == "fork server":  # while the fork server starts (it imports the converter)
+    start = forkserver.ForkServer.ensure_running
+    later = once(lambda: threading.Timer(0.3, ctrl_c).start())
+    def ensure_running(self):
+        start(self)
+        later()
+    forkserver.ForkServer.ensure_running = ensure_running
+elif moment == "worker":  # the moment a worker is forked, before it is known to the pool
+    launch = popen_forkserver.Popen._launch
+    now = once(ctrl_c)
+    def _launch(self, process_obj):
+        launch(self, process_obj)
+        now()
+    popen_forkserver.Popen._launch = _launch
+else:  # mid-conversion: some chunks committed, others running in the workers
+    commit = _dataset._Sync._commit
+    n = []
+    def _commit(self, *args):
+        out = commit(self, *args)
+        n.append(1)
+        if len(n) == 3:
+            ctrl_c()
+        return out
+    _dataset._Sync._commit = _commit
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    try:
+        traces.sync({src!r}, {ds!r}, chunk_files=10)
+    except KeyboardInterrupt:
+        time.sleep(0.5)  # (a second KeyboardInterrupt would come here)
+        print("interrupted; workers left:", len(mp.active_children()), flush=True)
+    else:
+        print("not interrupted", flush=True)
+"""
+
+
+def _group_processes(pgid: int) -> list[str]:
+    """The command lines of the processes still in a process group."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                out.append((stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+@pytest.mark.parametrize("moment, group", [("fork server", True), ("worker", True), ("converting", True),
+                                           ("converting", False)])
+def test_ctrl_c_ends_a_sync_cleanly_at_any_moment(tmp_path: Path, moment: str, group: bool) -> None:
+    """A SIGINT while the pool starts (its fork server importing, a worker just forked) or mid-conversion,
+    sent to the whole process group as a terminal sends Ctrl-C (or to the calling process alone): one
+    KeyboardInterrupt reaches the caller, no process of the pool prints a traceback or outlives the
+    sync, and the next sync finishes the work."""
+    src = tmp_path / "cache"
+    gen_corpus.generate(src, files=100, turns=2, seed=5, shard_size=50)
+    ds_dir = tmp_path / "ds"
+    script = tmp_path / "interrupted.py"
+    script.write_text(textwrap.dedent(_INTERRUPTED.format(root=str(ROOT), src=str(src), ds=str(ds_dir), moment=moment,
+                                                          group=group)))
+    proc = subprocess.Popen([sys.executable, str(script)], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "interrupting" in out and "interrupted; workers left: 0" in out, (out, err)
+    assert err == "", err  # no traceback, from the workers, the fork server or a second KeyboardInterrupt
+    deadline = time.time() + 10  # the fork server ends once its parent has
+    while _group_processes(proc.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _group_processes(proc.pid) == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", traces.TraceLoadWarning)  # (the first sync has not finished)
+        part = stored(ds_dir) if (ds_dir / "turns" / "_manifest.sqlite").exists() else None
+    assert part is None or part.num_rows < 200
+    res = quiet_sync(src, ds_dir, executor=ThreadPoolExecutor(2), chunk_files=10)
+    assert res.converted + res.unchanged == 100
+    assert_same(ds_dir, src)
+
+
 def test_a_lost_data_file_is_named_by_readers_and_restored_by_the_next_sync(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir, executor=ThreadPoolExecutor(2), chunk_files=4)

@@ -118,6 +118,8 @@ def sync(
 
     Interrupting a sync leaves the dataset readable (files are written to a temporary name and
     renamed; the manifest is updated after the data it describes); the next run finishes the work.
+    Ctrl-C raises one ``KeyboardInterrupt`` here, the pool's workers ended first (they never take
+    the signal themselves; see ``_runner``).
     Memory is bounded by a chunk per worker (``chunk_files`` traces, at most 128 MB of files), not
     by the corpus; the main process reads the folder and the manifest a window of traces at a
     time (the traces to convert wait in the manifest's work table) and holds the traces of the
@@ -248,6 +250,9 @@ def sync(
                         m.put_dirs(db, scan.dirs)
                         m.set_meta(db, {"unnamed": scan.unnamed})
                     m.settle(db)
+        except KeyboardInterrupt:  # the pool's workers ended at once: what they were writing is left for the next sync
+            state.runner.close(abort=True)
+            raise
         finally:
             state.runner.close()
         result.skipped = m.notes() + (m.meta().get("unnamed") or [])
