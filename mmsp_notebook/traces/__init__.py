@@ -242,12 +242,13 @@ from typing import TYPE_CHECKING, Any
 from ._common import OTEL_COLUMNS, TraceLoadWarning
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._dataset import SyncResult, sync
+    from ._dataset import sync
     from ._explore import Explorer, explore
     from ._export import to_arrow, to_parquet
     from ._load import load_events, load_items, load_turns
     from ._plot import plot_latency, plot_usage_over_time
     from ._readers import connect, dataset, query
+    from ._result import SyncResult
     from ._show import Conversation, show
     from ._summary import summary
 
@@ -288,7 +289,7 @@ _LAZY = {
     "explore": "._explore",
     "Explorer": "._explore",
     "sync": "._dataset",
-    "SyncResult": "._dataset",
+    "SyncResult": "._result",
     "dataset": "._readers",
     "connect": "._readers",
     "query": "._readers",

@@ -195,16 +195,23 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
     It holds the files listed when it is made: a sync that rewrites or removes files afterwards
     makes reading it fail (``FileNotFoundError``); make a new one then. (``query`` and
     ``summary`` read the dataset again by themselves when a sync changes it under them.)
+
+    Reads verify the pages' checksums: a data file damaged in place fails with an ``OSError``
+    ("CRC checksum verification failed"), never gives other values; pyarrow does not name the
+    file there: ``traces.sync(src, dataset_dir, verify=True)`` finds it and converts its traces
+    again.
     """
     import pyarrow.dataset as pads
 
     dataset_dir = dataset_root(dataset_dir, kind)
     root = kind_dir(dataset_dir, kind)
     part = pads.partitioning(_partition_schema(), flavor="hive")
+    checked = pads.ParquetFileFormat(
+        default_fragment_scan_options=pads.ParquetFragmentScanOptions(page_checksum_verification=True))
 
     def make() -> pads.Dataset:
         meta, files = _state_of(root)
-        return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet",
+        return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format=checked,
                             partitioning=part, partition_base_dir=str(root))
 
     return _again_if_changed(make, dataset_dir, (FileNotFoundError,))  # (a file removed since it was listed)
@@ -429,11 +436,15 @@ def _damaged_note(dataset_dir: PathLike, error: str) -> str | None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        for f in listed:  # (the footers only: a few ms a file)
+        for f in listed:  # (the footers first: a few ms a file)
             try:
                 pq.read_metadata(f)
             except (OSError, pa.ArrowException):
                 bad.append(f)
+    if not bad:
+        from ._files import verify
+
+        bad = [f for f in listed if not verify(f)]  # (whole, their pages' checksums checked)
     if not bad:
         return None
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
