@@ -1543,7 +1543,7 @@ def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
     # a value the loaders' fixed categories do not hold keeps it, in categories of the values
     odd = traces.query("SELECT 'elsewhere' AS source UNION ALL SELECT 'trace'", ds_dir)
     assert sorted(odd["source"].astype(str)) == ["elsewhere", "trace"]
-    # items (with their payloads' lists) and events too; their loaders keep categories in the order met, query sorts them
+    # items (with their payloads' lists) and events too, categories and their order included
     quiet_sync(corpus, ds_dir, kind="items", payloads=True)
     quiet_sync(corpus, ds_dir, kind="events")
     keys = {"items": ["trace_id", "message_index", "item_index"], "events": ["trace_id", "turn", "started", "event_index", "status"]}
@@ -1553,7 +1553,7 @@ def test_query_gives_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
             want = LOADERS[kind](corpus, progress=False, **({"payloads": True} if kind == "items" else {}))
         got = traces.query(f"SELECT * FROM {kind}", ds_dir).drop(columns="month")
         got, want = (f.sort_values(order).reset_index(drop=True) for f in (got, want))
-        pd.testing.assert_frame_equal(got, want, check_categorical=False)
+        pd.testing.assert_frame_equal(got, want)
         if kind == "items":
             assert got["embedding"].dropna().tolist() == [[0.5, 2.0, -1.25]]
             assert got["images"].dropna().tolist() == [["aGk=", "b2s="]]

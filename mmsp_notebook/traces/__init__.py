@@ -116,6 +116,11 @@ Progress
     ``progress=None`` shows a ``tqdm.auto`` bar when more than 200 files are loaded; ``True`` /
     ``False`` force it on or off.
 
+Categories
+    A category column of any frame holds the values found, sorted (``source`` has its fixed
+    three): not the order the files were read in, so two loads of the same traces, and a
+    dataset's ``query``, give the same categories in the same order.
+
 Turns frame (:func:`load_turns`): one row per assistant message of each trace, plus one row per
 sidecar record of a turn that recorded nothing (status ``error`` / ``incomplete`` /
 ``cancelled``, usage NA) — so error rates are real. Columns and dtypes:

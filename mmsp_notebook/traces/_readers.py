@@ -196,6 +196,12 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
     makes reading it fail (``FileNotFoundError``); make a new one then. (``query`` and
     ``summary`` read the dataset again by themselves when a sync changes it under them.)
 
+    ``.to_table().to_pandas()`` is pyarrow's own conversion, not the loaders' dtypes: integers with
+    missing values as ``float64``, lists as arrays, ``model`` as text, and a category column's
+    categories those of the files read, in the order pyarrow unifies the files' dictionaries (each
+    file's sorted, a later file's new values after them; a filter keeps the categories of the rows
+    it drops), where the loaders' are sorted. :func:`query` gives the loaders' dtypes.
+
     Reads verify the pages' checksums: a data file damaged in place fails with an ``OSError``
     ("CRC checksum verification failed"), never gives other values; pyarrow does not name the
     file there: ``traces.sync(src, dataset_dir, verify=True)`` finds it and converts its traces
@@ -331,7 +337,7 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
     A column named as a loader's column and of its type in the views comes with the dtype the
     loader gives it, so ``query("SELECT * FROM turns", ds)`` equals ``load_turns`` of the same
     traces (but for the row order and ``month``): nullable ``Int64``, ``datetime64[us, UTC]``,
-    categories (sorted, as ``load_turns`` sorts them; ``source`` with its fixed three), tuples of
+    categories (sorted, as the loaders sort them; ``source`` with its fixed three), tuples of
     tool names. Columns the SQL computes (``count(*)``, ``avg(latency)``), ``month``, and one named
     as a loader's column but of another type keep DuckDB's pandas dtypes; so does a frame read
     through :func:`connect`. The SQL runs in UTC, as the dataset's months: ``started::DATE`` is the
