@@ -1268,6 +1268,28 @@ def test_summary_of_an_empty_frame_has_the_usual_columns(tmp_path: Path) -> None
         assert empty.dtypes.to_dict() == full.dtypes.to_dict()
 
 
+def test_every_kind_sorts_its_categories_whatever_order_they_are_met_in(tmp_path: Path) -> None:
+    """The items and events give their categories sorted, as the turns do (and as a dataset's query
+    reads them back), not in the order the traces happened to be read."""
+    events = [[200.0, "text.delta", 1], [220.0, "text.done", 2], [1000.0, "stop", 0]]
+    for k, (tid, model, client, status) in enumerate((("a", "zeta-9", "zai-official", "error"),
+                                                      ("b", "alpha-1", "anthropic-official", "complete"))):
+        at = T0 + 60_000 * k  # (two conversations, not one repeated)
+        save(tmp_path, tid, [user(f"q {tid}", at), answer(f"a {tid}", at + 1000)], model=model)
+        append_sidecar(sidecar_record(tid, 0, 1, status, model=model, client_type=client, started_at=at + 2.0,
+                                      total_ms=1000.0, events=events), base=tmp_path)
+    for load in (traces.load_turns, traces.load_items, traces.load_events):
+        df = no_warnings_load(load, tmp_path)
+        cats = {c: df[c].cat.categories for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype)}
+        assert "model" in cats and (load is traces.load_items or "status" in cats), load.__name__
+        for col, categories in cats.items():
+            if col != "source":  # (the turns' fixed three, in their own order)
+                assert list(categories) == sorted(categories), (load.__name__, col, list(categories))
+                if len(categories):  # (no value: no category, as pd.Categorical makes it)
+                    assert categories.dtype == df["model"].cat.categories.dtype, (load.__name__, col)
+        assert list(cats["model"]) == ["alpha-1", "zeta-9"]
+
+
 def test_parquet_category_columns_are_always_strings(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 

@@ -116,6 +116,11 @@ Progress
     ``progress=None`` shows a ``tqdm.auto`` bar when more than 200 files are loaded; ``True`` /
     ``False`` force it on or off.
 
+Categories
+    A category column of any frame holds the values found, sorted (``source`` has its fixed
+    three): not the order the files were read in, so two loads of the same traces, and a
+    dataset's ``query``, give the same categories in the same order.
+
 Turns frame (:func:`load_turns`): one row per assistant message of each trace, plus one row per
 sidecar record of a turn that recorded nothing (status ``error`` / ``incomplete`` /
 ``cancelled``, usage NA) — so error rates are real. Columns and dtypes:
@@ -242,12 +247,13 @@ from typing import TYPE_CHECKING, Any
 from ._common import OTEL_COLUMNS, TraceLoadWarning
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._dataset import SyncResult, sync
+    from ._dataset import sync
     from ._explore import Explorer, explore
     from ._export import to_arrow, to_parquet
     from ._load import load_events, load_items, load_turns
     from ._plot import plot_latency, plot_usage_over_time
     from ._readers import connect, dataset, query
+    from ._result import SyncResult
     from ._show import Conversation, show
     from ._summary import summary
 
@@ -288,7 +294,7 @@ _LAZY = {
     "explore": "._explore",
     "Explorer": "._explore",
     "sync": "._dataset",
-    "SyncResult": "._dataset",
+    "SyncResult": "._result",
     "dataset": "._readers",
     "connect": "._readers",
     "query": "._readers",

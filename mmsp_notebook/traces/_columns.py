@@ -191,7 +191,9 @@ except ImportError:  # pragma: no cover
 
 
 class Cat:
-    """A categorical column built as codes."""
+    """A categorical column built as codes, its categories sorted when it is built (as
+    :func:`cat_col` sorts them: the frames of every kind, and ``query`` reading them back, give one
+    order, whatever order the values were met in)."""
 
     __slots__ = ("codes", "index", "cats")
 
@@ -223,7 +225,16 @@ class Cat:
                 remap = np.array([where[c] for c in fixed] + [-1], dtype=np.int32)
                 codes = remap[codes]
             cats = uniq
-        return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
+        if not cats:  # all missing: as cat_col makes it
+            return pd.Categorical.from_codes(codes, categories=pd.Index([], dtype=np.float64))
+        try:
+            order = sorted(range(len(cats)), key=cats.__getitem__)
+        except TypeError:  # values of several types (foreign traces): the order met
+            return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
+        rank = np.empty(len(cats) + 1, dtype=np.int32)
+        rank[order] = np.arange(len(cats), dtype=np.int32)
+        rank[-1] = -1  # (a missing value's code)
+        return pd.Categorical.from_codes(rank[codes], categories=pd.Index([cats[i] for i in order]))
 
 
 def int_col(a: array | np.ndarray) -> pd.arrays.IntegerArray:

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ._convert import data_schema
-from ._files import ROW_GROUP, atomic_writer, open_parquet, release, row_groups
+from ._files import READ_ERRORS, ROW_GROUP, Unreadable, atomic_writer, open_parquet, release, row_groups
 
 __all__ = ["plan", "merge", "SMALL_ROWS", "COMPACT_FILES", "MERGED_ROWS", "TIER_RATIO"]
 
@@ -74,10 +74,12 @@ def plan(files: dict[str, int], partitions: Iterable[str]) -> list[list[str]]:
 
 
 def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: bytes | None = None
-          ) -> tuple[str, int, list[str]]:
+          ) -> tuple[str, int, list[str], list[str]]:
     """Write the rows of ``names`` (one partition) as one file; returns (its name, rows, trace
-    ids). The merged files are left in place: the caller removes them once the manifest lists
-    the new one. ``schema_bytes``: the data files' schema, when known (see ``data_schema``).
+    ids, the damaged files among ``names``). The merged files are left in place: the caller
+    removes them once the manifest lists the new one. ``schema_bytes``: the data files' schema,
+    when known (see ``data_schema``). A file that cannot be read whole (damaged: see
+    ``_files.verify``) makes no file written: its names are returned, no rows.
 
     The files are read one at a time and written in row groups of up to :data:`ROW_GROUP` rows:
     a merge holds a row group, not the merged file."""
@@ -86,6 +88,7 @@ def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: 
     part = names[0].rsplit("/", 1)[0]
     new = f"{part}/part-{uuid.uuid4().hex[:16]}-m.parquet"
     tids: set[str] = set()
+    damaged: list[str] = []
     rows = buffered = 0  # rows merged, rows waiting in ``pending``
     pending: list[pa.Table] = []
 
@@ -101,22 +104,30 @@ def merge(root: str, names: list[str], kind: str, payloads: bool, schema_bytes: 
             for name in names:
                 try:
                     file = open_parquet(os.path.join(root, name))
+                    for group in row_groups(file):
+                        if damaged:  # (the others are read only to be checked)
+                            continue
+                        table = group.cast(schema)
+                        tids.update(pc.unique(table.column("trace_id")).to_pylist())
+                        if buffered + table.num_rows > ROW_GROUP:
+                            flush(out)
+                        pending.append(table)
+                        buffered += table.num_rows
+                        rows += table.num_rows
                 except FileNotFoundError:  # removed by a sync that stopped before its manifest said so
                     continue
-                for group in row_groups(file):
-                    table = group.cast(schema)
-                    tids.update(pc.unique(table.column("trace_id")).to_pylist())
-                    if buffered + table.num_rows > ROW_GROUP:
-                        flush(out)
-                    pending.append(table)
-                    buffered += table.num_rows
-                    rows += table.num_rows
+                except PermissionError:
+                    raise
+                except (Unreadable, *READ_ERRORS):
+                    damaged.append(name)
+            if damaged:
+                raise _NothingToMerge
             flush(out)
             if not rows:
                 raise _NothingToMerge
     except _NothingToMerge:  # no file is written
-        return new, 0, []
-    return new, rows, list(tids)
+        return new, 0, [], damaged
+    return new, rows, list(tids), damaged
 
 
 class _NothingToMerge(Exception):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._files import rewrite
+from ._files import DamagedFiles, rewrite
 from ._manifest import HIDING
 from ._scan import AGAIN
 
@@ -82,6 +82,8 @@ def settle_chunk(sync: Any, files: list[tuple[str, int, list[str]]], units: list
         for name, n, tids in files:
             mine_here = [key for key in drop if key[0] in tids]
             left = rewrite(root, name, kind, [], mine_here) if mine_here else n
+            if isinstance(left, str):  # UNREADABLE (written a moment ago, listed nowhere yet)
+                raise DamagedFiles([name])
             if left:
                 kept_files.append((name, left, tids))
             else:  # (listed nowhere yet)

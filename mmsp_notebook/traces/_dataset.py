@@ -22,33 +22,28 @@ from __future__ import annotations
 import functools
 import os
 import time
-import warnings
-from collections import Counter
 from collections.abc import Container, Iterator
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
 from numbers import Real
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
-from ._common import PathLike, TraceLoadWarning
+from ._common import PathLike
 from ._compact import merge, plan
-from ._convert import DAMAGED, KINDS, Job, convert, held_path, unread
+from ._convert import KINDS, Job, convert, held_path, unread
 from ._copies import Settled, resolve, settle_chunk
-from ._files import UNREADABLE, reprice, rewrite
-from ._folder import check_kind_dir, clean, locked, size_of
+from ._files import UNREADABLE, DamagedFiles, reprice, rewrite
+from ._folder import CHECKED, check_kind_dir, clean, locked, stat_of
 from ._load import PROGRESS_THRESHOLD
 from ._manifest import MANIFEST_NAME, UNREAD_SIZE, Manifest
 from ._readers import kind_dir
+from ._result import SyncResult, warn
 from ._runner import Runner, not_while_importing_main
 from ._scan import CHANGED, DELETED, NEW, WINDOW, scan_sources
-from ._snapshot import Draft, Snapshot, clear, refresh, track
+from ._snapshot import ScanCopy
 from ._walk import Pattern
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 __all__ = ["sync", "SyncResult"]
 
@@ -61,33 +56,8 @@ CHUNK_BYTES = 128 << 20
 MIN_CHUNK = 1000
 #: traces removed at a time (the files holding them are rewritten once a window)
 REMOVE_WINDOW = 50_000
-
-
-@dataclass
-class SyncResult:
-    """What :func:`sync` did. ``skipped`` names every trace file the dataset leaves out (as
-    ``df.attrs["skipped"]`` of the loaders), ``new_skipped`` those found in this run."""
-
-    kind: str
-    path: Path
-    converted: int = 0
-    removed: int = 0
-    unchanged: int = 0
-    #: data files whose ``cost`` columns were recomputed for new prices (no trace read again)
-    repriced: int = 0
-    traces: int = 0
-    rows: int = 0
-    files: int = 0
-    seconds: float = 0.0
-    skipped: list[dict[str, str]] = field(default_factory=list)
-    new_skipped: list[dict[str, str]] = field(default_factory=list)
-
-    def __repr__(self) -> str:
-        return (
-            f"<SyncResult {self.kind}: {self.converted} traces converted, {self.removed} removed, "
-            f"{self.unchanged} unchanged; {f'{self.repriced} files repriced; ' if self.repriced else ''}{self.traces} traces, {self.rows:,} rows in {self.files} files; "
-            f"{len(self.skipped)} skipped; {self.seconds:.2f} s>"
-        )
+#: runs of a sync's steps at most: each after data files were found damaged (and removed)
+MAX_ATTEMPTS = 8
 
 
 # --------------------------------------------------------------------------- sync
@@ -105,6 +75,7 @@ def sync(
     dedupe: bool = True,
     prices: Prices | None = None,
     payloads: bool = False,
+    verify: bool = False,
 ) -> SyncResult:
     """Convert the traces under ``src`` into the Parquet dataset ``dataset_dir/<kind>``, incrementally.
 
@@ -119,6 +90,8 @@ def sync(
 
     Interrupting a sync leaves the dataset readable (files are written to a temporary name and
     renamed; the manifest is updated after the data it describes); the next run finishes the work.
+    Ctrl-C raises one ``KeyboardInterrupt`` here, the pool's workers ended first (they never take
+    the signal themselves; see ``_runner``).
     Memory is bounded by a chunk per worker (``chunk_files`` traces, at most 128 MB of files), not
     by the corpus; the main process reads the folder and the manifest a window of traces at a
     time (the traces to convert wait in the manifest's work table) and holds the traces of the
@@ -135,10 +108,18 @@ def sync(
             CPU, or this process when there is a single chunk.
         chunk_files: traces per chunk (task), at most.
         progress: a ``tqdm.auto`` bar; ``None`` = when more than 200 traces are converted.
+        verify: read every data file whole, checking its pages' checksums, and rebuild a damaged
+            one (see below). Without it, a sync checks the files changed since the last sync
+            left them, and every file it reads to rewrite or merge.
         pattern, dedupe, prices, payloads: as for the loaders (``payloads`` for items). A sync
             with other ``pattern``, ``dedupe`` or ``payloads`` than the dataset was made with
             rebuilds it; with other prices (``prices``, or mmsp's list prices after an upgrade)
             it recomputes the turns' cost columns in every file, reading no trace again.
+
+    A data file the manifest lists that is missing, or damaged (cut short; a page failing its
+    checksum, in a file changed since the last sync or one the sync reads), is removed and the
+    traces with rows in it converted again from their trace files, in the same run: the result's
+    ``rebuilt`` names such files, and a :class:`TraceLoadWarning` says so.
 
     Returns:
         A :class:`SyncResult`. Trace files that could not be used are listed in its
@@ -212,80 +193,54 @@ def sync(
                 m.reset(db)
         with m.transaction() as db:
             first = not m.db.execute("SELECT 1 FROM sources LIMIT 1").fetchone()
-            # the scan's copy of the records is trusted by this sync only if its token is in meta
-            # now, and by no other until this one puts the token of its new copy back at its end
-            token = m.meta().get("scan_token")
+            token = m.meta().get("scan_token")  # (the scan's copy: trusted by no other sync until this one ends)
             # a first sync settles every fingerprint at the end instead of listing them one by one
             m.set_meta(db, {**options, "src": src_path, "scan_token": None,
                             **({"resolve_all": True, "pricing": pricing} if first else {})})
-        clear(str(root))
-        copy = Snapshot.open(str(root), token)
-        if copy is not None:
-            track(m)
-        # none to trust: the scan's records are written as a draft of one (a first sync has none)
-        draft = Draft(str(root)) if copy is None and not first else None
-        base = copy
         if m.meta().get("resolve_all"):
             m.bulk()
-        state = _Sync(m, root, options, executor, chunk_files, progress, table)
-        fresh: list[dict[str, str]] = []  # traces left out for their names, found in this run
-        try:
-            state.repair(clean(root, m.file_sizes()))
-            # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
-            # of every file are recomputed in place, before any trace is converted with them
-            repriced = state.reprice(pricing) if m.meta().get("pricing") != pricing else 0
-            scan = scan_sources(src_path, pattern, m, t0, skip=own, copy=copy, draft=draft)
-            if draft is not None:
-                if draft.rows:
-                    base = draft.finish()
-                else:
-                    draft.discard()
-                draft = None
-                if base is not None:
-                    track(m)
-            result = SyncResult(kind, root, unchanged=scan.unchanged, repriced=repriced)
-            state.remove_todo(DELETED)
-            result.removed = scan.deleted
-            notes = state.convert(NEW)
-            # a changed trace that only grew gets its new rows; any other is removed, then converted
-            notes += state.convert(CHANGED, priors=True)
-            notes += state.replace()
-            if scan.unnamed is not None:  # listed: these are the notes of the listing now
-                reported = m.meta().get("unnamed") or []
-                fresh = [n for n in scan.unnamed if n not in reported]
-            result.new_skipped = notes + fresh
-            result.converted = scan.new + scan.changed
-            if options["dedupe"]:
-                state.resolve()  # (which ends a first sync)
-            elif m.meta().get("resolve_all"):
-                with m.transaction() as db:  # nothing to resolve: the first sync ends here
-                    m.clear_pending(db)
-            state.compact()
-            state.record_sizes()
-            if scan.dirs is not None or scan.settled:
-                with m.transaction() as db:
-                    if scan.dirs is not None:  # the listing is complete: later scans may trust it
-                        m.put_dirs(db, scan.dirs)
-                        m.set_meta(db, {"unnamed": scan.unnamed})
-                    m.settle(db)
-            try:
-                token, base = refresh(m, str(root), base, WINDOW), None
-            except OSError:  # (a full disk: the next scan reads the manifest itself)
-                token = None
-            with m.transaction() as db:
-                m.set_meta(db, {"scan_token": token})
+        sc = ScanCopy(m, str(root), token, first)
+        rebuilt: list[str] = []  # data files found missing or damaged, whose traces were converted again
+        stopped: list[_Sync] = []  # the attempts that found damaged files
+        try:  # (the copy is mended once the sync ends; closed whatever happens)
+            for attempt in range(MAX_ATTEMPTS):
+                state = _Sync(m, root, options, executor, chunk_files, progress, table)
+                try:
+                    result, fresh = state.run(src_path, pattern, t0, own, pricing, verify and not attempt, sc)
+                    break
+                except DamagedFiles as exc:  # removed: the next attempt finds them missing, as a sync stopped here would
+                    sc.copy = None  # (its scan reads the manifest: the copy is only mended at the end)
+                    if attempt == MAX_ATTEMPTS - 1:
+                        raise OSError(f"data files of {root} are found damaged again and again as this sync writes "
+                                      f"them ({', '.join(exc.names[:3])}): is the disk failing?") from exc
+                    for name in exc.names:
+                        try:
+                            os.remove(root / name)
+                        except FileNotFoundError:
+                            pass
+                    state.rebuilt.extend(exc.names)
+                    stopped.append(state)
+                except KeyboardInterrupt:  # the pool's workers ended at once: what they were writing is left for the next sync
+                    state.runner.close(abort=True)
+                    raise
+                finally:
+                    state.runner.close()
+                    rebuilt.extend(n for n in state.rebuilt if n not in rebuilt)
+            sc.finish(WINDOW)
         finally:
-            state.runner.close()
-            if draft is not None:
-                draft.discard()
-            if base is not None:
-                base.close()
+            sc.close()
+        result.rebuilt = sorted(rebuilt)
+        scanned = next((s.result for s in stopped if s.result is not None), None)
+        if scanned is not None:  # what the first scan found (the next ones found the traces it converted unchanged)
+            result.converted, result.removed, result.unchanged = scanned.converted, scanned.removed, scanned.unchanged
+        if stopped:  # (a note found twice, by a chunk whose commit failed, once)
+            notes = [n for s in stopped for n in s.found] + result.new_skipped
+            result.new_skipped = list({(n["path"], n["reason"]): n for n in notes}.values())
         result.skipped = m.notes() + (m.meta().get("unnamed") or [])
         result.traces = m.counts()[0]
         result.files, result.rows = m.db.execute("SELECT count(*), coalesce(sum(rows), 0) FROM files").fetchone()
     result.seconds = time.time() - t0
-    if result.new_skipped:
-        _warn(result.new_skipped, result.converted + len(fresh))
+    warn(result, result.converted + len(fresh))
     return result
 
 
@@ -300,9 +255,52 @@ class _Sync:
         self.chunk_files, self.progress = chunk_files, progress
         self.touched: set[str] = set()  # partitions that got new files
         self._file_schema: bytes | None = None
+        self.rebuilt: list[str] = []  # data files found missing or damaged, their traces converted again
+        self.result: SyncResult | None = None  # (once the scan is done)
+        self.found: list[dict[str, str]] = []  # skip notes of the traces committed, as they are
         self._running: dict[str, list[tuple[Any, ...]]] = {}  # first trace id of a chunk -> its todo rows
         #: replaced traces waiting for their old rows to be removed: (their todo rows, results, held files, units)
         self._held: list[tuple[Any, ...]] = []
+
+    def run(self, src_path: str, pattern: str, t0: float, own: list[str], pricing: str | None,
+            verify: bool, sc: ScanCopy) -> tuple[SyncResult, list[dict[str, str]]]:
+        """The sync's steps; returns its result and the traces left out for their names found in
+        this run. A data file found damaged by a step that reads it raises :class:`DamagedFiles`
+        (the files it changed until then are those of a sync stopped there)."""
+        o = self.options
+        fresh: list[dict[str, str]] = []
+        self.repair(self.clean(verify))
+        # other prices (the user's, or mmsp's list prices after an upgrade): the cost columns
+        # of every file are recomputed in place, before any trace is converted with them
+        repriced = self.reprice(pricing) if self.m.meta().get("pricing") != pricing else 0
+        copy, draft = sc.for_scan()
+        scan = scan_sources(src_path, pattern, self.m, t0, skip=own, copy=copy, draft=draft)
+        sc.scanned()
+        result = self.result = SyncResult(o["kind"], self.root, scan.new + scan.changed, scan.deleted, scan.unchanged,
+                                          repriced)
+        self.remove_todo(DELETED)
+        self.convert(NEW)
+        # a changed trace that only grew gets its new rows; any other is removed, then converted
+        self.convert(CHANGED, priors=True)
+        self.replace()
+        if scan.unnamed is not None:  # listed: these are the notes of the listing now
+            reported = self.m.meta().get("unnamed") or []
+            fresh = [n for n in scan.unnamed if n not in reported]
+        result.new_skipped = self.found + fresh
+        if o["dedupe"]:
+            self.resolve()  # (which ends a first sync)
+        elif self.m.meta().get("resolve_all"):
+            with self.m.transaction() as db:  # nothing to resolve: the first sync ends here
+                self.m.clear_pending(db)
+        self.compact()
+        self.record_sizes()
+        if scan.dirs is not None or scan.settled:
+            with self.m.transaction() as db:
+                if scan.dirs is not None:  # the listing is complete: later scans may trust it
+                    self.m.put_dirs(db, scan.dirs)
+                    self.m.set_meta(db, {"unnamed": scan.unnamed})
+                self.m.settle(db)
+        return result, fresh
 
     def _rewrite(self, by_file: dict[str, tuple[list[str], list[tuple[str, int]]]]) -> dict[str, int]:
         """Rewrite files without the given traces' rows / units' rows; file -> rows left. A file
@@ -310,7 +308,25 @@ class _Sync:
         lists it (a reader of the manifest never finds a listed file missing)."""
         kind = self.options["kind"]
         tasks = [(str(self.root), name, kind, tids, units) for name, (tids, units) in sorted(by_file.items())]
-        return {task[1]: left for task, left in self.runner.run(rewrite, tasks, len(tasks), io=True)}
+        left: dict[str, int] = {}
+        damaged: list[str] = []
+        for task, n in self.runner.run(rewrite, tasks, len(tasks), io=True):
+            if isinstance(n, str):  # UNREADABLE
+                damaged.append(task[1])
+            else:
+                left[task[1]] = n
+        if damaged:  # (once every rewrite has ended: none is left running)
+            raise DamagedFiles(damaged)
+        return left
+
+    def clean(self, verify: bool) -> set[str]:
+        """Remove what an interrupted sync left (see ``_folder.clean``); returns the listed files
+        that are missing or damaged (removed), which :meth:`repair` converts again. Files changed
+        since the last sync left them (every file, with ``verify``) are read whole first."""
+        since = -1 if verify else self.m.meta().get(CHECKED)  # (None: a dataset of an earlier version, not checked)
+        lost = clean(self.root, self.m.file_sizes(), since)
+        self.rebuilt.extend(sorted(lost))
+        return lost
 
     def reprice(self, pricing: str | None) -> int:
         """Recompute the cost columns of every file with the sync's prices, then record their
@@ -338,18 +354,28 @@ class _Sync:
         if damaged:
             for name in damaged:
                 os.remove(self.root / name)
+            self.rebuilt.extend(sorted(damaged))
             self.repair(damaged)
         with self.m.transaction() as db:
             self.m.set_meta(db, {"pricing": pricing})
         return n
 
     def record_sizes(self) -> None:
-        """Keep the size of every listed file as this sync leaves it (see ``_folder.clean``)."""
+        """Keep the size of every listed file as this sync leaves it, and the latest of their
+        modification times (see ``_folder.clean``)."""
         known = self.m.file_sizes()
-        now = {name: size for name in known if (size := size_of(self.root / name)) is not None}
-        if now != known:
+        now: dict[str, int] = {}
+        newest = self.m.meta().get(CHECKED, -1)
+        for name in known:
+            st = stat_of(self.root / name)
+            if st is not None:
+                now[name] = st.st_size
+                newest = max(newest, st.st_mtime_ns)
+        if now != known or newest != self.m.meta().get(CHECKED):
             with self.m.transaction() as db:
-                self.m.put_sizes(db, now)
+                if now != known:
+                    self.m.put_sizes(db, now)
+                self.m.set_meta(db, {CHECKED: newest})
 
     def repair(self, lost: set[str]) -> None:
         """Data files the manifest lists that are gone: their traces are forgotten (their rows
@@ -554,6 +580,7 @@ class _Sync:
             self.m.put_file(db, name, n)
         if units:
             self.m.put_units(db, units, pending=not self.m.meta().get("resolve_all"))
+        self.found.extend(notes)  # (the transaction may yet fail: a sync stopped then finds them again)
         return notes
 
     def compact(self) -> None:
@@ -562,7 +589,11 @@ class _Sync:
         o = self.options
         schema = self._schema() if groups else None
         tasks = [(str(self.root), g, o["kind"], o["payloads"], schema) for g in groups]
-        for (_root, names, *_), (new, rows, tids) in self.runner.run(merge, tasks, len(tasks), io=True):
+        damaged: list[str] = []
+        for (_root, names, *_), (new, rows, tids, bad) in self.runner.run(merge, tasks, len(tasks), io=True):
+            if bad:  # (nothing written)
+                damaged.extend(bad)
+                continue
             with self.m.transaction() as db:
                 self.m.move(db, tids, names, new, rows)
             for name in names:  # listed no more: readers of the manifest no longer open them
@@ -570,6 +601,8 @@ class _Sync:
                     os.remove(self.root / name)
                 except FileNotFoundError:
                     pass
+        if damaged:
+            raise DamagedFiles(sorted(damaged))
 
     def resolve(self) -> None:
         resolve(self)
@@ -613,20 +646,3 @@ def _progress_bar(n: int, progress: bool | None, desc: str) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=n, desc=desc, unit="file")
-
-
-def _warn(skipped: list[dict[str, str]], n: int) -> None:
-    n_damaged = sum(1 for s in skipped if s["reason"].startswith(DAMAGED))
-    n_skip = len(skipped) - n_damaged
-    kinds = Counter(s["reason"].split(":")[0] for s in skipped if not s["reason"].startswith(DAMAGED))
-    detail = "; ".join(f"{k} {r}" for r, k in kinds.most_common())
-    parts = [f"skipped {n_skip} of {n} trace files ({detail})"] if n_skip else []
-    if n_damaged:
-        parts.append(f"{n_damaged} damaged timing sidecars (their readable lines were used)")
-    warnings.warn(
-        f"mmsp_notebook.traces.sync: {'; '.join(parts)}; see the result's .skipped for paths and reasons",
-        TraceLoadWarning,
-        stacklevel=3,
-    )
-
-

@@ -2,7 +2,9 @@
 changed in place a row group at a time.
 
 Every file is written under a hidden temporary name in its partition directory and renamed into
-place, so a reader never opens half a file. A file changed after it was written (rows removed,
+place, so a reader never opens half a file. Its pages carry CRC checksums, which every read here
+verifies: a file damaged in place (bytes overwritten at its own size) is an error
+(:class:`DamagedFiles` from a rewrite), never rows with other values. A file changed after it was written (rows removed,
 costs recomputed) is read and written one row group at a time: the memory it takes is that of a
 row group (at most :data:`ROW_GROUP` rows), not of the file. Merged files (``_compact``) are
 written the same way, so no step of a sync holds more than a chunk's rows or a row group.
@@ -24,8 +26,8 @@ import pyarrow.parquet as pq
 from ..core.pricing import PriceTable
 from ._turns import row_costs, row_prices
 
-__all__ = ["ROW_GROUP", "NULL_PARTITION", "UNREADABLE", "atomic_write", "atomic_writer", "key_mask", "open_parquet",
-           "partition_model", "read_group", "release", "reprice", "rewrite", "row_groups"]
+__all__ = ["ROW_GROUP", "NULL_PARTITION", "UNREADABLE", "DamagedFiles", "READ_ERRORS", "Unreadable", "atomic_write", "atomic_writer", "key_mask",
+           "open_parquet", "partition_model", "read_group", "release", "reprice", "rewrite", "row_groups", "verify"]
 
 #: rows of a row group at most, in the files merged or rewritten here
 ROW_GROUP = 16_384
@@ -49,10 +51,25 @@ def _temporary(path: str) -> str:
     return os.path.join(folder, f".{name}.tmp")
 
 
+class DamagedFiles(Exception):
+    """Data files of the dataset found damaged (their pages fail their checksums, their footer
+    does not read) by a step that relies on them: the sync removes them and converts their traces
+    again."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"damaged data files: {', '.join(names)}")
+        self.names = names
+
+
+#: errors of reading a damaged file (a page failing its checksum is an OSError, a bad footer or
+#: thrift header an OSError or ArrowInvalid)
+READ_ERRORS = (OSError, pa.ArrowException)
+
+
 def atomic_write(table: pa.Table, path: str) -> None:
     """Write ``table`` as the Parquet file ``path`` (a temporary file renamed into place)."""
     tmp = _temporary(path)
-    pq.write_table(table, tmp, use_dictionary=dictionary_columns(table.schema))
+    pq.write_table(table, tmp, use_dictionary=dictionary_columns(table.schema), write_page_checksum=True)
     os.replace(tmp, path)
 
 
@@ -61,7 +78,7 @@ def atomic_writer(path: str, schema: pa.Schema) -> Iterator[pq.ParquetWriter]:
     """A ``ParquetWriter`` whose file becomes ``path`` when the block ends (nothing does when it
     raises: the temporary file is removed)."""
     tmp = _temporary(path)
-    writer = pq.ParquetWriter(tmp, schema, use_dictionary=dictionary_columns(schema))
+    writer = pq.ParquetWriter(tmp, schema, use_dictionary=dictionary_columns(schema), write_page_checksum=True)
     try:
         yield writer
     except BaseException:
@@ -93,15 +110,16 @@ def key_mask(tids: np.ndarray, mi: np.ndarray, sidecar: np.ndarray | None, keys:
     return mask
 
 
-class _Unreadable(Exception):
+class Unreadable(Exception):
     """A data file whose row groups cannot all be read."""
 
 
 def open_parquet(path: str) -> pq.ParquetFile:
     """A data file to read a row group at a time: without pre-buffering (which reads whole column
     chunks ahead into buffers of its own) and, in :func:`read_group`, without Arrow's thread
-    pool: the tasks that read run side by side already, and each holds one row group."""
-    return pq.ParquetFile(path, pre_buffer=False)
+    pool: the tasks that read run side by side already, and each holds one row group. Page
+    checksums are verified (a file written without them, by an earlier version, has none to)."""
+    return pq.ParquetFile(path, pre_buffer=False, page_checksum_verification=True)
 
 
 def read_group(file: pq.ParquetFile, i: int, columns: list[str] | None = None) -> pa.Table:
@@ -115,25 +133,51 @@ def release() -> None:
 
 
 def row_groups(file: pq.ParquetFile) -> Iterator[pa.Table]:
-    """The file's row groups, read one at a time (see :func:`read_group`)."""
+    """The file's row groups, read one at a time (see :func:`read_group`); a group that cannot be
+    read (damaged) raises :class:`Unreadable`."""
     for i in range(file.num_row_groups):
-        yield read_group(file, i)
+        try:
+            group = read_group(file, i)
+        except FileNotFoundError:
+            raise
+        except READ_ERRORS as exc:
+            raise Unreadable from exc
+        yield group
 
 
-def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int:
+def verify(path: str) -> bool:
+    """Whether a data file reads whole, every page matching its checksum (False: damaged; a file
+    that cannot be opened for want of permission is not for this check to say: True)."""
+    try:
+        file = open_parquet(path)
+        for i in range(file.num_row_groups):
+            read_group(file, i)
+    except (FileNotFoundError, PermissionError):
+        return True
+    except READ_ERRORS:
+        return False
+    return True
+
+
+def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units: list[tuple[str, int]]) -> int | str:
     """Rewrite one data file without the rows of ``drop_traces`` and of the units ``drop_units``;
-    returns the rows left. The columns that say which rows go are read first: a file left
+    returns the rows left, or :data:`UNREADABLE` for a damaged file (left as it is: the caller
+    converts its traces again). The columns that say which rows go are read first: a file left
     unchanged is not written, nor one left with no rows (0: the caller removes it once the manifest
     no longer lists it, so that no reader of the manifest finds a listed file missing). The file is
     then written again a row group at a time."""
     path = os.path.join(root, name)
     release()
+    needed = ["trace_id"] + (["message_index"] + (["source"] if kind == "turns" else []) if drop_units else [])
     try:
         file = open_parquet(path)
+        keys = file.read(columns=needed, use_threads=False)
     except FileNotFoundError:
         return 0
-    needed = ["trace_id"] + (["message_index"] + (["source"] if kind == "turns" else []) if drop_units else [])
-    keys = file.read(columns=needed, use_threads=False)
+    except PermissionError:
+        raise
+    except READ_ERRORS:
+        return UNREADABLE
     tids = keys.column("trace_id")
     drop = pc.is_in(tids, value_set=pa.array(drop_traces, pa.large_string())) if drop_traces else None
     if drop_units:
@@ -150,12 +194,15 @@ def rewrite(root: str, name: str, kind: str, drop_traces: list[str], drop_units:
     if left == 0:  # left as it is: the caller removes it once no manifest lists it
         return 0
     start = 0
-    with atomic_writer(path, file.schema_arrow) as out:
-        for group in row_groups(file):
-            part = group.filter(keep.slice(start, group.num_rows))
-            start += group.num_rows
-            if part.num_rows:
-                out.write_table(part, row_group_size=ROW_GROUP)
+    try:
+        with atomic_writer(path, file.schema_arrow) as out:
+            for group in row_groups(file):
+                part = group.filter(keep.slice(start, group.num_rows))
+                start += group.num_rows
+                if part.num_rows:
+                    out.write_table(part, row_group_size=ROW_GROUP)
+    except Unreadable:  # damaged past the columns read first: the file is left as it is
+        return UNREADABLE
     return left
 
 
@@ -199,16 +246,12 @@ def reprice(root: str, name: str, prices: PriceTable) -> bool | str:
     start = 0
     try:
         with atomic_writer(path, schema) as out:
-            for k in range(file.num_row_groups):
-                try:
-                    group = read_group(file, k)
-                except (OSError, pa.ArrowException) as exc:  # damaged past its footer: the file is left as it is
-                    raise _Unreadable from exc
+            for group in row_groups(file):  # (damaged past its footer: the file is left as it is)
                 end = start + group.num_rows
                 group = group.set_column(i, schema.field(i), pa.array(cost[start:end], schema.field(i).type, from_pandas=True))  # NaN: null
                 group = group.set_column(j, schema.field(j), pa.array(missing[start:end], schema.field(j).type))
                 out.write_table(group, row_group_size=ROW_GROUP)
                 start = end
-    except _Unreadable:
+    except Unreadable:
         return UNREADABLE
     return True

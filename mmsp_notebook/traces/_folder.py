@@ -2,6 +2,11 @@
 keeps one sync at a time, the check that a directory is one a sync may write into, and the removal
 of what an interrupted sync left.
 
+A data file changed since the last sync left it (its modification time later than the latest
+that sync left, :data:`CHECKED` in the manifest's meta) is read whole, its pages checked against
+their checksums: bytes overwritten at the file's own size are found so, without reading the
+files no one touched.
+
 A sync writes only ``_``- and ``.``-names at the top of the kind's directory (the manifest, its
 journal, the lock) and its partitions, ``month=.../model=.../`` directories; it removes nothing
 elsewhere but in partition directories (``key=value``: also an earlier version's ``date=...``,
@@ -17,10 +22,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .._errors import SyncBusyError
+from ._files import verify
 from ._manifest import LOCK_NAME, MANIFEST_NAME
 from ._readers import is_missing
 
-__all__ = ["locked", "check_kind_dir", "clean", "size_of"]
+__all__ = ["locked", "check_kind_dir", "clean", "stat_of", "CHECKED"]
+
+#: the manifest's meta key of the latest modification time (ns) of the data files a sync left
+CHECKED = "files_mtime"
 
 
 @contextmanager
@@ -82,24 +91,30 @@ def _data_files(root: Path) -> Iterator[tuple[str, str]]:
                 yield os.path.relpath(p, root).replace(os.sep, "/"), p
 
 
-def clean(root: Path, known: dict[str, int | None]) -> set[str]:
+def clean(root: Path, known: dict[str, int | None], since: int | None = None) -> set[str]:
     """Remove what an interrupted sync left: temporary files, data files the manifest does not
     list (written by a chunk whose commit never happened), empty partition directories. Returns
     the files the manifest lists that are missing (removed by hand, or lost; one the walk did not
-    find, under a linked or unreadable directory, is looked for by name) or damaged: found with
-    another size than the last sync left (``known``) and no Parquet file any more (cut short,
-    overwritten), which are removed. Nothing outside the partition directories is touched."""
+    find, under a linked or unreadable directory, is looked for by name) or damaged, which are
+    removed: found with another size than the last sync left (``known``) and no Parquet file any
+    more (cut short, overwritten), or modified after ``since`` (ns; None: not checked) and failing
+    to read whole (a page failing its checksum). Nothing outside the partition directories is
+    touched."""
     found = set()
     damaged = set()
     for name, path in list(_data_files(root)):
         if name not in known:
             os.remove(path)
-        else:
-            found.add(name)
-            size = known[name]
-            if size is not None and size_of(path) not in (size, None) and not _is_parquet(path):
-                os.remove(path)
-                damaged.add(name)
+            continue
+        found.add(name)
+        size = known[name]
+        st = stat_of(path) if size is not None or since is not None else None
+        if st is None:
+            continue
+        if (size is not None and st.st_size != size and not _is_parquet(path)) or \
+                (since is not None and st.st_mtime_ns > since and not verify(path)):
+            os.remove(path)
+            damaged.add(name)
     walks = [w for top in _partitions(root) for w in os.walk(top, topdown=False)]
     for dirpath, _dirs, files in sorted(walks, key=lambda w: -len(w[0])):  # (deepest first)
         if not files:
@@ -110,9 +125,9 @@ def clean(root: Path, known: dict[str, int | None]) -> set[str]:
     return damaged | {name for name in known.keys() - found if is_missing(str(root / name))}
 
 
-def size_of(path: str | Path) -> int | None:
+def stat_of(path: str | Path) -> os.stat_result | None:
     try:
-        return os.stat(path).st_size
+        return os.stat(path)
     except OSError:
         return None
 

@@ -195,16 +195,29 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
     It holds the files listed when it is made: a sync that rewrites or removes files afterwards
     makes reading it fail (``FileNotFoundError``); make a new one then. (``query`` and
     ``summary`` read the dataset again by themselves when a sync changes it under them.)
+
+    ``.to_table().to_pandas()`` is pyarrow's own conversion, not the loaders' dtypes: integers with
+    missing values as ``float64``, lists as arrays, ``model`` as text, and a category column's
+    categories those of the files read, in the order pyarrow unifies the files' dictionaries (each
+    file's sorted, a later file's new values after them; a filter keeps the categories of the rows
+    it drops), where the loaders' are sorted. :func:`query` gives the loaders' dtypes.
+
+    Reads verify the pages' checksums: a data file damaged in place fails with an ``OSError``
+    ("CRC checksum verification failed"), never gives other values; pyarrow does not name the
+    file there: ``traces.sync(src, dataset_dir, verify=True)`` finds it and converts its traces
+    again.
     """
     import pyarrow.dataset as pads
 
     dataset_dir = dataset_root(dataset_dir, kind)
     root = kind_dir(dataset_dir, kind)
     part = pads.partitioning(_partition_schema(), flavor="hive")
+    checked = pads.ParquetFileFormat(
+        default_fragment_scan_options=pads.ParquetFragmentScanOptions(page_checksum_verification=True))
 
     def make() -> pads.Dataset:
         meta, files = _state_of(root)
-        return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format="parquet",
+        return pads.dataset(files, schema=_full_schema(kind, bool(meta.get("payloads"))), format=checked,
                             partitioning=part, partition_base_dir=str(root))
 
     return _again_if_changed(make, dataset_dir, (FileNotFoundError,))  # (a file removed since it was listed)
@@ -324,7 +337,7 @@ def query(sql: str, dataset_dir: PathLike) -> pd.DataFrame:
     A column named as a loader's column and of its type in the views comes with the dtype the
     loader gives it, so ``query("SELECT * FROM turns", ds)`` equals ``load_turns`` of the same
     traces (but for the row order and ``month``): nullable ``Int64``, ``datetime64[us, UTC]``,
-    categories (sorted, as ``load_turns`` sorts them; ``source`` with its fixed three), tuples of
+    categories (sorted, as the loaders sort them; ``source`` with its fixed three), tuples of
     tool names. Columns the SQL computes (``count(*)``, ``avg(latency)``), ``month``, and one named
     as a loader's column but of another type keep DuckDB's pandas dtypes; so does a frame read
     through :func:`connect`. The SQL runs in UTC, as the dataset's months: ``started::DATE`` is the
@@ -429,11 +442,15 @@ def _damaged_note(dataset_dir: PathLike, error: str) -> str | None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        for f in listed:  # (the footers only: a few ms a file)
+        for f in listed:  # (the footers first: a few ms a file)
             try:
                 pq.read_metadata(f)
             except (OSError, pa.ArrowException):
                 bad.append(f)
+    if not bad:
+        from ._files import verify
+
+        bad = [f for f in listed if not verify(f)]  # (whole, their pages' checksums checked)
     if not bad:
         return None
     more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""

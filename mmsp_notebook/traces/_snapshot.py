@@ -32,7 +32,7 @@ import numpy as np
 
 from ._manifest import Manifest
 
-__all__ = ["SNAPSHOT_NAME", "Snapshot", "Draft", "clear", "track", "refresh"]
+__all__ = ["SNAPSHOT_NAME", "Snapshot", "Draft", "ScanCopy", "clear", "track", "refresh"]
 
 SNAPSHOT_NAME = "_scan.arrow"
 #: touched traces the copy is mended for at most (their ids are held); with more, no copy is
@@ -299,3 +299,54 @@ def refresh(m: Manifest, root: str, base: Snapshot | None, window: int) -> str |
             pass
         raise
     return token
+
+
+class ScanCopy:
+    """One sync's use of the copy: the copy trusted when it began (its token taken out of ``meta``
+    by then), read by the first scan only (a later attempt of the same sync, after damaged files
+    were removed, reads the manifest); else a draft of the first scan's records; the base the
+    copy is mended from at the end (:meth:`finish`), with every change to ``sources`` tracked
+    since the base was as the manifest."""
+
+    def __init__(self, m: Manifest, root: str, token: str | None, first: bool) -> None:
+        clear(root)
+        self.m, self.root = m, root
+        self.copy = self.base = Snapshot.open(root, token)
+        if self.copy is not None:
+            track(m)
+        # none to trust: the scan's records are written as a draft of one (a first sync has none)
+        self.draft = Draft(root) if self.copy is None and not first else None
+
+    def for_scan(self) -> tuple[Snapshot | None, Draft | None]:
+        """The copy and draft the next scan takes: the first scan's only."""
+        copy, self.copy = self.copy, None
+        return copy, self.draft
+
+    def scanned(self) -> None:
+        """After a scan: its draft, if any, becomes the base (changes tracked from now on)."""
+        draft, self.draft = self.draft, None
+        if draft is None:
+            return
+        if draft.rows:
+            self.base = draft.finish()
+            if self.base is not None:
+                track(self.m)
+        else:
+            draft.discard()
+
+    def finish(self, window: int) -> None:
+        """At the end of the sync: the copy mended and its token put in ``meta`` (none when there
+        is no copy to trust, or it could not be written: the next scan reads the manifest)."""
+        base, self.base = self.base, None
+        try:
+            token = refresh(self.m, self.root, base, window)
+        except OSError:  # (a full disk)
+            token = None
+        with self.m.transaction() as db:
+            self.m.set_meta(db, {"scan_token": token})
+
+    def close(self) -> None:
+        if self.draft is not None:
+            self.draft.discard()
+        if self.base is not None:
+            self.base.close()
