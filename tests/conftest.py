@@ -16,11 +16,13 @@ from mmsp_notebook.demo import DemoServer
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """After the last browser test of a row, the JupyterLab server and the Chromium they shared
-    (browser_utils.SHARED) stop: the tests that follow get the machine's cores to themselves."""
+    """After the last test of the browser modules (tests/test_browser*.py, which run in a row), the
+    JupyterLab server and the Chromium they shared (browser_utils.SHARED) stop: the tests that
+    follow get the machine's cores to themselves. (Not after a test of those modules that uses
+    neither: the modules keep them as fixtures for their later tests.)"""
     yield
     browser_utils = sys.modules.get("browser_utils")
-    if browser_utils is not None and (nextitem is None or not {"browser", "server"} & set(getattr(nextitem, "fixturenames", ()))):
+    if browser_utils is not None and (nextitem is None or not nextitem.path.name.startswith("test_browser")):
         browser_utils.SHARED.stop()
 
 
