@@ -6,7 +6,7 @@
 // formatted from Python. Only the page on screen is ever sent here.
 import { createTurnView } from "./render.js";
 import { connectMath } from "./math.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn, rovingTabStop } from "./util.js";
 
 const SPEEDS = ["1", "2", "5", "10", "inf"];
 const PAGE_SIZES = [10, 25, 50, 100];
@@ -146,21 +146,16 @@ export function renderExplorer({ model, el }) {
     model.send({ type: "select", row: Number(tr.dataset.row) });
   };
   listen(tbody, "click", (e) => selectRow(e.target.closest ? e.target.closest("tr") : null));
-  listen(tbody, "focusin", (e) => {
-    for (const r of tbody.children) r.tabIndex = r.contains(e.target) ? 0 : -1;
+  const roveRows = rovingTabStop(tbody, listen, {
+    items: () => [...tbody.children],
+    itemOf: (t) => (t.closest ? t.closest("tr") : null),
+    holdEnds: true,
   });
   listen(tbody, "keydown", (e) => {
     const tr = e.target.closest ? e.target.closest("tr") : null;
-    if (!tr) return;
-    if (e.key === "Enter" || e.key === " ") {
-      e.preventDefault();
-      selectRow(tr);
-    } else {
-      const to = { ArrowDown: tr.nextElementSibling, ArrowUp: tr.previousElementSibling, Home: tbody.firstElementChild, End: tbody.lastElementChild }[e.key];
-      if (to === undefined) return;
-      e.preventDefault();
-      if (to) to.focus();
-    }
+    if (!tr || (e.key !== "Enter" && e.key !== " ")) return;
+    e.preventDefault();
+    selectRow(tr);
   });
 
   // ------------------------------------------------------------------ drawing the page
@@ -227,8 +222,7 @@ export function renderExplorer({ model, el }) {
       rows.push(tr);
     }
     tbody.replaceChildren(...rows);
-    const stop = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
-    if (stop) stop.tabIndex = 0;
+    roveRows(rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0]);
     pageLabel.textContent = p.page_label;
     first.disabled = prev.disabled = q.page <= 0;
     next.disabled = last.disabled = q.page >= p.pages - 1;
