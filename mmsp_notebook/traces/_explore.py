@@ -4,21 +4,26 @@ An anywidget over a turns frame (:func:`~mmsp_notebook.traces.load_turns`). The 
 frame; filtering (text search with ``column>value`` and ``column:text`` terms, model / status /
 finish facets, numeric ranges, quick filters) and sorting run in pandas on the kernel, and only
 the page on screen crosses to the browser, formatted: the bytes per page do not depend on the
-number of rows. Selecting a row sends that conversation (as :func:`~mmsp_notebook.traces.show`
+number of rows. Selecting a row sends its conversation (as :func:`~mmsp_notebook.traces.show`
 draws it: the turn view of each assistant message) with the selected turn marked and scrolled
-into view, and the timing waterfall of its turn from the sidecar; Replay plays the selected
+into view, and the timing waterfall of its turn from the sidecar: a window of about 48 KB around
+that turn (or step of an agent loop), the rest as the reader scrolls to it (``_detail``), so the
+bytes per selection do not grow with the conversation; Replay plays the selected
 assistant message again into the explorer with its recorded timing (``mmsp_notebook.replay``'s
 engine and the live views' pacer).
 
 Messages (``msg:custom``). Front end → kernel: ``{"type": "hello"}`` (answered with a ``state``),
 ``{"type": "query", "patch": {...}}`` (any of ``text, model, status, finish, ranges, quick, sort,
 desc, page, page_size``; answered with a ``page``), ``{"type": "select", "row": n}`` (a row
-position in the frame; answered with a ``detail``), ``{"type": "replay", "speed": s}``,
-``{"type": "stop"}``. Kernel → front end: ``state`` (``page`` + ``detail``), ``page`` (the query,
-``columns``, ``rows`` as ``[position, status, finish, [cell text, ...]]``, ``total``, ``matched``,
-``facets``, ``quick``, ``code``, ``took_ms``), ``detail`` (``entries`` of the conversation view,
-``selected`` key, ``index``, ``waterfall``, ``replayable``, or ``error``), ``replay`` (``phase``
-``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
+position in the frame; answered with a ``detail``), ``{"type": "more", "row": n, "before": b}``
+or ``"after": b`` (the blocks of the conversation before / after the window shown; answered with
+a ``more``), ``{"type": "replay", "speed": s}``, ``{"type": "stop"}``. Kernel → front end:
+``state`` (``page`` + ``detail``), ``page`` (the query, ``columns``, ``rows`` as ``[position,
+status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets``, ``quick``, ``code``,
+``took_ms``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
+of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
+``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
+(``phase`` ``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
 
 From Python: :meth:`Explorer.filter`, :meth:`~Explorer.sort`, :meth:`~Explorer.go`,
 :meth:`~Explorer.select`, :attr:`~Explorer.filtered` (the matching rows, in order),
@@ -53,6 +58,7 @@ from ..views.live import LiveView, drive
 from ..views.model import OpsTracker, present_turn, view_model
 from ..views.widget import STATIC, MarkdownWidget
 from ._common import check_unique, plain
+from ._detail import DETAIL_BUDGET, Window, cut_waterfall, more
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
 
@@ -114,7 +120,10 @@ class Explorer(MarkdownWidget):
         self._roots = [Path(r) for r in roots] or [cache_dir()]
         self._files = dict(files or {})
         self._conversations: OrderedDict[str, Conversation | Exception] = OrderedDict()
+        self._windows: OrderedDict[str, Window] = OrderedDict()
         self.selected: int | None = None
+        #: bytes of JSON (about) of conversation a detail message carries (see ``_detail``)
+        self.detail_budget: float = DETAIL_BUDGET
         self._run: Any = None
         # the loaders count tool errors per turn; a frame without that column (saved by an older
         # version) is scanned from its trace files the first time the filter is used
@@ -254,10 +263,34 @@ class Explorer(MarkdownWidget):
         if isinstance(found, Exception):
             return {"type": "detail", "row": self.selected, "title": title,
                     "error": f"{type(found).__name__}: {found}"}
-        return {"type": "detail", "row": self.selected, "title": title, "entries": found.entries, "selected": key,
-                "index": index, "waterfall": found.waterfall(), "notes": found.view["notes"],
+        window = self._window(found)
+        at = window.block_of(key, index)
+        lo, hi = window.around(at, self.detail_budget)
+        pieces = window.pieces(lo, hi)
+        steps = next((p["steps"] for p in pieces if p["key"] == key and "steps" in p), None)
+        return {"type": "detail", "row": self.selected, "title": title, "outline": window.outline(),
+                "blocks": len(window.blocks), "window": [lo, hi], "entries": pieces, "selected": key,
+                "selected_step": window.blocks[at][1], "index": index,
+                "waterfall": cut_waterfall(found.waterfall(), steps), "notes": found.view["notes"],
                 "source": found.view["source"], "replayable": index is not None and found.path is not None,
                 "took_ms": round((time.perf_counter() - t0) * 1000.0, 1)}
+
+    def more_message(self, content: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer to the front end's ``more`` (the blocks before or after its window), or None."""
+        row = content.get("row")
+        if type(row) is not int or not 0 <= row < len(self._df):
+            return None
+        found = self._detail_of(row)[0]
+        return None if isinstance(found, Exception) else more(self._window(found), content, self.detail_budget)
+
+    def _window(self, found: Conversation) -> Window:
+        """The blocks of a conversation (kept with it: its sizes are measured once)."""
+        window = self._windows.get(found.trace_id)
+        if window is None or window.view is not found.view:
+            window = self._windows[found.trace_id] = Window(found.view)
+            while len(self._windows) > 8:
+                self._windows.popitem(last=False)
+        return window
 
     # ------------------------------------------------------------------ Python API
     def filter(self, text: str | None = None, *, model: Any = None, status: Any = None, finish: Any = None,
@@ -324,6 +357,10 @@ class Explorer(MarkdownWidget):
             elif kind == "select" and type(content.get("row")) is int and 0 <= content["row"] < len(self._df):
                 self.selected = content["row"]
                 self.send(self.detail_message())
+            elif kind == "more":
+                answer = self.more_message(content)
+                if answer is not None:
+                    self.send(answer)
             elif kind == "replay":
                 self.replay(_speed(content.get("speed")))
             elif kind == "stop" and self._run is not None:
