@@ -29,14 +29,17 @@ export function renderExplorer({ model, el }) {
     "aria-label": "Search turns",
   });
   const facets = {};
+  const typed = {}; // each picker's field for a value it does not offer, shown by its last option
   for (const [key, label] of [["model", "model"], ["status", "status"], ["finish", "finish reason"]]) {
     facets[key] = h(doc, "select", "mmsp-select mmsp-x-facet", { "aria-label": `Filter by ${label}`, "data-facet": key });
+    typed[key] = h(doc, "input", "mmsp-input mmsp-x-facet-type", { type: "text", placeholder: `${label}, as written`, "aria-label": `Type a ${label} to filter by`, "data-facet": key });
+    typed[key].hidden = true;
   }
   const rangeCol = h(doc, "select", "mmsp-select mmsp-x-range-col", { "aria-label": "Range column" });
   const rangeLo = h(doc, "input", "mmsp-input mmsp-x-range-input", { type: "number", step: "any", placeholder: "min", "aria-label": "Range minimum" });
   const rangeHi = h(doc, "input", "mmsp-input mmsp-x-range-input", { type: "number", step: "any", placeholder: "max", "aria-label": "Range maximum" });
   const copyBtn = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-copy", "Copy filter", "Copy the filter as pandas code");
-  toolbar.append(search, facets.model, facets.status, facets.finish, rangeCol, rangeLo, rangeHi, copyBtn);
+  toolbar.append(search, facets.model, typed.model, facets.status, typed.status, facets.finish, typed.finish, rangeCol, rangeLo, rangeHi, copyBtn);
   const quickBar = h(doc, "div", "mmsp-x-quick", { role: "group", "aria-label": "Quick filters" });
   const summary = h(doc, "div", "mmsp-x-summary", { role: "status", "aria-live": "polite" });
   const tableWrap = h(doc, "div", "mmsp-x-table-wrap");
@@ -104,7 +107,32 @@ export function renderExplorer({ model, el }) {
     query({ text: search.value, page: 0 });
   });
   for (const [key, sel] of Object.entries(facets)) {
-    listen(sel, "change", () => query({ [key]: sel.selectedIndex > 0 ? [sel.value] : [], page: 0 })); // (a value may be "")
+    const field = typed[key];
+    listen(sel, "change", () => {
+      const opt = sel.options[sel.selectedIndex];
+      if (opt && opt.dataset.type) {
+        field.hidden = false;
+        field.focus();
+        return;
+      }
+      field.hidden = true;
+      query({ [key]: sel.selectedIndex > 0 ? [sel.value] : [], page: 0 }); // (a value may be "")
+    });
+    listen(field, "keydown", (e) => {
+      if (e.key === "Enter" && field.value !== "") {
+        e.preventDefault();
+        field.hidden = true;
+        query({ [key]: [field.value], page: 0 });
+        field.value = "";
+        sel.focus();
+      } else if (e.key === "Escape" || (e.key === "Enter" && field.value === "")) {
+        e.preventDefault();
+        field.hidden = true;
+        field.value = "";
+        if (page) fillFacet(key, page);
+        sel.focus();
+      }
+    });
   }
   const sendRange = () => {
     const col = rangeCol.value;
@@ -159,9 +187,20 @@ export function renderExplorer({ model, el }) {
   });
 
   // ------------------------------------------------------------------ drawing the page
-  function fillSelect(sel, items, value, allLabel) {
-    sel.replaceChildren(option(doc, "", allLabel, value === undefined));
-    for (const [v, label] of items || []) sel.appendChild(option(doc, v, label, v === value));
+  // a picker: "all", the values the kernel offers (a long one's title says more of it), then "type a value…"
+  const ALL = { model: "all models", status: "any status", finish: "any finish" };
+  function fillFacet(key, p) {
+    const sel = facets[key];
+    const value = ((p.query && p.query[key]) || [])[0];
+    sel.replaceChildren(option(doc, "", ALL[key], value === undefined));
+    for (const [v, label, tip] of (p.facets && p.facets[key]) || []) {
+      const o = option(doc, v, label, v === value);
+      if (tip) o.title = tip;
+      sel.appendChild(o);
+    }
+    const other = option(doc, "", (p.facet_other && p.facet_other[key]) || "type a value…", false);
+    other.dataset.type = "true";
+    sel.appendChild(other);
   }
 
   function drawHead(columns, q) {
@@ -190,9 +229,7 @@ export function renderExplorer({ model, el }) {
     delete summary.dataset.busy;
     const q = p.query;
     if (doc.activeElement !== search && search.value !== q.text) search.value = q.text;
-    fillSelect(facets.model, p.facets.model, (q.model || [])[0], "all models");
-    fillSelect(facets.status, p.facets.status, (q.status || [])[0], "any status");
-    fillSelect(facets.finish, p.facets.finish, (q.finish || [])[0], "any finish");
+    for (const key of Object.keys(facets)) if (doc.activeElement !== typed[key]) fillFacet(key, p);
     const rangeKey = Object.keys(q.ranges || {})[0] || rangeCol.value || (p.ranges || [])[0] || "";
     rangeCol.replaceChildren(...(p.ranges || []).map((c) => option(doc, c, c, c === rangeKey)));
     quickBar.replaceChildren();

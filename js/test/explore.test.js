@@ -95,7 +95,7 @@ test("explore: says hello and draws the page the kernel sent, every number as wr
   assert.equal(q(".mmsp-x-summary").textContent, "3 of 100,000 turns · answered in 12 ms");
   assert.equal(q(".mmsp-x-page").textContent, "page 1 of 1");
   assert.deepEqual(qa(".mmsp-x-chip").map((b) => b.textContent), ["errors (1)", "truncated (1)", "tool errors", "slowest TTFT (2)"]);
-  assert.deepEqual(qa("[data-facet=model] option").map((o) => o.textContent), ["all models", "demo (2)", "glm (1)"]);
+  assert.deepEqual(qa("[data-facet=model] option").map((o) => o.textContent), ["all models", "demo (2)", "glm (1)", "type a value…"]);
   assert.ok(q(".mmsp-x-prev").disabled && q(".mmsp-x-next").disabled);
   assert.equal(q(".mmsp-x-replay").disabled, true);
   noScript(el);
@@ -334,4 +334,42 @@ test("explore: a long conversation comes in windows around the selected steps, m
   assert.equal(qa(".mmsp-x-more").length, 0, "the whole conversation drawn");
   assert.equal(q(".mmsp-conv-msg[data-key=m10] .mmsp-text").textContent.trim(), "last");
   noScript(el);
+});
+
+test("explore: a picker shows a long value cut, its title longer, and takes a value typed", () => {
+  const { model, q, qa, win } = setup();
+  const long = "m".repeat(200) + "… (100,000 characters)";
+  const facets = { ...page().facets, model: [["demo", "demo (2)", ""], [long, "m".repeat(79) + "… (9)", long]] };
+  model.custom({ type: "state", page: page({ facets, facet_other: { model: "type a value… (2,900 more values)" } }), detail: { type: "detail", row: null } });
+  const sel = q("select[data-facet=model]");
+  const options = qa("select[data-facet=model] option");
+  assert.deepEqual(options.map((o) => o.textContent), ["all models", "demo (2)", "m".repeat(79) + "… (9)", "type a value… (2,900 more values)"]);
+  assert.equal(options[1].title, "", "a short value has no title");
+  assert.equal(options[2].title, long);
+  sel.selectedIndex = 2;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(model.sent.at(-1), { type: "query", patch: { model: [long], page: 0 } }, "the value as sent, the kernel knows it");
+  const field = q("input[data-facet=model]");
+  assert.equal(field.hidden, true);
+  const sent = model.sent.length;
+  sel.selectedIndex = 3;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.equal(model.sent.length, sent, "choosing 'type a value' asks nothing yet");
+  assert.equal(field.hidden, false);
+  assert.equal(win.document.activeElement, field);
+  const key = (k) => field.dispatchEvent(new win.KeyboardEvent("keydown", { key: k, bubbles: true, cancelable: true }));
+  field.value = "rare-model-7";
+  key("Enter");
+  assert.deepEqual(model.sent.at(-1), { type: "query", patch: { model: ["rare-model-7"], page: 0 } });
+  assert.equal(field.hidden, true);
+  // the page that answers offers it picked
+  model.custom(page({ query: { ...page().query, model: ["rare-model-7"] }, facets: { ...facets, model: [...facets.model, ["rare-model-7", "rare-model-7", ""]] } }));
+  assert.equal(sel.options[sel.selectedIndex].textContent, "rare-model-7");
+  sel.selectedIndex = sel.options.length - 1;
+  sel.dispatchEvent(new win.Event("change"));
+  field.value = "half typed";
+  key("Escape");
+  assert.equal(field.hidden, true);
+  assert.equal(sel.options[sel.selectedIndex].textContent, "rare-model-7", "Escape leaves the pick as it was");
+  assert.equal(model.sent.at(-1).patch.model[0], "rare-model-7");
 });

@@ -19,7 +19,8 @@ position in the frame; answered with a ``detail``), ``{"type": "more", "row": n,
 or ``"after": b`` (the blocks of the conversation before / after the window shown; answered with
 a ``more``), ``{"type": "replay", "speed": s}``, ``{"type": "stop"}``. Kernel → front end:
 ``state`` (``page`` + ``detail``), ``page`` (the query, ``columns``, ``rows`` as ``[position,
-status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets``, ``quick``, ``code``,
+status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets`` (each picker's
+``[value, label(, title)]``, bounded: ``_facets``) and ``facet_other``, ``quick``, ``code``,
 ``took_ms``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
 of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
 ``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
@@ -59,6 +60,7 @@ from ..views.model import OpsTracker, present_turn, view_model
 from ..views.widget import STATIC, MarkdownWidget
 from ._common import check_unique, plain
 from ._detail import DETAIL_BUDGET, Window, cut_waterfall, more
+from ._facets import Facets
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
 
@@ -70,8 +72,6 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("finish_reason", "finish", False), ("latency", "latency", True), ("ttft", "TTFT", True),
     ("cached_tokens", "cached", True), ("prompt_tokens", "prompt", True), ("thoughts_tokens", "thoughts", True),
     ("response_tokens", "response", True), ("cost", "cost", True), ("error", "error", False))
-#: values offered by each facet picker, most frequent first
-FACET_LIMIT = 100
 
 
 def _js(value: Any) -> str:
@@ -129,7 +129,7 @@ class Explorer(MarkdownWidget):
         # version) is scanned from its trace files the first time the filter is used
         scan = {} if "n_tool_errors" in self._df else {"tool_errors": (self._scan_tool_errors, 'turns["tool_error"]')}
         self.q = TurnQuery(self._df, scan, page_size)
-        self._facets = {k: _counts(self._df[c]) if c in self._df else [] for k, c in FACETS.items()}
+        self._facets = Facets(self._df)
         #: the table's columns: those the frame has (nothing to show or sort in the others)
         self._columns = [c for c in COLUMNS if c[0] in self._df or c[0] == "error" and "error_type" in self._df]
         self.on_msg(self._on_msg)
@@ -208,14 +208,13 @@ class Explorer(MarkdownWidget):
         counts = self.q.counts
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
                  for name, label in QUICK.items()]
-        # a value picked (by filter()) among those the picker does not offer is added to it: still shown
-        facets = {k: items + [[v, _label(v)] for v in q[k] if v not in {x for x, _ in items}]
-                  for k, items in self._facets.items()}
+        facets = {k: self._facets.items(k, q[k]) for k in FACETS}
         summary = f"{fmt.integer(matched)} of {fmt.integer(total)} turns · answered in {fmt.seconds(self.q.took_ms / 1000)}"
-        return {"type": "page", "query": dict(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
+        return {"type": "page", "query": self._facets.query(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
-                "facets": facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
+                "facets": facets, "facet_other": self._facets.other(), "quick": quick,
+                "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
                 "ranges": [c for c in RANGE_COLUMNS if c in self._df]}
 
     # ------------------------------------------------------------------ detail
@@ -353,7 +352,7 @@ class Explorer(MarkdownWidget):
             if kind == "hello":
                 self.send({"type": "state", "page": self.page_message(), "detail": self.detail_message()})
             elif kind == "query" and isinstance(content.get("patch"), dict):
-                self._apply(content["patch"])
+                self._apply(self._facets.resolve(content["patch"]))
             elif kind == "select" and type(content.get("row")) is int and 0 <= content["row"] < len(self._df):
                 self.selected = content["row"]
                 self.send(self.detail_message())
@@ -405,20 +404,6 @@ class Explorer(MarkdownWidget):
 def _speed(value: Any) -> float:
     speed = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
     return speed if speed > 0 else 1.0
-
-
-def _label(value: str) -> str:
-    """A facet value as an option's text: cut to 80 characters, a bidi control isolated (one line), "" said."""
-    text = redact(value) or "(empty)"
-    return fmt.isolate(text if len(text) <= 80 else text[:79] + "…")
-
-
-def _counts(col: pd.Series) -> list[list[str]]:
-    """A facet's :data:`FACET_LIMIT` most frequent values with their counts: ``[[value, "value (count)"], ...]``
-    (the others are found by search, ``model:name``: a page's bytes do not grow with them)."""
-    counts = col.value_counts(dropna=True)
-    counts = counts[counts > 0].iloc[:FACET_LIMIT]
-    return [[str(k), f"{_label(str(k))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
 
 
 def _s(value: Any) -> str:
