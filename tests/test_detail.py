@@ -133,6 +133,7 @@ def test_a_long_conversation_of_many_messages_is_sent_around_the_selected_turn(t
     pieces = walk(explorer, detail)
     assert [p["key"] for p in pieces] == [f"m{k}" for k in range(300)]
     assert all("steps" not in p for p in pieces)
+    assert not any(k in p for p in pieces for k in ("index", "indices", "turns"))  # the kernel's own fields
     # the whole conversation in one message when the budget allows it
     explorer.detail_budget = float("inf")
     explorer.select(0)

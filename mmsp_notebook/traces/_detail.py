@@ -9,7 +9,8 @@ it). The front end asks for the blocks before or after its window as the reader 
 (``{"type": "more", "row": n, "before": first}`` or ``"after": end``), answered with the next
 window (:func:`more`).
 
-An entry sent whole is the conversation view's entry; the steps ``[lo, hi)`` of a turn of ``n``
+An entry sent whole is the conversation view's entry (without the fields only the kernel reads:
+its history indices and turn numbers); the steps ``[lo, hi)`` of a turn of ``n``
 are the entry with ``steps: [lo, hi, n]``, the view-model items of those steps only (each with
 its ``step``) and their timing ``lines``. A tool call's raw argument text is left out when its
 parsed arguments are shown (the turn view draws one of the two).
@@ -26,6 +27,10 @@ __all__ = ["DETAIL_BUDGET", "Window", "more"]
 
 #: bytes of JSON (about) of conversation a detail message carries around the selected turn
 DETAIL_BUDGET = 48_000
+
+
+#: fields of an entry the front end does not draw (the kernel finds turns and messages with them)
+_KERNEL_ONLY = ("index", "indices", "turns", "started", "status")
 
 
 def _lean(item: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +81,7 @@ class Window:
         return len(self._starts[pos]) - 1 if pos in self._starts else 0
 
     def _piece(self, pos: int, lo: int | None, hi: int | None) -> dict[str, Any]:
-        entry = self.entries[pos]
+        entry = {k: v for k, v in self.entries[pos].items() if k not in _KERNEL_ONLY}
         vm = entry.get("vm")
         if lo is None or hi is None:
             if not isinstance(vm, dict):

@@ -20,7 +20,7 @@ or ``"after": b`` (the blocks of the conversation before / after the window show
 a ``more``), ``{"type": "replay", "speed": s}``, ``{"type": "stop"}``. Kernel → front end:
 ``state`` (``page`` + ``detail``), ``page`` (the query, ``columns``, ``rows`` as ``[position,
 status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets`` (each picker's
-``[value, label(, title)]``, bounded: ``_facets``) and ``facet_other``, ``quick``, ``code``,
+``[value, label(, title)]``, bounded: ``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``,
 ``took_ms``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
 of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
 ``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
@@ -213,9 +213,8 @@ class Explorer(MarkdownWidget):
         return {"type": "page", "query": self._facets.query(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
-                "facets": facets, "facet_other": self._facets.other(), "quick": quick,
-                "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
-                "ranges": [c for c in RANGE_COLUMNS if c in self._df]}
+                "facets": facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
+                "ranges": [c for c in RANGE_COLUMNS if c in self._df], **self._facets.other()}
 
     # ------------------------------------------------------------------ detail
     def _locate(self, trace_id: str) -> tuple[Path | None, Path | None]:

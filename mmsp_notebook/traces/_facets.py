@@ -86,11 +86,13 @@ class Facets:
         out += [option(v, label(v)) for v in dict.fromkeys(picked[:FACET_LIMIT]) if v not in offered]
         return out
 
-    def other(self) -> dict[str, str]:
-        """The label of the last option of each picker that leaves values out: it asks for a value to
-        type, and says how many there are (a picker without one says "type a value…")."""
-        return {f: f"type a value… ({fmt.integer(n)} more value{'s' if n != 1 else ''})"
-                for f, n in self._left.items() if n}
+    def other(self) -> dict[str, dict[str, str]]:
+        """``{"facet_other": {facet: label}}`` for the pickers that leave values out (else nothing): the
+        label of their last option, which asks for a value to type and says how many there are (a
+        picker that leaves none out says "type a value…")."""
+        other = {f: f"type a value… ({fmt.integer(n)} more value{'s' if n != 1 else ''})"
+                 for f, n in self._left.items() if n}
+        return {"facet_other": other} if other else {}
 
     def query(self, q: dict[str, Any]) -> dict[str, Any]:
         """The query as a page echoes it: a picked value as its stand-in, at most :data:`FACET_LIMIT` of them."""
