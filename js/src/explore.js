@@ -419,7 +419,8 @@ export function renderExplorer({ model, el }) {
     shown.pending = null;
     const [lo, hi] = m.window;
     const before = lo < shown.lo;
-    // blocks drawn above what the reader sees leave it where it is (those drawn below come into view)
+    // blocks drawn above what the reader sees leave it where it is (those drawn below come into view;
+    // the browser's own scroll anchoring is off in explore.css: it could anchor on a button removed here)
     const keep = conv.querySelector(before ? ".mmsp-x-more-before" : ".mmsp-x-more-after");
     const above = keep && keep.getBoundingClientRect().bottom <= conv.getBoundingClientRect().top;
     const anchor = keep && (before || above) ? keep.nextElementSibling : null;
