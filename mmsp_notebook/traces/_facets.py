@@ -48,6 +48,9 @@ class Facets:
             counts = counts[counts > 0]
             self._offered[facet] = [(str(v), int(n)) for v, n in counts.iloc[:FACET_LIMIT].items()]
             self._left[facet] = max(0, len(counts) - FACET_LIMIT)
+        # the offered options, made once (a label redacts its whole value)
+        self._options = {f: [self._option(f, v, f"{label(v)} ({fmt.integer(n)})") for v, n in offered]
+                         for f, offered in self._offered.items()}
 
     def token(self, facet: str, value: str) -> str:
         """What crosses to the browser for ``value``: itself, or the stand-in of a long one (longer than
@@ -77,14 +80,13 @@ class Facets:
         """The picker's options: ``[sent value, label]``, and a title where the label cuts the value (the
         value, or its stand-in): the offered values with their counts, then a picked value they do not
         hold (by filter() or typed), still shown."""
-        def option(value: str, text: str) -> list[str]:
-            sent = self.token(facet, value)
-            return [sent, text, redact(sent)] if len(value) > LABEL_CHARS else [sent, text]
-
-        out = [option(v, f"{label(v)} ({fmt.integer(n)})") for v, n in self._offered[facet]]
         offered = {v for v, _ in self._offered[facet]}
-        out += [option(v, label(v)) for v in dict.fromkeys(picked[:FACET_LIMIT]) if v not in offered]
-        return out
+        return self._options[facet] + [self._option(facet, v, label(v)) for v in dict.fromkeys(picked[:FACET_LIMIT])
+                                       if v not in offered]
+
+    def _option(self, facet: str, value: str, text: str) -> list[str]:
+        sent = self.token(facet, value)
+        return [sent, text, redact(sent)] if len(value) > LABEL_CHARS else [sent, text]
 
     def other(self) -> dict[str, dict[str, str]]:
         """``{"facet_other": {facet: label}}`` for the pickers that leave values out (else nothing): the
