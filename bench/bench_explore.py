@@ -8,8 +8,14 @@
 3. **Bytes per page**: the JSON of a page message for the first 1 %, 10 % and all of the corpus.
 4. **show()**: a conversation of 100 and of 200 messages with an image in every other answer:
    HTML bytes per byte of content, and the render time.
+5. **Detail of a long conversation**: rows of the longest agent trace of a ``--shape agent`` corpus
+   (one turn of 50 to 80 steps, tool results, thinking) selected; the detail message as it is sent
+   now (a window around the selected step) beside the whole conversation in one message (what it
+   used to send: every entry and the whole waterfall): bytes, kernel time (the handler, and the
+   JSON encoding), and the front end drawing it (``explore.js`` in jsdom, when node is there),
+   then every ``more`` message that brings the rest.
 
-Run: ``.venv/bin/python bench/bench_explore.py [--files 10000] [--rounds 3]``
+Run: ``.venv/bin/python bench/bench_explore.py [--files 10000] [--rounds 3] [--agent-files 20]``
 (``--files 200`` for a quick look). Prints the figures; record them in ``bench/RESULTS.md``.
 """
 
@@ -119,6 +125,111 @@ def conversation(root: Path, messages: int) -> tuple[Path, int]:
     return path, content
 
 
+DRAW = """
+import { JSDOM } from "jsdom";
+import { readFileSync } from "node:fs";
+const { default: widget } = await import(process.argv[1]);
+const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+const win = jsdom.window;
+for (const k of ["window", "document", "navigator", "HTMLElement", "Node"]) globalThis[k] ??= k === "window" ? win : win[k];
+const handlers = [];
+const model = { get: () => undefined, on: (n, fn) => handlers.push(fn), off() {}, send() {}, set() {}, save_changes() {} };
+const out = {};
+for (const [name, file] of Object.entries(JSON.parse(process.argv[2]))) {
+  const times = [];
+  for (let k = 0; k < 5; k++) {
+    const el = win.document.createElement("div");
+    win.document.body.appendChild(el);
+    handlers.length = 0;
+    const dispose = widget.render({ model, el });
+    const raw = readFileSync(file, "utf8");
+    const t = performance.now();
+    const msg = JSON.parse(raw);
+    for (const fn of handlers) fn(msg, []);
+    times.push(performance.now() - t);
+    dispose();
+    el.remove();
+  }
+  times.sort((a, b) => a - b);
+  out[name] = times[2];
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def draw_ms(messages: dict[str, Any]) -> dict[str, float] | None:
+    """The front end's time to parse and draw each message (median of 5, jsdom), or None without node."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    js = ROOT / "js"
+    if shutil.which("node") is None or not (js / "node_modules" / "jsdom").exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for name, msg in messages.items():
+            files[name] = str(Path(tmp) / f"{name}.json")
+            Path(files[name]).write_text(json.dumps(msg, ensure_ascii=False), encoding="utf-8")
+        done = subprocess.run(["node", "--input-type=module", "-e", DRAW, str(js / "src" / "explore.js"), json.dumps(files)],
+                              cwd=js, capture_output=True, text=True, timeout=600)
+    if done.returncode:
+        print(f"  (front end not measured: {done.stderr.strip().splitlines()[-1:]})")
+        return None
+    return {k: float(v) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+
+
+def long_detail(corpus: Path, files: int) -> None:
+    """Figure 5: the detail of a long agent conversation, now beside the whole conversation in one message."""
+    gen_corpus.ensure(corpus, {"files": files, "seed": 11, "shape": "agent", "version": 1}, files=files, seed=11,
+                      shape="agent")
+    explorer = traces.explore(corpus, progress=False)
+    sent = capture(explorer)
+    ask(explorer, sent, {"type": "hello"})
+    counts = explorer.turns["trace_id"].value_counts()
+    tid = counts.index[0]
+    rows = [int(i) for i in explorer.turns.index[explorer.turns["trace_id"] == tid]]
+    print(f"detail of a long conversation: {tid}, {len(rows)} assistant messages in one turn "
+          f"(`gen_corpus.py --shape agent --files {files}`, its longest trace)")
+    for label, pos in (("first step", rows[0]), ("middle step", rows[len(rows) // 2]), ("last step", rows[-1])):
+        ask(explorer, sent, {"type": "select", "row": pos})  # the file read once: both measured warm
+        conv = explorer.conversation
+        assert conv is not None
+        old_ms, new_ms, old_enc, new_enc = [], [], [], []
+        for _ in range(5):
+            t = time.perf_counter()
+            wf = conv.waterfall()  # (its bars without the step they belong to, which only the windows need)
+            wf = wf and {**wf, "bars": [{k: v for k, v in b.items() if k != "step"} for b in wf["bars"]]}
+            old = {"type": "detail", "row": pos, "title": "", "entries": conv.entries, "selected": conv.selected,
+                   "index": conv.selected_index, "waterfall": wf, "notes": conv.view["notes"],
+                   "source": conv.view["source"], "replayable": True}
+            old_ms.append((time.perf_counter() - t) * 1000.0)
+            t = time.perf_counter()
+            old_raw = json.dumps(old, ensure_ascii=False).encode("utf-8")
+            old_enc.append((time.perf_counter() - t) * 1000.0)
+            ms, new = ask(explorer, sent, {"type": "select", "row": pos})
+            new_ms.append(ms)
+            t = time.perf_counter()
+            new_raw = json.dumps(new, ensure_ascii=False).encode("utf-8")
+            new_enc.append((time.perf_counter() - t) * 1000.0)
+        rest, more_bytes, more_ms = new["window"], [], []
+        lo, hi = rest
+        while lo > 0 or hi < new["blocks"]:
+            edge = {"before": lo} if lo > 0 else {"after": hi}
+            ms, answer = ask(explorer, sent, {"type": "more", "row": pos, **edge})
+            more_ms.append(ms)
+            more_bytes.append(len(json.dumps(answer, ensure_ascii=False).encode("utf-8")))
+            lo, hi = min(lo, answer["window"][0]), max(hi, answer["window"][1])
+        drawn = draw_ms({"whole": old, "window": new})
+        front = (f"; drawn in {drawn['whole']:.0f} ms -> {drawn['window']:.0f} ms (jsdom)" if drawn else "")
+        print(f"  {label:12} whole {len(old_raw):>9,} B in {statistics.median(old_ms) + statistics.median(old_enc):6.1f} ms"
+              f" -> window {len(new_raw):>7,} B in {statistics.median(new_ms) + statistics.median(new_enc):6.1f} ms"
+              f" (handler {statistics.median(new_ms):.1f} + JSON {statistics.median(new_enc):.1f}; "
+              f"{len(old_raw) / len(new_raw):.0f}x fewer bytes){front}")
+        print(f"  {'':12} the rest in {len(more_bytes)} more messages of {min(more_bytes, default=0):,}–"
+              f"{max(more_bytes, default=0):,} B, {max(more_ms, default=0):.1f} ms at most")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default="/tmp/mmsp_explore_corpus", type=Path)
@@ -126,7 +237,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--agent-corpus", default="/tmp/mmsp_explore_agent", type=Path)
+    ap.add_argument("--agent-files", type=int, default=20)
+    ap.add_argument("--only-detail", action="store_true", help="figure 5 alone")
     args = ap.parse_args(argv)
+    if args.only_detail:
+        long_detail(args.agent_corpus, args.agent_files)
+        return
     ensure(args.corpus, args.files, args.turns, args.seed)
     traces.load_turns(args.corpus, progress=False)  # warm the page cache
 
@@ -176,6 +293,7 @@ def main(argv: list[str] | None = None) -> None:
               f"({size / content:.2f} per content byte), rendered in {secs * 1000:.0f} ms")
     (_, c1, s1, _), (_, c2, s2, _) = rows[1], rows[2]
     print(f"  from 200 to 400 messages: content x{c2 / c1:.2f}, HTML x{s2 / s1:.2f}")
+    long_detail(args.agent_corpus, args.agent_files)
 
 
 if __name__ == "__main__":

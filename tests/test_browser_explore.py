@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 from browser_utils import (
@@ -23,8 +24,11 @@ from browser_utils import (
     set_theme,
 )
 from test_browser import browser, open_lab, page, run_all_via_menu, server, sync_playwright_mod, wait_cell_done  # noqa: F401
+from test_detail import gen_corpus
 from test_explore import corpus
 from tools import WEATHER_SOURCE
+
+from mmsp_notebook import traces
 
 MAKE = ("import io, os\nimport mmsp_notebook as mn\nfrom mmsp_notebook import traces\n" + WEATHER_SOURCE
         + "q = {'stream': io.StringIO()}\n"
@@ -154,3 +158,45 @@ def test_explorer_rows_keep_aa_contrast_when_selected_in_either_theme(page, serv
         assert not result["violations"], json.dumps(result["violations"], indent=1)
     finally:
         set_theme(server, "light")
+
+
+@pytest.mark.browser
+def test_a_long_agent_conversation_opens_at_its_step_and_loads_the_rest_as_it_is_scrolled(page, server):  # noqa: F811
+    gen_corpus.generate(server.root / "agent", files=1, seed=5, shape="agent")
+    name = server.write_notebook("explore_agent.ipynb", "from mmsp_notebook import traces\n"
+                                 "explorer = traces.explore('agent').sort('turn')\nexplorer")
+    open_lab(page, server, name, "explore-agent")
+    run_all_via_menu(page)
+    wait_cell_done(page, 0, timeout=120_000)
+    explorer = page.locator(".mmsp-explorer").first
+    rows(page).first.wait_for()
+    explorer.locator(".mmsp-x-size").select_option("100")
+    page.wait_for_function("document.querySelectorAll('.mmsp-explorer .mmsp-x-table tbody tr').length > 40")
+    rows(page).nth(30).click()
+    detail = explorer.locator(".mmsp-x-detail")
+    detail.locator(".mmsp-x-detail-title", has_text="turn 30").wait_for()
+    turn = detail.locator(".mmsp-conv-selected")
+    turn.locator(".mmsp-x-more-before").wait_for()
+    assert "assistant turn (" in detail.locator(".mmsp-x-outline").inner_text()
+    drawn = turn.locator(".mmsp-tool").count()
+    # the selected step is in view, the steps around it drawn, not the whole turn
+    in_view = turn.locator(".mmsp-items").evaluate("""(items) => { const box = items.closest('.mmsp-x-conversation')
+        .getBoundingClientRect(); return [...items.children].some((el) => { const r = el.getBoundingClientRect();
+        return r.top >= box.top - 1 && r.bottom <= box.bottom + 1; }); }""")
+    assert in_view and 0 < drawn < 40
+    conv = detail.locator(".mmsp-x-conversation")
+    # scrolling to either end draws what is there, window by window, until the whole turn is drawn
+    for edge, more in (("0", ".mmsp-x-more-before"), ("el.scrollHeight", ".mmsp-x-more-after")):
+        deadline = time.monotonic() + 120
+        while detail.locator(more).count() and time.monotonic() < deadline:
+            conv.evaluate(f"(el) => {{ el.scrollTop = {edge}; }}")
+            page.wait_for_timeout(250)
+        assert not detail.locator(more).count(), (more, page.errors, detail.locator(more).evaluate(
+            "(b) => [b.textContent, b.disabled, b.parentElement.className, b.getBoundingClientRect().top, "
+            "b.closest('.mmsp-x-conversation').getBoundingClientRect().bottom, "
+            "b.closest('.mmsp-x-conversation').scrollTop, b.closest('.mmsp-x-conversation').scrollHeight]"),
+            turn.locator(".mmsp-tool").count())
+    shown = traces.show("shard_00/agent0/conversation_00000", root=server.root / "agent")
+    calls = sum(it["kind"] == "tool_call" for e in shown.entries for it in (e.get("vm") or {}).get("items", []))
+    assert turn.locator(".mmsp-tool").count() == calls > drawn
+    assert not page.errors, page.errors

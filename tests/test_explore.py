@@ -671,7 +671,8 @@ def test_facet_pickers_offer_the_most_frequent_values_only(big):
     page = explorer.comm.sent[-1]
     assert page["matched"] == 1 and page["facets"]["model"][-1] == ["model-2999", "model-2999"]
     long = turns["model"][0]
-    label = dict(inject_page(explorer.filter(model=long))["facets"]["model"])[long]  # the value whole, its label cut
+    # its label cut (the value, 210 characters, crosses as a stand-in: test_facets)
+    label = next(it[1] for it in inject_page(explorer.filter(model=long))["facets"]["model"] if it[0].startswith(long[:200]))
     assert label.startswith("x" * 79 + "…") and len(label) <= 90
 
 

@@ -93,8 +93,10 @@ RULES: dict[str, tuple[set[str], bool]] = {
     "demo": ({"engine", "views", "front", "traces"}, True),
     "traces": ({"engine", "front", "demo", "views"}, False),
 }
-# plotting may draw with the views' look; everything else in traces stays below the views
-TRACES_MAY_USE_VIEWS = {"mmsp_notebook.traces._plot", "mmsp_notebook.traces._show", "mmsp_notebook.traces._explore"}
+# plotting and the explorer (its detail pane and pickers too) may draw with the views' look; everything
+# else in traces stays below the views
+TRACES_MAY_USE_VIEWS = {"mmsp_notebook.traces._plot", "mmsp_notebook.traces._show", "mmsp_notebook.traces._explore",
+                        "mmsp_notebook.traces._detail", "mmsp_notebook.traces._facets"}
 
 
 def test_the_graph_was_read():

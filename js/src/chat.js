@@ -20,7 +20,7 @@
 // kernel's shell thread runs a long cell (and would not read a message from here). Any message
 // counts as a sign of life; none for DEAD_MS (a restart, a crash) and the reply is cut here.
 import { createTurnView } from "./render.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn, rovingTabStop } from "./util.js";
 import { connectMath } from "./math.js";
 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
@@ -253,7 +253,6 @@ export function renderChatWidget({ model, el }) {
 
   // ------------------------------------------------------------------ keyboard: one Tab stop for the conversation
   const FOCUSABLE = "button, a[href], summary, audio, textarea, select, input, [tabindex]:not(.mmsp-msg)";
-  let current = null; // the message that holds the conversation's Tab stop
   function messages() {
     return Array.from(log.children).filter((c) => c.classList.contains("mmsp-msg"));
   }
@@ -265,15 +264,20 @@ export function renderChatWidget({ model, el }) {
       if (c.getAttribute("tabindex") !== want) c.setAttribute("tabindex", want);
     }
   }
-  function rove() {
-    const all = messages();
-    if (!all.includes(current)) current = all[all.length - 1] || null;
-    for (const m of all) {
-      const want = m === current ? "0" : "-1";
-      if (m.getAttribute("tabindex") !== want) m.setAttribute("tabindex", want);
-      tame(m);
-    }
-  }
+  // the stop: the message last focused, else the latest; arrows move it only from a message itself
+  const rove = rovingTabStop(log, listen, {
+    items: messages,
+    itemOf: (t) => {
+      const m = t.closest ? t.closest(".mmsp-msg") : null;
+      return m && log.contains(m) ? m : null;
+    },
+    keyItem: (t) => (t.classList && t.classList.contains("mmsp-msg") ? t : null),
+    fallback: (all) => all[all.length - 1] || null,
+    onRove: (all) => {
+      for (const m of all) tame(m);
+    },
+    onRefocus: tame,
+  });
   // controls drawn into a message later (its turn view draws on the next frame, math once loaded)
   // leave the Tab order as they come, unless focus is in that message
   if (typeof win.MutationObserver === "function") {
@@ -288,28 +292,9 @@ export function renderChatWidget({ model, el }) {
     tamer.observe(log, { childList: true, subtree: true });
     cleanups.push(() => tamer.disconnect());
   }
-  listen(log, "focusin", (e) => {
-    const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
-    if (!m || !log.contains(m)) return;
-    if (m !== current) {
-      current = m;
-      rove();
-    } else tame(m);
-  });
   listen(log, "focusout", (e) => {
     const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
     if (m && !(e.relatedTarget && m.contains(e.relatedTarget))) win.setTimeout(() => tame(m), 0);
-  });
-  listen(log, "keydown", (e) => {
-    if (!e.target.classList || !e.target.classList.contains("mmsp-msg")) return;
-    const all = messages();
-    const k = all.indexOf(e.target);
-    const to = { ArrowDown: k + 1, ArrowUp: k - 1, Home: 0, End: all.length - 1 }[e.key];
-    if (to === undefined || !all[to]) return;
-    e.preventDefault();
-    current = all[to];
-    rove();
-    all[to].focus();
   });
 
   function makeEntry(entry) {

@@ -6,7 +6,7 @@
 // formatted from Python. Only the page on screen is ever sent here.
 import { createTurnView } from "./render.js";
 import { connectMath } from "./math.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn, rovingTabStop, frameScheduler } from "./util.js";
 
 const SPEEDS = ["1", "2", "5", "10", "inf"];
 const PAGE_SIZES = [10, 25, 50, 100];
@@ -29,14 +29,17 @@ export function renderExplorer({ model, el }) {
     "aria-label": "Search turns",
   });
   const facets = {};
+  const typed = {}; // each picker's field for a value it does not offer, shown by its last option
   for (const [key, label] of [["model", "model"], ["status", "status"], ["finish", "finish reason"]]) {
     facets[key] = h(doc, "select", "mmsp-select mmsp-x-facet", { "aria-label": `Filter by ${label}`, "data-facet": key });
+    typed[key] = h(doc, "input", "mmsp-input mmsp-x-facet-type", { type: "text", placeholder: `${label}, as written`, "aria-label": `Type a ${label} to filter by`, "data-facet": key });
+    typed[key].hidden = true;
   }
   const rangeCol = h(doc, "select", "mmsp-select mmsp-x-range-col", { "aria-label": "Range column" });
   const rangeLo = h(doc, "input", "mmsp-input mmsp-x-range-input", { type: "number", step: "any", placeholder: "min", "aria-label": "Range minimum" });
   const rangeHi = h(doc, "input", "mmsp-input mmsp-x-range-input", { type: "number", step: "any", placeholder: "max", "aria-label": "Range maximum" });
   const copyBtn = button(doc, "mmsp-btn mmsp-btn-small mmsp-x-copy", "Copy filter", "Copy the filter as pandas code");
-  toolbar.append(search, facets.model, facets.status, facets.finish, rangeCol, rangeLo, rangeHi, copyBtn);
+  toolbar.append(search, facets.model, typed.model, facets.status, typed.status, facets.finish, typed.finish, rangeCol, rangeLo, rangeHi, copyBtn);
   const quickBar = h(doc, "div", "mmsp-x-quick", { role: "group", "aria-label": "Quick filters" });
   const summary = h(doc, "div", "mmsp-x-summary", { role: "status", "aria-live": "polite" });
   const tableWrap = h(doc, "div", "mmsp-x-table-wrap");
@@ -104,7 +107,32 @@ export function renderExplorer({ model, el }) {
     query({ text: search.value, page: 0 });
   });
   for (const [key, sel] of Object.entries(facets)) {
-    listen(sel, "change", () => query({ [key]: sel.selectedIndex > 0 ? [sel.value] : [], page: 0 })); // (a value may be "")
+    const field = typed[key];
+    listen(sel, "change", () => {
+      const opt = sel.options[sel.selectedIndex];
+      if (opt && opt.dataset.type) {
+        field.hidden = false;
+        field.focus();
+        return;
+      }
+      field.hidden = true;
+      query({ [key]: sel.selectedIndex > 0 ? [sel.value] : [], page: 0 }); // (a value may be "")
+    });
+    listen(field, "keydown", (e) => {
+      if (e.key === "Enter" && field.value !== "") {
+        e.preventDefault();
+        field.hidden = true;
+        query({ [key]: [field.value], page: 0 });
+        field.value = "";
+        sel.focus();
+      } else if (e.key === "Escape" || (e.key === "Enter" && field.value === "")) {
+        e.preventDefault();
+        field.hidden = true;
+        field.value = "";
+        if (page) fillFacet(key, page);
+        sel.focus();
+      }
+    });
   }
   const sendRange = () => {
     const col = rangeCol.value;
@@ -146,27 +174,33 @@ export function renderExplorer({ model, el }) {
     model.send({ type: "select", row: Number(tr.dataset.row) });
   };
   listen(tbody, "click", (e) => selectRow(e.target.closest ? e.target.closest("tr") : null));
-  listen(tbody, "focusin", (e) => {
-    for (const r of tbody.children) r.tabIndex = r.contains(e.target) ? 0 : -1;
+  const roveRows = rovingTabStop(tbody, listen, {
+    items: () => [...tbody.children],
+    itemOf: (t) => (t.closest ? t.closest("tr") : null),
+    holdEnds: true,
   });
   listen(tbody, "keydown", (e) => {
     const tr = e.target.closest ? e.target.closest("tr") : null;
-    if (!tr) return;
-    if (e.key === "Enter" || e.key === " ") {
-      e.preventDefault();
-      selectRow(tr);
-    } else {
-      const to = { ArrowDown: tr.nextElementSibling, ArrowUp: tr.previousElementSibling, Home: tbody.firstElementChild, End: tbody.lastElementChild }[e.key];
-      if (to === undefined) return;
-      e.preventDefault();
-      if (to) to.focus();
-    }
+    if (!tr || (e.key !== "Enter" && e.key !== " ")) return;
+    e.preventDefault();
+    selectRow(tr);
   });
 
   // ------------------------------------------------------------------ drawing the page
-  function fillSelect(sel, items, value, allLabel) {
-    sel.replaceChildren(option(doc, "", allLabel, value === undefined));
-    for (const [v, label] of items || []) sel.appendChild(option(doc, v, label, v === value));
+  // a picker: "all", the values the kernel offers (a long one's title says more of it), then "type a value…"
+  const ALL = { model: "all models", status: "any status", finish: "any finish" };
+  function fillFacet(key, p) {
+    const sel = facets[key];
+    const value = ((p.query && p.query[key]) || [])[0];
+    sel.replaceChildren(option(doc, "", ALL[key], value === undefined));
+    for (const [v, label, tip] of (p.facets && p.facets[key]) || []) {
+      const o = option(doc, v, label, v === value);
+      if (tip) o.title = tip;
+      sel.appendChild(o);
+    }
+    const other = option(doc, "", (p.facet_other && p.facet_other[key]) || "type a value…", false);
+    other.dataset.type = "true";
+    sel.appendChild(other);
   }
 
   function drawHead(columns, q) {
@@ -195,9 +229,7 @@ export function renderExplorer({ model, el }) {
     delete summary.dataset.busy;
     const q = p.query;
     if (doc.activeElement !== search && search.value !== q.text) search.value = q.text;
-    fillSelect(facets.model, p.facets.model, (q.model || [])[0], "all models");
-    fillSelect(facets.status, p.facets.status, (q.status || [])[0], "any status");
-    fillSelect(facets.finish, p.facets.finish, (q.finish || [])[0], "any finish");
+    for (const key of Object.keys(facets)) if (doc.activeElement !== typed[key]) fillFacet(key, p);
     const rangeKey = Object.keys(q.ranges || {})[0] || rangeCol.value || (p.ranges || [])[0] || "";
     rangeCol.replaceChildren(...(p.ranges || []).map((c) => option(doc, c, c, c === rangeKey)));
     quickBar.replaceChildren();
@@ -227,8 +259,7 @@ export function renderExplorer({ model, el }) {
       rows.push(tr);
     }
     tbody.replaceChildren(...rows);
-    const stop = rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0];
-    if (stop) stop.tabIndex = 0;
+    roveRows(rows.find((r) => r.getAttribute("aria-selected") === "true") || rows[0]);
     pageLabel.textContent = p.page_label;
     first.disabled = prev.disabled = q.page <= 0;
     next.disabled = last.disabled = q.page >= p.pages - 1;
@@ -278,10 +309,13 @@ export function renderExplorer({ model, el }) {
     wfEl.appendChild(box);
   }
 
+  // An entry is drawn whole, or (a turn of many steps) the steps the kernel sent so far: more of them
+  // and the entries around come with "more" answers as the reader scrolls (see _detail.py).
   function drawEntry(entry, selected) {
     const kind = ["user", "assistant", "failed", "damaged"].includes(entry.kind) ? entry.kind : "damaged";
     const sec = h(doc, "section", `mmsp-conv-msg mmsp-conv-${kind}${entry.key === selected ? " mmsp-conv-selected" : ""}`, { "data-key": entry.key });
     sec.appendChild(h(doc, "div", "mmsp-conv-head", { dir: "auto" }, entry.label || ""));
+    const part = { sec, entry, view: null, body: null, lines: null };
     if (kind === "user") {
       if (entry.text) sec.appendChild(h(doc, "div", "mmsp-conv-user-text", null, entry.text));
       for (const img of entry.images || []) {
@@ -289,22 +323,134 @@ export function renderExplorer({ model, el }) {
         else sec.appendChild(h(doc, "div", "mmsp-meta", null, (img && img.note) || "image not shown"));
       }
     } else if (kind === "assistant" || kind === "failed") {
-      const body = h(doc, "div", "mmsp-conv-body");
-      sec.appendChild(body);
-      const view = createTurnView(body);
-      view.render(entry.vm || {});
-      views.push(view);
-      for (const line of entry.lines || []) sec.appendChild(h(doc, "div", "mmsp-conv-timing mmsp-meta", null, line));
+      part.body = h(doc, "div", "mmsp-conv-body");
+      sec.appendChild(part.body);
+      part.view = createTurnView(part.body);
+      part.view.render(entry.vm || {});
+      views.push(part.view);
+      part.lines = h(doc, "div", "mmsp-conv-lines");
+      for (const line of entry.lines || []) part.lines.appendChild(h(doc, "div", "mmsp-conv-timing mmsp-meta", null, line));
+      sec.appendChild(part.lines);
       if (entry.note) sec.appendChild(h(doc, "div", "mmsp-conv-note mmsp-meta", null, entry.note));
     } else {
       sec.appendChild(h(doc, "div", "mmsp-conv-note mmsp-conv-damaged-text", null, entry.text || ""));
     }
     for (const note of entry.notes || []) sec.appendChild(h(doc, "div", "mmsp-conv-note mmsp-meta", null, note));
-    return sec;
+    return part;
+  }
+
+  // the detail on screen: its row, the window [lo, hi) of blocks drawn out of `blocks`, the parts drawn in order
+  let shown = null;
+  const stepsOf = (part) => (part && part.entry && Array.isArray(part.entry.steps) ? part.entry.steps : null);
+
+  function askMore(dir) {
+    if (!shown || shown.pending) return;
+    if (dir === "before" ? shown.lo <= 0 : shown.hi >= shown.blocks) return;
+    shown.pending = dir;
+    for (const b of conv.querySelectorAll(".mmsp-x-more")) b.disabled = true;
+    model.send({ type: "more", row: shown.row, [dir]: dir === "before" ? shown.lo : shown.hi });
+  }
+
+  // "show earlier" / "show later" beside the blocks drawn (in a turn whose steps are cut, inside it)
+  function drawMoreButtons() {
+    for (const b of conv.querySelectorAll(".mmsp-x-more")) b.remove();
+    const loaded = shown.parts;
+    if (!loaded.length) return;
+    const make = (dir, n) => {
+      const b = button(doc, `mmsp-btn mmsp-btn-small mmsp-x-more mmsp-x-more-${dir}`, `${dir === "before" ? "↑ Show earlier" : "↓ Show later"} (${n} more)`,
+        dir === "before" ? "Show the earlier part of the conversation" : "Show the later part of the conversation");
+      b.dataset.more = dir;
+      b.addEventListener("click", () => askMore(dir));
+      return b;
+    };
+    const first = loaded[0];
+    const last = loaded[loaded.length - 1];
+    if (shown.lo > 0) {
+      const b = make("before", shown.lo);
+      const st = stepsOf(first);
+      if (st && st[0] > 0) first.sec.insertBefore(b, first.body);
+      else conv.insertBefore(b, first.sec);
+    }
+    if (shown.hi < shown.blocks) {
+      const b = make("after", shown.blocks - shown.hi);
+      const st = stepsOf(last);
+      if (st && st[1] < st[2]) last.sec.insertBefore(b, last.lines);
+      else conv.insertBefore(b, last.sec.nextSibling);
+    }
+    watchEdges();
+  }
+
+  // scrolling near an edge of what is drawn, or past it (a jump to either end), asks for the next blocks
+  const edges = frameScheduler(win);
+  let edgeFrame = null;
+  function watchEdges() {
+    if (edgeFrame !== null) return;
+    edgeFrame = edges.request(() => {
+      edgeFrame = null;
+      if (!shown || shown.pending || !conv.clientHeight) return; // (nothing laid out: the buttons ask)
+      const box = conv.getBoundingClientRect();
+      for (const b of conv.querySelectorAll(".mmsp-x-more")) {
+        const r = b.getBoundingClientRect();
+        if (b.dataset.more === "after" ? r.top < box.bottom + 200 : r.bottom > box.top - 200) {
+          askMore(b.dataset.more);
+          return;
+        }
+      }
+    });
+  }
+  listen(conv, "scroll", watchEdges);
+
+  // a part of the answer: the steps of the turn at the edge drawn (merged into it), or an entry beside it
+  function mergeSteps(part, entry) {
+    const had = part.entry.steps;
+    const vm = part.entry.vm || { items: [] };
+    const known = new Set((vm.items || []).map((it) => it.i));
+    const added = ((entry.vm && entry.vm.items) || []).filter((it) => !known.has(it.i));
+    vm.items = [...(vm.items || []), ...added];
+    part.view.apply(added.map((it) => ["item", it.i, it]));
+    const lines = (entry.lines || []).map((line) => h(doc, "div", "mmsp-conv-timing mmsp-meta", null, line));
+    if (entry.steps[0] < had[0]) part.lines.prepend(...lines);
+    else part.lines.append(...lines);
+    part.entry.steps = [Math.min(had[0], entry.steps[0]), Math.max(had[1], entry.steps[1]), had[2]];
+  }
+
+  function onMore(m) {
+    if (!shown || m.row !== shown.row || !Array.isArray(m.window) || !shown.parts.length) return;
+    shown.pending = null;
+    const [lo, hi] = m.window;
+    const before = lo < shown.lo;
+    // blocks drawn above what the reader sees leave it where it is (those drawn below come into view;
+    // the browser's own scroll anchoring is off in explore.css: it could anchor on a button removed here)
+    const keep = conv.querySelector(before ? ".mmsp-x-more-before" : ".mmsp-x-more-after");
+    const above = keep && keep.getBoundingClientRect().bottom <= conv.getBoundingClientRect().top;
+    const anchor = keep && (before || above) ? keep.nextElementSibling : null;
+    const top = anchor ? anchor.getBoundingClientRect().top : 0;
+    const entries = (m.entries || []).slice();
+    if (before) entries.reverse();
+    for (const entry of entries) {
+      const edge = before ? shown.parts[0] : shown.parts[shown.parts.length - 1];
+      if (edge.entry.key === entry.key) {
+        if (stepsOf(edge) && Array.isArray(entry.steps) && edge.view) mergeSteps(edge, entry);
+        continue;
+      }
+      const part = drawEntry(entry, shown.selected);
+      if (before) {
+        conv.insertBefore(part.sec, edge.sec);
+        shown.parts.unshift(part);
+      } else {
+        conv.insertBefore(part.sec, edge.sec.nextSibling);
+        shown.parts.push(part);
+      }
+    }
+    shown.lo = Math.min(shown.lo, lo);
+    shown.hi = Math.max(shown.hi, hi);
+    drawMoreButtons();
+    if (anchor && anchor.isConnected) conv.scrollTop += anchor.getBoundingClientRect().top - top;
   }
 
   function drawDetail(d) {
     destroyViews();
+    shown = null;
     conv.replaceChildren();
     if (!d || d.row === null || d.row === undefined) {
       title.textContent = "Select a turn to read its conversation";
@@ -324,13 +470,27 @@ export function renderExplorer({ model, el }) {
     drawWaterfall(d.waterfall);
     if (d.source) conv.appendChild(h(doc, "div", "mmsp-conv-title mmsp-meta", null, d.source));
     for (const note of d.notes || []) conv.appendChild(h(doc, "div", "mmsp-conv-note mmsp-meta", null, note));
-    let target = null;
+    // the conversation's extent, and the window of its blocks sent (an older kernel sends it whole)
+    if (d.outline) conv.appendChild(h(doc, "div", "mmsp-x-outline mmsp-meta", null, d.outline));
+    const win0 = Array.isArray(d.window) ? d.window : [0, 0];
+    shown = { row: d.row, selected: d.selected, lo: win0[0], hi: win0[1], blocks: Number(d.blocks) || win0[1], parts: [], pending: null };
     for (const entry of d.entries || []) {
-      const sec = drawEntry(entry, d.selected);
-      if (entry.key === d.selected) target = sec;
-      conv.appendChild(sec);
+      const part = drawEntry(entry, d.selected);
+      shown.parts.push(part);
+      conv.appendChild(part.sec);
     }
-    if (target) conv.scrollTop = Math.max(0, target.offsetTop - conv.offsetTop - 8);
+    drawMoreButtons();
+    const chosen = shown.parts.find((p) => p.entry.key === d.selected);
+    let target = chosen ? chosen.sec : null;
+    const st = stepsOf(chosen);
+    if (st && d.selected_step > st[0] && chosen.body) {
+      // a step inside a long turn: its first item
+      const items = (chosen.entry.vm.items || []).slice().sort((a, b) => a.i - b.i);
+      const at = items.findIndex((it) => it.step === d.selected_step);
+      const el = at >= 0 ? chosen.body.querySelector(".mmsp-items") : null;
+      if (el && el.children[at]) target = el.children[at];
+    }
+    if (target) conv.scrollTop = Math.max(0, target.getBoundingClientRect().top - conv.getBoundingClientRect().top + conv.scrollTop - 8);
   }
 
   function onReplay(msg) {
@@ -358,8 +518,13 @@ export function renderExplorer({ model, el }) {
       drawDetail(msg.detail);
     } else if (msg.type === "page") drawPage(msg);
     else if (msg.type === "detail") drawDetail(msg);
+    else if (msg.type === "more") onMore(msg);
     else if (msg.type === "replay") onReplay(msg);
     else if (msg.type === "error") {
+      if (shown && shown.pending) {
+        shown.pending = null; // a "more" refused: its buttons ask again
+        for (const b of conv.querySelectorAll(".mmsp-x-more")) b.disabled = false;
+      }
       delete summary.dataset.busy;
       summary.textContent = String(msg.error || "error");
       summary.classList.add("mmsp-error");
@@ -375,6 +540,7 @@ export function renderExplorer({ model, el }) {
     if (searchTimer !== null) win.clearTimeout(searchTimer);
     for (const undo of cleanups) undo();
     destroyViews();
+    if (edgeFrame !== null) edges.cancel(edgeFrame);
     if (replayView) replayView.destroy();
     el.replaceChildren();
     el.classList.remove("mmsp-root", "mmsp-explorer");

@@ -139,3 +139,50 @@ export function keysStayIn(root, listen) {
     });
   }
 }
+
+/**
+ * One Tab stop for a list (a roving tabindex): the item holding it has tabindex=0, the others -1.
+ * Focus entering an item (or something in it) gives that item the stop; ArrowDown / ArrowUp move the
+ * focus and the stop to the next / previous item, Home / End to the first / last.
+ *
+ * Options: `items()` the items in order; `itemOf(node)` the item a focused node is in (null: none);
+ * `keyItem(node)` the item whose arrow keys move the stop (default `itemOf`); `fallback(all)` the item
+ * that takes the stop when the one holding it is gone (default the first); `onRove(all)` after the
+ * stop was set; `onRefocus(item)` focus came back into the item already holding it; `holdEnds` an
+ * arrow past either end is swallowed (else the key does what it does by default, e.g. scroll).
+ * `listen(target, type, fn)` registers a listener (and its removal). Returns `rove(item?)`: give the
+ * stop to `item` (default: keep it where it is, or the fallback when that item is gone).
+ */
+export function rovingTabStop(root, listen, options) {
+  const { items, itemOf, keyItem = itemOf, fallback = (all) => all[0] || null, onRove, onRefocus, holdEnds } = options;
+  let current = null;
+  function rove(item) {
+    const all = items();
+    if (item) current = item;
+    if (!all.includes(current)) current = fallback(all);
+    for (const it of all) {
+      const want = it === current ? "0" : "-1";
+      if (it.getAttribute("tabindex") !== want) it.setAttribute("tabindex", want);
+    }
+    if (onRove) onRove(all);
+  }
+  listen(root, "focusin", (e) => {
+    const it = itemOf(e.target);
+    if (!it) return;
+    if (it !== current) rove(it);
+    else if (onRefocus) onRefocus(it);
+  });
+  listen(root, "keydown", (e) => {
+    const it = keyItem(e.target);
+    if (!it) return;
+    const all = items();
+    const k = all.indexOf(it);
+    const to = { ArrowDown: k + 1, ArrowUp: k - 1, Home: 0, End: all.length - 1 }[e.key];
+    if (to === undefined || (!all[to] && !holdEnds)) return;
+    e.preventDefault();
+    if (!all[to]) return;
+    rove(all[to]);
+    all[to].focus();
+  });
+  return rove;
+}

@@ -95,7 +95,7 @@ test("explore: says hello and draws the page the kernel sent, every number as wr
   assert.equal(q(".mmsp-x-summary").textContent, "3 of 100,000 turns · answered in 12 ms");
   assert.equal(q(".mmsp-x-page").textContent, "page 1 of 1");
   assert.deepEqual(qa(".mmsp-x-chip").map((b) => b.textContent), ["errors (1)", "truncated (1)", "tool errors", "slowest TTFT (2)"]);
-  assert.deepEqual(qa("[data-facet=model] option").map((o) => o.textContent), ["all models", "demo (2)", "glm (1)"]);
+  assert.deepEqual(qa("[data-facet=model] option").map((o) => o.textContent), ["all models", "demo (2)", "glm (1)", "type a value…"]);
   assert.ok(q(".mmsp-x-prev").disabled && q(".mmsp-x-next").disabled);
   assert.equal(q(".mmsp-x-replay").disabled, true);
   noScript(el);
@@ -276,4 +276,100 @@ test("explore: the rows are one Tab stop (the selected row, else the first); arr
   win.document.activeElement.blur();
   model.custom(page());
   assert.deepEqual(stops(), ["0"]);
+});
+
+// a conversation cut into blocks: user m0 (block 0), a turn m1 of 4 steps (blocks 1-4), user m9, assistant m10
+const stepItems = (s) => [{ i: 2 * s, kind: "text", status: "done", text: `step ${s} says`, step: s },
+  { i: 2 * s + 1, kind: "tool_call", status: "done", name: `tool${s}`, args: "{}", state: "done", step: s }];
+
+function windowed() {
+  return {
+    type: "detail", row: 7, title: "c/010 · turn 2", selected: "m1", selected_step: 2, index: 5, replayable: true,
+    source: "/x/c/010.json", notes: [], blocks: 7, window: [2, 4], outline: "2 user messages · 2 assistant turns (5 steps)",
+    entries: [{ kind: "assistant", key: "m1", label: "assistant · turn 0–3 (4 steps)", steps: [1, 3, 4],
+      vm: { status: "complete", items: [...stepItems(1), ...stepItems(2)], footer: null }, lines: ["step 2: a", "step 3: b"], notes: [] }],
+    waterfall: null,
+  };
+}
+
+test("explore: a long conversation comes in windows around the selected steps, more on request", () => {
+  const { model, q, qa, el } = setup();
+  model.custom({ type: "state", page: page(), detail: windowed() });
+  assert.equal(q(".mmsp-x-outline").textContent, "2 user messages · 2 assistant turns (5 steps)");
+  assert.deepEqual(qa(".mmsp-conv-msg").map((s) => s.dataset.key), ["m1"]);
+  const texts = () => qa(".mmsp-conv-selected .mmsp-text").map((t) => t.textContent.trim());
+  assert.deepEqual(texts(), ["step 1 says", "step 2 says"]);
+  // the buttons sit inside the turn, beside its steps drawn
+  const before = q(".mmsp-x-more-before");
+  const after = q(".mmsp-x-more-after");
+  assert.equal(before.parentElement.dataset.key, "m1");
+  assert.equal(after.parentElement.dataset.key, "m1");
+  assert.match(before.textContent, /Show earlier \(2 more\)/);
+  assert.match(after.textContent, /Show later \(3 more\)/);
+  before.click();
+  assert.deepEqual(model.sent.at(-1), { type: "more", row: 7, before: 2 });
+  before.click();
+  assert.equal(model.sent.filter((m) => m.type === "more").length, 1, "one request at a time");
+  model.custom({ type: "more", row: 99, window: [0, 2], entries: [] }); // another row's answer: ignored
+  model.custom({ type: "more", row: 7, window: [0, 2], entries: [
+    { kind: "user", key: "m0", label: "user · message 0", text: EVIL, images: [], notes: [] },
+    { kind: "assistant", key: "m1", steps: [0, 1, 4], vm: { items: stepItems(0) }, lines: ["step 1: z"] }] });
+  assert.deepEqual(qa(".mmsp-conv-msg").map((s) => s.dataset.key), ["m0", "m1"]);
+  assert.deepEqual(texts(), ["step 0 says", "step 1 says", "step 2 says"], "earlier steps drawn before");
+  assert.deepEqual(qa(".mmsp-conv-selected .mmsp-conv-timing").map((l) => l.textContent), ["step 1: z", "step 2: a", "step 3: b"]);
+  assert.equal(q(".mmsp-conv-user-text").textContent, EVIL, "an entry sent later is drawn as text");
+  assert.equal(q(".mmsp-x-more-before"), null, "nothing earlier left");
+  q(".mmsp-x-more-after").click();
+  assert.deepEqual(model.sent.at(-1), { type: "more", row: 7, after: 4 });
+  model.custom({ type: "error", error: "OptionError: no" }); // refused: the button asks again
+  q(".mmsp-x-more-after").click();
+  assert.deepEqual(model.sent.at(-1), { type: "more", row: 7, after: 4 });
+  model.custom({ type: "more", row: 7, window: [4, 7], entries: [
+    { kind: "assistant", key: "m1", steps: [3, 4, 4], vm: { items: stepItems(3) }, lines: ["step 4: y"] },
+    { kind: "user", key: "m9", label: "user · message 9", text: "next", images: [], notes: [] },
+    { kind: "assistant", key: "m10", label: "assistant · turn 4", vm: turnVm("last"), lines: [], notes: [] }] });
+  assert.deepEqual(qa(".mmsp-conv-msg").map((s) => s.dataset.key), ["m0", "m1", "m9", "m10"]);
+  assert.deepEqual(texts(), ["step 0 says", "step 1 says", "step 2 says", "step 3 says"]);
+  assert.equal(qa(".mmsp-conv-selected .mmsp-tool").length, 4);
+  assert.equal(qa(".mmsp-x-more").length, 0, "the whole conversation drawn");
+  assert.equal(q(".mmsp-conv-msg[data-key=m10] .mmsp-text").textContent.trim(), "last");
+  noScript(el);
+});
+
+test("explore: a picker shows a long value cut, its title longer, and takes a value typed", () => {
+  const { model, q, qa, win } = setup();
+  const long = "m".repeat(200) + "… (100,000 characters)";
+  const facets = { ...page().facets, model: [["demo", "demo (2)", ""], [long, "m".repeat(79) + "… (9)", long]] };
+  model.custom({ type: "state", page: page({ facets, facet_other: { model: "type a value… (2,900 more values)" } }), detail: { type: "detail", row: null } });
+  const sel = q("select[data-facet=model]");
+  const options = qa("select[data-facet=model] option");
+  assert.deepEqual(options.map((o) => o.textContent), ["all models", "demo (2)", "m".repeat(79) + "… (9)", "type a value… (2,900 more values)"]);
+  assert.equal(options[1].title, "", "a short value has no title");
+  assert.equal(options[2].title, long);
+  sel.selectedIndex = 2;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.deepEqual(model.sent.at(-1), { type: "query", patch: { model: [long], page: 0 } }, "the value as sent, the kernel knows it");
+  const field = q("input[data-facet=model]");
+  assert.equal(field.hidden, true);
+  const sent = model.sent.length;
+  sel.selectedIndex = 3;
+  sel.dispatchEvent(new win.Event("change"));
+  assert.equal(model.sent.length, sent, "choosing 'type a value' asks nothing yet");
+  assert.equal(field.hidden, false);
+  assert.equal(win.document.activeElement, field);
+  const key = (k) => field.dispatchEvent(new win.KeyboardEvent("keydown", { key: k, bubbles: true, cancelable: true }));
+  field.value = "rare-model-7";
+  key("Enter");
+  assert.deepEqual(model.sent.at(-1), { type: "query", patch: { model: ["rare-model-7"], page: 0 } });
+  assert.equal(field.hidden, true);
+  // the page that answers offers it picked
+  model.custom(page({ query: { ...page().query, model: ["rare-model-7"] }, facets: { ...facets, model: [...facets.model, ["rare-model-7", "rare-model-7", ""]] } }));
+  assert.equal(sel.options[sel.selectedIndex].textContent, "rare-model-7");
+  sel.selectedIndex = sel.options.length - 1;
+  sel.dispatchEvent(new win.Event("change"));
+  field.value = "half typed";
+  key("Escape");
+  assert.equal(field.hidden, true);
+  assert.equal(sel.options[sel.selectedIndex].textContent, "rare-model-7", "Escape leaves the pick as it was");
+  assert.equal(model.sent.at(-1).patch.model[0], "rare-model-7");
 });

@@ -4,21 +4,27 @@ An anywidget over a turns frame (:func:`~mmsp_notebook.traces.load_turns`). The 
 frame; filtering (text search with ``column>value`` and ``column:text`` terms, model / status /
 finish facets, numeric ranges, quick filters) and sorting run in pandas on the kernel, and only
 the page on screen crosses to the browser, formatted: the bytes per page do not depend on the
-number of rows. Selecting a row sends that conversation (as :func:`~mmsp_notebook.traces.show`
+number of rows. Selecting a row sends its conversation (as :func:`~mmsp_notebook.traces.show`
 draws it: the turn view of each assistant message) with the selected turn marked and scrolled
-into view, and the timing waterfall of its turn from the sidecar; Replay plays the selected
+into view, and the timing waterfall of its turn from the sidecar: a window of about 48 KB around
+that turn (or step of an agent loop), the rest as the reader scrolls to it (``_detail``), so the
+bytes per selection do not grow with the conversation; Replay plays the selected
 assistant message again into the explorer with its recorded timing (``mmsp_notebook.replay``'s
 engine and the live views' pacer).
 
 Messages (``msg:custom``). Front end → kernel: ``{"type": "hello"}`` (answered with a ``state``),
 ``{"type": "query", "patch": {...}}`` (any of ``text, model, status, finish, ranges, quick, sort,
 desc, page, page_size``; answered with a ``page``), ``{"type": "select", "row": n}`` (a row
-position in the frame; answered with a ``detail``), ``{"type": "replay", "speed": s}``,
-``{"type": "stop"}``. Kernel → front end: ``state`` (``page`` + ``detail``), ``page`` (the query,
-``columns``, ``rows`` as ``[position, status, finish, [cell text, ...]]``, ``total``, ``matched``,
-``facets``, ``quick``, ``code``, ``took_ms``), ``detail`` (``entries`` of the conversation view,
-``selected`` key, ``index``, ``waterfall``, ``replayable``, or ``error``), ``replay`` (``phase``
-``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
+position in the frame; answered with a ``detail``), ``{"type": "more", "row": n, "before": b}``
+or ``"after": b`` (the blocks of the conversation before / after the window shown; answered with
+a ``more``), ``{"type": "replay", "speed": s}``, ``{"type": "stop"}``. Kernel → front end:
+``state`` (``page`` + ``detail``), ``page`` (the query, ``columns``, ``rows`` as ``[position,
+status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets`` (each picker's
+``[value, label(, title)]``, bounded: ``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``,
+``took_ms``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
+of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
+``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
+(``phase`` ``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
 
 From Python: :meth:`Explorer.filter`, :meth:`~Explorer.sort`, :meth:`~Explorer.go`,
 :meth:`~Explorer.select`, :attr:`~Explorer.filtered` (the matching rows, in order),
@@ -53,6 +59,8 @@ from ..views.live import LiveView, drive
 from ..views.model import OpsTracker, present_turn, view_model
 from ..views.widget import STATIC, MarkdownWidget
 from ._common import check_unique, plain
+from ._detail import DETAIL_BUDGET, Window, cut_waterfall, more
+from ._facets import Facets
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
 
@@ -64,8 +72,6 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("finish_reason", "finish", False), ("latency", "latency", True), ("ttft", "TTFT", True),
     ("cached_tokens", "cached", True), ("prompt_tokens", "prompt", True), ("thoughts_tokens", "thoughts", True),
     ("response_tokens", "response", True), ("cost", "cost", True), ("error", "error", False))
-#: values offered by each facet picker, most frequent first
-FACET_LIMIT = 100
 
 
 def _js(value: Any) -> str:
@@ -114,13 +120,16 @@ class Explorer(MarkdownWidget):
         self._roots = [Path(r) for r in roots] or [cache_dir()]
         self._files = dict(files or {})
         self._conversations: OrderedDict[str, Conversation | Exception] = OrderedDict()
+        self._windows: OrderedDict[str, Window] = OrderedDict()
         self.selected: int | None = None
+        #: bytes of JSON (about) of conversation a detail message carries (see ``_detail``)
+        self.detail_budget: float = DETAIL_BUDGET
         self._run: Any = None
         # the loaders count tool errors per turn; a frame without that column (saved by an older
         # version) is scanned from its trace files the first time the filter is used
         scan = {} if "n_tool_errors" in self._df else {"tool_errors": (self._scan_tool_errors, 'turns["tool_error"]')}
         self.q = TurnQuery(self._df, scan, page_size)
-        self._facets = {k: _counts(self._df[c]) if c in self._df else [] for k, c in FACETS.items()}
+        self._facets = Facets(self._df)
         #: the table's columns: those the frame has (nothing to show or sort in the others)
         self._columns = [c for c in COLUMNS if c[0] in self._df or c[0] == "error" and "error_type" in self._df]
         self.on_msg(self._on_msg)
@@ -199,15 +208,13 @@ class Explorer(MarkdownWidget):
         counts = self.q.counts
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
                  for name, label in QUICK.items()]
-        # a value picked (by filter()) among those the picker does not offer is added to it: still shown
-        facets = {k: items + [[v, _label(v)] for v in q[k] if v not in {x for x, _ in items}]
-                  for k, items in self._facets.items()}
+        facets = {k: self._facets.items(k, q[k]) for k in FACETS}
         summary = f"{fmt.integer(matched)} of {fmt.integer(total)} turns · answered in {fmt.seconds(self.q.took_ms / 1000)}"
-        return {"type": "page", "query": dict(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
+        return {"type": "page", "query": self._facets.query(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
                 "facets": facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
-                "ranges": [c for c in RANGE_COLUMNS if c in self._df]}
+                "ranges": [c for c in RANGE_COLUMNS if c in self._df], **self._facets.other()}
 
     # ------------------------------------------------------------------ detail
     def _locate(self, trace_id: str) -> tuple[Path | None, Path | None]:
@@ -254,10 +261,34 @@ class Explorer(MarkdownWidget):
         if isinstance(found, Exception):
             return {"type": "detail", "row": self.selected, "title": title,
                     "error": f"{type(found).__name__}: {found}"}
-        return {"type": "detail", "row": self.selected, "title": title, "entries": found.entries, "selected": key,
-                "index": index, "waterfall": found.waterfall(), "notes": found.view["notes"],
+        window = self._window(found)
+        at = window.block_of(key, index)
+        lo, hi = window.around(at, self.detail_budget)
+        pieces = window.pieces(lo, hi)
+        steps = next((p["steps"] for p in pieces if p["key"] == key and "steps" in p), None)
+        return {"type": "detail", "row": self.selected, "title": title, "outline": window.outline(),
+                "blocks": len(window.blocks), "window": [lo, hi], "entries": pieces, "selected": key,
+                "selected_step": window.blocks[at][1], "index": index,
+                "waterfall": cut_waterfall(found.waterfall(), steps), "notes": found.view["notes"],
                 "source": found.view["source"], "replayable": index is not None and found.path is not None,
                 "took_ms": round((time.perf_counter() - t0) * 1000.0, 1)}
+
+    def more_message(self, content: dict[str, Any]) -> dict[str, Any] | None:
+        """The answer to the front end's ``more`` (the blocks before or after its window), or None."""
+        row = content.get("row")
+        if type(row) is not int or not 0 <= row < len(self._df):
+            return None
+        found = self._detail_of(row)[0]
+        return None if isinstance(found, Exception) else more(self._window(found), content, self.detail_budget)
+
+    def _window(self, found: Conversation) -> Window:
+        """The blocks of a conversation (kept with it: its sizes are measured once)."""
+        window = self._windows.get(found.trace_id)
+        if window is None or window.view is not found.view:
+            window = self._windows[found.trace_id] = Window(found.view)
+            while len(self._windows) > 8:
+                self._windows.popitem(last=False)
+        return window
 
     # ------------------------------------------------------------------ Python API
     def filter(self, text: str | None = None, *, model: Any = None, status: Any = None, finish: Any = None,
@@ -320,10 +351,14 @@ class Explorer(MarkdownWidget):
             if kind == "hello":
                 self.send({"type": "state", "page": self.page_message(), "detail": self.detail_message()})
             elif kind == "query" and isinstance(content.get("patch"), dict):
-                self._apply(content["patch"])
+                self._apply(self._facets.resolve(content["patch"]))
             elif kind == "select" and type(content.get("row")) is int and 0 <= content["row"] < len(self._df):
                 self.selected = content["row"]
                 self.send(self.detail_message())
+            elif kind == "more":
+                answer = self.more_message(content)
+                if answer is not None:
+                    self.send(answer)
             elif kind == "replay":
                 self.replay(_speed(content.get("speed")))
             elif kind == "stop" and self._run is not None:
@@ -368,20 +403,6 @@ class Explorer(MarkdownWidget):
 def _speed(value: Any) -> float:
     speed = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
     return speed if speed > 0 else 1.0
-
-
-def _label(value: str) -> str:
-    """A facet value as an option's text: cut to 80 characters, a bidi control isolated (one line), "" said."""
-    text = redact(value) or "(empty)"
-    return fmt.isolate(text if len(text) <= 80 else text[:79] + "…")
-
-
-def _counts(col: pd.Series) -> list[list[str]]:
-    """A facet's :data:`FACET_LIMIT` most frequent values with their counts: ``[[value, "value (count)"], ...]``
-    (the others are found by search, ``model:name``: a page's bytes do not grow with them)."""
-    counts = col.value_counts(dropna=True)
-    counts = counts[counts > 0].iloc[:FACET_LIMIT]
-    return [[str(k), f"{_label(str(k))} ({fmt.integer(int(v))})"] for k, v in counts.items()]
 
 
 def _s(value: Any) -> str:

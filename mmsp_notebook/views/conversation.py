@@ -44,7 +44,7 @@ from .waterfall import number as _number
 from .waterfall import stop_ms as _stop_ms
 from .waterfall import waterfall, waterfall_html
 
-__all__ = ["build_conversation", "conversation_html", "conversation_text", "waterfall", "waterfall_html",
+__all__ = ["build_conversation", "conversation_html", "conversation_text", "step_lines", "waterfall", "waterfall_html",
            "tool_error", "message_turn", "CONVERSATION_CSS"]
 
 _IMAGE_SRC = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*")
@@ -258,6 +258,11 @@ def _turn_vm(turn: Turn, untimed: set[int]) -> dict[str, Any]:
 
 def _step_lines(turn: Turn) -> list[str]:
     """Per assistant message: its footer's stats (for a turn of several) and each item's duration."""
+    return [line for line in step_lines(turn) if line]
+
+
+def step_lines(turn: Turn) -> list[str]:
+    """The timing line of each step (assistant message) of ``turn``, in order ("" for one with none)."""
     lines = []
     for k, state in enumerate(turn.steps):
         parts = []
@@ -270,8 +275,8 @@ def _step_lines(turn: Turn) -> list[str]:
             if item.duration is not None:
                 name = item.name if item.kind == "tool_call" else "image" if item.kind == "inline_data" else item.kind
                 parts.append(f"{name} {fmt.seconds(item.duration)}")
-        if any(parts):
-            lines.append((f"step {k + 1}: " if len(turn.steps) > 1 else "timing: ") + " · ".join(p for p in parts if p))
+        lines.append((f"step {k + 1}: " if len(turn.steps) > 1 else "timing: ") + " · ".join(p for p in parts if p)
+                     if any(parts) else "")
     return lines
 
 

@@ -39,7 +39,8 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
     """The timing of one turn, as bars on a common axis (ms since its first request), from its
     sidecar records: for each step (assistant message), waiting for the first token, each item from
     its first delta to its ``.done`` (one cut off mid-stream ends where the stream did); between
-    steps, the tools that ran. Bars of the message at history ``index`` are marked ``selected``.
+    steps, the tools that ran. Bars of the message at history ``index`` are marked ``selected``;
+    each bar has the ``step`` it belongs to (0-based; the tools run after a step count with it).
     None when no step has a sidecar record."""
     turn, records = conversation.get("turns", {}).get(key, (None, []))
     timed = [(i, r) for i, r in records if r and number(r.get("started_at")) is not None]
@@ -59,6 +60,7 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
             continue
         base = (number(rec.get("started_at")) or origin) - origin
         mark = index is not None and index_k == index
+        first_bar = len(bars)
         prefix = f"step {k + 1} · " if steps else ""
         events = [(float(e[0]), e[1]) for e in rec.get("events") or [] if isinstance(e, list) and len(e) >= 2
                   and fmt.is_number(e[0]) and isinstance(e[1], str)]
@@ -86,6 +88,8 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
                    and runs[it.tool_call_id].tool_run is not None] if k < len(turn.steps) else []
             if ran and nxt >= base + total:
                 bars.append(_bar("tool_run", f"tool runs: {', '.join(ran)}", base + total, nxt, mark))
+        for b in bars[first_bar:]:  # (the tools run after a step count with it)
+            b["step"] = k
     scale = max([end] + [b["end"] for b in bars]) or 1.0
     for b in bars:
         b["left"] = round(100.0 * b["start"] / scale, 2)

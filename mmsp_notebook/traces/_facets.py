@@ -1,0 +1,101 @@
+"""The explorer's pickers (model, status, finish): the values a page offers them, bounded.
+
+Each picker offers the :data:`FACET_LIMIT` most frequent values of its column with their counts,
+and says how many values it leaves out (one of them is typed in the picker's "type a value…", or
+found by search, ``model:name``). A value is shown cut to :data:`LABEL_CHARS` characters (its
+title, the tooltip, has more); one longer than :data:`VALUE_CHARS` crosses to the browser as a
+stand-in (its first characters and its length), which the kernel turns back into the value when
+the front end picks it. A page's bytes grow neither with the number of distinct values nor with
+their length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ..core.redact import redact
+from ..views import format as fmt
+from ._query import FACETS
+
+__all__ = ["FACET_LIMIT", "LABEL_CHARS", "VALUE_CHARS", "Facets"]
+
+#: values offered by each picker, most frequent first
+FACET_LIMIT = 100
+#: characters of a value shown in a picker
+LABEL_CHARS = 80
+#: a value longer than this crosses to the browser as a stand-in of this many characters and its length
+VALUE_CHARS = 200
+
+
+def label(value: str) -> str:
+    """A value as an option's text: cut to :data:`LABEL_CHARS`, a bidi control isolated (one line), "" said."""
+    text = redact(value) or "(empty)"
+    return fmt.isolate(text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…")
+
+
+class Facets:
+    """The offered values of each picker, and the stand-ins of the long ones (see the module docstring)."""
+
+    def __init__(self, df: pd.DataFrame) -> None:
+        self._offered: dict[str, list[tuple[str, int]]] = {}
+        self._left: dict[str, int] = {}  # facet -> distinct values not offered
+        self._token: dict[str, dict[str, str]] = {k: {} for k in FACETS}  # value -> stand-in
+        self._value: dict[str, dict[str, str]] = {k: {} for k in FACETS}  # stand-in -> value
+        for facet, col in FACETS.items():
+            counts = df[col].value_counts(dropna=True) if col in df else pd.Series(dtype="int64")
+            counts = counts[counts > 0]
+            self._offered[facet] = [(str(v), int(n)) for v, n in counts.iloc[:FACET_LIMIT].items()]
+            self._left[facet] = max(0, len(counts) - FACET_LIMIT)
+        # the offered options, made once (a label redacts its whole value)
+        self._options = {f: [self._option(f, v, f"{label(v)} ({fmt.integer(n)})") for v, n in offered]
+                         for f, offered in self._offered.items()}
+
+    def token(self, facet: str, value: str) -> str:
+        """What crosses to the browser for ``value``: itself, or the stand-in of a long one (longer than
+        any value sent as itself, so never one of them)."""
+        if len(value) <= VALUE_CHARS:
+            return value
+        found = self._token[facet].get(value)
+        if found is None:
+            base = f"{value[:VALUE_CHARS]}… ({len(value):,} characters)"
+            found, n = base, 1
+            while found in self._value[facet]:  # two long values alike in their first characters
+                n += 1
+                found = f"{base} #{n}"
+            self._token[facet][value], self._value[facet][found] = found, value
+        return found
+
+    def resolve(self, patch: dict[str, Any]) -> dict[str, Any]:
+        """A front end's query patch with the stand-ins it picked turned back into their values."""
+        out = dict(patch)
+        for facet in FACETS:
+            values = out.get(facet)
+            if isinstance(values, list):
+                out[facet] = [self._value[facet].get(v, v) if isinstance(v, str) else v for v in values]
+        return out
+
+    def items(self, facet: str, picked: list[str]) -> list[list[str]]:
+        """The picker's options: ``[sent value, label]``, and a title where the label cuts the value (the
+        value, or its stand-in): the offered values with their counts, then a picked value they do not
+        hold (by filter() or typed), still shown."""
+        offered = {v for v, _ in self._offered[facet]}
+        return self._options[facet] + [self._option(facet, v, label(v)) for v in dict.fromkeys(picked[:FACET_LIMIT])
+                                       if v not in offered]
+
+    def _option(self, facet: str, value: str, text: str) -> list[str]:
+        sent = self.token(facet, value)
+        return [sent, text, redact(sent)] if len(value) > LABEL_CHARS else [sent, text]
+
+    def other(self) -> dict[str, dict[str, str]]:
+        """``{"facet_other": {facet: label}}`` for the pickers that leave values out (else nothing): the
+        label of their last option, which asks for a value to type and says how many there are (a
+        picker that leaves none out says "type a value…")."""
+        other = {f: f"type a value… ({fmt.integer(n)} more value{'s' if n != 1 else ''})"
+                 for f, n in self._left.items() if n}
+        return {"facet_other": other} if other else {}
+
+    def query(self, q: dict[str, Any]) -> dict[str, Any]:
+        """The query as a page echoes it: a picked value as its stand-in, at most :data:`FACET_LIMIT` of them."""
+        return {**q, **{f: [self.token(f, v) for v in q[f][:FACET_LIMIT]] for f in FACETS if f in q}}

@@ -1,0 +1,88 @@
+"""The explorer's pickers on a hostile frame (``traces._facets``): thousands of distinct values and
+values of 100 KB send a bounded page; a long value is picked through its stand-in, a rare one typed."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from test_explore import capture, inject
+
+from mmsp_notebook import traces
+from mmsp_notebook.traces._facets import FACET_LIMIT, LABEL_CHARS, VALUE_CHARS
+
+
+def hostile() -> pd.DataFrame:
+    """3,000 models seen once; 100 of 100,000 characters seen twice (the most frequent, so offered); one
+    of them holds markup and a bidi control; 100 alike in their first characters and their length."""
+    huge = [f"{k:03d}" + "h" * 99_997 for k in range(100)]
+    huge[7] = "<img src=x onerror=alert(1)>\u202e" + "h" * 99_971
+    twins = ["t" * 300 + f"{k:02d}" for k in range(40)]
+    models = [m for m in huge for _ in range(2)] + twins + [f"rare-{k:04d}" for k in range(3000)]
+    n = len(models)
+    return pd.DataFrame({"trace_id": [f"c/{k:05d}" for k in range(n)], "turn": 0, "model": models,
+                         "status": "complete", "finish_reason": ["stop"] * (n - 1) + ["x" * 5000]})
+
+
+def page_of(explorer, patch=None):
+    return inject(explorer, {"type": "query", "patch": patch or {}})
+
+
+def test_pickers_of_a_hostile_frame_send_a_bounded_page():
+    turns = hostile()
+    explorer = traces.explore(turns)
+    capture(explorer)
+    page = page_of(explorer)
+    models = page["facets"]["model"]
+    assert len(models) == FACET_LIMIT
+    assert len(json.dumps(page, ensure_ascii=False).encode()) < 80_000  # (it was 20 MB)
+    for item in models:  # each offered value cut: the sent value, its label, its title
+        value, label, title = item
+        assert len(value) <= VALUE_CHARS + 40 and len(label) <= LABEL_CHARS + 10 and title and len(title) <= VALUE_CHARS + 40
+        assert label.endswith(" (2)") and "characters)" in value
+    evil = next(label for value, label, _ in models if value.startswith("<img"))
+    assert evil.startswith("\u2068<img src=x onerror=alert(1)>\u202e") and evil.endswith("…\u2069 (2)")  # bidi isolated
+    assert page["facet_other"] == {"model": "type a value… (3,040 more values)"}
+    assert [len(it) for it in page["facets"]["status"]] == [2] and "status" not in page["facet_other"]
+    finish = page["facets"]["finish"]
+    assert finish[0] == ["stop", f"stop ({len(turns) - 1:,})"] and len(finish[1][0]) < 300
+    # a frame whose pickers leave nothing out sends no count (its pages as small as before)
+    few = traces.explore(turns.tail(20))
+    capture(few)
+    assert "facet_other" not in page_of(few)
+
+
+def test_a_long_value_is_picked_through_its_stand_in_and_a_rare_one_typed():
+    turns = hostile()
+    explorer = traces.explore(turns)
+    capture(explorer)
+    page = page_of(explorer)
+    stand_in = next(it[0] for it in page["facets"]["model"] if it[0].startswith("003"))
+    assert stand_in == "003" + "h" * (VALUE_CHARS - 3) + "… (100,000 characters)"
+    picked = page_of(explorer, {"model": [stand_in], "page": 0})  # as the front end sends it back
+    assert picked["matched"] == 2 and set(explorer.filtered["model"]) == {turns["model"][6]}
+    assert explorer.query["model"] == [turns["model"][6]]  # the value itself, for filter_code and pandas
+    assert picked["query"]["model"] == [stand_in]  # the page echoes the stand-in: its option stays selected
+    # the filter as pandas code holds the value whole (Copy filter gives code that runs): only it grows
+    assert eval(picked.pop("code"), {"turns": explorer.turns}).index.tolist() == explorer.filtered.index.tolist()
+    assert len(json.dumps(picked, ensure_ascii=False)) < 80_000
+    # values alike in their first characters and length have stand-ins of their own
+    twins = [m for m in turns["model"].unique() if m.startswith("t" * 300)]
+    stand_ins = set()
+    for twin in twins[:5]:
+        explorer.filter(model=[twin])
+        page = page_of(explorer)
+        sent = page["query"]["model"][0]
+        assert sent not in stand_ins and len(sent) < VALUE_CHARS + 40
+        stand_ins.add(sent)
+        assert page_of(explorer, {"model": [sent]})["matched"] == 1 and explorer.query["model"] == [twin]
+        assert [it for it in page["facets"]["model"] if it[0] == sent], "a value picked is offered"
+    # a rare value typed in the picker is taken as written
+    typed = page_of(explorer, {"model": ["rare-2999"], "page": 0})
+    assert typed["matched"] == 1 and typed["facets"]["model"][-1] == ["rare-2999", "rare-2999"]
+    # a picked list of thousands echoes a bounded part of it
+    explorer.filter(model=[f"rare-{k:04d}" for k in range(3000)])
+    page = page_of(explorer)
+    assert page["matched"] == 3000 and len(page["query"]["model"]) == FACET_LIMIT
+    del page["code"]
+    assert len(json.dumps(page, ensure_ascii=False)) < 80_000
