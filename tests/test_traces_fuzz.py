@@ -7,7 +7,6 @@ Arrow, and ``load_turns``' typed decoding gives the same frame as the plain pars
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -95,7 +94,7 @@ SIDECAR_PATHS: list[tuple[Any, ...]] = [
 
 
 def _set(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    obj = copy.deepcopy(obj)
+    """``obj`` (a fresh one: changed in place) with the field at ``path`` set to ``value``."""
     if not path:
         return value
     target = obj
@@ -105,9 +104,14 @@ def _set(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
     return obj
 
 
+_NESTED = {json.dumps(DEEP): "[" * 500 + "]" * 500, json.dumps(VERY_DEEP): "[" * 100_000 + "]" * 100_000}
+
+
 def _dumps(obj: Any) -> bytes:
     text = json.dumps(obj)  # NaN / Infinity / huge integers as Python writes them, lone surrogates escaped
-    text = text.replace(json.dumps(DEEP), "[" * 500 + "]" * 500).replace(json.dumps(VERY_DEEP), "[" * 100_000 + "]" * 100_000)
+    for marker, nested in _NESTED.items():
+        if marker in text:
+            text = text.replace(marker, nested)
     return text.encode()
 
 
