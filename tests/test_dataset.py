@@ -2067,17 +2067,22 @@ def test_a_relative_dataset_path_is_the_callers_on_workers_started_elsewhere(cor
 # --------------------------------------------------------------------------- memory of the main process
 
 
+def _syncs(src: Path, ds_dir: Path) -> None:
+    """A first sync and a re-sync after the directories changed (a full listing), chunks converted
+    on threads of this process."""
+    with ThreadPoolExecutor(1) as ex:
+        quiet_sync(src, ds_dir, chunk_files=50, executor=ex)
+        (src / f"added-{ds_dir.name}").mkdir()
+        quiet_sync(src, ds_dir, chunk_files=50, executor=ex)
+
+
 def _main_peak(src: Path, ds_dir: Path) -> int:
-    """tracemalloc's peak over a first sync and a re-sync after the directories changed (a full
-    listing), chunks converted on threads of this process."""
+    """tracemalloc's peak over :func:`_syncs`."""
     import tracemalloc
 
     tracemalloc.start()
     try:
-        with ThreadPoolExecutor(1) as ex:
-            quiet_sync(src, ds_dir, chunk_files=50, executor=ex)
-            (src / f"added-{ds_dir.name}").mkdir()
-            quiet_sync(src, ds_dir, chunk_files=50, executor=ex)
+        _syncs(src, ds_dir)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -2094,7 +2099,7 @@ def test_the_main_process_holds_a_window_of_traces_not_all(tmp_path: Path, monke
     small, large = tmp_path / "small", tmp_path / "large"
     gen_corpus.generate(small, files=600, seed=5, shape="tiny", shard_size=150)
     gen_corpus.generate(large, files=2400, seed=5, shape="tiny", shard_size=150)
-    _main_peak(small, tmp_path / "warm")  # imports and caches, once
+    _syncs(small, tmp_path / "warm")  # imports and caches, once (untraced: what it allocates is not measured)
     peak_small = _main_peak(small, tmp_path / "ds_small")
     peak_large = _main_peak(large, tmp_path / "ds_large")
     assert peak_large < peak_small + 600_000, (peak_small, peak_large)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import nbformat
@@ -103,6 +104,43 @@ def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
     assert sidecars == [t.replace(".json", ".timing.jsonl") for t in traces]
 
 
+@pytest.fixture(scope="module")
+def notebook_kernel(tmp_path_factory):
+    """One notebook kernel with the extension loaded, for cases that each start in a fresh session
+    (see ``run_in_fresh_session``): a kernel and mmsp's first imports cost seconds a case."""
+    where = tmp_path_factory.mktemp("notebook_kernel")
+    client = NotebookClient(notebook(), timeout=120, kernel_name="python3", resources={"metadata": {"path": str(where)}})
+    env = {**os.environ, "MMSP_NOTEBOOK_DEMO_INSTANT": "1", "MMSP_CACHE_DIR": str(where / "cache")}
+    with client.setup_kernel(env=env):
+        client.nb.cells.append(nbformat.v4.new_code_cell(SETUP))
+        client.execute_cell(client.nb.cells[-1], 0)
+        yield client
+
+
+FRESH_SESSION = """\
+%unload_ext mmsp_notebook
+import os as _os
+from mmsp_notebook.engine import session as _session_module
+_session_module._session = None
+_os.environ["MMSP_CACHE_DIR"] = {cache!r}
+[globals().pop(_name, None) for _name in {names!r}]
+del _os, _session_module
+%load_ext mmsp_notebook
+"""
+
+
+def run_in_fresh_session(client, tmp_path, *sources: str, names: tuple[str, ...] = ()) -> list:
+    """Run cells in the shared kernel after a new session (its own cache folder, the extension
+    loaded again, ``names`` deleted): the cells as executed (a cell's error fails, as nbclient's)."""
+    cells = [nbformat.v4.new_code_cell(src) for src in (FRESH_SESSION.format(cache=str(tmp_path / "cache"), names=names),
+                                                        *sources)]
+    for cell in cells:
+        client.nb.cells.append(cell)
+        client.execute_cell(cell, len(client.nb.cells) - 1)
+    assert text_of(cells[0]) == "", text_of(cells[0])
+    return cells
+
+
 @pytest.mark.parametrize("fault, expect", [
     ("cut-text", "ended without a stop event"),
     ("cut-args", "ended without a stop event"),
@@ -112,18 +150,18 @@ def test_magic_streams_every_kind_of_item_into_the_cell(tmp_path, monkeypatch):
     ("401", "UpstreamError"),
     ("429", "Rate limited"),
 ])
-def test_every_fault_shows_its_status_and_keeps_partial_content(tmp_path, monkeypatch, fault, expect):
-    nb = notebook(SETUP, f"%%mmsp -m demo+{fault} --tools get_weather -o r\nWhat's the weather in Paris?",
-                  "print('status', r.status, len(r.text) + len(r.thinking) + len(r.tool_calls))", "%mmsp error")
-    run_notebook(nb, tmp_path, monkeypatch)
-    html = html_of(nb.cells[1])
+def test_every_fault_shows_its_status_and_keeps_partial_content(notebook_kernel, tmp_path, fault, expect):
+    cells = run_in_fresh_session(
+        notebook_kernel, tmp_path, f"%%mmsp -m demo+{fault} --tools get_weather -o r\nWhat's the weather in Paris?",
+        "print('status', r.status, len(r.text) + len(r.thinking) + len(r.tool_calls))", "%mmsp error", names=("r",))
+    html = html_of(cells[1])
     assert expect in html
-    assert not any(o.output_type == "error" for o in nb.cells[1].outputs)  # no traceback
-    status_line = text_of(nb.cells[2])
+    assert not any(o.output_type == "error" for o in cells[1].outputs)  # no traceback
+    status_line = text_of(cells[2])
     assert "status incomplete" in status_line or "status error" in status_line
     if fault in ("cut-text", "nostop", "error"):
         assert int(status_line.split()[-1]) > 0  # partial content kept
-    assert "Traceback" in text_of(nb.cells[3]) or "Error" in text_of(nb.cells[3])
+    assert "Traceback" in text_of(cells[3]) or "Error" in text_of(cells[3])
 
 
 def test_bad_options_give_a_one_line_usage_error_and_strict_raises(tmp_path, monkeypatch):

@@ -1029,7 +1029,7 @@ def test_golden_through_real_clients(demo_server: Any, client_type: str, tmp_pat
 def test_bench_script_smoke(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_traces.py"), "--corpus", str(tmp_path / "corpus"), "--files", "200",
-         "--repeat", "1", "--no-results", "--shape-scale", "0.01"],
+         "--repeat", "1", "--no-results", "--shape-scale", "0.002"],
         capture_output=True, text=True, timeout=240, cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr

@@ -7,7 +7,6 @@ Arrow, and ``load_turns``' typed decoding gives the same frame as the plain pars
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import run_with_timeout
 
 ROOT = Path(__file__).resolve().parent.parent
 T0 = 1767225600000
@@ -95,7 +95,7 @@ SIDECAR_PATHS: list[tuple[Any, ...]] = [
 
 
 def _set(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    obj = copy.deepcopy(obj)
+    """``obj`` (a fresh one: changed in place) with the field at ``path`` set to ``value``."""
     if not path:
         return value
     target = obj
@@ -105,9 +105,14 @@ def _set(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
     return obj
 
 
+_NESTED = {json.dumps(DEEP): "[" * 500 + "]" * 500, json.dumps(VERY_DEEP): "[" * 100_000 + "]" * 100_000}
+
+
 def _dumps(obj: Any) -> bytes:
     text = json.dumps(obj)  # NaN / Infinity / huge integers as Python writes them, lone surrogates escaped
-    text = text.replace(json.dumps(DEEP), "[" * 500 + "]" * 500).replace(json.dumps(VERY_DEEP), "[" * 100_000 + "]" * 100_000)
+    for marker, nested in _NESTED.items():
+        if marker in text:
+            text = text.replace(marker, nested)
     return text.encode()
 
 
@@ -265,21 +270,76 @@ def check(path):
                    where=traceback.format_exc()[-3000:])
     return out
 
-results = {}
-for name in sys.argv[1:]:
-    results[name] = check(name)
-    if not results[name]["ok"] and os.path.isdir(name):  # name the file(s) that broke it
-        results[name]["culprits"] = [f for f in sorted(os.listdir(name)) if f.endswith(".json")
-                                     and not check(os.path.join(name, f))["ok"]]
-print(json.dumps(results))
+for line in sys.stdin:  # the paths of one request a line, the results of each on one line
+    results = {}
+    for name in json.loads(line):
+        results[name] = check(name)
+        if not results[name]["ok"] and os.path.isdir(name):  # name the file(s) that broke it
+            results[name]["culprits"] = [f for f in sorted(os.listdir(name)) if f.endswith(".json")
+                                         and not check(os.path.join(name, f))["ok"]]
+    print("RESULTS " + json.dumps(results), flush=True)
 """
 
 
-def run_worker(paths: list[str], timeout: float = 240.0) -> dict[str, Any]:
-    code = (WORKER.replace("MEMORY", str(4 << 30)).replace("LOAD_TIMEOUT", "30").replace("ROOT", repr(str(ROOT))))
-    out = subprocess.run([sys.executable, "-c", code, *paths], capture_output=True, text=True, timeout=timeout)
-    assert out.returncode == 0, out.stderr[-4000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+class Worker:
+    """The child process the loads run in (see ``WORKER``), started once for the module and given
+    each test's paths in turn; one that fails or hangs is stopped, the next request starting another."""
+
+    def __init__(self, errors: Path) -> None:
+        self.errors = errors  # the child's stderr
+        self.proc: subprocess.Popen[str] | None = None
+
+    def run(self, paths: list[str], timeout: float = 240.0) -> dict[str, Any]:
+        if self.proc is None:
+            code = WORKER.replace("MEMORY", str(4 << 30)).replace("LOAD_TIMEOUT", "30").replace("ROOT", repr(str(ROOT)))
+            with open(self.errors, "wb") as err:
+                self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=err, text=True)
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def answer() -> str:
+            proc.stdin.write(json.dumps(paths) + "\n")
+            proc.stdin.flush()
+            for line in proc.stdout:
+                if line.startswith("RESULTS "):
+                    return line
+            return ""
+
+        try:
+            line = run_with_timeout(answer, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        if not line:
+            self.stop()
+            raise AssertionError(f"the worker ended (exit status {proc.returncode}): "
+                                 + self.errors.read_text(errors="replace")[-4000:])
+        return json.loads(line[len("RESULTS "):])
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:  # (a broken pipe to a killed child)
+                    pass
+
+
+@pytest.fixture(scope="module")
+def worker() -> Any:
+    with tempfile.TemporaryDirectory(prefix="mmsp_fuzz_worker_") as tmp:
+        child = Worker(Path(tmp) / "stderr")
+        try:
+            yield child
+        finally:
+            child.stop()
 
 
 def _trace_files(d: Path) -> list[str]:
@@ -296,12 +356,12 @@ def fuzz_root() -> Any:
         yield Path(tmp)
 
 
-def test_every_field_set_to_every_wrong_value(fuzz_root: Path) -> None:
+def test_every_field_set_to_every_wrong_value(fuzz_root: Path, worker: Worker) -> None:
     root = fuzz_root / "values"
     n = write_value_cases(root)
     assert n == (len(TRACE_PATHS) + len(SIDECAR_PATHS)) * len(WRONG)
     groups = sorted(str(p) for p in root.iterdir())
-    results = run_worker([*groups, str(root)])
+    results = worker.run([*groups, str(root)])
     crashed = {Path(k).name: (r.get("culprits"), r["error"]) for k, r in results.items() if not r["ok"]}
     assert not crashed, crashed
     differ = {Path(k).name: r["same"] for k, r in results.items() if r["same"] is not True}
@@ -320,10 +380,10 @@ def test_every_field_set_to_every_wrong_value(fuzz_root: Path) -> None:
     assert results[str(root)]["n_files"] > 0.9 * n  # all the cases together in one load
 
 
-def test_structural_damage_is_named(fuzz_root: Path) -> None:
+def test_structural_damage_is_named(fuzz_root: Path, worker: Worker) -> None:
     d = fuzz_root / "damaged"
     unusable = write_damaged_files(d)
-    r = run_worker([str(d)])[str(d)]
+    r = worker.run([str(d)])[str(d)]
     assert r["ok"], r
     assert r["same"] is True, r["same"]
     named = {Path(s["path"]).name for s in _trace_skips(r["skipped"])}
@@ -333,11 +393,11 @@ def test_structural_damage_is_named(fuzz_root: Path) -> None:
     assert r["n_files"] == len(_trace_files(d)) - len(unusable)
 
 
-def test_filesystem_oddities_never_block_and_are_named(fuzz_root: Path) -> None:
+def test_filesystem_oddities_never_block_and_are_named(fuzz_root: Path, worker: Worker) -> None:
     d = fuzz_root / "fs"
     named = write_filesystem_oddities(d)
     given = [str(d / "fifo.json"), "/dev/null"] if hasattr(os, "mkfifo") else ["/dev/null"]
-    results = run_worker([str(d), *given], timeout=120)
+    results = worker.run([str(d), *given], timeout=120)
     r = results[str(d)]
     assert r["ok"], r
     got = {os.path.relpath(s["path"], d) for s in r["skipped"]}
