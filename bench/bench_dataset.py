@@ -178,16 +178,17 @@ if __name__ == "__main__":
     out["nothing"] = min(timed(lambda: traces.sync(SRC, DS, progress=False))[0] for _ in range(REPEAT))
     # side by side: the scan reading the manifest's own records (no copy of them trusted, none
     # written: as before the copy) and reading the copy, alternating
-    from mmsp_notebook.traces import _dataset, _snapshot
-    real_open, real_refresh = _snapshot.Snapshot.open, _dataset.refresh
+    from mmsp_notebook.traces import _snapshot
+    real = _snapshot.Snapshot.open, _snapshot.Draft, _snapshot.refresh
 
     def records(fn):
-        _snapshot.Snapshot.open = classmethod(lambda cls, root, token: None)
-        _dataset.refresh = lambda *a: None
+        _snapshot.Snapshot.open = classmethod(lambda cls, root, token, name=None: None)
+        _snapshot.Draft = lambda root: None
+        _snapshot.refresh = lambda *a: None
         try:
             return fn()
         finally:
-            _snapshot.Snapshot.open, _dataset.refresh = real_open, real_refresh
+            _snapshot.Snapshot.open, _snapshot.Draft, _snapshot.refresh = real
 
     side = {{"records": [], "copy": []}}
     for _ in range(REPEAT):
