@@ -360,7 +360,8 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "(over the goal: every file holding one of those traces is rewritten without its rows; plain Parquet has no "
             "deletion vectors).",
             "* Nothing changed: the scan stats the files it knows while no directory's mtime changed since the last full "
-            "listing (no file added, removed or renamed), and converts nothing.",
+            "listing (no file added, removed or renamed), comparing them in NumPy with the copy of their signatures "
+            "kept beside the manifest (`_scan.arrow`), and converts nothing.",
             "* 1 % changed: the Tracer's way — a conversation rewritten with one more turn — converts those files again "
             "and writes only their new rows (the rows a trace still has are recognized by a digest); a changed config "
             "changes every row of the trace: its new rows are written under a hidden name, its old rows removed from "
