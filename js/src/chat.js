@@ -256,9 +256,9 @@ export function renderChatWidget({ model, el }) {
   function messages() {
     return Array.from(log.children).filter((c) => c.classList.contains("mmsp-msg"));
   }
-  /** Take a message's controls out of the Tab order, unless focus is in it. */
-  function tame(m) {
-    const open = m.contains(doc.activeElement);
+  /** Take a message's controls out of the Tab order, unless focus is in it (``open``: whether it is,
+   *  when the caller knows better than ``document.activeElement`` does during a focus change). */
+  function tame(m, open = m.contains(doc.activeElement)) {
     for (const c of m.querySelectorAll(FOCUSABLE)) {
       const want = open ? "0" : "-1";
       if (c.getAttribute("tabindex") !== want) c.setAttribute("tabindex", want);
@@ -294,7 +294,11 @@ export function renderChatWidget({ model, el }) {
   }
   listen(log, "focusout", (e) => {
     const m = e.target.closest ? e.target.closest(".mmsp-msg") : null;
-    if (m && !(e.relatedTarget && m.contains(e.relatedTarget))) win.setTimeout(() => tame(m), 0);
+    if (!m || (e.relatedTarget && m.contains(e.relatedTarget))) return;
+    // focus went elsewhere: out of the Tab order now (a timer would run after the next key, which
+    // the browser handles first); to no element (the window lost focus): once the change is done
+    if (e.relatedTarget) tame(m, false);
+    else win.setTimeout(() => tame(m), 0);
   });
 
   function makeEntry(entry) {

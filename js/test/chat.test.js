@@ -471,3 +471,21 @@ test("chat: with its kernel gone, Stop, Retry, New chat and the pickers say so i
   sel.dispatchEvent(new win.Event("change", { bubbles: true }));
   assert.ok(gone(), "a picker");
 });
+
+test("chat: focus leaving a message for another element takes its controls out of the Tab order at once", () => {
+  const { model, q, el, win, dispose } = setup();
+  const turn = { status: "complete", items: [{ kind: "text", status: "done", text: "an answer with [a link](https://example.com)" }] };
+  model.update("transcript", [{ role: "user", text: "hi", images: [] }, { role: "assistant", turn }]);
+  const msg = el.querySelector(".mmsp-msg-assistant");
+  const copy = msg.querySelector(".mmsp-copy");
+  assert.ok(copy, "the answer has a Copy button");
+  msg.focus();
+  msg.dispatchEvent(new win.FocusEvent("focusin", { bubbles: true }));
+  assert.equal(copy.getAttribute("tabindex"), "0", "focus in the message: its controls are reachable");
+  // focus goes to the input: no timer between that and the next key (a browser handles keys first)
+  const input = q(".mmsp-input");
+  msg.dispatchEvent(new win.FocusEvent("focusout", { bubbles: true, relatedTarget: input }));
+  input.focus();
+  assert.equal(copy.getAttribute("tabindex"), "-1");
+  dispose();
+});
