@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._manifest import Manifest
+from ._manifest import Manifest, _in_parts
 
 __all__ = ["SNAPSHOT_NAME", "Snapshot", "Draft", "ScanCopy", "clear", "track", "refresh"]
 
@@ -51,6 +51,14 @@ def _schema() -> Any:
 
     return pa.schema([("trace_id", pa.string()), ("path", pa.string()), ("sidecar", pa.string()),
                       *((n, pa.int64()) for n in ("t_size", "t_mtime", "s_size", "s_mtime")), ("hashed", pa.bool_())])
+
+
+def _records(m: Manifest, trace_ids: list[str]) -> list[tuple[Any, ...]]:
+    """The records of these traces as the copy holds them, those the manifest holds."""
+    rows: list[tuple[Any, ...]] = []
+    for part, marks in _in_parts(trace_ids):
+        rows += m.db.execute(f"{_COLUMNS} FROM sources WHERE trace_id IN ({marks})", part).fetchall()
+    return rows
 
 
 def _batch(rows: list[tuple[Any, ...]]) -> Any:
@@ -141,12 +149,10 @@ class Draft:
 
     def add_known(self, m: Manifest, trace_ids: list[str]) -> None:
         """The records of these traces, those the manifest holds (a listing's window)."""
-        for k in range(0, len(trace_ids), 500):
-            part = trace_ids[k : k + 500]
-            rows = m.db.execute(f"{_COLUMNS} FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part).fetchall()
-            if rows:
-                self._out.write_batch(_batch(rows))
-                self.rows += len(rows)
+        rows = _records(m, trace_ids)
+        if rows:
+            self._out.write_batch(_batch(rows))
+            self.rows += len(rows)
 
     def finish(self) -> Snapshot | None:
         """The draft as a copy to mend (None: it could not be written or read back)."""
@@ -219,15 +225,9 @@ def _mended(m: Manifest, old: Snapshot, touched: list[str], window: int) -> Iter
             b = b.filter(pc.invert(pc.is_in(b.column(0), value_set=gone)))
         if b.num_rows:
             yield b
-    rows: list[tuple[Any, ...]] = []
-    for k in range(0, len(touched), 500):
-        part = touched[k : k + 500]
-        rows += m.db.execute(f"{_COLUMNS} FROM sources WHERE trace_id IN ({','.join('?' * len(part))})", part).fetchall()
-        while len(rows) >= window:
-            yield _batch(rows[:window])
-            del rows[:window]
-    if rows:
-        yield _batch(rows)
+    rows = _records(m, touched)  # (at most MEND)
+    for k in range(0, len(rows), window):
+        yield _batch(rows[k : k + window])
 
 
 def _rechunked(batches: Iterator[Any], window: int) -> Iterator[Any]:
