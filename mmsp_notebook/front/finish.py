@@ -23,7 +23,7 @@ from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine.session import Session, session
 from ..engine.worker import stalled
-from ..views.live import LiveView, TextLive, WidgetLive, abandon, drive, in_kernel
+from ..views.live import LiveView, TextLive, WidgetLive, abandoned_on_raise, drive, in_kernel
 from ..views.static import register_formatters, running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
@@ -67,12 +67,9 @@ def present(
 
     ``keep`` is called with the turn before strict mode may raise (``-o VAR`` keeps a failed turn).
     """
-    try:  # (the first view of a kernel takes a moment, its imports: an interrupt then ends the turn too)
+    with abandoned_on_raise(run):  # (the first view of a kernel takes a moment, its imports)
         sess = sess or session()
         live = live_view(stream, sess.settings.events if events is None else events)
-    except BaseException as exc:
-        abandon(run, exc)
-        raise
     turn = drive(run, future, live, stalled=stalled)
     if wire:
         show_wire(turn, isinstance(live, WidgetLive), stream)
@@ -106,13 +103,10 @@ def present_group(group: Any, future: concurrent.futures.Future[Any], *, stream:
 
     The same pacer as one turn: a repaint of every column per tick, the final repaint once all ended.
     """
-    try:  # (as for one turn: an interrupt while the view is made ends every turn)
+    with abandoned_on_raise(group):  # (as for one turn: while the view is made)
         from ..views.columns import ColumnsLive, ColumnsText
 
         live: LiveView = ColumnsLive() if stream is None and in_kernel() else ColumnsText(stream)
-    except BaseException as exc:
-        abandon(group, exc)
-        raise
     comparison = drive(group, future, live, stalled=stalled)
     if stream is None:
         comparison.drawn_in_cell = running_cell()

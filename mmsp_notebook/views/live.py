@@ -13,7 +13,8 @@ import concurrent.futures
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TextIO
 
 from ..core.run import Stall, TurnRun
@@ -234,11 +235,8 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         run.changed.set()
 
     future.add_done_callback(on_done)
-    try:
+    with abandoned_on_raise(run):
         live.start(turn)  # (the first widget of a kernel takes a moment: its imports, its comm)
-    except BaseException as exc:
-        abandon(run, exc)
-        raise
     interrupted = False
     deadline = None
     quiet_repaint = time.monotonic() + QUIET_REPAINT
@@ -287,6 +285,17 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         turn.mark_cancelled("interrupted (kernel interrupt)")
     live.finish(turn)
     return turn
+
+
+@contextmanager
+def abandoned_on_raise(run: Any) -> Iterator[None]:
+    """Showing a turn (making its view, starting it): whatever raises there, an interrupt included,
+    ends the turn (:func:`abandon`) and goes on up."""
+    try:
+        yield
+    except BaseException as exc:
+        abandon(run, exc)
+        raise
 
 
 def abandon(run: Any, exc: BaseException) -> None:
