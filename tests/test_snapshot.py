@@ -16,7 +16,7 @@ import pytest
 from test_dataset import DAY, T0, assert_same, conversation, make_corpus, quiet_sync, save
 
 from mmsp_notebook import traces
-from mmsp_notebook.traces import _dataset, _manifest, _snapshot
+from mmsp_notebook.traces import _dataset, _manifest, _scan, _snapshot
 
 
 @pytest.fixture
@@ -43,11 +43,21 @@ def token(ds_dir: Path) -> str | None:
     return None if row is None else json.loads(row[0])
 
 
+#: the racy window in these tests: what a scan trusts is decided by the same comparison, with a
+#: window short enough to wait past (the real one is ``_manifest.RACY_S``, 2 s)
+RACY_S = 0.25
+
+
+@pytest.fixture(autouse=True)
+def short_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_scan, "RACY_S", RACY_S)
+
+
 def age() -> None:
     """Wait until what was written is out of the racy window, so that a scan trusts the listing and
     the signatures (and takes the copy). (``os.utime`` would not do: it sets the ctime, which the
     signature takes, to now.)"""
-    time.sleep(_manifest.RACY_S + 0.1)
+    time.sleep(RACY_S + 0.1)
 
 
 class Spy:
