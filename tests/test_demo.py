@@ -640,6 +640,28 @@ def test_replay_gives_the_same_events(demo_server: DemoServer, tmp_path: Path, c
     assert _strip(replayed) == _strip(live)
 
 
+def test_a_stream_read_to_its_end_has_a_final_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the record says "complete" before the stream's last byte goes out: a client that reads its
+    # record as soon as the stream ended finds it final, never still "streaming" (the server's
+    # bookkeeping after the stream is slowed down here, to make the window wide)
+    from mmsp_notebook.demo import _server
+
+    real = _server.until_disconnect
+
+    async def slow_after(*args: Any) -> Any:
+        task = await real(*args)
+        await asyncio.sleep(0.3)
+        return task
+
+    monkeypatch.setattr(_server, "until_disconnect", slow_after)
+    with DemoServer(instant=True) as server, httpx.Client(base_url=server.base_url) as http:
+        with http.stream("POST", "/stream", json={"model": "demo", "messages": [user("hi")]}) as answer:
+            body = answer.read()
+            record = server.transcript(answer.headers["x-demo-request-id"])
+            assert record.outcome == "complete"
+    assert b"stop" in body
+
+
 def test_a_transcript_saved_with_a_byte_order_mark_replays_its_first_event(demo_server: DemoServer, tmp_path: Path) -> None:
     live = stream(demo_server, "mmsp", "demo+nothink+tokens=5", [user("hi")])
     path = demo_server.save_transcript(demo_server.transcripts[-1].id, tmp_path / "bom.sse")

@@ -140,6 +140,9 @@ class _SSEResponse:
                     # a turn of the loop: an instant stream never waits otherwise, so a client gone
                     # would be noticed only at its end, after a write per frame into a dead socket
                     await asyncio.sleep(0)
+            # every frame is out: the record says so before the client can see the stream's end
+            # (a client reading its record right after the last byte finds it final)
+            self._record.outcome = "complete"
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
         try:
