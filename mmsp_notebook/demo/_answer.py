@@ -79,18 +79,23 @@ _FILLER = (
 )
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"[A-Za-z][A-Za-z0-9'’-]*", text)
+#: a word of a prompt
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'’-]*")
+#: the key words an answer uses at most (its heading takes three, its table four)
+KEY_WORDS = 4
 
 
-def _significant(text: str) -> list[str]:
-    # a dict keeps the order and finds a word at once (a list searched per word held the server for
-    # a time growing with the square of a long prompt's distinct words)
+def _significant(text: str, limit: int = KEY_WORDS) -> list[str]:
+    """The first ``limit`` distinct significant words of ``text`` (lower case, in order). The text
+    is read only as far as they go: a prompt of megabytes costs what its first words do (read
+    whole, it held the server over half a second a megabyte)."""
     seen: dict[str, None] = {}
-    for word in _words(text):
-        lowered = word.lower()
+    for match in _WORD.finditer(text):
+        lowered = match.group().lower()
         if len(lowered) > 2 and lowered not in _STOP:
             seen.setdefault(lowered)
+            if len(seen) >= limit:
+                break
     return list(seen)
 
 
@@ -104,8 +109,21 @@ def _capitalized(text: str, exclude: set[str]) -> list[str]:
 
 
 def _snippet(text: str, limit: int = 80) -> str:
-    flat = " ".join(text.split())
+    """The start of ``text``, its runs of white space made single spaces, cut at ``limit``
+    characters; read only as far as that."""
+    parts: list[str] = []
+    size = -1
+    for match in _NON_SPACE.finditer(text):
+        parts.append(match.group())
+        size += len(parts[-1]) + 1
+        if size > limit:
+            break
+    flat = " ".join(parts)
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+#: a run of characters that are not white space (as ``str.split`` has it)
+_NON_SPACE = re.compile(r"\S+")
 
 
 def _name_parts(name: str) -> list[str]:

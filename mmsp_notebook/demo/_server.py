@@ -261,8 +261,8 @@ class _App:
                       ) -> Response | _SSEResponse:
         """``answer(*args)``: on the loop for a small body, in a worker thread for a larger one.
 
-        Reading and planning a request costs time in proportion to its size (about half a second a
-        megabyte of text): on the loop it would hold every other stream the server serves.
+        Reading and planning a request costs time in proportion to its size (about a fifth of a
+        second a megabyte of text): on the loop it would hold every other stream the server serves.
         """
         if len(raw) <= _PLAN_ON_LOOP:
             return answer(*args)
