@@ -9,6 +9,7 @@ import pandas as pd
 from test_explore import capture, inject
 
 from mmsp_notebook import traces
+from mmsp_notebook.traces._explore import CODE_CHARS
 from mmsp_notebook.traces._facets import FACET_LIMIT, LABEL_CHARS, VALUE_CHARS
 
 
@@ -63,9 +64,15 @@ def test_a_long_value_is_picked_through_its_stand_in_and_a_rare_one_typed():
     assert picked["matched"] == 2 and set(explorer.filtered["model"]) == {turns["model"][6]}
     assert explorer.query["model"] == [turns["model"][6]]  # the value itself, for filter_code and pandas
     assert picked["query"]["model"] == [stand_in]  # the page echoes the stand-in: its option stays selected
-    # the filter as pandas code holds the value whole (Copy filter gives code that runs): only it grows
-    assert eval(picked.pop("code"), {"turns": explorer.turns}).index.tolist() == explorer.filtered.index.tolist()
+    # the filter as pandas code holds the value whole (Copy filter gives code that runs): too long to
+    # come with each page, it is sent when Copy filter asks for it
+    assert picked["code"] is None and len(explorer.filter_code) > CODE_CHARS
     assert len(json.dumps(picked, ensure_ascii=False)) < 80_000
+    code = inject(explorer, {"type": "code"})
+    assert code["type"] == "code" and code["code"] == explorer.filter_code
+    assert eval(code["code"], {"turns": explorer.turns}).index.tolist() == explorer.filtered.index.tolist()
+    # a short one comes with the page
+    assert page_of(explorer, {"model": ["rare-0001"]})["code"] == explorer.filter_code
     # values alike in their first characters and length have stand-ins of their own
     twins = [m for m in turns["model"].unique() if m.startswith("t" * 300)]
     stand_ins = set()
@@ -84,5 +91,5 @@ def test_a_long_value_is_picked_through_its_stand_in_and_a_rare_one_typed():
     explorer.filter(model=[f"rare-{k:04d}" for k in range(3000)])
     page = page_of(explorer)
     assert page["matched"] == 3000 and len(page["query"]["model"]) == FACET_LIMIT
-    del page["code"]
+    assert page["code"] is None  # 3,000 values: asked for by Copy filter
     assert len(json.dumps(page, ensure_ascii=False)) < 80_000

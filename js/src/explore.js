@@ -145,12 +145,19 @@ export function renderExplorer({ model, el }) {
   listen(rangeCol, "change", sendRange);
   listen(rangeLo, "change", sendRange);
   listen(rangeHi, "change", sendRange);
-  listen(copyBtn, "click", () => {
-    const code = page ? page.code : "turns";
+  const copyCode = (code) =>
     Promise.resolve(copyText(code, doc)).then(
       (ok) => flashCopied(copyBtn, ok !== false),
       () => flashCopied(copyBtn, false),
     );
+  let codeAsked = false; // a code too long to come with every page, asked of the kernel
+  listen(copyBtn, "click", () => {
+    if (page && typeof page.code !== "string") {
+      codeAsked = true;
+      model.send({ type: "code" });
+      return;
+    }
+    copyCode(page ? page.code : "turns");
   });
   const goto = (n) => page && query({ page: n });
   listen(first, "click", () => goto(0));
@@ -520,7 +527,11 @@ export function renderExplorer({ model, el }) {
     else if (msg.type === "detail") drawDetail(msg);
     else if (msg.type === "more") onMore(msg);
     else if (msg.type === "replay") onReplay(msg);
-    else if (msg.type === "error") {
+    else if (msg.type === "code") {
+      if (codeAsked && typeof msg.code === "string") copyCode(msg.code);
+      codeAsked = false;
+    } else if (msg.type === "error") {
+      codeAsked = false;
       if (shown && shown.pending) {
         shown.pending = null; // a "more" refused: its buttons ask again
         for (const b of conv.querySelectorAll(".mmsp-x-more")) b.disabled = false;

@@ -373,3 +373,28 @@ test("explore: a picker shows a long value cut, its title longer, and takes a va
   assert.equal(sel.options[sel.selectedIndex].textContent, "rare-model-7", "Escape leaves the pick as it was");
   assert.equal(model.sent.at(-1).patch.model[0], "rare-model-7");
 });
+
+test("explore: Copy filter copies the page's code, or asks the kernel for a code too long to come with each page", async () => {
+  const { model, q, win } = setup();
+  const copied = [];
+  Object.defineProperty(win.navigator, "clipboard", { value: { writeText: async (t) => { copied.push(t); } }, configurable: true });
+  model.custom({ type: "state", page: page(), detail: { type: "detail", row: null } });
+  const settle = () => new Promise((r) => setTimeout(r, 0));
+  q(".mmsp-x-copy").click();
+  await settle();
+  assert.deepEqual(copied, ['turns[turns["status"] != "complete"]']);
+  const sent = model.sent.length;
+  model.custom(page({ code: null }));
+  q(".mmsp-x-copy").click();
+  assert.deepEqual(model.sent.slice(sent), [{ type: "code" }], "asked of the kernel");
+  await settle();
+  assert.equal(copied.length, 1, "nothing copied before the answer");
+  const long = 'turns[turns["model"] == "' + "h".repeat(100_000) + '"]';
+  model.custom({ type: "code", code: long });
+  await settle();
+  assert.deepEqual(copied.slice(1), [long]);
+  // a code nobody asked for (another view's Copy) is not copied here
+  model.custom({ type: "code", code: "turns" });
+  await settle();
+  assert.equal(copied.length, 2);
+});

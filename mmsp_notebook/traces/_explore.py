@@ -17,11 +17,13 @@ Messages (``msg:custom``). Front end → kernel: ``{"type": "hello"}`` (answered
 desc, page, page_size``; answered with a ``page``), ``{"type": "select", "row": n}`` (a row
 position in the frame; answered with a ``detail``), ``{"type": "more", "row": n, "before": b}``
 or ``"after": b`` (the blocks of the conversation before / after the window shown; answered with
-a ``more``), ``{"type": "replay", "speed": s}``, ``{"type": "stop"}``. Kernel → front end:
+a ``more``), ``{"type": "code"}`` (answered with a ``code``: the filter as pandas code, whole),
+``{"type": "replay", "speed": s}``, ``{"type": "stop"}``. Kernel → front end:
 ``state`` (``page`` + ``detail``), ``page`` (the query, ``columns``, ``rows`` as ``[position,
 status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets`` (each picker's
-``[value, label(, title)]``, bounded: ``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``,
-``took_ms``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
+``[value, label(, title)]``, bounded: ``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``
+(the filter as pandas code; None when longer than :data:`CODE_CHARS`, a long value picked or
+typed: Copy filter then asks for it), ``took_ms``), ``code`` (``code``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
 of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
 ``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
 (``phase`` ``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
@@ -64,7 +66,11 @@ from ._facets import Facets
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
 
-__all__ = ["explore", "Explorer", "COLUMNS"]
+__all__ = ["explore", "Explorer", "COLUMNS", "CODE_CHARS"]
+
+#: the filter's pandas code comes with each page up to this length; a longer one (a long value
+#: picked or typed) is sent when Copy filter asks for it, so that pages stay small
+CODE_CHARS = 4096
 
 #: (column, title, numeric): the table's columns (``error`` is ``error_type: error_message``)
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
@@ -209,11 +215,13 @@ class Explorer(MarkdownWidget):
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
                  for name, label in QUICK.items()]
         facets = {k: self._facets.items(k, q[k]) for k in FACETS}
+        code = self.filter_code
         summary = f"{fmt.integer(matched)} of {fmt.integer(total)} turns · answered in {fmt.seconds(self.q.took_ms / 1000)}"
         return {"type": "page", "query": self._facets.query(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
-                "facets": facets, "quick": quick, "code": self.filter_code, "took_ms": round(self.q.took_ms, 1),
+                "facets": facets, "quick": quick, "code": code if len(code) <= CODE_CHARS else None,
+                "took_ms": round(self.q.took_ms, 1),
                 "ranges": [c for c in RANGE_COLUMNS if c in self._df], **self._facets.other()}
 
     # ------------------------------------------------------------------ detail
@@ -359,6 +367,8 @@ class Explorer(MarkdownWidget):
                 answer = self.more_message(content)
                 if answer is not None:
                     self.send(answer)
+            elif kind == "code":  # Copy filter, for a code too long to come with every page
+                self.send({"type": "code", "code": self.filter_code})
             elif kind == "replay":
                 self.replay(_speed(content.get("speed")))
             elif kind == "stop" and self._run is not None:
