@@ -212,8 +212,8 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
 
 def test_surrogates_a_model_sent_stream_into_the_cell_mended_and_the_kernel_goes_on(kernel):
     """Half a surrogate pair in each of two deltas and half a pair alone (JSON escapes a server slicing
-    UTF-16 text may send): the live widget, the final view and the trace carry the joined character
-    and U+FFFD, where a raw surrogate would fail to be sent; the next cell runs."""
+    UTF-16 text may send): the live widget, the final view, the Turn's text and the trace carry the
+    joined character and U+FFFD, where a raw surrogate would fail to be sent; the next cell runs."""
     from sse_scripts import SPLIT_SURROGATES, script_server
 
     with script_server(lambda _request, _auth: SPLIT_SURROGATES) as base_url:
@@ -223,7 +223,9 @@ def test_surrogates_a_model_sent_stream_into_the_cell_mended_and_the_kernel_goes
     assert "Traceback" not in json.dumps([m["content"] for m in outputs if m["msg_type"] == "stream"])
     final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]["content"]["data"]
     assert "a smile \U0001f600 and half \ufffd a <strong>pair</strong>" in final["text/html"]
-    assert kernel.printed("print(t.status, ascii(t.text))").strip() == r"complete 'a smile \ud83d\ude00 and half \udc00 a **pair**'"
+    # and the Turn's text, which a print would fail to write with a raw surrogate in it
+    assert kernel.printed("print(t.status, ascii(t.text))").strip() == r"complete 'a smile \U0001f600 and half \ufffd a **pair**'"
+    assert kernel.printed("print(t.text)").strip() == "a smile \U0001f600 and half \ufffd a **pair**"
     kernel.execute("%%mmsp -m demo+instant -o again\nstill alive?")
     assert kernel.printed("print(again.status, again.error_message)").strip() == "complete None"
 

@@ -89,6 +89,10 @@ def test_partial_content_is_readable_while_streaming():
         ([{**delta({"type": "text.delta", "text": "a"}), "content_items": []}], 0, "exactly one"),
         ([delta({"type": "text.delta", "text": "a"}), stop()], 1, "open"),
         ([delta({"type": "text.delta", "text": "a"}), delta({"type": "text.done", "text": "b"})], 1, "concatenation"),
+        # a lone half is itself: not the other half, not U+FFFD, not the whole character
+        ([delta({"type": "text.delta", "text": "a\ud83d"}), delta({"type": "text.done", "text": "a\ude00"})], 1, "concatenation"),
+        ([delta({"type": "text.delta", "text": "a\ud83d"}), delta({"type": "text.done", "text": "a\ufffd"})], 1, "concatenation"),
+        ([delta({"type": "text.delta", "text": "a\ud83d"}), delta({"type": "text.done", "text": "a\U0001F600"})], 1, "concatenation"),
         ([delta({"type": "text.delta", "text": "a"}), delta({"type": "text.done", "text": "a"}),
           {**stop(), "usage_metadata": None}], 2, "usage_metadata"),
         ([delta({"type": "tool_call.delta", "name": "f", "tool_call_id": "1", "arguments": "{}"}),
@@ -307,3 +311,14 @@ def test_feed_many_stops_at_a_violation_with_what_came_before_consumed():
     with pytest.raises(ProtocolError) as info:
         state.feed_many(events, [0.0, 1.0, 2.0, 3.0])
     assert info.value.index == 2 and state.n_events == 2 and state.text == "ab"
+
+
+@pytest.mark.parametrize("kind", ["text", "thinking"])
+def test_a_surrogate_pair_split_across_two_deltas_equals_its_done(kind):
+    # a server slicing UTF-16 text sends the halves of an emoji in two deltas (JSON "\\ud83d" and
+    # "\\ude00"); its .done holds the whole character
+    state = TurnState()
+    for event in (delta({"type": f"{kind}.delta", kind: "smile \ud83d"}), delta({"type": f"{kind}.delta", kind: "\ude00 done"}),
+                  delta({"type": f"{kind}.done", kind: "smile \U0001F600 done"}), stop()):
+        state.feed(event)
+    assert state.status == "complete" and state.error is None

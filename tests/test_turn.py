@@ -84,3 +84,19 @@ def test_the_repr_isolates_the_names_a_server_gives():
     pair = repr(Comparison("c\u202e1", ["evil\u202eledom", "demo"], [turn, Turn(None, model="demo")]))
     assert pair.startswith("<Comparison \u2068c\u202e1\u2069: \u2068evil\u202eledom\u2069 ") and " · demo " in pair
 
+
+
+def test_text_split_between_the_halves_of_a_surrogate_pair_is_printable():
+    # a server slicing UTF-16 text sent an emoji's halves in two deltas; a stream cut after a first
+    # half leaves it lone: the text is readable and writable as UTF-8 either way
+    turn = Turn(None, model="demo")
+    state = turn.new_step()
+    state.mark_request_sent()
+    for event in (_delta({"type": "thinking.delta", "thinking": "hm \ud83d"}), _delta({"type": "thinking.delta", "thinking": "\ude00"}),
+                  _delta({"type": "thinking.done", "thinking": "hm \U0001F600"}),
+                  _delta({"type": "text.delta", "text": "smile \ud83d"}), _delta({"type": "text.delta", "text": "\ude00 and \ud83d"})):
+        state.feed(event)
+    turn.mark_cancelled("stopped")
+    assert turn.thinking == "hm \U0001F600"
+    assert turn.text == "smile \U0001F600 and \ufffd"
+    turn.text.encode("utf-8")  # (raised UnicodeEncodeError: surrogates not allowed)

@@ -323,7 +323,7 @@ class TurnState:
         growing = GROWING_FIELD.get(kind)
         if growing in ("text", "thinking", "data") and item.get(growing) is not None:
             joined = current.content()
-            if item[growing] != joined:
+            if item[growing] != joined and not _same_text(item[growing], joined):
                 raise self._violation(
                     index, f"{item['type']} does not equal the concatenation of its {kind}.delta fragments", event
                 )
@@ -590,3 +590,14 @@ def _size(chunk: Any) -> int:
     if isinstance(chunk, dict):
         return len(chunk)
     return 0
+
+
+def _same_text(done: Any, joined: Any) -> bool:
+    """Whether a ``.done`` text is its deltas' text as UTF-16 code units: a server slicing UTF-16
+    text may send the halves of a surrogate pair in two deltas (two characters here, each a JSON
+    ``"\\ud83d"`` escape), which its ``.done`` holds as one (the escapes of a pair decode to one
+    character). A lone half stays what it is: unequal to another, or to U+FFFD."""
+    if not (isinstance(done, str) and isinstance(joined, str)):
+        return False
+    return done.encode("utf-16-le", "surrogatepass") == joined.encode("utf-16-le", "surrogatepass")
+

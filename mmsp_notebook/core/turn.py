@@ -12,7 +12,7 @@ import itertools
 import threading
 from typing import Any
 
-from .chars import isolate
+from .chars import isolate, mend_surrogates
 from .pricing import LIST_PRICES, Prices, PriceTable, format_cost
 from .redact import redact, redact_exception
 from .state import ItemState, Status, TurnState
@@ -156,11 +156,15 @@ class Turn:
 
     @property
     def text(self) -> str:
-        return "".join(item.content() for item in self.items if item.kind == "text")
+        """The answer's text: its text items' deltas joined, a surrogate pair split across two of
+        them joined into its character and a lone half replaced by U+FFFD (as the views and the
+        trace file have it: printable, and writable as UTF-8)."""
+        return mend_surrogates("".join(item.content() for item in self.items if item.kind == "text"))
 
     @property
     def thinking(self) -> str:
-        return "".join(item.content() for item in self.items if item.kind == "thinking")
+        """The thinking's text, mended as :attr:`text` is."""
+        return mend_surrogates("".join(item.content() for item in self.items if item.kind == "thinking"))
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
