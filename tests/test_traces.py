@@ -1235,6 +1235,32 @@ def test_rerun_into_the_same_cache_keeps_the_latest_run(tmp_path: Path) -> None:
     assert again["latency"].tolist() == [0.1, 0.3] and again["status"].astype(str).tolist() == ["complete"] * 2
 
 
+def test_a_rerun_whose_first_turn_failed_keeps_the_run_the_trace_file_holds(tmp_path: Path) -> None:
+    # the Tracer writes no trace file for a failed turn: after a re-run whose first turn failed, the
+    # file still holds the run before, whose turns keep their timing; the failure shows as its own row
+    def ev(ms: float) -> list[list[Any]]:
+        return [[ms / 2, "text.delta", 1], [ms, "stop", 0]]
+
+    run1 = [sidecar_record("nb/chat", k, 2 * k + 1, started_at=T0 + 1000 * k, total_ms=100.0 + k, events=ev(100.0 + k))
+            for k in range(3)]
+    for rec in run1 + [sidecar_record("nb/chat", 0, None, "error", started_at=T0 + 60_000, total_ms=20.0, events=ev(20.0))]:
+        append_sidecar(rec, base=tmp_path)
+    save(tmp_path, "nb/chat", [m for k in range(3) for m in (user("q", T0 + 1000 * k - 1), answer("a", T0 + 1000 * k + 100))])
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["status"].astype(str).tolist() == ["error", "complete", "complete", "complete"]
+    assert df["source"].astype(str).tolist() == ["sidecar"] + ["trace+sidecar"] * 3
+    assert df["latency"].tolist() == [0.02, 0.1, 0.101, 0.102]
+    # a turn answered again whose first new attempt failed: the failure is the new run's, the old
+    # answer of that turn is dropped
+    for rec in run1 + [sidecar_record("nb/again", 1, None, "error", started_at=T0 + 9000, total_ms=30.0, events=ev(30.0)),
+                       sidecar_record("nb/again", 1, 3, started_at=T0 + 9500, total_ms=300.0, events=ev(300.0))]:
+        append_sidecar(rec | {"trace_id": "nb/again"}, base=tmp_path)
+    save(tmp_path, "nb/again", [user("q", T0 - 1), answer("a", T0 + 100), user("q", T0 + 9499), answer("b", T0 + 9800)])
+    again = no_warnings_load(traces.load_turns, tmp_path / "nb" / "again.json")
+    assert again["status"].astype(str).tolist() == ["complete", "error", "complete"]
+    assert again["latency"].tolist() == [0.1, 0.03, 0.3]
+
+
 def test_damaged_sidecars_are_reported_and_their_good_lines_used(tmp_path: Path) -> None:
     for k, tid in enumerate(("bom", "middle", "array", "noise", "tail")):
         save(tmp_path, tid, [user("q", T0), answer(tid, T0 + 1000 + k), user("q", T0 + 2000), answer(tid, T0 + 3000 + k)])

@@ -99,11 +99,13 @@ Repeated histories
 
 Re-runs
     A sidecar is appended to while the Tracer overwrites its trace file, so running a notebook
-    again into the same cache leaves several runs in one sidecar. A record for a turn already
-    completed earlier in the sidecar (``message_index`` set) means the conversation went back to
-    that turn (a re-run goes back to turn 0): the earlier records of that turn and of later turns
-    are dropped, so only the run the trace file holds is counted. A line repeated verbatim in a
-    sidecar counts once.
+    again into the same cache leaves several runs in one sidecar. A completed record
+    (``message_index`` set) for a turn already completed earlier in the sidecar means the
+    conversation went back to that turn (a re-run goes back to turn 0): the earlier records of
+    that turn and of later turns are dropped, so only the run the trace file holds is counted. A
+    failed record alone does not: the Tracer writes no trace file for a failed turn, so after a
+    re-run whose first turn failed the file still holds the run before, which keeps its records
+    (the failure is a row of its own). A line repeated verbatim in a sidecar counts once.
 
 Filters
     ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts, naive meaning UTC; a number is a

@@ -232,11 +232,14 @@ def _turn(r: dict[str, Any]) -> int | None:
 def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records that belong to the conversation the trace file holds now, in file order.
 
-    A sidecar is appended to while its trace file is overwritten. A record for a turn already
-    completed (``message_index`` not null) earlier in the sidecar means the conversation went
-    back to that turn: the notebook was run again into the same cache (back to turn 0), or a
-    turn was answered again. The earlier records of that turn and of later turns are dropped;
-    those of earlier turns stay.
+    A sidecar is appended to while its trace file is overwritten. A completed record
+    (``message_index`` not null) for a turn already completed earlier in the sidecar means the
+    conversation went back to that turn: the notebook was run again into the same cache (back to
+    turn 0), or a turn was answered again. The earlier records of that turn and of later turns are
+    dropped (but the failed attempts at that turn since the last completed record: they are the
+    new run's); those of earlier turns stay. A failed record alone goes back nowhere: the Tracer
+    writes no trace file for a failed turn, so the file still holds the conversation before it
+    (a re-run whose first turn failed), which keeps its records; the failed one is kept too.
     """
     top = -1  # highest completed turn among the records kept
     kept: list[dict[str, Any]] | None = None  # None: every record so far
@@ -249,14 +252,24 @@ def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if kept is not None:
                 kept.append(r)
             continue
-        if t <= top:
-            kept = [x for x in (records[:i] if kept is None else kept) if not ((tx := _turn(x)) is not None and tx >= t)]
+        completed = r.get("message_index") is not None
+        if t <= top and completed:
+            kept = _back_to(records[:i] if kept is None else kept, t)
             top = max((tx for x in kept if (tx := _turn(x)) is not None and x.get("message_index") is not None), default=-1)
         if kept is not None:
             kept.append(r)
-        if t > top and r.get("message_index") is not None:
+        if t > top and completed:
             top = t
     return records if kept is None else kept
+
+
+def _back_to(records: list[dict[str, Any]], t: int) -> list[dict[str, Any]]:
+    """``records`` without those of turn ``t`` and later turns, but the failed attempts at turn
+    ``t`` after the last completed record (the run that went back to ``t`` made them)."""
+    last = max((j for j, x in enumerate(records) if x.get("message_index") is not None), default=-1)
+    return [x for j, x in enumerate(records)
+            if not ((tx := _turn(x)) is not None and tx >= t
+                    and not (j > last and tx == t and x.get("message_index") is None))]
 
 
 def config_trace_id(source: Source, config: dict[str, Any]) -> str:
