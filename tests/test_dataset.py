@@ -1648,6 +1648,29 @@ def test_empty_corpus_gives_empty_views(tmp_path: Path) -> None:
     assert traces.summary(tmp_path / "ds", by="model").empty
 
 
+def test_a_query_of_no_row_has_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
+    """A query of an empty dataset, or one whose rows a WHERE leaves out, gives every column the
+    dtype the loader gives it: category columns with categories of text (``.str`` works)."""
+    (tmp_path / "none").mkdir()
+    for kind in LOADERS:
+        quiet_sync(tmp_path / "none", tmp_path / "empty", kind=kind)
+        quiet_sync(corpus, tmp_path / "full", kind=kind)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", traces.TraceLoadWarning)
+            want = LOADERS[kind](corpus, progress=False)
+        for got in (traces.query(f"SELECT * FROM {kind}", tmp_path / "empty"),
+                    traces.query(f"SELECT * FROM {kind} WHERE false", tmp_path / "full")):
+            got = got.drop(columns="month")
+            assert len(got) == 0 and list(got.columns) == list(want.columns)
+            for col in want.columns:
+                if isinstance(want[col].dtype, pd.CategoricalDtype) and col != "source":
+                    assert isinstance(got[col].dtype, pd.CategoricalDtype), (kind, col)
+                    assert got[col].cat.categories.dtype == want[col].cat.categories.dtype, (kind, col)
+                else:
+                    assert got[col].dtype == want[col].dtype, (kind, col)
+            assert got[got["model"].str.startswith("glm")].empty
+
+
 def test_summary_of_an_empty_dataset_equals_that_of_an_empty_frame(tmp_path: Path) -> None:
     (tmp_path / "none").mkdir()
     traces.sync(tmp_path / "none", tmp_path / "ds")

@@ -119,7 +119,11 @@ Progress
 Categories
     A category column of any frame holds the values found, sorted (``source`` has its fixed
     three): not the order the files were read in, so two loads of the same traces, and a
-    dataset's ``query``, give the same categories in the same order.
+    dataset's ``query``, give the same categories in the same order. A column holding no value
+    (``client_type`` of traces without sidecars; every one but ``source`` in an empty frame: a
+    folder without traces, filters or a query that match nothing) has no category, of text as the
+    others' are, so an empty frame has the dtypes of any other and ``df.model.str.startswith(...)``
+    works on it.
 
 Turns frame (:func:`load_turns`): one row per assistant message of each trace, plus one row per
 sidecar record of a turn that recorded nothing (status ``error`` / ``incomplete`` /
