@@ -48,7 +48,9 @@ Paths
     ``pattern`` are ignored; a directory that cannot be listed is named in ``attrs["skipped"]``
     (``unreadable directory``). A ``pattern`` that matches no file while ``**/`` + it finds traces
     in subfolders (``"*.json"`` on a folder of folders) warns (:class:`TraceLoadWarning`), naming
-    the recursive pattern.
+    the recursive pattern. So does a directory given that is a trace dataset (the folder
+    :func:`sync` writes, or one of its kind folders) and so holds no trace: the warning names what
+    reads it (``query``, ``dataset``, ``summary``) and the trace folder it was synced from.
 
 Robustness
     A corrupt, truncated (being written), empty, binary or foreign JSON file (``[1, 2]``,
