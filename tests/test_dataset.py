@@ -1648,6 +1648,68 @@ def test_empty_corpus_gives_empty_views(tmp_path: Path) -> None:
     assert traces.summary(tmp_path / "ds", by="model").empty
 
 
+def test_a_dataset_given_to_a_loader_or_the_explorer_is_named_with_what_reads_it(corpus: Path, tmp_path: Path) -> None:
+    """A dataset folder holds no trace: a loader given one warns, saying it is a dataset, what reads it
+    and the trace folder it was synced from (an empty folder of traces stays quiet, as before)."""
+    ds_dir = tmp_path / "ds"
+    quiet_sync(corpus, ds_dir)
+    quiet_sync(corpus, ds_dir, kind="items")
+
+    def dataset_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+        return [str(w.message) for w in caught if "is a trace dataset" in str(w.message)
+                and issubclass(w.category, traces.TraceLoadWarning)]
+
+    for kind, load in LOADERS.items():
+        for given in (ds_dir, ds_dir / "turns", str(ds_dir / "items") + os.sep):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                df = load(given)
+            said = dataset_warnings(caught)
+            assert len(df) == 0 and len(said) == 1, (kind, given, [str(w.message) for w in caught])
+            assert said[0].startswith(f"mmsp_notebook.traces: {given} is a trace dataset made by traces.sync")
+            view = kind if kind != "events" else "turns"  # (no events synced: the views it has)
+            assert f'traces.query("SELECT * FROM {view}", {str(ds_dir)!r})' in said[0]
+            assert f"traces.summary({str(ds_dir)!r})" in said[0] and f"traces.dataset({str(ds_dir)!r}" in said[0]
+            assert said[0].endswith(f"traces.load_{kind}({str(corpus)!r})")
+            assert [w.filename for w in caught if str(w.message) == said[0]] == [__file__]  # the caller's line
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        explorer = traces.explore(ds_dir)
+    assert len(explorer.turns) == 0 and len(dataset_warnings(caught)) == 1
+    # given with a trace folder: named, the traces loaded
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        both = traces.load_turns(iter([corpus, ds_dir]))
+    assert len(both) and len(dataset_warnings(caught)) == 1
+    (tmp_path / "none").mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(traces.load_turns(tmp_path / "none")) == 0
+
+
+def test_a_query_of_no_row_has_the_loaders_dtypes(corpus: Path, tmp_path: Path) -> None:
+    """A query of an empty dataset, or one whose rows a WHERE leaves out, gives every column the
+    dtype the loader gives it: category columns with categories of text (``.str`` works)."""
+    (tmp_path / "none").mkdir()
+    for kind in LOADERS:
+        quiet_sync(tmp_path / "none", tmp_path / "empty", kind=kind)
+        quiet_sync(corpus, tmp_path / "full", kind=kind)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", traces.TraceLoadWarning)
+            want = LOADERS[kind](corpus, progress=False)
+        for got in (traces.query(f"SELECT * FROM {kind}", tmp_path / "empty"),
+                    traces.query(f"SELECT * FROM {kind} WHERE false", tmp_path / "full")):
+            got = got.drop(columns="month")
+            assert len(got) == 0 and list(got.columns) == list(want.columns)
+            for col in want.columns:
+                if isinstance(want[col].dtype, pd.CategoricalDtype) and col != "source":
+                    assert isinstance(got[col].dtype, pd.CategoricalDtype), (kind, col)
+                    assert got[col].cat.categories.dtype == want[col].cat.categories.dtype, (kind, col)
+                else:
+                    assert got[col].dtype == want[col].dtype, (kind, col)
+            assert got[got["model"].str.startswith("glm")].empty
+
+
 def test_summary_of_an_empty_dataset_equals_that_of_an_empty_frame(tmp_path: Path) -> None:
     (tmp_path / "none").mkdir()
     traces.sync(tmp_path / "none", tmp_path / "ds")

@@ -697,6 +697,40 @@ def test_a_trace_id_holding_a_bidi_control_is_isolated_in_the_replay_title(tmp_p
     assert detail["title"].startswith("\u2068r\u202eevil\u2069 · turn ")  # as the detail's title
 
 
+def test_a_true_false_column_is_searched_with_true_and_false(big):
+    """``cost_missing=True`` / ``=true`` / ``!=false`` (any case, or 1 / 0) search a true/false column, and the
+    pandas code gives the same rows; an ordering (``>``, ``<``) or another value is refused, saying what it takes."""
+    explorer = traces.explore(big)
+    turns = explorer.turns
+    n, missing = len(turns), int(turns["cost_missing"].sum())
+    assert turns["cost_missing"].dtype == bool and 0 < missing < n
+    priced_glm = int((~turns["cost_missing"] & (turns["model"] == "glm-5.3")).sum())
+    for text, want in (("cost_missing=True", missing), ("cost_missing=true", missing), ("cost_missing=TRUE", missing),
+                       ("cost_missing=1", missing), ("cost_missing:true", missing), ("cost_missing!=False", missing),
+                       ("cost_missing=false", n - missing), ("cost_missing=0", n - missing),
+                       ("cost_missing!=true", n - missing), ("cost_missing=False model:glm", priced_glm)):
+        explorer.filter(text=text)
+        assert len(explorer.filtered) == want, text
+        assert eval(explorer.filter_code, {"turns": turns}).index.tolist() == explorer.filtered.index.tolist(), text
+    before, code = explorer.query, explorer.filter_code
+    for text, said in (("cost_missing>true", "not ordered: use cost_missing=true or cost_missing=false"),
+                       ("cost_missing<1", "not ordered"), ("cost_missing>=0", "not ordered"),
+                       ("cost_missing=yes", "'yes' is not true or false"), ("cost_missing!=2", "'2' is not true or false")):
+        with pytest.raises(OptionError, match=said):
+            explorer.filter(text=text)
+        assert explorer.query == before and explorer.filter_code == code
+    # a nullable column (a query's outer join): a missing value is neither true nor other than true
+    frame = turns.assign(cost_missing=turns["cost_missing"].astype("boolean").mask(turns["turn"] == 0))
+    nullable = traces.explore(frame)
+    known = frame["cost_missing"].notna()
+    for text, value in (("cost_missing=true", True), ("cost_missing!=true", False), ("cost_missing=false", False),
+                        ("cost_missing!=FALSE", True)):
+        nullable.filter(text=text)
+        want = frame.index[known & (frame["cost_missing"] == value).fillna(False)]
+        assert nullable.filtered.index.tolist() == want.tolist() and 0 < len(want) < known.sum(), text
+        assert eval(nullable.filter_code, {"turns": frame}).index.tolist() == nullable.filtered.index.tolist(), text
+
+
 def test_a_query_that_cannot_be_answered_leaves_the_explorer_as_it_was(big, monkeypatch):
     explorer = traces.explore(big, page_size=10)
     capture(explorer)

@@ -1311,9 +1311,46 @@ def test_every_kind_sorts_its_categories_whatever_order_they_are_met_in(tmp_path
         for col, categories in cats.items():
             if col != "source":  # (the turns' fixed three, in their own order)
                 assert list(categories) == sorted(categories), (load.__name__, col, list(categories))
-                if len(categories):  # (no value: no category, as pd.Categorical makes it)
-                    assert categories.dtype == df["model"].cat.categories.dtype, (load.__name__, col)
+                # (a column of no value, comparison here: no category, of text all the same)
+                assert categories.dtype == df["model"].cat.categories.dtype, (load.__name__, col)
         assert list(cats["model"]) == ["alpha-1", "zeta-9"]
+
+
+def assert_same_dtypes(got: pd.DataFrame, want: pd.DataFrame) -> None:
+    """The columns and dtypes of ``want``; a category column's categories of text (``.str`` works)."""
+    assert list(got.columns) == list(want.columns)
+    for col in want.columns:
+        dtype = got[col].dtype
+        if isinstance(want[col].dtype, pd.CategoricalDtype) and len(want[col].cat.categories):
+            assert isinstance(dtype, pd.CategoricalDtype), col
+            assert dtype.categories.dtype == want[col].cat.categories.dtype, (col, dtype.categories.dtype)
+            assert got[col].str.startswith("x").sum() == 0, col
+        else:
+            assert dtype == want[col].dtype, (col, dtype, want[col].dtype)
+
+
+def test_an_empty_frame_of_every_kind_has_the_dtypes_of_a_loaded_one(tmp_path: Path) -> None:
+    """An empty folder, a folder whose only trace is damaged, and filters matching nothing give the
+    columns and dtypes of a frame of rows: category columns with categories of text, never float64."""
+    full_dir, empty_dir, damaged_dir = tmp_path / "full", tmp_path / "empty", tmp_path / "damaged"
+    save(full_dir, "t", [user("q", T0), answer("a", T0 + 1000)])
+    append_sidecar(sidecar_record("t", 0, 1, started_at=T0 + 2.0, total_ms=1000.0,
+                                  events=[[200.0, "text.delta", 1], [1000.0, "stop", 0]]), base=full_dir)
+    empty_dir.mkdir()
+    damaged_dir.mkdir()
+    (damaged_dir / "a.json").write_text('{"history": [\n')
+    for load in (traces.load_turns, traces.load_items, traces.load_events):
+        want = no_warnings_load(load, full_dir)
+        assert len(want) and all(len(want[c].cat.categories) for c in ("model", "status" if load is not traces.load_items
+                                                                       else "role"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", traces.TraceLoadWarning)
+            damaged = load(damaged_dir)
+        assert damaged.attrs["n_skipped"] == 1
+        for got in (load(empty_dir), damaged, load(full_dir, models="nope"), load(full_dir, since="2099-01-01")):
+            assert len(got) == 0, load.__name__
+            assert_same_dtypes(got, want)
+            assert got[got["model"].str.startswith("gemini")].empty
 
 
 def test_parquet_category_columns_are_always_strings(tmp_path: Path) -> None:

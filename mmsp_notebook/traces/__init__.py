@@ -48,7 +48,9 @@ Paths
     ``pattern`` are ignored; a directory that cannot be listed is named in ``attrs["skipped"]``
     (``unreadable directory``). A ``pattern`` that matches no file while ``**/`` + it finds traces
     in subfolders (``"*.json"`` on a folder of folders) warns (:class:`TraceLoadWarning`), naming
-    the recursive pattern.
+    the recursive pattern. So does a directory given that is a trace dataset (the folder
+    :func:`sync` writes, or one of its kind folders) and so holds no trace: the warning names what
+    reads it (``query``, ``dataset``, ``summary``) and the trace folder it was synced from.
 
 Robustness
     A corrupt, truncated (being written), empty, binary or foreign JSON file (``[1, 2]``,
@@ -121,7 +123,11 @@ Progress
 Categories
     A category column of any frame holds the values found, sorted (``source`` has its fixed
     three): not the order the files were read in, so two loads of the same traces, and a
-    dataset's ``query``, give the same categories in the same order.
+    dataset's ``query``, give the same categories in the same order. A column holding no value
+    (``client_type`` of traces without sidecars; every one but ``source`` in an empty frame: a
+    folder without traces, filters or a query that match nothing) has no category, of text as the
+    others' are, so an empty frame has the dtypes of any other and ``df.model.str.startswith(...)``
+    works on it.
 
 Turns frame (:func:`load_turns`): one row per assistant message of each trace, plus one row per
 sidecar record of a turn that recorded nothing (status ``error`` / ``incomplete`` /

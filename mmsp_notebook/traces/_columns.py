@@ -225,8 +225,8 @@ class Cat:
                 remap = np.array([where[c] for c in fixed] + [-1], dtype=np.int32)
                 codes = remap[codes]
             cats = uniq
-        if not cats:  # all missing: as cat_col makes it
-            return pd.Categorical.from_codes(codes, categories=pd.Index([], dtype=np.float64))
+        if not cats:  # all missing (or no row): as cat_col makes it
+            return pd.Categorical.from_codes(codes, categories=no_categories())
         try:
             order = sorted(range(len(cats)), key=cats.__getitem__)
         except TypeError:  # values of several types (foreign traces): the order met
@@ -311,14 +311,22 @@ def str_col(values: Any) -> Any:
         return pd.array([utf8_safe(v) if v.__class__ is str else v for v in values], dtype="str")
 
 
+def no_categories() -> pd.Index:
+    """The categories of a category column holding no value: none, of the dtype pandas gives text
+    (``str``, or ``object`` before pandas 3), so that an empty frame, or a column all missing, has
+    the dtypes of any other (``df.model.str``, ``pd.concat`` with a frame of values), not the
+    ``float64`` categories ``pd.Categorical([])`` would make."""
+    return pd.Index([""])[:0]
+
+
 def cat_col(values: Any) -> pd.Categorical:
     """A categorical column of strings (None = missing), categories sorted as ``pd.Categorical``
     sorts them; lone surrogates become U+FFFD. Factorized from an object array (several times
     faster than ``pd.Categorical(list)``, which infers the values first)."""
     arr = values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
     codes, uniques = pd.factorize(arr, sort=True)
-    if not len(uniques):  # all missing: what pd.Categorical makes of it
-        return pd.Categorical.from_codes(codes, categories=pd.Index([], dtype=np.float64))
+    if not len(uniques):  # all missing (or no row): no category, of text as the others are
+        return pd.Categorical.from_codes(codes, categories=no_categories())
     try:
         return pd.Categorical.from_codes(codes, categories=pd.Index(uniques.tolist()))
     except UnicodeEncodeError:

@@ -51,12 +51,12 @@ from ._files import NULL_PARTITION, atomic_write, key_mask
 from ._io import latest_run
 from ._items import ItemBuilder, message_key
 from ._load import UNREAD
+from ._manifest import KINDS
 from ._turns import TurnBuilder
 
 __all__ = ["Job", "ChunkResult", "convert", "file_schema", "data_schema", "KINDS", "DATE_FROM", "NULL_PARTITION", "held_path", "unread",
            "model_segment"]
 
-KINDS = ("turns", "items", "events")
 #: the column whose UTC month partitions each kind
 DATE_FROM = {"turns": "started", "items": "created_at", "events": "started"}
 #: the start of a skip note's reason for a damaged sidecar

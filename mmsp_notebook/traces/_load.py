@@ -4,6 +4,7 @@ trace store, feed a frame builder, report what was skipped (see the package docs
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -20,8 +21,9 @@ from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
 from ._events import EventBuilder
 from ._fast import Decoded, decode_trace
-from ._io import config_trace_id, deeper_match, find_sources, latest_run
+from ._io import Source, config_trace_id, deeper_match, find_sources, latest_run
 from ._items import ItemBuilder
+from ._manifest import synced_dataset
 from ._turns import TurnBuilder
 
 __all__ = ["load_turns", "load_items", "load_events", "PROGRESS_THRESHOLD"]
@@ -141,10 +143,15 @@ def _drive_sources(
     events: bool = True,
     max_size: int = MAX_FILE_SIZE,
     decode: Callable[[bytes], Any] | None = None,
+    kind: str = "turns",
 ) -> tuple[int, list[dict[str, str]], dict[str, list[str]]]:
     if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0:
         raise OptionError(f"max_size must be a number of bytes (an int >= 0), not {max_size!r}")
+    if not isinstance(paths, (str, bytes, os.PathLike)) and isinstance(paths, Iterable):
+        paths = list(paths)  # (walked, then looked at again: a generator would be spent)
     sources, skipped = find_sources(paths, pattern)
+    for note in _datasets_given(paths, sources, kind):
+        warnings.warn(note, TraceLoadWarning, stacklevel=4)
     if not sources:  # (only then: a load that found traces pays for no second walk)
         deeper = deeper_match(paths, pattern)
         if deeper is not None:
@@ -203,6 +210,33 @@ def _drive_sources(
     return loaded, skipped, repeated
 
 
+def _datasets_given(paths: Paths, sources: list[Source], kind: str) -> list[str]:
+    """A warning for each directory given that is a trace dataset (made by ``sync``, or one of its
+    kind directories) and gave no trace: what reads it, and the trace directory it was synced from."""
+    notes = []
+    for raw in [paths] if isinstance(paths, (str, bytes, os.PathLike)) else paths:
+        if not isinstance(raw, (str, bytes, os.PathLike)):
+            continue
+        given = os.fsdecode(raw)
+        path = os.path.abspath(os.path.expanduser(given))
+        if not os.path.isdir(path):
+            continue
+        found = synced_dataset(path)
+        if found is None or any((src.path or src.sidecar or "").startswith(path + os.sep) for src in sources):
+            continue
+        root, kinds, origin = found
+        view = kind if kind in kinds else kinds[0]
+        readers = [f"traces.query(\"SELECT * FROM {view}\", {root!r})",
+                   f"traces.dataset({root!r}{'' if view == 'turns' else f', kind={view!r}'})"]
+        if "turns" in kinds:
+            readers.append(f"traces.summary({root!r})")
+        then = (f"; or give the trace folder it was synced from instead: traces.load_{kind}({origin!r})"
+                if origin is not None else "; or give the trace folder it was synced from instead")
+        notes.append(f"mmsp_notebook.traces: {given} is a trace dataset made by traces.sync, not a folder of traces, "
+                     f"so no trace was loaded from it: read it with {', '.join(readers[:-1])} or {readers[-1]}{then}")
+    return notes
+
+
 def load_turns(
     path_or_paths: Paths,
     since: TimeLike | None = None,
@@ -249,7 +283,7 @@ def load_turns(
     """
     builder = TurnBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), dedupe, prices)
     n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False,
-                                  max_size=max_size, decode=decode_trace)
+                                  max_size=max_size, decode=decode_trace, kind="turns")
     return _finish(builder.frame(), n, skipped, otel, repeated)
 
 
@@ -284,7 +318,7 @@ def load_items(
             builder.add(tid, data, records)
 
     n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading items", each, events=False,
-                                  max_size=max_size)
+                                  max_size=max_size, kind="items")
     return _finish(builder.frame(), n, skipped, otel, repeated)
 
 
@@ -319,5 +353,5 @@ def load_events(
             builder.add(tid, records)
 
     n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading events", each, max_size=max_size,
-                                  decode=decode_trace)
+                                  decode=decode_trace, kind="events")
     return _finish(builder.frame(), n, skipped, otel, repeated)

@@ -46,12 +46,15 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from .._errors import ManifestError
 
-__all__ = ["Manifest", "ManifestError", "MANIFEST_NAME", "RACY_S"]
+__all__ = ["Manifest", "ManifestError", "MANIFEST_NAME", "RACY_S", "KINDS", "synced_dataset"]
 
+#: the kinds of rows a dataset holds, each in a directory of its name (``<dataset>/<kind>``)
+KINDS = ("turns", "items", "events")
 MANIFEST_NAME = "_manifest.sqlite"
 LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
@@ -108,6 +111,44 @@ def _in_parts(trace_ids: list[str]) -> Iterator[tuple[list[str], str]]:
     for i in range(0, len(trace_ids), _IN):
         part = trace_ids[i : i + _IN]
         yield part, ",".join("?" * len(part))
+
+
+def synced_dataset(path: str) -> tuple[str, list[str], str | None] | None:
+    """When the directory ``path`` is a dataset made by :func:`~mmsp_notebook.traces.sync` (or one
+    of its kind directories): the dataset's directory, its kinds, and the trace directory its
+    manifest says it was synced from (None when that cannot be read); else None. The manifests are
+    only read (a sync may be running)."""
+    root = os.path.normpath(path)
+    if os.path.basename(root) in KINDS and os.path.isfile(os.path.join(root, MANIFEST_NAME)):
+        root = os.path.dirname(root)  # (a kind's directory: its dataset)
+    kinds = [k for k in KINDS if os.path.isfile(os.path.join(root, k, MANIFEST_NAME))]
+    if not kinds:
+        return None
+    src = None
+    for kind in kinds:
+        src = _meta_value(os.path.join(root, kind, MANIFEST_NAME), "src")
+        if isinstance(src, str):
+            break
+    return root, kinds, src if isinstance(src, str) else None
+
+
+def _meta_value(manifest: str, key: str) -> Any:
+    """One value of a manifest's ``meta``, read without writing; None when it cannot be read."""
+    uri = Path(manifest).absolute().as_uri()
+    for mode in ("mode=ro", "immutable=1"):  # (immutable: a read-only folder, where no -shm file can be made)
+        try:
+            db = sqlite3.connect(f"{uri}?{mode}", uri=True)
+            try:
+                row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            continue
+        try:
+            return json.loads(row[0]) if row is not None else None
+        except (TypeError, ValueError):
+            return None
+    return None
 
 
 class Manifest:

@@ -2,7 +2,9 @@
 
 A query is ``text`` (search terms: a word is looked for in the trace id, model, status, finish
 reason and error, case-insensitively; ``column>value``, ``>=``, ``<``, ``<=``, ``=``, ``!=`` compare
-a column, ``column:text`` looks in one column; ``latency>10s`` / ``ttft<500ms`` take units),
+a column, ``column:text`` looks in one column; ``latency>10s`` / ``ttft<500ms`` take units, a
+true/false column takes ``=`` / ``!=`` with ``true`` / ``false`` in any case or 1 / 0, as
+``cost_missing=true``),
 facets (``model``, ``status``, ``finish``: lists of values), ``ranges`` (``{column: (min, max)}``,
 either bound None), ``quick`` filters (:data:`QUICK`), ``sort`` / ``desc``, ``page`` /
 ``page_size``. :class:`TurnQuery` answers it with the positions of the matching rows in order,
@@ -266,6 +268,8 @@ def contains(col: pd.Series, needle: str, regex: bool = False) -> np.ndarray:
 def term(df: pd.DataFrame, col: str, op: str, raw: str) -> tuple[np.ndarray, str]:
     """A ``column<op>value`` search term: its mask and its pandas code."""
     series = df[col]
+    if op != ":" and pd.api.types.is_bool_dtype(series.dtype) and not isinstance(series.dtype, pd.CategoricalDtype):
+        return _bool_term(series, col, op, raw)
     numeric = pd.api.types.is_numeric_dtype(series.dtype) and not isinstance(series.dtype, pd.CategoricalDtype)
     if numeric and op != ":":
         value = number(raw, col)
@@ -286,6 +290,33 @@ def term(df: pd.DataFrame, col: str, op: str, raw: str) -> tuple[np.ndarray, str
             return eq, f'({_ref(col)}.astype("string") == {_js(raw)}).fillna(False)'
         return ~eq & series.notna().to_numpy(), f'({_ref(col)}.astype("string") != {_js(raw)}).fillna(False)'
     raise OptionError(f"{col}{op}{raw}: {col} is not a number column (use {col}:text or {col}=text)")
+
+
+def _bool_term(series: pd.Series, col: str, op: str, raw: str) -> tuple[np.ndarray, str]:
+    """A ``column=value`` / ``column!=value`` term on a true/false column (``cost_missing=true``):
+    its mask and its pandas code. A missing value (a nullable column's) is neither."""
+    if op not in ("=", "!="):
+        raise OptionError(f"{col}{op}{raw}: {col} is true or false, not ordered: use {col}=true or {col}=false")
+    value = truth(raw, col)
+    eq = np.asarray((series == value).fillna(False), dtype=bool)
+    if op == "=":
+        return eq, f"({_ref(col)} == {value!r}).fillna(False)"
+    return (~eq & series.notna().to_numpy(),
+            f"(({_ref(col)} != {value!r}) & {_ref(col)}.notna()).fillna(False)")
+
+
+def truth(raw: str, col: str) -> bool:
+    """The value of a term on a true/false column: ``true`` / ``false`` in any case, or 1 / 0."""
+    text = raw.strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if value in (0.0, 1.0):
+        return value == 1.0
+    raise OptionError(f"{col}: {raw!r} is not true or false ({col} is a true/false column: {col}=true or {col}=false)")
 
 
 def _num(value: Any) -> str:
