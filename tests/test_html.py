@@ -464,6 +464,40 @@ def test_the_text_views_write_the_models_strings(fresh_session):
     assert first.startswith("UpstreamError: ") and out.getvalue().startswith(f"[error] {first}\n{hint}\n")
 
 
+def test_a_long_area_is_cut_alike_in_text_and_html_each_note_naming_where_the_turn_keeps_it_whole(fresh_session):
+    """text/plain shows less of an area than the HTML, which is cut too: each cut one says how many
+    characters are not shown and where the whole is (the turn, never the other output)."""
+    from mmsp_notebook.views.html import turn_markup
+    from mmsp_notebook.views.model import view_model
+    from mmsp_notebook.views.text import HTML_TEXT_LIMIT, PLAIN_TEXT_LIMIT, WHOLE_IN
+
+    assert PLAIN_TEXT_LIMIT <= HTML_TEXT_LIMIT
+    turn = m.ask("weather in Paris please", tools=ToolSet({"get_weather": lambda city: f"sunny in {city}"}),
+                 stream=io.StringIO())
+    vm = view_model(turn)
+    size = HTML_TEXT_LIMIT + 1234  # each area longer than both caps
+    for item in vm["items"]:
+        if item["kind"] in ("text", "thinking"):
+            item["text"] = "a" * size
+        elif item["kind"] == "tool_call":
+            item["args"] = '"' + "b" * (size - 2) + '"'
+    assert {item["kind"] for item in vm["items"]} >= set(WHOLE_IN)
+    plain, html = render_text(turn, vm, limit=PLAIN_TEXT_LIMIT), turn_markup(vm)
+    for kind, where in WHOLE_IN.items():
+        count = sum(1 for item in vm["items"] if item["kind"] == kind)
+        assert plain.count(f"… [{size - PLAIN_TEXT_LIMIT:,} characters not shown — {where} has all]") == count, kind
+        assert html.count(f"… {size - HTML_TEXT_LIMIT:,} characters not shown — <code>{where}</code> has all") == count
+    assert "HTML" not in plain and "a" * (PLAIN_TEXT_LIMIT + 1) not in plain and "b" * PLAIN_TEXT_LIMIT not in plain
+    # a real answer between the caps: text/plain cut (as the finished output, a turn shown as a value),
+    # the HTML whole
+    turn = m.ask("write", model="demo+tokens=2000", stream=io.StringIO())
+    assert PLAIN_TEXT_LIMIT < len(turn.text) < HTML_TEXT_LIMIT
+    bundle = turn_bundle(turn)
+    assert bundle["text/plain"] == render_text(turn, limit=PLAIN_TEXT_LIMIT)
+    assert f"… [{len(turn.text) - PLAIN_TEXT_LIMIT:,} characters not shown — turn.text has all]" in bundle["text/plain"]
+    assert "characters not shown" not in bundle["text/html"]
+
+
 def test_the_committed_bundles_are_what_js_src_builds(tmp_path):
     """mmsp_notebook/static is js/src built: a build into a temporary directory gives the same bytes."""
     import shutil

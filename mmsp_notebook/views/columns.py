@@ -21,7 +21,7 @@ from .html import styled, turn_markup
 from .live import LiveView
 from .model import OpsTracker, view_model
 from .static import running_cell
-from .text import render_text
+from .text import PLAIN_TEXT_LIMIT, render_text
 
 __all__ = ["figures", "render_comparison_html", "render_comparison_text", "comparison_bundle", "ColumnsLive",
            "ColumnsText", "COMPARE_CSS"]
@@ -129,7 +129,7 @@ def comparison_bundle(comparison: Any) -> dict[str, str]:
     """The mime bundle of a comparison shown as a value (only its summary where it was drawn live)."""
     if comparison.drawn_in_cell is not None and running_cell() == comparison.drawn_in_cell:
         return {"text/plain": comparison.summary()}
-    return {"text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=8000),
+    return {"text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=PLAIN_TEXT_LIMIT),
             "text/html": render_comparison_html(comparison.labels, comparison.turns)}
 
 
@@ -162,7 +162,7 @@ class ColumnsLive(LiveView):
     def finish(self, comparison: Any) -> None:
         self.update(comparison, final=True)
         self.handle.update({"text/html": render_comparison_html(comparison.labels, comparison.turns),
-                            "text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=8000)},
+                            "text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=PLAIN_TEXT_LIMIT)},
                            raw=True)
 
 
