@@ -554,6 +554,53 @@ def test_names_a_model_gives_are_isolated_in_the_static_html(fresh_session):
     assert label.endswith(f" · \u2068m{RLO}odel\u2069 · no timing"), label
 
 
+def test_names_a_model_gives_are_isolated_where_the_text_views_join_them_into_a_line(fresh_session, tmp_path):
+    """A tool's name, a finish reason, an error's type, a compared model's label: each wrapped in FSI … PDI
+    in the text views' lines (terminal, text/plain), as in the HTML, so an override in it ends with it."""
+    import json
+    from types import SimpleNamespace
+
+    from mmsp_notebook.demo import DemoServer
+    from mmsp_notebook.views.columns import ColumnsText, render_comparison_text
+    from mmsp_notebook.views.model import present_turn, view_model
+    from mmsp_notebook.views.text import banner_line, banner_lines, footer_line
+
+    fsi, pdi = "\u2068", "\u2069"
+    name = f"get{RLO}weather"
+    out = io.StringIO()
+    turn = m.ask(f"please {name} Paris", tools=ToolSet({name: lambda city: f"sunny in {city}"}), stream=out)
+    [card] = [item for item in view_model(turn)["items"] if item["kind"] == "tool_call"]
+    assert f"[tool call] {fsi}{name}{pdi} {card['args']}\n  returned sunny in Paris" in render_text(turn)
+    for shown in (out.getvalue(), render_text(turn), turn_bundle(turn)["text/plain"]):
+        assert f"\n[tool call] {fsi}{name}{pdi} {{" in shown and f"[tool call] {name}" not in shown
+    # a finish reason: the footer's line goes on after it
+    path = tmp_path / "finish.sse"
+    path.write_text("".join("data: " + json.dumps({"role": "assistant", "event_type": kind, "content_items": items,
+                                                   "usage_metadata": usage, "finish_reason": reason}) + "\n\n"
+                            for kind, items, usage, reason in (
+                                ("delta", [{"type": "text.delta", "text": "hi"}], None, None),
+                                ("delta", [{"type": "text.done", "text": "hi"}], None, None),
+                                ("stop", [], {"prompt_tokens": 1, "response_tokens": 1}, f"sto{RLO}p")))
+                    + "data: [DONE]\n\n", encoding="utf-8")
+    with DemoServer(replay=path, replay_protocol="mmsp", instant=True) as server:
+        out = io.StringIO()
+        turn = m.ask("hi", model="captured", client_type="mmsp", base_url=server.base_url, stream=out, trace=False)
+    line = footer_line(view_model(turn)["footer"])
+    assert f" | finish: {fsi}sto{RLO}p{pdi} | TTFT " in line and line in out.getvalue() and line in render_text(turn)
+    # an error's type before its message, and the banner joined into one line (a chat's error line)
+    banner = present_turn({"status": "error", "error": {"type": f"Bad{RLO}Error", "message": f"no{RLO}pe",
+                                                        "hint": "Try again."}})["banner"]
+    assert banner_lines(banner) == [f"{fsi}Bad{RLO}Error{pdi}: no{RLO}pe", "Try again."]
+    assert banner_line(banner) == f"{fsi}{fsi}Bad{RLO}Error{pdi}: no{RLO}pe{pdi} — Try again."
+    # a compared model's label, in the comparison's text and the terminal's lines
+    labels = [f"demo{RLO}x", "demo"]
+    text = render_comparison_text(labels, [turn, turn])
+    assert text.startswith(f"── {fsi}demo{RLO}x{pdi} ─") and f"  {fsi}demo{RLO}x{pdi}  " in text
+    out = io.StringIO()
+    ColumnsText(out).update(SimpleNamespace(labels=labels, turns=[turn, turn]))
+    assert out.getvalue().startswith(f"[{fsi}demo{RLO}x{pdi}] complete\n")
+
+
 def test_a_long_user_message_shows_its_start_and_the_rest_behind_show_more():
     from mmsp_notebook.views.html import render_transcript_html
 

@@ -112,13 +112,13 @@ def render_comparison_text(labels: Sequence[str], turns: Sequence[Turn], limit: 
     """The comparison as text: each model's turn under its name, then the figures (best marked ``*``)."""
     out = []
     for label, turn in zip(labels, turns):
-        out.append(f"── {label} " + "─" * max(0, 60 - len(label)))
+        out.append(f"── {fmt.isolate(label)} " + "─" * max(0, 60 - len(label)))
         out.append(render_text(turn, limit=limit))
     rows = figures(turns)
     width = max(len(r["label"]) for r in rows)
     cols = [max(len(label), *(len(r["cells"][i]) + 2 for r in rows)) for i, label in enumerate(labels)]
     out.append("")
-    out.append(" " * width + "  " + "  ".join(label.rjust(w) for label, w in zip(labels, cols)))
+    out.append(" " * width + "  " + "  ".join(fmt.isolate(label).rjust(w) for label, w in zip(labels, cols)))
     for row in rows:
         cells = [("* " if i in row["best"] else "") + cell for i, cell in enumerate(row["cells"])]
         out.append(row["label"].ljust(width) + "  " + "  ".join(c.rjust(w) for c, w in zip(cells, cols)))
@@ -177,7 +177,7 @@ class ColumnsText(LiveView):
         for i, (label, turn) in enumerate(zip(comparison.labels, comparison.turns)):
             if i not in self.reported and turn.status != "streaming":
                 self.reported.add(i)
-                self.stream.write(f"[{label}] {turn.status}\n")
+                self.stream.write(f"[{fmt.isolate(label)}] {turn.status}\n")
         self.stream.flush()
 
     def finish(self, comparison: Any) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .format import isolate
 from .model import view_model
 
 __all__ = ["printable", "render_text", "render_transcript_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail",
@@ -60,16 +61,18 @@ def banner_lines(banner: Mapping[str, Any] | None) -> list[str]:
 
 
 def banner_line(banner: Mapping[str, Any] | None) -> str:
-    """The banner on one line (a chat's error banner): its parts joined by dashes."""
-    return " — ".join(banner_lines(banner))
+    """The banner on one line (a chat's error banner): its parts joined by dashes, each isolated (a
+    server's message may hold a bidi control)."""
+    return " — ".join(isolate(line) for line in banner_lines(banner))
 
 
 def item_head(item: Mapping[str, Any]) -> str:
-    """What starts an item in text: ``[tag] `` (and a tool's name); nothing for answer text."""
+    """What starts an item in text: ``[tag] `` (and a tool's name, isolated: its arguments follow it);
+    nothing for answer text."""
     if item.get("kind") == "text":
         return ""
     if item.get("kind") == "tool_call":
-        return f"[{item.get('tag')}] {item.get('name') or ''} "
+        return f"[{item.get('tag')}] {isolate(item.get('name') or '')} "
     return f"[{item.get('tag')}] "
 
 
