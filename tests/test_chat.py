@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 
@@ -470,6 +471,47 @@ def test_a_trace_id_given_to_the_chat_names_its_trace_and_a_bad_one_is_refused(f
     with pytest.raises(OptionTypeError, match="trace takes True, False or a trace id"):
         Chat(trace=1)
     assert sorted(p.relative_to(cache) for p in cache.rglob("*")) == before  # nothing made, nothing traced
+
+
+def test_a_chat_takes_the_kernels_defaults_and_an_option_given_wins(fresh_session, monkeypatch):
+    """Chat() takes every default ask() and the magic take (%mmsp config, the environment...): its
+    pickers start at the kernel's model and thinking level, the other options are the kernel's at
+    each turn; an option given to the chat wins over each."""
+    from mmsp_notebook import ask
+    from mmsp_notebook.engine.options import Settings
+
+    settings = fresh_session.settings
+    settings.update({"model": "demo+nothink", "thinking": "low", "system": "Be brief", "max_tokens": "20",
+                     "temperature": "0.5", "trace": "false"})
+    chat = Chat()
+    assert (chat.model, chat.thinking) == ("demo+nothink", "low") and chat.models == ["demo+nothink", "demo"]
+    turn = chat.send("hi")
+    asked = ask("hi", stream=io.StringIO())
+    assert (turn.model, turn.config, turn.trace_id) == (asked.model, asked.config, asked.trace_id)
+    assert turn.model == "demo+nothink" and turn.trace_id is None and turn.usage["response_tokens"] == 20
+    assert turn.config == {"system_prompt": "Be brief", "thinking_level": "low", "max_tokens": 20, "temperature": 0.5}
+    # an option given wins over the kernel's (trace=True too, over trace=false)
+    chat = Chat("demo", thinking="high", system="Be long", max_tokens=30, temperature=0.0, trace=True)
+    assert (chat.model, chat.thinking) == ("demo", "high")
+    turn = chat.send("hi")
+    assert turn.model == "demo" and turn.trace_id == f"tests/{chat.name}"
+    assert turn.config == {"system_prompt": "Be long", "thinking_level": "high", "max_tokens": 30, "temperature": 0.0,
+                           "trace_id": turn.trace_id}
+    # a default model that is an alias: the picker names it, the turn takes the alias's options
+    settings.add_alias("brief", "demo+tps=900 --thinking medium --max-tokens 12")
+    settings.update({"model": "brief"})
+    chat = Chat()
+    assert (chat.model, chat.thinking) == ("brief", "medium")
+    turn = chat.send("hi")
+    assert turn.model == "demo+tps=900" and turn.config["max_tokens"] == 12 and turn.config["thinking_level"] == "medium"
+    # the environment's model, when nothing else sets one (a new kernel's settings)
+    monkeypatch.setenv("MMSP_NOTEBOOK_MODEL", "demo+tps=700")
+    fresh_session.settings = Settings(demo_instant=True)
+    chat = Chat()
+    assert (chat.model, chat.thinking) == ("demo+tps=700", "")
+    assert chat.send("hi").model == "demo+tps=700"
+    with pytest.raises(MMSPNotebookError, match="Chat needs a model id"):
+        Chat("  ")
 
 
 def test_the_chats_tools_are_checked_as_it_is_made_and_may_be_named_by_a_dict(fresh_session):

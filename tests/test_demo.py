@@ -1139,3 +1139,61 @@ def test_a_pace_that_is_not_a_number_is_refused() -> None:
     refused = subprocess.run([sys.executable, "-m", "mmsp_notebook.demo", "--tokens-per-second", "nan"],
                              capture_output=True, text=True, timeout=30)
     assert refused.returncode == 2 and "tokens_per_second must be a positive number, not nan" in refused.stderr
+
+
+def _unwritable_directory(tmp_path: Path) -> Path:
+    """A directory in which no file can be made: one without write permission, or, for root (who
+    writes anywhere permissions say no), one of the kernel's own."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    for candidate in (locked, Path("/sys")):
+        try:
+            (candidate / ".probe").touch()
+        except OSError:
+            return candidate
+        (candidate / ".probe").unlink()
+    pytest.skip("no directory here refuses a new file")
+
+
+def test_a_save_dir_the_proxy_cannot_write_in_is_refused_in_one_line_before_it_starts(tmp_path: Path, capsys) -> None:
+    from mmsp_notebook.demo.__main__ import main
+
+    a_file = tmp_path / "capture.sse"
+    a_file.write_text("data: {}\n\n")
+    refused = subprocess.run([sys.executable, "-m", "mmsp_notebook.demo", "--proxy", "http://127.0.0.1:9/v1",
+                              "--save-dir", str(a_file)], capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == f"error: --save-dir {a_file}: a file is there, not a directory\n"
+    for save_dir, said in ((a_file / "sub", "a part of the path is a file, not a directory"),
+                           (_unwritable_directory(tmp_path), "cannot make it or write a file in it: "),
+                           ("", None)):
+        assert main(["--proxy", "http://127.0.0.1:9/v1", "--save-dir", str(save_dir)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1
+        assert err.startswith(f"error: --save-dir {save_dir}: {said}" if said else
+                              "error: --save-dir takes a directory, not an empty path")
+    assert a_file.read_text() == "data: {}\n\n"
+
+
+def test_a_stream_the_proxy_cannot_save_is_said_on_its_line_and_the_proxy_goes_on(
+        demo_server: DemoServer, tmp_path: Path) -> None:
+    save_dir = tmp_path / "captures"
+    process = subprocess.Popen([sys.executable, "-m", "mmsp_notebook.demo", "--proxy", demo_server.base_url,
+                                "--save-dir", str(save_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base_url = process.stdout.readline().split()[5]
+        process.stdout.readline()
+        body = {"model": "demo", "stream": True, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+        save_dir.rmdir()  # (removed while the proxy runs)
+        assert httpx.post(base_url + "/chat/completions", json=body, timeout=30).status_code == 200
+        line = process.stdout.readline()
+        assert "POST /v1/chat/completions -> 200 chat" in line and " not saved: No such file or directory (" in line
+        save_dir.mkdir()
+        assert httpx.post(base_url + "/chat/completions", json=body, timeout=30).status_code == 200
+        line = process.stdout.readline()
+        assert "-> 200 chat" in line and " saved " in line and "not saved" not in line
+    finally:
+        process.terminate()
+        out, err = process.communicate(timeout=10)
+    assert len(list(save_dir.glob("*.sse"))) == 1 and "Traceback" not in err

@@ -765,3 +765,48 @@ def test_the_table_shows_and_sorts_the_columns_the_frame_has(big):
         assert inject(narrow, {"type": "query", "patch": {"sort": col}})["type"] == "page"
     assert narrow.static_html().count('<th scope="col">') == 4
     assert [c[0] for c in inject_page(traces.explore(turns[["trace_id"]], root=big))["columns"]] == ["trace_id"]
+
+
+def test_names_holding_a_bidi_control_are_isolated_in_every_line_show_joins_them_into(tmp_path, fresh_session):
+    """A tool, a MIME type, an event type, a status or a trace id holding U+202E is wrapped in FSI … PDI
+    where traces.show joins it into a line with other text (text/plain and HTML): it reverses nothing after it."""
+    from mmsp_notebook.engine.tools import ToolSet
+
+    rlo, fsi, pdi = "\u202e", "\u2068", "\u2069"
+    name = f"look{rlo}up"
+    ask(f"please {name} Paris", tools=ToolSet({name: lambda city: f"sunny in {city}"}), chat="b", trace="bidi/one",
+        stream=io.StringIO())
+    conv = traces.show("bidi/one")
+    answer = next(e for e in conv.entries if e["kind"] == "assistant")
+    steps = answer["lines"]  # the timing line of each step
+    assert len(steps) == 2 and f" · {fsi}{name}{pdi} " in steps[0] and name not in steps[0].replace(fsi + name + pdi, "")
+    assert all(line in conv.text and line in conv.html for line in steps)
+    assert f"\n[tool call] {fsi}{name}{pdi} {{" in conv.text
+    assert f"tool runs: {fsi}{name}{pdi}" in [b["label"] for b in conv.waterfall(answer["key"])["bars"]]
+
+    # a trace written elsewhere: its id, an attached file's type, a result its last step left, a failed
+    # response's event types and error type
+    trace_id = f"r{rlo}evil"
+    save(tmp_path, trace_id, [
+        {"role": "user", "content_items": [{"type": "text.done", "text": "hi"},
+                                           {"type": "inline_data.done", "data": "AAAA", "mime_type": f"text/x{rlo}y"}],
+         "created_at": T0},
+        {"role": "assistant", "content_items": [{"type": "tool_call.done", "name": name, "arguments": {},
+                                                 "tool_call_id": "c1"}], "finish_reason": "tool_call", "created_at": T0 + 1},
+        {"role": "user", "content_items": [{"type": "tool_result.done", "text": "found", "tool_call_id": "c1"}],
+         "created_at": T0 + 2}])
+    (tmp_path / f"{trace_id}.timing.jsonl").write_text(json.dumps({
+        "v": 1, "trace_id": trace_id, "turn": 1, "message_index": None, "model": "x", "client_type": None,
+        "status": "error", "error": {"type": f"Bad{rlo}Error", "message": "no"}, "started_at": float(T0 + 5),
+        "ttft_ms": 1.0, "total_ms": 5.0, "usage": None, "finish_reason": None,
+        "events": [[1.0, f"te{rlo}xt.delta", 3]]}) + "\n", encoding="utf-8")
+    conv = traces.show(trace_id, root=tmp_path)
+    assert repr(conv).startswith(f"<Conversation {fsi}{trace_id}{pdi}: ")
+    text = conv.text
+    assert text.startswith(f"conversation {fsi}{trace_id}{pdi} (")
+    assert f"attached {fsi}text/x{rlo}y{pdi} · 3 B" in text
+    assert f"tool result of {fsi}{name}{pdi}: found" in text
+    failed = next(e for e in conv.entries if e["kind"] == "failed")
+    assert failed["note"] == f"arrived before it ended (not recorded in the trace): {fsi}te{rlo}xt{pdi} 3"
+    assert failed["vm"]["banner"]["lead"] == f"{fsi}Bad{rlo}Error{pdi}: "
+    assert f"{fsi}te{rlo}xt{pdi} (cut off: error)" in [b["label"] for b in conv.waterfall(failed["key"])["bars"]]

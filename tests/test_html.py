@@ -464,6 +464,40 @@ def test_the_text_views_write_the_models_strings(fresh_session):
     assert first.startswith("UpstreamError: ") and out.getvalue().startswith(f"[error] {first}\n{hint}\n")
 
 
+def test_a_long_area_is_cut_alike_in_text_and_html_each_note_naming_where_the_turn_keeps_it_whole(fresh_session):
+    """text/plain shows less of an area than the HTML, which is cut too: each cut one says how many
+    characters are not shown and where the whole is (the turn, never the other output)."""
+    from mmsp_notebook.views.html import turn_markup
+    from mmsp_notebook.views.model import view_model
+    from mmsp_notebook.views.text import HTML_TEXT_LIMIT, PLAIN_TEXT_LIMIT, WHOLE_IN
+
+    assert PLAIN_TEXT_LIMIT <= HTML_TEXT_LIMIT
+    turn = m.ask("weather in Paris please", tools=ToolSet({"get_weather": lambda city: f"sunny in {city}"}),
+                 stream=io.StringIO())
+    vm = view_model(turn)
+    size = HTML_TEXT_LIMIT + 1234  # each area longer than both caps
+    for item in vm["items"]:
+        if item["kind"] in ("text", "thinking"):
+            item["text"] = "a" * size
+        elif item["kind"] == "tool_call":
+            item["args"] = '"' + "b" * (size - 2) + '"'
+    assert {item["kind"] for item in vm["items"]} >= set(WHOLE_IN)
+    plain, html = render_text(turn, vm, limit=PLAIN_TEXT_LIMIT), turn_markup(vm)
+    for kind, where in WHOLE_IN.items():
+        count = sum(1 for item in vm["items"] if item["kind"] == kind)
+        assert plain.count(f"… [{size - PLAIN_TEXT_LIMIT:,} characters not shown — {where} has all]") == count, kind
+        assert html.count(f"… {size - HTML_TEXT_LIMIT:,} characters not shown — <code>{where}</code> has all") == count
+    assert "HTML" not in plain and "a" * (PLAIN_TEXT_LIMIT + 1) not in plain and "b" * PLAIN_TEXT_LIMIT not in plain
+    # a real answer between the caps: text/plain cut (as the finished output, a turn shown as a value),
+    # the HTML whole
+    turn = m.ask("write", model="demo+tokens=2000", stream=io.StringIO())
+    assert PLAIN_TEXT_LIMIT < len(turn.text) < HTML_TEXT_LIMIT
+    bundle = turn_bundle(turn)
+    assert bundle["text/plain"] == render_text(turn, limit=PLAIN_TEXT_LIMIT)
+    assert f"… [{len(turn.text) - PLAIN_TEXT_LIMIT:,} characters not shown — turn.text has all]" in bundle["text/plain"]
+    assert "characters not shown" not in bundle["text/html"]
+
+
 def test_the_committed_bundles_are_what_js_src_builds(tmp_path):
     """mmsp_notebook/static is js/src built: a build into a temporary directory gives the same bytes."""
     import shutil
@@ -518,6 +552,53 @@ def test_names_a_model_gives_are_isolated_in_the_static_html(fresh_session):
                               {"model": f"m{RLO}odel"}, [], trace_id="t")
     label = next(e["label"] for e in conv["entries"] if e["kind"] == "assistant")
     assert label.endswith(f" · \u2068m{RLO}odel\u2069 · no timing"), label
+
+
+def test_names_a_model_gives_are_isolated_where_the_text_views_join_them_into_a_line(fresh_session, tmp_path):
+    """A tool's name, a finish reason, an error's type, a compared model's label: each wrapped in FSI … PDI
+    in the text views' lines (terminal, text/plain), as in the HTML, so an override in it ends with it."""
+    import json
+    from types import SimpleNamespace
+
+    from mmsp_notebook.demo import DemoServer
+    from mmsp_notebook.views.columns import ColumnsText, render_comparison_text
+    from mmsp_notebook.views.model import present_turn, view_model
+    from mmsp_notebook.views.text import banner_line, banner_lines, footer_line
+
+    fsi, pdi = "\u2068", "\u2069"
+    name = f"get{RLO}weather"
+    out = io.StringIO()
+    turn = m.ask(f"please {name} Paris", tools=ToolSet({name: lambda city: f"sunny in {city}"}), stream=out)
+    [card] = [item for item in view_model(turn)["items"] if item["kind"] == "tool_call"]
+    assert f"[tool call] {fsi}{name}{pdi} {card['args']}\n  returned sunny in Paris" in render_text(turn)
+    for shown in (out.getvalue(), render_text(turn), turn_bundle(turn)["text/plain"]):
+        assert f"\n[tool call] {fsi}{name}{pdi} {{" in shown and f"[tool call] {name}" not in shown
+    # a finish reason: the footer's line goes on after it
+    path = tmp_path / "finish.sse"
+    path.write_text("".join("data: " + json.dumps({"role": "assistant", "event_type": kind, "content_items": items,
+                                                   "usage_metadata": usage, "finish_reason": reason}) + "\n\n"
+                            for kind, items, usage, reason in (
+                                ("delta", [{"type": "text.delta", "text": "hi"}], None, None),
+                                ("delta", [{"type": "text.done", "text": "hi"}], None, None),
+                                ("stop", [], {"prompt_tokens": 1, "response_tokens": 1}, f"sto{RLO}p")))
+                    + "data: [DONE]\n\n", encoding="utf-8")
+    with DemoServer(replay=path, replay_protocol="mmsp", instant=True) as server:
+        out = io.StringIO()
+        turn = m.ask("hi", model="captured", client_type="mmsp", base_url=server.base_url, stream=out, trace=False)
+    line = footer_line(view_model(turn)["footer"])
+    assert f" | finish: {fsi}sto{RLO}p{pdi} | TTFT " in line and line in out.getvalue() and line in render_text(turn)
+    # an error's type before its message, and the banner joined into one line (a chat's error line)
+    banner = present_turn({"status": "error", "error": {"type": f"Bad{RLO}Error", "message": f"no{RLO}pe",
+                                                        "hint": "Try again."}})["banner"]
+    assert banner_lines(banner) == [f"{fsi}Bad{RLO}Error{pdi}: no{RLO}pe", "Try again."]
+    assert banner_line(banner) == f"{fsi}{fsi}Bad{RLO}Error{pdi}: no{RLO}pe{pdi} — Try again."
+    # a compared model's label, in the comparison's text and the terminal's lines
+    labels = [f"demo{RLO}x", "demo"]
+    text = render_comparison_text(labels, [turn, turn])
+    assert text.startswith(f"── {fsi}demo{RLO}x{pdi} ─") and f"  {fsi}demo{RLO}x{pdi}  " in text
+    out = io.StringIO()
+    ColumnsText(out).update(SimpleNamespace(labels=labels, turns=[turn, turn]))
+    assert out.getvalue().startswith(f"[{fsi}demo{RLO}x{pdi}] complete\n")
 
 
 def test_a_long_user_message_shows_its_start_and_the_rest_behind_show_more():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -582,3 +583,15 @@ def test_a_model_list_with_spaces_after_its_commas_is_refused_saying_how_to_writ
     assert fresh_session.turns == []
     assert ip.run_cell("%%mmsp -m 'demo, demo+nothink' -o pair\nhi").success
     assert ip.user_ns["pair"].labels == ["demo", "demo+nothink"]
+
+
+def test_mmsp_history_isolates_a_tool_name_holding_a_bidi_control_before_its_arguments(fresh_session):
+    from mmsp_notebook.engine.tools import ToolSet
+    from mmsp_notebook.front.ask import ask
+
+    name = "get\u202eweather"
+    ask(f"please {name} Paris", tools=ToolSet({name: lambda city: f"sunny in {city}"}), chat="bidi",
+        stream=io.StringIO())
+    frame = shell().run_line_magic("mmsp", "history bidi")
+    [preview] = frame.loc[frame["type"] == "tool_call.done", "preview"]
+    assert preview.startswith(f"\u2068{name}\u2069(") and preview.count(name) == 1

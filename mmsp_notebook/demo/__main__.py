@@ -7,9 +7,11 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from .._errors import DemoServerError
 from ..wire.proxy import WireProxy
@@ -79,19 +81,52 @@ def _max_body(megabytes: float) -> int:
     return max(1, int(megabytes * 1024 * 1024))
 
 
+def _save_dir(given: str | None) -> Path | None:
+    """``--save-dir``: the directory, made (with its parents) and checked to take a file, before the
+    proxy starts.
+
+    Raises:
+        DemoServerError: It cannot be made or written in (a file is there, a parent is a file, no
+            permission, a read-only file system...), saying why in one line.
+    """
+    if given is None:
+        return None
+    if not given.strip():
+        raise DemoServerError("--save-dir takes a directory, not an empty path")
+    path = Path(given)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):  # (a directory it may not write in says so now, not at the first save)
+            pass
+    except FileExistsError:
+        raise DemoServerError(f"--save-dir {given}: a file is there, not a directory") from None
+    except NotADirectoryError:
+        raise DemoServerError(f"--save-dir {given}: a part of the path is a file, not a directory") from None
+    except OSError as exc:
+        raise DemoServerError(f"--save-dir {given}: cannot make it or write a file in it: "
+                              f"{exc.strerror or type(exc).__name__}") from None
+    return path
+
+
+def _saved(proxy: WireProxy, record_id: str, save_dir: Path) -> str:
+    """What the line of a streamed request says of its saved file: where it went, or why it was not
+    saved (the directory removed or full while the proxy runs: the proxy goes on)."""
+    try:
+        return f"saved {proxy.save_transcript(record_id, save_dir / f'{record_id}.sse')}"
+    except OSError as exc:
+        return f"not saved: {exc.strerror or type(exc).__name__} ({save_dir / f'{record_id}.sse'})"
+
+
 def _run_proxy(args: argparse.Namespace) -> int:
     """``--proxy``: forward to the upstream, print one line per request, save the streams if asked."""
-    from pathlib import Path
     from urllib.parse import urlsplit
 
     try:
+        save_dir = _save_dir(args.save_dir)
         proxy = WireProxy(args.proxy, args.host, args.port, max_body=_max_body(args.max_body_mb)).start()
     except DemoServerError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    save_dir = Path(args.save_dir) if args.save_dir else None
-    if save_dir is not None:
-        save_dir.mkdir(parents=True, exist_ok=True)
     stopped = _Stop()
     # the upstream with its path, as the client would have been given it (no credentials, no query)
     upstream = proxy.upstream_display + urlsplit(proxy.upstream).path
@@ -107,7 +142,7 @@ def _run_proxy(args: argparse.Namespace) -> int:
                 line = (f"{record.id} {record.method} {record.endpoint} -> {record.status} {record.protocol} "
                         f"{len(record.response)} bytes {record.outcome}")
                 if save_dir is not None and record.status == 200 and record.protocol != "embeddings":
-                    line += f" saved {proxy.save_transcript(record.id, save_dir / f'{record.id}.sse')}"
+                    line += " " + _saved(proxy, record.id, save_dir)
                 print(line, flush=True)
     except KeyboardInterrupt:
         pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import inspect
 import json
 import time
@@ -66,17 +67,25 @@ def _next_name() -> str:
 class Chat(MarkdownWidget):
     """A chat in a cell: type, watch thinking, text, tool calls, images and audio stream, press Stop.
 
+    An option not given takes the kernel's default, as ``%%mmsp`` and ``ask`` do (``%mmsp config``,
+    IPython's configuration, ``MMSP_NOTEBOOK_MODEL``); an option given always wins. The model and
+    thinking pickers start at the defaults of the moment the chat is made; the other options take
+    the kernel's defaults at each turn.
+
     Args:
-        model: The model (default ``demo``, served offline by the embedded demo server).
+        model: The model or alias (default: the kernel's default model, ``demo`` when none is set:
+            served offline by the embedded demo server).
         tools: Python callables offered as tools (same tool loop as ``%%mmsp --tools``).
-        system: System prompt. thinking: Thinking level. max_tokens, temperature: as in ``%%mmsp``.
+        system: System prompt. thinking: Thinking level (default: the model alias's, else the
+            kernel's, else the model's own). max_tokens, temperature: as in ``%%mmsp``.
         models: The models the picker offers (default: the demo models plus ``model``).
         client_type, base_url, api_key_env: The endpoint, as in ``%%mmsp``.
         name: The conversation's name (its trace id is ``<notebook>/<name>`` unless ``trace`` names one).
         history: UniMessages the conversation starts from (as :attr:`history` takes them).
         trace: Trace every turn (mmsp trace + timing sidecar): ``True`` under the conversation's
             trace id, a string to use that trace id (checked as ``%%mmsp --trace ID`` checks it:
-            parts of letters, digits, ``_ - ~`` separated by ``/``), ``False`` for none.
+            parts of letters, digits, ``_ - ~`` separated by ``/``), ``False`` for none (default:
+            the kernel's setting, ``%mmsp config trace=...``, on unless turned off).
         wire: Send every turn through the recording wire proxy: each turn's ``turn.wire`` holds the
             raw SSE frames next to their UniEvents, and :meth:`send` shows them below the cell.
     """
@@ -98,7 +107,7 @@ class Chat(MarkdownWidget):
 
     def __init__(
         self,
-        model: str = "demo",
+        model: str | None = None,
         *,
         tools: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
         system: str | None = None,
@@ -112,7 +121,7 @@ class Chat(MarkdownWidget):
         max_steps: int | None = None,
         timeout: float | str | None = None,
         name: str | None = None,
-        trace: bool | str = True,
+        trace: bool | str | None = None,
         wire: bool = False,
         history: Sequence[dict[str, Any]] | None = None,
         **kwargs: Any,
@@ -122,17 +131,25 @@ class Chat(MarkdownWidget):
         refuse_unknown("Chat", [k for k in kwargs if not self.class_traits().get(k)], own,
                        more=" and the widget's traits (layout, ...)")
         # checked as every option is (a bad value is refused here, not at the first message)
-        TurnOptions(model=model if isinstance(model, str) and model.strip() else None, client_type=client_type,
-                    base_url=base_url, api_key_env=api_key_env, system=system, thinking=thinking,
-                    max_tokens=max_tokens, temperature=temperature, max_steps=max_steps, timeout=timeout)
-        if not isinstance(model, str) or not model.strip():
+        given = TurnOptions(model=model if isinstance(model, str) and model.strip() else None,
+                            client_type=client_type, base_url=base_url, api_key_env=api_key_env, system=system,
+                            thinking=thinking, max_tokens=max_tokens, temperature=temperature, max_steps=max_steps,
+                            timeout=timeout)
+        if model is not None and given.model is None:
             raise OptionError("Chat needs a model id (e.g. 'demo', or one of %mmsp models)")
         if name is not None:
             check_chat_name(name, "name")
         if isinstance(trace, str):
             check_trace_id(trace)  # (an empty one too) before anything is made
-        elif not isinstance(trace, bool):
+        elif trace is not None and not isinstance(trace, bool):
             raise OptionTypeError(f"trace takes True, False or a trace id (e.g. 'nb/x'), not {trace!r}")
+        # the pickers start where a turn of ask() would: the kernel's default model (its name: an alias
+        # is resolved at each turn, as the picker's other choices are) and the thinking level that
+        # model's turn would take (the alias's, else the kernel's); the other options not given are
+        # the kernel's at each turn (launch resolves them)
+        settings = session().settings
+        model = given.model or settings.model
+        thinking = dataclasses.replace(given, model=model).resolve(settings).thinking
         toolset = tools if isinstance(tools, ToolSet) else ToolSet(tools)  # (a bad tool is refused here too)
         choices = list(models) if models else list(DEFAULT_MODELS)
         if model not in choices:
@@ -420,7 +437,7 @@ class Chat(MarkdownWidget):
                 thinking=self.thinking or None,
                 tools=self._tools,
                 chat=self._name,
-                trace=self._trace if isinstance(self._trace, str) else None if self._trace else False,
+                trace=self._trace,
                 listeners=list(self._listeners),
                 **self._options,
             )

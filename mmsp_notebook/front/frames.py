@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..core.chars import isolate
 from ..core.redact import redact_secrets, redact_value
 from ..core.turn import Turn
 
@@ -68,7 +69,7 @@ def history_frame(history: list[dict[str, Any]]) -> Any:
             elif "thinking" in item:
                 preview = item["thinking"]
             elif kind == "tool_call.done":
-                preview = f"{item.get('name')}({item.get('arguments')})"
+                preview = f"{isolate(item.get('name'))}({item.get('arguments')})"
             elif "data" in item:
                 preview = f"{item.get('mime_type')} {len(item['data'])} bytes"
             elif "image_url" in item:

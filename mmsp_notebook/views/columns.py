@@ -21,7 +21,7 @@ from .html import styled, turn_markup
 from .live import LiveView
 from .model import OpsTracker, view_model
 from .static import running_cell
-from .text import render_text
+from .text import PLAIN_TEXT_LIMIT, render_text
 
 __all__ = ["figures", "render_comparison_html", "render_comparison_text", "comparison_bundle", "ColumnsLive",
            "ColumnsText", "COMPARE_CSS"]
@@ -112,13 +112,13 @@ def render_comparison_text(labels: Sequence[str], turns: Sequence[Turn], limit: 
     """The comparison as text: each model's turn under its name, then the figures (best marked ``*``)."""
     out = []
     for label, turn in zip(labels, turns):
-        out.append(f"── {label} " + "─" * max(0, 60 - len(label)))
+        out.append(f"── {fmt.isolate(label)} " + "─" * max(0, 60 - len(label)))
         out.append(render_text(turn, limit=limit))
     rows = figures(turns)
     width = max(len(r["label"]) for r in rows)
     cols = [max(len(label), *(len(r["cells"][i]) + 2 for r in rows)) for i, label in enumerate(labels)]
     out.append("")
-    out.append(" " * width + "  " + "  ".join(label.rjust(w) for label, w in zip(labels, cols)))
+    out.append(" " * width + "  " + "  ".join(fmt.isolate(label).rjust(w) for label, w in zip(labels, cols)))
     for row in rows:
         cells = [("* " if i in row["best"] else "") + cell for i, cell in enumerate(row["cells"])]
         out.append(row["label"].ljust(width) + "  " + "  ".join(c.rjust(w) for c, w in zip(cells, cols)))
@@ -129,7 +129,7 @@ def comparison_bundle(comparison: Any) -> dict[str, str]:
     """The mime bundle of a comparison shown as a value (only its summary where it was drawn live)."""
     if comparison.drawn_in_cell is not None and running_cell() == comparison.drawn_in_cell:
         return {"text/plain": comparison.summary()}
-    return {"text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=8000),
+    return {"text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=PLAIN_TEXT_LIMIT),
             "text/html": render_comparison_html(comparison.labels, comparison.turns)}
 
 
@@ -162,7 +162,7 @@ class ColumnsLive(LiveView):
     def finish(self, comparison: Any) -> None:
         self.update(comparison, final=True)
         self.handle.update({"text/html": render_comparison_html(comparison.labels, comparison.turns),
-                            "text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=8000)},
+                            "text/plain": render_comparison_text(comparison.labels, comparison.turns, limit=PLAIN_TEXT_LIMIT)},
                            raw=True)
 
 
@@ -177,7 +177,7 @@ class ColumnsText(LiveView):
         for i, (label, turn) in enumerate(zip(comparison.labels, comparison.turns)):
             if i not in self.reported and turn.status != "streaming":
                 self.reported.add(i)
-                self.stream.write(f"[{label}] {turn.status}\n")
+                self.stream.write(f"[{fmt.isolate(label)}] {turn.status}\n")
         self.stream.flush()
 
     def finish(self, comparison: Any) -> None:

@@ -237,7 +237,7 @@ def message_turn(steps: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | No
                 if text.startswith("not run:"):  # what the card says of a call without a run
                     pass
                 elif last:  # nothing followed: a result with no step after it is named, not drawn as a run
-                    notes.append(f"tool result of {it.name}: {text[:500]}")
+                    notes.append(f"tool result of {fmt.isolate(it.name)}: {text[:500]}")
                 else:
                     it.tool_run = ToolRun(it.name, it.tool_call_id, it.arguments or {}, output=text,
                                           error=tool_error(text), started=span[0] if span else 0.0,
@@ -273,7 +273,7 @@ def step_lines(turn: Turn) -> list[str]:
             parts.append(footer_line(present_turn({"status": "complete", "footer": facts})["footer"]))
         for item in state.items:
             if item.duration is not None:
-                name = item.name if item.kind == "tool_call" else "image" if item.kind == "inline_data" else item.kind
+                name = fmt.isolate(item.name) if item.kind == "tool_call" else "image" if item.kind == "inline_data" else item.kind
                 parts.append(f"{name} {fmt.seconds(item.duration)}")
         lines.append((f"step {k + 1}: " if len(turn.steps) > 1 else "timing: ") + " · ".join(p for p in parts if p)
                      if any(parts) else "")
@@ -317,7 +317,7 @@ def _arrived_note(record: Mapping[str, Any]) -> str:
             sizes[kind] = sizes.get(kind, 0) + int(e[2])
     if not sizes:
         return "nothing arrived before it ended; the trace records no failed response"
-    said = ", ".join(f"{kind} {fmt.integer(n)}" for kind, n in sizes.items())
+    said = ", ".join(f"{fmt.isolate(kind)} {fmt.integer(n)}" for kind, n in sizes.items())
     return f"arrived before it ended (not recorded in the trace): {said}"
 
 
@@ -350,7 +350,7 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
                 images.append(_image(f"data:{mime.split(';')[0].strip().lower()};base64,{data}", "attached image"))
             else:
                 size = len(data) * 3 // 4 if isinstance(data, str) else None
-                notes.append(f"attached {mime or 'data'}" + (f" · {fmt.size(size)}" if size is not None else ""))
+                notes.append(f"attached {fmt.isolate(mime) or 'data'}" + (f" · {fmt.size(size)}" if size is not None else ""))
         else:
             notes.append(f"content item {n}: {kind}")
     return "\n\n".join(texts), images, notes, results
@@ -552,7 +552,7 @@ def conversation_html(conversation: Mapping[str, Any], selected: str | None = No
 
 def conversation_text(conversation: Mapping[str, Any], limit: int | None = 4000) -> str:
     """The conversation as plain text, for terminals (``limit`` caps each text item)."""
-    out = [f"conversation {conversation.get('trace_id')} ({conversation.get('source')})"]
+    out = [f"conversation {fmt.isolate(str(conversation.get('trace_id')))} ({fmt.isolate(str(conversation.get('source')))})"]
     out.extend(f"  ! {n}" for n in conversation.get("notes") or [])
     for entry in conversation.get("entries") or []:
         out.append(f"--- {entry.get('label')}")

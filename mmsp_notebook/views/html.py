@@ -23,7 +23,7 @@ from ..core.chars import mend_surrogates
 from ..core.redact import secret_values
 from .markdown import render_markdown
 from .model import event_row, event_view, events_label, turn_events, view_model
-from .text import footer_line, render_text
+from .text import HTML_TEXT_LIMIT, WHOLE_IN, cut_text, footer_line, render_text
 
 __all__ = ["render_markdown", "render_html", "render_text", "render_events", "render_transcript_html", "turn_markup",
            "footer_line", "css_for", "CSS", "HTML_TEXT_LIMIT"]
@@ -293,28 +293,21 @@ def _details(item: Mapping[str, Any], cls: str, body: str, open_: bool) -> str:
             f'{badge_html}</span></summary><div class="mmsp-thinking-body">{body}</div></details></div>')
 
 
-#: Characters of one text, thinking or arguments area drawn in the static HTML (``turn.text`` has them all).
-HTML_TEXT_LIMIT = 200_000
-
-
 def _capped(text: str, limit: int | None) -> tuple[str, str]:
-    """``text`` cut at ``limit`` characters, and the note that says so (``""`` when it is whole)."""
-    if limit is None or len(text) <= limit:
-        return text, ""
-    return text[:limit], f"{len(text) - limit:,} characters not shown"
+    """``text`` cut at ``limit`` characters (:data:`~.text.HTML_TEXT_LIMIT`), and the note that says so
+    (``""`` when it is whole)."""
+    shown, left = cut_text(text, limit)
+    return shown, f"{left:,} characters not shown" if left else ""
 
 
 def _cut_note(note: str, where: str) -> str:
     return f'<div class="mmsp-meta mmsp-cut">… {_e(note)} — <code>{_e(where)}</code> has all</div>' if note else ""
 
 
-_WHERE = {"text": "turn.text", "thinking": "turn.thinking", "tool_call": "turn.tool_calls"}
-
-
 def _text(item: Mapping[str, Any], limit: int | None = HTML_TEXT_LIMIT) -> str:
     text, note = _capped(item.get("text") or "", limit)
     return (_open("mmsp-text mmsp-md", item) + _decorate_code(render_markdown(text)) + "</div>"
-            + _cut_note(note, _WHERE["text"]))
+            + _cut_note(note, WHOLE_IN["text"]))
 
 
 def _tool(item: Mapping[str, Any]) -> str:
@@ -339,7 +332,7 @@ def _tool(item: Mapping[str, Any]) -> str:
     else:
         out.append('<div class="mmsp-tool-result"></div>')
     out.append("</div>")
-    return "".join(out) + _cut_note(note, _WHERE["tool_call"])
+    return "".join(out) + _cut_note(note, WHOLE_IN["tool_call"])
 
 
 def _image(item: Mapping[str, Any]) -> str:
@@ -381,7 +374,7 @@ def _item_html(item: Mapping[str, Any], last: bool = False) -> str:
         return _text(item)
     if kind == "thinking":
         text, note = _capped(item.get("text") or "", HTML_TEXT_LIMIT)
-        return _details(item, "", _e(text), last) + _cut_note(note, _WHERE["thinking"])
+        return _details(item, "", _e(text), last) + _cut_note(note, WHOLE_IN["thinking"])
     if kind == "inline_thinking":
         return _details(item, "mmsp-inline-thinking", f'<div class="mmsp-meta">{_e(item.get("meta"))}</div>', last)
     if kind == "tool_call":

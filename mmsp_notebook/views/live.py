@@ -21,7 +21,7 @@ from ..core.run import Stall, TurnRun
 from ..core.turn import STATUS_TEXT, Turn
 from .html import render_html
 from .model import OpsTracker, view_model
-from .text import banner_lines, footer_line, item_head, item_tail, printable, render_text, result_line
+from .text import PLAIN_TEXT_LIMIT, banner_lines, footer_line, item_head, item_tail, printable, render_text, result_line
 
 __all__ = ["LiveView", "WidgetLive", "TextLive", "LoopWatch", "drive", "adrive", "await_turn", "in_kernel"]
 
@@ -34,7 +34,6 @@ UPDATES_PER_SECOND = 25.0
 # seconds without a change after which the pacer repaints anyway: the live banner's "waiting for
 # the first token… 12 s" counts whole seconds (see views.model.waiting_text)
 QUIET_REPAINT = 0.5
-PLAIN_LIMIT = 8000  # characters of each text item in the finished output's text/plain
 
 
 def in_kernel() -> bool:
@@ -105,7 +104,7 @@ class WidgetLive(LiveView):
         vm = view_model(turn)
         # text/plain is the fallback of front ends without HTML; the HTML carries the whole turn
         # (with the events table inside it, where the live view drew it)
-        plain = render_text(turn, vm, limit=PLAIN_LIMIT)
+        plain = render_text(turn, vm, limit=PLAIN_TEXT_LIMIT)
         self.handle.update({"text/html": render_html(turn, vm, events=self.events), "text/plain": plain}, raw=True)
 
 

@@ -406,7 +406,7 @@ def _footer_view(facts: Any) -> dict[str, Any] | None:
         stats.append(_stat("truncated", "⚠ truncated (length)", "the model stopped at its output token limit"))
     elif reason:
         said = "tool call" if reason in ("tool_call", "tool_calls") else str(reason)
-        stats.append(_stat("finish", f"finish: {said}"))
+        stats.append(_stat("finish", f"finish: {fmt.isolate(said)}"))  # (the footer's line goes on after it)
     if fmt.is_number(facts.get("ttft")):
         stats.append(_stat("ttft", f"TTFT {fmt.seconds(facts['ttft'])}", "time to first token"))
     if fmt.is_number(facts.get("total")):
@@ -433,11 +433,11 @@ def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
     if status == "streaming":
         return {"kind": "streaming", "text": text or STATUS_TEXT["streaming"]}
     if status == "error":
-        banner = {"kind": "error", "lead": f"{err.get('type') or 'Error'}: ",
+        banner = {"kind": "error", "lead": f"{fmt.isolate(err.get('type') or 'Error')}: ",
                   "text": str(err.get("message") or text or STATUS_TEXT["error"])}
     elif status == "incomplete":
         banner = {"kind": "warn", "text": text or STATUS_TEXT["incomplete"]}
-        detail = ": ".join(str(x) for x in (err.get("type"), err.get("message")) if x)
+        detail = ": ".join(str(x) for x in (fmt.isolate(err.get("type")), err.get("message")) if x)
         if detail:
             banner["detail"] = detail
     elif status == "cancelled":

@@ -30,9 +30,10 @@ def turn_bundle(turn: Turn) -> dict[str, str]:
     when the live view drew this turn in the running cell."""
     if turn.drawn_in_cell is not None and running_cell() == turn.drawn_in_cell:
         return {"text/plain": turn.summary()}
-    from .html import render_html, render_text
+    from .html import render_html
+    from .text import PLAIN_TEXT_LIMIT, render_text
 
-    return {"text/plain": render_text(turn), "text/html": render_html(turn)}
+    return {"text/plain": render_text(turn, limit=PLAIN_TEXT_LIMIT), "text/html": render_html(turn)}
 
 
 def register_formatters(shell: Any = None) -> bool:

@@ -10,10 +10,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .format import isolate
 from .model import view_model
 
 __all__ = ["printable", "render_text", "render_transcript_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail",
-           "result_line"]
+           "result_line", "cut_text", "PLAIN_TEXT_LIMIT", "HTML_TEXT_LIMIT", "WHOLE_IN"]
+
+#: Characters of one text or thinking item a static view's ``text/plain`` shows (a turn's finished
+#: output, a turn or a comparison shown as a value, a chat's saved view): never more than its HTML.
+PLAIN_TEXT_LIMIT = 8_000
+#: Characters of one text, thinking or arguments area the static HTML draws.
+HTML_TEXT_LIMIT = 200_000
+#: Where a turn keeps the whole of an area a view cuts (what the note under a cut one names).
+WHOLE_IN = {"text": "turn.text", "thinking": "turn.thinking", "tool_call": "turn.tool_calls"}
+
+
+def cut_text(text: str, limit: int | None) -> tuple[str, int]:
+    """``text`` cut at ``limit`` characters (``None``: not cut), and how many are not shown."""
+    if limit is None or len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
 
 
 # C0 controls but tab and newline, DEL and the C1 controls: a terminal acts on them (colours, cursor
@@ -45,16 +61,18 @@ def banner_lines(banner: Mapping[str, Any] | None) -> list[str]:
 
 
 def banner_line(banner: Mapping[str, Any] | None) -> str:
-    """The banner on one line (a chat's error banner): its parts joined by dashes."""
-    return " — ".join(banner_lines(banner))
+    """The banner on one line (a chat's error banner): its parts joined by dashes, each isolated (a
+    server's message may hold a bidi control)."""
+    return " — ".join(isolate(line) for line in banner_lines(banner))
 
 
 def item_head(item: Mapping[str, Any]) -> str:
-    """What starts an item in text: ``[tag] `` (and a tool's name); nothing for answer text."""
+    """What starts an item in text: ``[tag] `` (and a tool's name, isolated: its arguments follow it);
+    nothing for answer text."""
     if item.get("kind") == "text":
         return ""
     if item.get("kind") == "tool_call":
-        return f"[{item.get('tag')}] {item.get('name') or ''} "
+        return f"[{item.get('tag')}] {isolate(item.get('name') or '')} "
     return f"[{item.get('tag')}] "
 
 
@@ -71,27 +89,27 @@ def result_line(item: Mapping[str, Any]) -> str:
     return f"  ({item['state_text']})" if item.get("state_text") else ""
 
 
-def _cap(text: str, limit: int | None) -> str:
-    if limit is None or len(text) <= limit:
-        return text
-    return text[:limit] + f"… [{len(text) - limit:,} more characters: the whole text is in the HTML and in the Turn]"
+def _cap(text: str, limit: int | None, kind: str) -> str:
+    shown, left = cut_text(text, limit)
+    return shown + (f"… [{left:,} characters not shown — {WHOLE_IN[kind]} has all]" if left else "")  # (as the HTML says)
 
 
 def render_text(turn: Any, vm: Mapping[str, Any] | None = None, limit: int | None = None) -> str:
-    """The static view of a turn as plain text; ``limit`` caps each text and thinking item."""
+    """The static view of a turn as plain text; ``limit`` caps each text, thinking and arguments area,
+    a note naming where the turn keeps it whole."""
     if vm is None:
         vm = view_model(turn)
     out = []
     for item in vm.get("items") or []:
         kind = item.get("kind")
         if kind == "text":
-            out.append(_cap(item.get("text") or "", limit))
+            out.append(_cap(item.get("text") or "", limit, "text"))
         elif kind == "thinking":
-            out.append(f"[{item.get('label')}] {_cap(item.get('text') or '', limit)}")
+            out.append(f"[{item.get('label')}] {_cap(item.get('text') or '', limit, 'thinking')}")
         elif kind == "tool_call":
             args = item.get("args") if isinstance(item.get("args"), str) else item.get("text") or ""
             tail = result_line(item)
-            out.append(item_head(item) + args + ("\n" + tail if tail else ""))
+            out.append(item_head(item) + _cap(args, limit, "tool_call") + ("\n" + tail if tail else ""))
         elif kind == "inline_thinking":
             out.append(f"[{item.get('label')}] {item_tail(item)}")
         else:
@@ -106,9 +124,9 @@ def render_text(turn: Any, vm: Mapping[str, Any] | None = None, limit: int | Non
     return printable("\n".join(out))
 
 
-def render_transcript_text(transcript: Any, limit: int | None = 8000) -> str:
+def render_transcript_text(transcript: Any, limit: int | None = PLAIN_TEXT_LIMIT) -> str:
     """A chat's conversation as plain text: ``user:`` and ``assistant:`` paragraphs, each answer as
-    :func:`render_text` writes a turn (``limit`` caps each text and thinking item)."""
+    :func:`render_text` writes a turn (``limit`` caps each text, thinking and arguments area)."""
     out = []
     for entry in transcript or []:
         if not isinstance(entry, Mapping):

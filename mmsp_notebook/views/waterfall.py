@@ -74,12 +74,12 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
             if phase == "delta" and open_ is None:
                 open_ = (item, ms)
             elif phase == "done" and open_ is not None:
-                label = f"tool call {fmt.isolate(next(names, ''))}".rstrip() if item == "tool_call" else item
+                label = f"tool call {fmt.isolate(next(names, ''))}".rstrip() if item == "tool_call" else fmt.isolate(item)
                 bars.append(_bar(item, prefix + label, base + open_[1], base + ms, mark))
                 open_ = None
         status = str(rec.get("status") or "")
         if open_ is not None:
-            bars.append(_bar(open_[0], f"{prefix}{open_[0]} (cut off: {status})", base + open_[1],
+            bars.append(_bar(open_[0], f"{prefix}{fmt.isolate(open_[0])} (cut off: {fmt.isolate(status)})", base + open_[1],
                              base + max(total, open_[1]), mark))
         end = max(end, base + total)
         if k + 1 < len(records) and records[k + 1][1] and turn is not None:
@@ -87,7 +87,7 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
             ran = [it.name for it in turn.steps[k].items if it.kind == "tool_call" and runs.get(it.tool_call_id)
                    and runs[it.tool_call_id].tool_run is not None] if k < len(turn.steps) else []
             if ran and nxt >= base + total:
-                bars.append(_bar("tool_run", f"tool runs: {', '.join(ran)}", base + total, nxt, mark))
+                bars.append(_bar("tool_run", f"tool runs: {', '.join(map(fmt.isolate, ran))}", base + total, nxt, mark))
         for b in bars[first_bar:]:  # (the tools run after a step count with it)
             b["step"] = k
     scale = max([end] + [b["end"] for b in bars]) or 1.0
