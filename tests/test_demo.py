@@ -1153,7 +1153,7 @@ def _unwritable_directory(tmp_path: Path) -> Path:
         except OSError:
             return candidate
         (candidate / ".probe").unlink()
-    pytest.skip("no directory here refuses a new file")
+    pytest.fail("no directory here refuses a new file (the test needs one)")
 
 
 def test_a_save_dir_the_proxy_cannot_write_in_is_refused_in_one_line_before_it_starts(tmp_path: Path, capsys) -> None:
