@@ -37,13 +37,26 @@ lint: install-test
 	$(VENV)/bin/ruff check mmsp_notebook tests bench
 	$(VENV)/bin/mypy
 
+# pytest runs in two phases. First the tests that can share the machine, on two pytest-xdist workers
+# (--dist loadfile: a module's tests stay together, with its module fixtures); then, in one process,
+# the browser tests (one JupyterLab and one Chromium for them all) and the tests marked `serial`
+# (they time something or need the cores to themselves). Every test is in exactly one phase:
+# tests/test_suite.py checks that the two selections below are complements. Both phases run even if
+# the first fails; the target fails if either does.
+PARALLEL := not browser and not serial
+SERIAL := browser or serial
+
 test: install-test js chromium lint
 	cd js && npm test
-	$(PY) -m pytest -ra
+	status=0; \
+	$(PY) -m pytest -ra -n 2 --dist loadfile -m "$(PARALLEL)" || status=$$?; \
+	$(PY) -m pytest -ra -m "$(SERIAL)" || status=$$?; \
+	exit $$status
 
 # the fast local loop: lint, types, the layer rules and the tests that need no browser (a few minutes)
 check: lint
-	$(PY) -m pytest -q -x -m "not browser" -p no:cacheprovider
+	$(PY) -m pytest -q -x -p no:cacheprovider -n 2 --dist loadfile -m "$(PARALLEL)"
+	$(PY) -m pytest -q -x -p no:cacheprovider -m "serial and not browser"
 
 lab: $(PY)
 	$(PY) -m pip install -e '.[notebooks]'

@@ -154,6 +154,7 @@ def test_strict_raises_turn_error_with_the_partial_turn(fresh_session):
     assert type(info.value.__cause__).__name__ == "RemoteProtocolError"
 
 
+@pytest.mark.serial  # the abort must end the turn within 1 s
 def test_abort_of_a_stalled_stream_cancels_within_a_second(fresh_session):
     run, future = launch("hello", model="demo+stall")
     time.sleep(0.3)
@@ -165,6 +166,7 @@ def test_abort_of_a_stalled_stream_cancels_within_a_second(fresh_session):
     assert fresh_session.conversation(None).history() == []
 
 
+@pytest.mark.serial  # the interrupt must end the turn within 2.5 s
 def test_keyboard_interrupt_in_drive_aborts_and_keeps_partial(fresh_session):
     run, future = launch("hello", model="demo+tps=20")
     interrupt_main_once(lambda: run.turn.thinking)
@@ -307,6 +309,7 @@ def test_a_stream_that_breaks_the_grammar_ends_in_a_protocol_error(fresh_session
     assert "interleaved groups" in printed and turn.text == "Hello"  # partial content kept
 
 
+@pytest.mark.serial  # the interrupt must end the turn within 2.5 s
 def test_keyboard_interrupt_while_a_slow_tool_runs_cancels_the_turn_at_once(fresh_session):
     def slow_lookup(city: str) -> str:
         """Look something up, slowly."""

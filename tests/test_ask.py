@@ -29,6 +29,7 @@ def blocking_tool(release: threading.Event):
     return slow_lookup
 
 
+@pytest.mark.serial  # the watchdog's 2 s, the 3 s timeout, took < 8 s
 def test_aask_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh_session):
     release = threading.Event()
     began = time.monotonic()
@@ -50,6 +51,7 @@ def test_aask_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh_
     assert asyncio.run(aask("hello", trace=False)).status == "complete"
 
 
+@pytest.mark.serial  # the watchdog's 2 s must pass within the 2 s timeout
 def test_aask_in_strict_mode_raises_the_turn_error_from_the_loop_blocked_error(fresh_session):
     release = threading.Event()
     try:
@@ -88,6 +90,7 @@ def assert_cancelled_while_blocked(turn: Any) -> None:
     assert turn.error.stall.tool == "slow_lookup" and turn.tool_calls[0]["name"] == "slow_lookup"
 
 
+@pytest.mark.serial  # the cancel must end the turn within 1 s
 def test_cancelling_aask_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
     release = threading.Event()
     took = cancel_while_blocked(lambda: aask("Look up Paris with slow_lookup", tools=[blocking_tool(release)],

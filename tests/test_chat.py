@@ -63,6 +63,7 @@ def test_send_streams_ops_and_keeps_the_transcript(fresh_session):
     assert len(df) == 1 and df["steps"].iloc[0] == 2
 
 
+@pytest.mark.serial  # the stop must end the turn within 1.5 s
 def test_front_end_send_runs_on_the_worker_and_stop_aborts(fresh_session):
     chat = Chat(model="demo+tps=30")
     cap = Capture(chat)
@@ -256,6 +257,7 @@ def test_asend_and_two_chats_at_once(fresh_session):
     assert a.history[0]["content_items"][0]["text"] == "one" and b.history[0]["content_items"][0]["text"] == "two"
 
 
+@pytest.mark.serial  # counts messages against elapsed time
 def test_update_rate_is_bounded(fresh_session):
     chat = Chat(model="demo+tokens=3000+tps=3000")
     cap = Capture(chat)
@@ -268,6 +270,7 @@ def test_update_rate_is_bounded(fresh_session):
     assert turn.text[-50:].replace("\n", "\\n")[:20] in text
 
 
+@pytest.mark.serial  # another cell must run within 2 s
 def test_kernel_stays_usable_while_a_chat_streams(kernel):
     """A real kernel: the front end's send arrives as a comm message; other cells run meanwhile."""
     kc = kernel.kc
@@ -407,6 +410,7 @@ def test_a_history_with_tool_calls_shows_each_turn_as_it_streamed_with_no_made_u
     assert weather_in("Rome") in json.dumps(other.transcript[3])
 
 
+@pytest.mark.serial  # heartbeat gaps against HEARTBEAT
 def test_a_reply_with_nothing_to_show_sends_heartbeats_from_the_worker_thread(fresh_session):
     """While its tool works for 5 s the reply has nothing new to draw: the front end (which cuts a
     reply after 10 s without a word, js/src/chat.js) still hears from the kernel every ~2 s, from
@@ -524,6 +528,7 @@ def test_the_chats_tools_are_checked_as_it_is_made_and_may_be_named_by_a_dict(fr
     assert turn.tool_calls[0]["name"] == "get_weather" and turn.tool_calls[0]["output"] == "sunny in Paris"
 
 
+@pytest.mark.serial  # the watchdog's 2 s, the 3 s timeout, took < 10 s
 def test_send_returns_when_an_async_tool_blocks_the_loop_past_the_timeout(fresh_session):
     import threading
 
@@ -555,6 +560,7 @@ def test_send_returns_when_an_async_tool_blocks_the_loop_past_the_timeout(fresh_
     assert chat.send("hello").status == "complete"
 
 
+@pytest.mark.serial  # the interrupt must end the turn within 2 s
 def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel, tmp_path):
     from test_magic import BLOCKING_TOOL
 
@@ -570,6 +576,7 @@ def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel, 
     assert kernel.printed("print(chat.send('hello').status)").strip() == "complete"
 
 
+@pytest.mark.serial  # the watchdog's 2 s, the 3 s timeout, took < 8 s
 def test_asend_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh_session):
     """As ``aask`` (tests/test_ask.py): the watch on the worker loop ends the turn, not the tool."""
     import threading
@@ -597,6 +604,7 @@ def test_asend_ends_a_turn_whose_async_tool_blocks_the_loop_at_its_timeout(fresh
     assert again.status == "complete" and [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
 
 
+@pytest.mark.serial  # the cancel must end the turn within 1 s
 def test_cancelling_asend_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_session):
     import threading
 
@@ -612,6 +620,7 @@ def test_cancelling_asend_while_the_loop_is_blocked_ends_the_turn_at_once(fresh_
     assert asyncio.run(chat.asend("hello")).status == "complete"
 
 
+@pytest.mark.serial  # a turn's bytes grow with the repaints its time allows
 def test_a_turn_costs_the_same_bytes_early_and_late_in_a_long_chat(fresh_session):
     """Once a view has said hello, the transcript goes to the front end as its changes (a turn's own
     two entries), never whole: the 21st turn of a long chat sends what the 2nd of a short one does."""

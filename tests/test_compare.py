@@ -108,6 +108,7 @@ def test_compare_cells_in_a_kernel(tmp_path, monkeypatch):
     assert "lakes" not in text_of(c[6])  # the comparison did not touch the notebook's chat
 
 
+@pytest.mark.serial  # interrupts 2 s in, must end within 3 s
 def test_interrupt_cancels_every_column(kernel):
     kernel.execute("%load_ext mmsp_notebook")
     reply, took = kernel.interrupted("%%mmsp -m demo+stall,demo+tps=5 -o c\nhello")
@@ -125,6 +126,7 @@ def test_interrupt_cancels_every_column(kernel):
                          if m["content"]["data"]["content"].get("type") == "ops")
 
 
+@pytest.mark.serial  # repaint count and gaps
 def test_the_pacer_repaints_every_column_as_they_stream_each_delta_once(fresh_session):
     from mmsp_notebook.front.compare import start
     from mmsp_notebook.views.live import LiveView, drive
@@ -172,6 +174,7 @@ def test_the_trace_loaders_see_a_comparison_as_ordinary_turns_with_its_name(fres
     assert traces.to_arrow(turns).schema.field("comparison") is not None
 
 
+@pytest.mark.serial  # a healthy column must never go 1 s without data
 def test_the_magic_gives_its_timeout_and_client_type_to_every_model(fresh_session):
     ip = shell()
     started = time.monotonic()
@@ -186,6 +189,7 @@ def test_the_magic_gives_its_timeout_and_client_type_to_every_model(fresh_sessio
     assert [t.status for t in typed.turns] == ["complete", "complete"]
 
 
+@pytest.mark.serial  # the other column must end within the tool's 1 s; took < 10 s
 def test_a_column_whose_async_tool_blocks_the_loop_ends_at_the_timeout_and_the_others_keep_their_end(fresh_session):
     import asyncio
     import threading

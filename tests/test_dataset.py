@@ -728,6 +728,7 @@ def test_a_replaced_trace_that_empties_a_file_hides_a_copy_half_hidden_there(tmp
     assert {str(p) for p in (ds_dir / "turns").rglob("*.parquet")} == set(traces.dataset(ds_dir).files)
 
 
+@pytest.mark.serial  # enough reads and syncs must overlap within 90 s
 def test_queries_run_while_syncs_change_the_files(tmp_path: Path) -> None:
     """``query`` and ``summary`` read again when a sync rewrites, merges or removes a file they
     listed; ``dataset`` lists again when one goes before it is made. Syncs grow conversations
@@ -972,6 +973,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.serial  # polls every 20 ms to kill the sync midway
 def test_a_killed_sync_is_resumed(tmp_path: Path) -> None:
     src = tmp_path / "cache"
     gen_corpus.generate(src, files=150, turns=2, seed=5, shard_size=50)
@@ -1301,6 +1303,7 @@ def _dies_on_one(i: int) -> int:
     return i
 
 
+@pytest.mark.serial  # a 0.3 s task must die before 2 s tasks end
 def test_a_broken_pool_is_explained_however_it_is_met() -> None:
     # the worker dies while the first result is being handled: met on submitting the next task
     runner = _runner.Runner(None)
@@ -1788,6 +1791,7 @@ def test_items_with_payloads(corpus: Path, tmp_path: Path) -> None:
     assert_same(ds_dir, corpus, "items", payloads=True)
 
 
+@pytest.mark.serial  # the sync must take under 30 s
 def test_a_fifo_is_skipped_as_the_loaders_skip_it_and_never_waited_on(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

@@ -418,6 +418,7 @@ EXPECTED: dict[str, dict[str, type[BaseException]]] = {
 }
 
 
+@pytest.mark.serial  # each fault must end within 5 s
 @pytest.mark.parametrize("client_type", CLIENTS)
 @pytest.mark.parametrize("fault", list(EXPECTED))
 def test_fault(demo_server: DemoServer, client_type: str, fault: str) -> None:
@@ -495,6 +496,7 @@ def test_unknown_model(demo_server: DemoServer, client_type: str) -> None:
 HEARTBEATS = {"mmsp": b": keep-alive\n\n", "openai-chat": b": heartbeat\n\n", "openai-responses": b": heartbeat\n\n", "ant-messages": b'event: ping\ndata: {"type":"ping"}\n\n'}
 
 
+@pytest.mark.serial  # two 0.1 s heartbeats within a 0.35 s silence
 @pytest.mark.parametrize("client_type", CLIENTS)
 def test_silence_sends_heartbeats_then_answers(demo_server: DemoServer, client_type: str) -> None:
     started = time.monotonic()
@@ -507,6 +509,7 @@ def test_silence_sends_heartbeats_then_answers(demo_server: DemoServer, client_t
     assert record.response.index(HEARTBEATS[client_type]) < record.response.index(first_content[client_type])
 
 
+@pytest.mark.serial  # the abort must end the stream within 1 s
 @pytest.mark.parametrize("client_type", CLIENTS)
 def test_stall_is_aborted_within_a_second(demo_server: DemoServer, client_type: str) -> None:
     async def run() -> tuple[list[dict], float, BaseException | None]:
@@ -707,6 +710,7 @@ def test_replay_file_errors(tmp_path: Path) -> None:
 # server life cycle
 
 
+@pytest.mark.serial  # five paced streams at once within 3 s
 def test_concurrent_streams_complete(demo_server: DemoServer) -> None:
     async def run() -> tuple[list[list[dict]], float]:
         # the clients are made first: the first of each kind imports its provider's SDK
@@ -733,6 +737,7 @@ def test_concurrent_streams_complete(demo_server: DemoServer) -> None:
     assert elapsed < 3.0, elapsed
 
 
+@pytest.mark.serial  # heartbeats and pacing measured in ms
 def test_pacing_first_token_delay_and_heartbeats() -> None:
     with DemoServer(tokens_per_second=200, first_token_delay=0.25, heartbeat=0.07) as server:
         events = stream(server, "mmsp", "demo+tokens=40+nothink", [user("paced")])
@@ -750,6 +755,7 @@ def test_pacing_first_token_delay_and_heartbeats() -> None:
     assert 150 <= times[content[-1]] - times[content[0]] < 1500
 
 
+@pytest.mark.serial  # the stop must return within 2 s
 def test_stop_closes_a_stalled_stream_promptly() -> None:
     server = DemoServer(instant=True).start()
     received: list[bytes] = []
@@ -861,6 +867,7 @@ def test_parse_model() -> None:
             parse_model(bad)
 
 
+@pytest.mark.serial  # Hypothesis' 200 ms deadline per example
 @given(st.text())
 def test_tokenize_joins_back(text: str) -> None:
     assert "".join(tokenize(text)) == text
@@ -878,6 +885,7 @@ def test_deterministic(demo_server: DemoServer) -> None:
 # what the demo says and does at its edges
 
 
+@pytest.mark.serial  # the reset must land before the server writes the whole stream
 def test_a_client_gone_stops_an_instant_stream_at_once(caplog: pytest.LogCaptureFixture) -> None:
     import logging
     import socket
@@ -902,6 +910,7 @@ def test_a_client_gone_stops_an_instant_stream_at_once(caplog: pytest.LogCapture
     assert "socket.send() raised exception" not in caplog.text
 
 
+@pytest.mark.serial  # one heartbeat a second of silence
 def test_silence_keeps_a_heartbeat_whatever_the_servers_interval() -> None:
     with DemoServer(instant=True) as server:  # the kernel's interval: a heartbeat every 15 s
         started = time.monotonic()
@@ -1098,6 +1107,7 @@ def test_a_notebook_turn_through_the_embedded_demo_writes_one_trace_with_one_his
         assert last[3].startswith(json.dumps(saved, sort_keys=True))
 
 
+@pytest.mark.serial  # the refusals must take under 10 s
 def test_a_request_too_big_to_plan_is_refused_at_once_and_the_server_goes_on(demo_server: DemoServer) -> None:
     # a plan is built whole before it streams: 10**9 tokens would fill the serving process's memory
     started = time.monotonic()
@@ -1116,6 +1126,7 @@ def test_a_request_too_big_to_plan_is_refused_at_once_and_the_server_goes_on(dem
     assert error is None and events[-1]["event_type"] == "stop"
 
 
+@pytest.mark.serial  # the answer must take under 5 s
 def test_a_long_prompt_of_distinct_words_is_answered_at_once(demo_server: DemoServer) -> None:
     # a pasted list of names or ids: picking the prompt's keywords must not hold the server (and
     # every other stream it serves) for a time that grows with the square of the prompt's words

@@ -148,6 +148,7 @@ def _big_prompt(megabytes: int) -> bytes:
                        "messages": [{"role": "user", "content": words}]}).encode()
 
 
+@pytest.mark.serial  # a first event within 5 s while a large request is read and planned
 def test_a_large_request_being_planned_does_not_hold_the_other_streams(demo_server: DemoServer,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from mmsp_notebook.demo import _server

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import time
 
+import pytest
+
 from mmsp_notebook.engine.launch import launch
 from mmsp_notebook.views.live import LiveView, TextLive, drive
 
@@ -23,6 +25,7 @@ class Recorder(LiveView):
         self.finished_at = time.monotonic()
 
 
+@pytest.mark.serial  # the final repaint within 0.6 s of the end
 def test_the_final_repaint_follows_the_end_of_the_turn_without_waiting_out_a_tick(fresh_session):
     # a repaint every 2 s at most, and a stream of about 0.8 s: a loop that rested out the tick
     # begun at the first repaint would show the end more than a second late
@@ -47,6 +50,7 @@ def test_text_live_streams_the_answer_then_the_footer(fresh_session):
     assert "tok/s" in printed or "tokens" in printed
 
 
+@pytest.mark.serial  # repaint rate and gaps
 def test_no_second_carries_more_than_30_messages_with_the_first_and_the_last(fresh_session):
     # the widget's display, every repaint, then the final ops and the static rendering (two messages)
     run, future = launch("tell me a story", model="demo+tokens=2400+tps=1500", trace=False)
@@ -86,6 +90,7 @@ def _silent_then_answer(pause):
     return lambda request, auth: [pause, *mmsp_text("at last"), mmsp_event(stop=True)]
 
 
+@pytest.mark.serial  # a repaint in each second of a 2.6 s silence
 def test_the_live_banner_counts_the_seconds_a_silent_server_takes(fresh_session, monkeypatch):
     """No event arrives for 2.6 s: the pacer repaints all the same and the banner counts (1 s, 2 s),
     then the answer streams and completes."""
@@ -105,6 +110,7 @@ def test_the_live_banner_counts_the_seconds_a_silent_server_takes(fresh_session,
     assert view.texts[0] == "streaming…" and view.texts[-1] is None  # then the answer: complete, no banner
 
 
+@pytest.mark.serial  # a repaint in each second of a 2.3 s silence
 def test_the_chat_pacer_counts_the_seconds_too(fresh_session, monkeypatch):
     import asyncio
 
@@ -123,6 +129,7 @@ def test_the_chat_pacer_counts_the_seconds_too(fresh_session, monkeypatch):
                                "waiting for the first token… 2 s (gives up after 2 min 00 s)"], view.texts
 
 
+@pytest.mark.serial  # a repaint in each second of a 2.4 s silence
 def test_a_terminal_says_what_it_waits_for_on_a_line_it_then_clears(fresh_session, monkeypatch):
     from sse_scripts import script_server
 

@@ -196,6 +196,7 @@ def test_bad_options_give_a_one_line_usage_error_and_strict_raises(tmp_path, mon
     assert "--api-key-env" in help_text and "--tools" in help_text
 
 
+@pytest.mark.serial  # interrupts 2 s in, must end within 3 s
 def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
     kernel.execute("%load_ext mmsp_notebook")
     reply, took = kernel.interrupted("%%mmsp -m demo+stall -o stalled\nhello")
@@ -245,6 +246,7 @@ async def slow_lookup(city: str) -> str:
 """
 
 
+@pytest.mark.serial  # the interrupt must end the cell within 2 s
 def test_an_interrupt_ends_a_turn_whose_async_tool_blocks_the_loop_and_the_kernel_goes_on(kernel):
     kernel.execute("%load_ext mmsp_notebook\n%config MMSPMagics.demo_instant = True")
     kernel.execute(BLOCKING_TOOL)
@@ -491,6 +493,7 @@ def test_an_option_value_with_spaces_stays_one_value_in_the_cell_magic_too(fresh
         assert ip.user_ns[name].config["system_prompt"] == system, name
 
 
+@pytest.mark.serial  # the interrupt 1.5 s in must land mid-stream
 def test_strict_shows_a_comparison_in_one_line_and_sends_a_cancel_nowhere(kernel):
     kernel.execute("%load_ext mmsp_notebook\n%mmsp config demo_instant=true")
     outputs = kernel.execute("%%mmsp -m demo,demo+error --strict\nhi")

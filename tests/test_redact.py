@@ -317,6 +317,7 @@ def test_keys_a_trace_file_holds_are_redacted_in_its_views_and_frames(key, tmp_p
     assert "[redacted]" in frame["error_message"].dropna().iloc[0]
 
 
+@pytest.mark.serial  # each hostile text within 0.5 s
 def test_redacting_is_linear_in_the_text():
     import time
 

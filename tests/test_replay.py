@@ -40,6 +40,7 @@ def recorded(fresh_session):
     return turn
 
 
+@pytest.mark.serial  # replayed timing within 10 %
 def test_replay_reproduces_state_rendering_and_timing(recorded):
     original = recorded
     recorded_total = original.steps[0].total
@@ -61,6 +62,7 @@ def test_replay_reproduces_state_rendering_and_timing(recorded):
     assert max(abs(a - b) for a, b in zip(original_ms, replayed_ms)) < 0.10 * recorded_total * 1000
 
 
+@pytest.mark.serial  # replay time against the recorded time
 def test_replay_speed_ten_is_ten_times_faster(recorded):
     started = time.monotonic()
     fast = mn.replay(recorded.trace_id, speed=10, display=False)
@@ -73,6 +75,7 @@ def test_replay_speed_ten_is_ten_times_faster(recorded):
     assert instant.steps[0].total < 0.05
 
 
+@pytest.mark.serial  # the replay within 0.5 s
 def test_replay_without_a_sidecar_is_instant_and_equal(recorded):
     sidecar_path(recorded.trace_id).unlink()
     started = time.monotonic()
@@ -219,6 +222,7 @@ _DAMAGE = {
 }
 
 
+@pytest.mark.serial  # the replay within 5 s
 @pytest.mark.parametrize("damage", list(_DAMAGE))
 def test_a_damaged_sidecar_record_plays_the_whole_message_untimed(quick, damage):
     side = sidecar_path(quick.trace_id)
@@ -248,6 +252,7 @@ def test_replay_plan_never_times_unusable_events():
     assert stop["usage_metadata"] == {} and stop["finish_reason"] == "stop"
 
 
+@pytest.mark.serial  # 0.25 s < the replay < 3 s
 def test_no_single_wait_is_longer_than_max_wait(quick, monkeypatch):
     from mmsp_notebook.front import replay as _replay
     side = sidecar_path(quick.trace_id)
@@ -342,6 +347,7 @@ def test_replay_takes_any_load_turns_row_and_refuses_unclear_arguments(quick, tm
     assert mn.replay(quick.trace_id, speed=4.0, turn=0, display=False).text == quick.text
 
 
+@pytest.mark.serial  # the stop must end the replay within 2 s
 def test_a_stopped_replay_ends_during_a_long_pause(fresh_session):
     from mmsp_notebook.core.run import TurnRun
     from mmsp_notebook.core.turn import Turn

@@ -8,6 +8,7 @@ import json
 import math
 import os
 
+import pytest
 from sse_scripts import mmsp_event, mmsp_text, script_server
 
 import mmsp_notebook as mn
@@ -176,6 +177,7 @@ def test_conversations_whose_names_clean_alike_keep_their_own_traces(fresh_sessi
     assert ask("again", chat="翻訳", max_tokens=5).trace_id == ids[3]  # the same name, the same trace
 
 
+@pytest.mark.serial  # an instant turn within 1 s
 def test_demo_instant_set_after_the_first_turn_takes_effect(fresh_session):
     fresh_session.settings.demo_instant = False  # the demo server starts paced
     paced = ask("one", model="demo+nothink+tokens=8", trace=False)

@@ -156,6 +156,7 @@ def test_only_regular_files_are_read_and_a_fifo_never_blocks(tmp_path):
     assert df.attrs["skipped"] == [{"path": str(fifo), "reason": "not a regular file"}]
 
 
+@pytest.mark.serial  # the rewrite must land within the 50 ms retry delay
 def test_a_trace_caught_half_written_is_read_again(tmp_path):
     path = tmp_path / "live.json"
     full = json.dumps({"history": HISTORY, "config": {}}, indent=2).encode()

@@ -37,6 +37,7 @@ def silent_url():
         yield url
 
 
+@pytest.mark.serial  # the idle timeout measured: 0.5 s <= took < 3 s
 def test_a_server_that_goes_silent_ends_the_turn_after_the_idle_timeout(fresh_session, silent_url):
     run, future = launch("hi", model="m", client_type="mmsp", base_url=silent_url, timeout=0.5)
     started = time.monotonic()
@@ -53,6 +54,7 @@ def test_a_server_that_goes_silent_ends_the_turn_after_the_idle_timeout(fresh_se
     assert run.waiting_since is None and run.waiting_for() is None  # no request is open any more
 
 
+@pytest.mark.serial  # the 0.5 s idle timeout within 5 s
 def test_the_provider_sdk_path_times_out_too(fresh_session, monkeypatch):
     """openai-chat goes through the OpenAI SDK (its own httpx client, read timeout 600 s, retries)."""
     def script(request, auth):
@@ -74,6 +76,7 @@ def test_a_silence_before_any_event_is_an_error(fresh_session):
     assert turn.status == "error" and turn.text == "" and "no data for 0.4 s" in turn.error_message
 
 
+@pytest.mark.serial  # the silence measured within 0.12 s
 def test_the_silence_is_counted_from_the_last_data(fresh_session):
     """Data right after the response's head, then silence: the turn ends about the limit after that
     data (not up to a quarter of it later, as when a sign of life was dated by the next look)."""
@@ -85,6 +88,7 @@ def test_the_silence_is_counted_from_the_last_data(fresh_session):
     assert 0.99 <= silence < 1.12, silence
 
 
+@pytest.mark.serial  # 0.15 s heartbeats under a 0.5 s idle limit
 @pytest.mark.parametrize("client_type", ["mmsp", "openai-chat"])
 def test_heartbeats_are_signs_of_life_a_silent_but_alive_stream_completes(fresh_session, monkeypatch, client_type):
     """Bytes count, not only events: keep-alive comments every 0.15 s for 1.2 s under a 0.5 s limit
@@ -113,6 +117,7 @@ def test_heartbeats_are_signs_of_life_a_silent_but_alive_stream_completes(fresh_
     assert seen and max(seen) < 0.5  # a view showing "waiting… N s" never saw the limit reached
 
 
+@pytest.mark.serial  # 0.5 s < the longest wait seen < 1.5 s
 def test_the_waiting_time_a_view_shows_grows_while_the_server_is_silent(fresh_session):
     with script_server(lambda request, auth: [*_answer("x")[:1], 0.8, *_answer("x")[1:]]) as url:
         run, future = launch("hi", model="m", client_type="mmsp", base_url=url, timeout=5)
@@ -126,6 +131,7 @@ def test_the_waiting_time_a_view_shows_grows_while_the_server_is_silent(fresh_se
     assert run.waiting_for() is None
 
 
+@pytest.mark.serial  # the first event must arrive within a 0.3 s limit
 def test_no_limit_waits_past_the_default(fresh_session):
     """timeout=none: a 0.6 s pause is fine when the kernel's default is 0.3 s."""
     fresh_session.settings.set("timeout", "0.3")
@@ -136,6 +142,7 @@ def test_no_limit_waits_past_the_default(fresh_session):
     assert unlimited.status == "complete"
 
 
+@pytest.mark.serial  # the first data must arrive within a 0.3 s limit
 def test_the_timeout_is_an_option_of_every_door(fresh_session, silent_url):
     start_ipython()
     ip = InteractiveShell.instance()
@@ -222,6 +229,7 @@ def _wait_for_words(turn, future, prefix, limit=10.0):
     return None
 
 
+@pytest.mark.serial  # the view must be read within its first second of waiting
 def test_what_a_view_says_while_the_server_is_silent(fresh_session, silent_url, monkeypatch):
     from mmsp_notebook.views import model
 
@@ -236,6 +244,7 @@ def test_what_a_view_says_while_the_server_is_silent(fresh_session, silent_url, 
     assert turn.status == "cancelled" and model.waiting_text(turn) == ""  # no request is open any more
 
 
+@pytest.mark.serial  # the view must be read within its first second of waiting
 def test_a_view_says_a_provider_sdk_is_retrying_after_a_429(fresh_session, monkeypatch):
     """The OpenAI SDK answers a 429 by waiting out its Retry-After and asking again: meanwhile the
     view says so, then the answer streams."""

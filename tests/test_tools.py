@@ -106,6 +106,7 @@ def test_a_coroutine_tool_is_awaited_and_cancelled_with_its_turn():
     assert asyncio.run(tools.run(_call("slow", {"seconds": 0}))).output == "done"
 
 
+@pytest.mark.serial  # the watchdog's 2 s, the 3 s timeout, took < 10 s
 def test_an_async_tool_that_blocks_the_loop_is_named_and_its_turn_ends_at_the_timeout(fresh_session, caplog):
     """A real streamed turn from the demo server whose async tool blocks the worker loop (time.sleep):
     the watchdog names the tool, the front door ends the turn at its timeout and keeps what arrived,
@@ -166,6 +167,7 @@ def test_an_async_tool_that_blocks_the_loop_is_named_and_its_turn_ends_at_the_ti
     assert after.status == "complete" and worker.stalled() is None
 
 
+@pytest.mark.serial  # the watchdog (BLOCKED_AFTER) must see the loop turn
 def test_a_loop_waiting_for_the_network_is_not_blocked():
     import time
 

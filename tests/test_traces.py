@@ -393,6 +393,7 @@ def test_missing_path_raises(tmp_path: Path) -> None:
         traces.load_turns(tmp_path / "nope")
 
 
+@pytest.mark.serial  # more than 3 loads within 2 s
 def test_concurrent_rewrite_never_crashes(tmp_path: Path) -> None:
     """A Tracer rewriting the trace after every turn (truncate, then write) while we load it."""
     stop = threading.Event()
@@ -1478,6 +1479,7 @@ def test_lone_surrogates_in_config_tool_names_export(tmp_path: Path, decode_path
     assert pd.read_parquet(out)["tool_names"][0].tolist() == ["get_weather\ufffd", "run_\ufffdsql", "raw\ufffd"]
 
 
+@pytest.mark.serial  # the load must take under 30 s
 def test_two_symlink_loops_in_one_directory_load_at_once(tmp_path: Path) -> None:
     import os
 
@@ -1836,6 +1838,7 @@ def test_arguments_nested_deeper_than_the_encoders_go_load(tmp_path: Path) -> No
     assert len(no_warnings_load(traces.load_turns, path)) == 1
 
 
+@pytest.mark.serial  # the plot must take under 20 s
 def test_usage_plot_of_turns_spanning_millennia_has_few_bins(tmp_path: Path) -> None:
     import matplotlib
 

@@ -155,6 +155,7 @@ def test_proxy_passes_a_cut_on_to_the_client(demo_server):
         assert proxy.transcripts[-1].outcome == "cut"
 
 
+@pytest.mark.serial  # the stop must return within 2 s
 def test_stopping_the_proxy_ends_a_stalled_stream_at_once(demo_server, capfd):
     proxy = WireProxy(demo_server.base_url).start()
     first = threading.Event()
@@ -344,6 +345,7 @@ def _responses_capture() -> _Capture:
     return cap
 
 
+@pytest.mark.serial  # every frame must arrive within 0.5 s
 @pytest.mark.parametrize(("client_type", "build"), [("openai-chat", _chat_capture), ("ant-messages", _messages_capture),
                                                     ("openai-responses", _responses_capture)],
                          ids=["chat", "messages", "responses"])

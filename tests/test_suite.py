@@ -1,0 +1,53 @@
+"""The suite's own split: ``make test`` runs the tests that can share the machine on two pytest-xdist
+workers, then the browser tests and those marked ``serial`` in one process. Every test must be in
+exactly one of the two runs, and no browser test in the first."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from _pytest.mark.expression import Expression
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _selections() -> dict[str, str]:
+    """The Makefile's two ``-m`` selections, by variable name."""
+    found = dict(re.findall(r"^(PARALLEL|SERIAL) := (.+)$", (ROOT / "Makefile").read_text(), re.M))
+    assert set(found) == {"PARALLEL", "SERIAL"}, found
+    return found
+
+
+def _selects(expression: Expression, carried: tuple[str, ...]) -> bool:
+    """Whether ``-m expression`` selects a test that carries the markers ``carried``."""
+    return expression.evaluate(lambda name, /, **_: name in carried)
+
+
+def test_every_test_is_in_exactly_one_of_the_two_runs() -> None:
+    selections = _selections()
+    parallel, serial = (Expression.compile(selections[name]) for name in ("PARALLEL", "SERIAL"))
+    markers = ("browser", "serial", "parametrize", "timeout")  # (and any other marker a test carries)
+    for k in range(len(markers) + 1):
+        for carried in itertools.combinations(markers, k):
+            assert _selects(parallel, carried) != _selects(serial, carried), carried
+    target = re.search(r"^test:.*?(?=^\S)", (ROOT / "Makefile").read_text(), re.M | re.S)
+    assert target is not None
+    recipe = target.group(0)
+    assert '-m "$(PARALLEL)"' in recipe and '-m "$(SERIAL)"' in recipe and "-n 2" in recipe
+
+
+def test_both_markers_are_registered() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert {line.split(":")[0] for line in config["markers"]} >= {"browser", "serial"}
+
+
+def test_a_test_on_the_shared_browser_is_marked_browser(request: pytest.FixtureRequest) -> None:
+    """The browser fixtures (tests/test_browser.py) share one JupyterLab and one Chromium per process:
+    a test that asks for them without the marker would run beside the others."""
+    unmarked = [item.nodeid for item in request.session.items
+                if "sync_playwright_mod" in getattr(item, "fixturenames", ()) and item.get_closest_marker("browser") is None]
+    assert unmarked == []
