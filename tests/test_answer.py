@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,7 @@ def test_the_snippet_is_the_start_of_the_whole_flattened_text(text: str, limit: 
     assert _answer._snippet(text, limit) == _snippet_whole(text, limit)
 
 
+@pytest.mark.serial  # a bound on the time taken
 def test_a_prompt_of_megabytes_is_read_only_as_far_as_its_first_words() -> None:
     # distinct words: read whole, the costliest text there is (over half a second a megabyte)
     prompt = "Tell me about lighthouses and harbours " + " ".join(f"w{i}" for i in range(1_000_000))
