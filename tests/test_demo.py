@@ -1185,6 +1185,11 @@ def test_a_save_dir_the_proxy_cannot_write_in_is_refused_in_one_line_before_it_s
         assert err.startswith(f"error: --save-dir {save_dir}: {said}" if said else
                               "error: --save-dir takes a directory, not an empty path")
     assert a_file.read_text() == "data: {}\n\n"
+    # without --proxy there is nothing to save: said, and no server started (was: ignored)
+    assert main(["--save-dir", str(tmp_path / "captures"), "--tokens-per-second", "nan"]) == 2  # (nan: no server either way)
+    out, err = capsys.readouterr()
+    assert out == "" and err == "error: --save-dir goes with --proxy UPSTREAM_URL: it saves the streams the proxy forwards\n"
+    assert not (tmp_path / "captures").exists()
 
 
 def test_a_stream_the_proxy_cannot_save_is_said_on_its_line_and_the_proxy_goes_on(

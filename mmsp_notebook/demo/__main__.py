@@ -163,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.proxy:
         return _run_proxy(args)
+    if args.save_dir is not None:  # (the demo server saves nothing: its records are served at /_demo/transcripts)
+        print("error: --save-dir goes with --proxy UPSTREAM_URL: it saves the streams the proxy forwards",
+              file=sys.stderr, flush=True)
+        return 2
     try:
         server = DemoServer(
             args.host,
