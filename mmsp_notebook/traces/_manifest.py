@@ -51,7 +51,7 @@ from typing import Any
 
 from .._errors import ManifestError
 
-__all__ = ["Manifest", "ManifestError", "MANIFEST_NAME", "RACY_S", "KINDS", "synced_dataset"]
+__all__ = ["Manifest", "ManifestError", "MANIFEST_NAME", "RACY_S", "KINDS", "synced_dataset", "open_read_only"]
 
 #: the kinds of rows a dataset holds, each in a directory of its name (``<dataset>/<kind>``)
 KINDS = ("turns", "items", "events")
@@ -134,21 +134,38 @@ def synced_dataset(path: str) -> tuple[str, list[str], str | None] | None:
 
 def _meta_value(manifest: str, key: str) -> Any:
     """One value of a manifest's ``meta``, read without writing; None when it cannot be read."""
+    try:
+        db = open_read_only(manifest)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    try:
+        return json.loads(row[0]) if row is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def open_read_only(manifest: str | Path) -> sqlite3.Connection:
+    """A connection that reads a manifest without writing it (a sync may be running): ``mode=ro``,
+    or, in a read-only folder, where SQLite cannot make its ``-shm`` file, ``immutable=1`` (nothing
+    can write the manifest there meanwhile). A manifest a first sync has just made, without its
+    tables yet, raises the ``OperationalError`` "no such table"."""
     uri = Path(manifest).absolute().as_uri()
-    for mode in ("mode=ro", "immutable=1"):  # (immutable: a read-only folder, where no -shm file can be made)
+    try:
+        db = sqlite3.connect(f"{uri}?mode=ro", uri=True)
         try:
-            db = sqlite3.connect(f"{uri}?{mode}", uri=True)
-            try:
-                row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-            finally:
-                db.close()
-        except sqlite3.Error:
-            continue
-        try:
-            return json.loads(row[0]) if row is not None else None
-        except (TypeError, ValueError):
-            return None
-    return None
+            db.execute("SELECT 1 FROM meta LIMIT 1")
+        except sqlite3.OperationalError:
+            db.close()
+            raise
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            raise
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True)
+    return db
 
 
 class Manifest:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ._common import PathLike, TraceLoadWarning
 from ._convert import KINDS, NULL_PARTITION, Job
-from ._manifest import MANIFEST_NAME
+from ._manifest import MANIFEST_NAME, open_read_only
 
 if TYPE_CHECKING:  # pragma: no cover
     import duckdb
@@ -165,17 +165,12 @@ def _listed_files(root: Path) -> tuple[dict[str, Any], list[str]]:
     import json
 
     try:
-        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-        try:
-            db.execute("SELECT 1 FROM meta LIMIT 1")
-        except sqlite3.OperationalError as exc:
-            db.close()
-            if "no such table" in str(exc):  # made a moment ago by a first sync, which has not written it yet
-                raise TraceNotFoundError(f"no trace dataset at {root} yet: the first traces.sync into it has just "
-                                         "begun", path=str(root), reason="no such trace dataset") from None
-            raise
-    except sqlite3.OperationalError:  # a read-only folder: nothing can write it meanwhile
-        db = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
+        db = open_read_only(path)
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # made a moment ago by a first sync, which has not written it yet
+            raise TraceNotFoundError(f"no trace dataset at {root} yet: the first traces.sync into it has just "
+                                     "begun", path=str(root), reason="no such trace dataset") from None
+        raise
     try:
         meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
         names = sorted(r[0] for r in db.execute("SELECT name FROM files"))
