@@ -35,7 +35,8 @@ def demo_server() -> Iterator[DemoServer]:
 
 @pytest.fixture(scope="session")
 def traces_notebook(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
-    """``notebooks/traces.ipynb`` executed once in a real kernel (it takes a while): the executed
+    """``notebooks/traces.ipynb`` executed once in a real kernel (it takes a while; the tests using
+    it live in one module, so that the parallel phase runs it once): the executed
     notebook and the folder it ran in. Its own temporary folders go under that folder too."""
     import nbformat
     from nbclient import NotebookClient

@@ -1734,26 +1734,6 @@ def test_hidden_files_are_not_data(corpus: Path, tmp_path: Path) -> None:
     assert meta == str(corpus)
 
 
-def test_traces_notebook_dataset_section(traces_notebook: tuple[Any, Path]) -> None:
-    nb, tmp_path = traces_notebook
-    assert nb.cells[-1].cell_type == "markdown" and "## Try this" in nb.cells[-1].source
-    cells = [c for c in nb.cells if c.cell_type == "code"]
-
-    def out(needle: str) -> str:
-        cell = next(c for c in cells if needle in c.source)
-        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
-        assert not errors, errors
-        return "\n".join(o.get("text", "") + json.dumps(o.get("data", {})) for o in cell.outputs)
-
-    first = out("first = traces.sync(")
-    assert "0 removed, 0 unchanged" in first and "month=" in first and "model=demo" in first
-    again = out("again = traces.sync(")
-    assert "1 traces converted" in again and "0 removed" in again
-    table = out("FROM turns")
-    assert "demo+tps=400" in table and "latency_p99" in table
-    assert "summary in DuckDB over the dataset == summary in pandas over the frame" in out("in_duckdb = traces.summary(")
-
-
 def test_items_with_payloads(corpus: Path, tmp_path: Path) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir, kind="items", payloads=True, chunk_files=6)

@@ -51,3 +51,10 @@ def test_a_test_on_the_shared_browser_is_marked_browser(request: pytest.FixtureR
     unmarked = [item.nodeid for item in request.session.items
                 if "sync_playwright_mod" in getattr(item, "fixturenames", ()) and item.get_closest_marker("browser") is None]
     assert unmarked == []
+
+
+def test_the_executed_traces_notebook_is_used_in_one_module(request: pytest.FixtureRequest) -> None:
+    """``--dist loadfile`` gives each module to one worker: the session fixture that executes
+    notebooks/traces.ipynb (~40 s) runs once only while the tests using it share a module."""
+    using = {item.path.name for item in request.session.items if "traces_notebook" in getattr(item, "fixturenames", ())}
+    assert len(using) <= 1, using

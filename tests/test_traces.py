@@ -1058,6 +1058,26 @@ def test_traces_notebook_runs(traces_notebook: tuple[Any, Path]) -> None:
     assert list(tmp_path.iterdir()) == [] or all(p.suffix != ".json" for p in tmp_path.iterdir())
 
 
+def test_traces_notebook_dataset_section(traces_notebook: tuple[Any, Path]) -> None:
+    nb, tmp_path = traces_notebook
+    assert nb.cells[-1].cell_type == "markdown" and "## Try this" in nb.cells[-1].source
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+
+    def out(needle: str) -> str:
+        cell = next(c for c in cells if needle in c.source)
+        errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+        assert not errors, errors
+        return "\n".join(o.get("text", "") + json.dumps(o.get("data", {})) for o in cell.outputs)
+
+    first = out("first = traces.sync(")
+    assert "0 removed, 0 unchanged" in first and "month=" in first and "model=demo" in first
+    again = out("again = traces.sync(")
+    assert "1 traces converted" in again and "0 removed" in again
+    table = out("FROM turns")
+    assert "demo+tps=400" in table and "latency_p99" in table
+    assert "summary in DuckDB over the dataset == summary in pandas over the frame" in out("in_duckdb = traces.summary(")
+
+
 def test_dotted_trace_id_pairs_with_its_sidecar(tmp_path: Path) -> None:
     # mmsp's Tracer writes Path(trace_id).with_suffix(".json"): "runs/v1.5" lands in "runs/v1.json",
     # while the sidecar keeps the full id
