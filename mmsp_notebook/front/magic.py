@@ -38,6 +38,7 @@ from .cells import (
 )
 from .finish import present
 from .frames import history_frame, models_frame, usage_frame
+from .warm import warm_up
 
 __all__ = ["MMSPMagics", "load_ipython_extension"]
 
@@ -535,6 +536,8 @@ def load_ipython_extension(ipython: Any) -> None:
     record_errors(ipython)  # failed cells become {Err} and %mmsp fix
     if questions_are_prompts not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(questions_are_prompts)
+    settings = session().settings  # the first turn's imports, ahead (see front/warm.py)
+    warm_up(settings.model, settings.client_type, settings.base_url)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
