@@ -129,3 +129,19 @@ def test_a_stream_that_cannot_be_written_and_a_flag_that_is_no_bool_are_refused_
         asyncio.run(aask("hi", strict=2))
     assert fresh_session.turns == []  # refused before anything was sent
     assert m.ask("hi", stream=io.StringIO(), strict=False, events=None).status == "complete"
+
+
+def test_new_and_wire_that_are_no_bool_are_refused_before_a_request(fresh_session):
+    """ask(wire="false") captured the wire and ask(new="false") forgot the conversation: a string is true."""
+    import io
+
+    import mmsp_notebook as m
+    from mmsp_notebook import OptionTypeError
+
+    for flag in ("new", "wire"):
+        with pytest.raises(OptionTypeError, match=rf"^{flag} takes True or False, not str 'false'"):
+            m.ask("hi", stream=io.StringIO(), **{flag: "false"})
+        with pytest.raises(OptionTypeError, match=rf"^{flag} takes True or False, not int 2"):
+            asyncio.run(aask("hi", **{flag: 2}))
+    assert fresh_session.turns == []  # refused before anything was sent
+    assert m.ask("hi", stream=io.StringIO(), new=False, wire=False).wire is None
