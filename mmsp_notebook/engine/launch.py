@@ -10,6 +10,7 @@ import difflib
 import inspect
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path, PurePath
 from typing import Any
 
 from mmsp.credentials import routed_client_type
@@ -111,19 +112,39 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
     refuse_lone_surrogate("the prompt", text)
     if text.strip():
         items.append({"type": "text.done", "text": text})
+    if isinstance(images, (str, bytes, bytearray, PurePath)) or hasattr(images, "save"):
+        images = [images]  # one image, not a sequence of its characters (images="cat.png")
     for image in images:
         if isinstance(image, dict) and image.get("type") == "image_url.done":
             items.append(image)
         elif isinstance(image, str) and image.startswith("data:image/"):
             items.append({"type": "image_url.done", "image_url": image})
         else:
+            if isinstance(image, str) and len(image) < 1024 and Path(image).expanduser().is_file():
+                image = Path(image).expanduser()  # named as an image: read whatever its name ends with
             item = image_item(image)
             if item is None:
-                raise OptionError(f"not an image: {type(image).__name__} (give a PIL image, PNG/JPEG bytes or a path)")
+                raise OptionError(_not_an_image(image))
             items.append(item)
     if not items:
         raise OptionError("the prompt is empty: write something to send")
     return {"role": "user", "content_items": items}
+
+
+def _not_an_image(image: Any) -> str:
+    """Why ``image`` cannot be sent as one: a path to no file, a file of another kind, or another value."""
+    usage = "give a PIL image, PNG/JPEG/GIF/WebP bytes or the path to such a file"
+    if isinstance(image, (str, PurePath)):
+        path = Path(image).expanduser()
+        shown = redact(repr(str(image)))[:200]
+        if len(str(image)) < 1024 and path.is_file():
+            return f"not an image: {shown} is not a PNG, JPEG, GIF or WebP file ({usage})"
+        if len(str(image)) < 1024 and path.exists():
+            return f"not an image: {shown} is not a file ({usage})"
+        return f"not an image: no file {shown} ({usage})"
+    if isinstance(image, (bytes, bytearray)):
+        return f"not an image: these {len(image):,} bytes are not PNG, JPEG, GIF or WebP data ({usage})"
+    return f"not an image: {type(image).__name__} ({usage})"
 
 
 def launch(
