@@ -129,3 +129,47 @@ def test_a_stream_that_cannot_be_written_and_a_flag_that_is_no_bool_are_refused_
         asyncio.run(aask("hi", strict=2))
     assert fresh_session.turns == []  # refused before anything was sent
     assert m.ask("hi", stream=io.StringIO(), strict=False, events=None).status == "complete"
+
+
+def test_new_and_wire_that_are_no_bool_are_refused_before_a_request(fresh_session):
+    """ask(wire="false") captured the wire and ask(new="false") forgot the conversation: a string is true."""
+    import io
+
+    import mmsp_notebook as m
+    from mmsp_notebook import OptionTypeError
+
+    for flag in ("new", "wire"):
+        with pytest.raises(OptionTypeError, match=rf"^{flag} takes True or False, not str 'false'"):
+            m.ask("hi", stream=io.StringIO(), **{flag: "false"})
+        with pytest.raises(OptionTypeError, match=rf"^{flag} takes True or False, not int 2"):
+            asyncio.run(aask("hi", **{flag: 2}))
+    assert fresh_session.turns == []  # refused before anything was sent
+    assert m.ask("hi", stream=io.StringIO(), new=False, wire=False).wire is None
+
+
+def test_an_image_that_cannot_be_sent_is_named_with_why_and_one_path_is_one_image(fresh_session, tmp_path):
+    """images=["missing.png"] said "not an image: str (give ... a path)" to a user who gave a path, and
+    images="cat.png" (one path, not a list) was read letter by letter."""
+    import base64
+    import io
+
+    import mmsp_notebook as m
+    from mmsp_notebook import OptionError
+
+    with pytest.raises(OptionError, match=r"^not an image: no file '.*missing\.png' \(give a PIL image"):
+        m.ask("hi", images=[str(tmp_path / "missing.png")], stream=io.StringIO())
+    (tmp_path / "notes.png").write_text("not a picture")
+    with pytest.raises(OptionError, match=r"^not an image: '.*notes\.png' is not a PNG, JPEG, GIF or WebP file"):
+        m.ask("hi", images=[tmp_path / "notes.png"], stream=io.StringIO())
+    with pytest.raises(OptionError, match=r"^not an image: '.*' is not a file"):
+        m.ask("hi", images=[str(tmp_path)], stream=io.StringIO())
+    with pytest.raises(OptionError, match=r"^not an image: these 3 bytes are not PNG, JPEG, GIF or WebP data"):
+        m.ask("hi", images=[b"abc"], stream=io.StringIO())
+    assert fresh_session.turns == []  # refused before anything was sent
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+    (tmp_path / "cat.png").write_bytes(png)
+    (tmp_path / "cat").write_bytes(png)  # named as an image: read whatever its name ends with
+    for images in (str(tmp_path / "cat.png"), [str(tmp_path / "cat")], png):
+        turn = m.ask("hi", images=images, stream=io.StringIO())
+        sent = [item for item in turn.prompt["content_items"] if item["type"] == "image_url.done"]
+        assert turn.status == "complete" and len(sent) == 1 and sent[0]["image_url"].startswith("data:image/png;base64,")

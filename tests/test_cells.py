@@ -159,3 +159,20 @@ def test_a_block_number_below_one_is_refused_before_the_request_saying_n_counts_
     with pytest.raises(OptionError, match="from 1"):
         check_to_cell("+0")
     assert fresh_session.turns == []  # refused before the request
+
+
+def test_the_builtins_are_refused_as_out_and_the_shell_keeps_them(fresh_session):
+    """``%mmsp -o __builtins__ hi`` replaced the namespace's builtins by the turn: every later cell
+    failed ("'Turn' object is not subscriptable" for print, len...) until the kernel restarted."""
+    from test_magic import shell
+
+    from mmsp_notebook.front.cells import reserved_name
+
+    assert reserved_name("__builtins__") and reserved_name("__builtin__")
+    ip = shell()
+    for name in ("__builtins__", "__builtin__"):
+        result = ip.run_cell(f"%mmsp -o {name} hi")
+        assert not result.success and f"-o {name}: that name holds" in str(result.error_in_exec)
+    assert fresh_session.turns == []  # nothing was sent
+    after = ip.run_cell("len(str(print))")
+    assert after.success and after.result > 0

@@ -766,3 +766,18 @@ def test_a_pick_the_chat_does_not_offer_is_refused_in_the_error_line(fresh_sessi
     # the kernel's own Python is not a front end: it sets what it likes (and the turn says if it is wrong)
     chat.model = "demo-embed"
     assert chat.model == "demo-embed" and chat.error == ""
+
+
+def test_models_given_as_one_string_and_a_wire_flag_that_is_no_bool_are_refused_when_the_chat_is_made(fresh_session):
+    """Chat(models="demo") offered 'd', 'e', 'm', 'o' in the picker; Chat(wire="false") captured every turn."""
+    from mmsp_notebook import OptionTypeError
+
+    with pytest.raises(OptionTypeError, match=r"^models takes a list of model ids .*not 'demo'"):
+        Chat(models="demo")
+    with pytest.raises(OptionTypeError, match=r"^models takes a list of model ids .*not \['demo', 3\]"):
+        Chat(models=["demo", 3])
+    with pytest.raises(OptionTypeError, match=r"^wire takes True or False, not str 'false'"):
+        Chat(wire="false")
+    assert Chat(models=("demo", "demo+nothink"), trace=False).models == ["demo", "demo+nothink"]
+    assert Chat(models=iter(["demo+nothink"]), trace=False).models == ["demo", "demo+nothink"]
+    assert fresh_session.turns == []

@@ -264,3 +264,20 @@ def test_a_comparison_says_which_models_it_holds_and_how_many():
     # `in` read a label as it was compared with each turn: False for a model it holds
     assert "demo+nothink" in pair and "demo+fast" not in pair and pair.turns[0] in pair
     assert len(pair) == 2 and list(pair) == pair.turns
+
+
+def test_a_stream_that_cannot_be_written_and_a_flag_that_is_no_bool_are_refused_before_a_request(fresh_session):
+    """compare(stream="out.txt") asked every model, then failed in the view (AttributeError); strict="false"
+    and display="no" were true, and new="false" started the conversations fresh."""
+    from mmsp_notebook import OptionTypeError
+
+    with pytest.raises(OptionTypeError, match=r"^compare: stream takes a text stream to write to .* not str 'out.txt'"):
+        compare("hi", "demo,demo+nothink", stream="out.txt")
+    with pytest.raises(OptionTypeError, match=r"^compare: strict takes True or False .*not str 'false'"):
+        compare("hi", "demo,demo+error", strict="false", stream=io.StringIO())
+    with pytest.raises(OptionTypeError, match=r"^display takes True or False, not str 'no'"):
+        compare("hi", "demo,demo+nothink", display="no")
+    with pytest.raises(OptionTypeError, match=r"^new takes True or False, not str 'false'"):
+        compare("hi", "demo,demo+nothink", new="false", stream=io.StringIO())
+    assert fresh_session.turns == []  # refused before anything was sent
+    assert compare("hi", "demo,demo+nothink", strict=False, display=False).status == "complete"

@@ -273,3 +273,18 @@ def test_a_stream_cut_inside_its_last_frame_is_incomplete_and_says_retry_not_che
     hint = error_hint(error, None, "mmsp")
     assert "cut off inside a frame" in hint and "retrying" in hint and "--client-type" not in hint
     assert classify_exception(error, len(events)) == "incomplete"
+
+
+def test_a_key_refused_inside_a_stream_says_the_server_refused_it_not_that_none_is_set(fresh_session, monkeypatch,
+                                                                                      key_echoing_server):
+    """A provider that refuses the key in an error event of a stream begun with HTTP 200 (no status):
+    the key was set and sent, so "No API key: set MY_SECRET_VAR" sent the user looking for nothing."""
+    from mmsp_notebook import ask
+
+    monkeypatch.setenv("MY_SECRET_VAR", "canary-key-9876543")
+    out = io.StringIO()
+    turn = ask("hello", model="stream-refusal", client_type="openai-chat", base_url=key_echoing_server,
+               api_key_env="MY_SECRET_VAR", stream=out, trace=False)
+    assert turn.status == "error" and "Incorrect API key" in turn.error_message
+    assert error_hint(turn.error, "MY_SECRET_VAR", "openai-chat") == "The server refused the key: check MY_SECRET_VAR."
+    assert "The server refused the key: check MY_SECRET_VAR." in out.getvalue() and "No API key" not in out.getvalue()

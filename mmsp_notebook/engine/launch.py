@@ -10,12 +10,14 @@ import difflib
 import inspect
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from pathlib import Path, PurePath
 from typing import Any
 
 from mmsp.credentials import routed_client_type
 
 from .._errors import OptionError, OptionTypeError
 from ..core.chars import refuse_lone_surrogate
+from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
@@ -26,7 +28,8 @@ from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
 
-__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_chat_name", "door_options", "refuse_unknown"]
+__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_chat_name", "check_flag", "door_options",
+           "refuse_unknown"]
 
 
 def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -109,19 +112,39 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
     refuse_lone_surrogate("the prompt", text)
     if text.strip():
         items.append({"type": "text.done", "text": text})
+    if isinstance(images, (str, bytes, bytearray, PurePath)) or hasattr(images, "save"):
+        images = [images]  # one image, not a sequence of its characters (images="cat.png")
     for image in images:
         if isinstance(image, dict) and image.get("type") == "image_url.done":
             items.append(image)
         elif isinstance(image, str) and image.startswith("data:image/"):
             items.append({"type": "image_url.done", "image_url": image})
         else:
+            if isinstance(image, str) and len(image) < 1024 and Path(image).expanduser().is_file():
+                image = Path(image).expanduser()  # named as an image: read whatever its name ends with
             item = image_item(image)
             if item is None:
-                raise OptionError(f"not an image: {type(image).__name__} (give a PIL image, PNG/JPEG bytes or a path)")
+                raise OptionError(_not_an_image(image))
             items.append(item)
     if not items:
         raise OptionError("the prompt is empty: write something to send")
     return {"role": "user", "content_items": items}
+
+
+def _not_an_image(image: Any) -> str:
+    """Why ``image`` cannot be sent as one: a path to no file, a file of another kind, or another value."""
+    usage = "give a PIL image, PNG/JPEG/GIF/WebP bytes or the path to such a file"
+    if isinstance(image, (str, PurePath)):
+        path = Path(image).expanduser()
+        shown = redact(repr(str(image)))[:200]
+        if len(str(image)) < 1024 and path.is_file():
+            return f"not an image: {shown} is not a PNG, JPEG, GIF or WebP file ({usage})"
+        if len(str(image)) < 1024 and path.exists():
+            return f"not an image: {shown} is not a file ({usage})"
+        return f"not an image: no file {shown} ({usage})"
+    if isinstance(image, (bytes, bytearray)):
+        return f"not an image: these {len(image):,} bytes are not PNG, JPEG, GIF or WebP data ({usage})"
+    return f"not an image: {type(image).__name__} ({usage})"
 
 
 def launch(
@@ -155,6 +178,8 @@ def launch(
     no byte and no event for that long ends with "no data for N s" (``"none"`` or ``math.inf``: no
     limit).
     """
+    check_flag("new", new)
+    check_flag("wire", wire)
     sess = sess or session()
     settings = sess.settings
     opts = TurnOptions(model=model, client_type=client_type, base_url=base_url, api_key_env=api_key_env,
@@ -214,6 +239,13 @@ def launch(
                 await lease.release()
 
     return run, _worker.submit(go())
+
+
+def check_flag(name: str, value: Any) -> None:
+    """Refuse a flag (``new``, ``wire``) that is not True or False (``None``: off): ``wire="false"``
+    would be taken as true."""
+    if value is not None and (isinstance(value, str) or value not in (True, False)):
+        raise OptionTypeError(f"{name} takes True or False, not {type(value).__name__} {redact(repr(value))[:40]}")
 
 
 def check_chat_name(name: str, option: str = "chat") -> None:

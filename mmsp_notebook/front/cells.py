@@ -77,6 +77,9 @@ RESERVED_NAMES = {
     "In": "IPython's input history",
     "Out": "IPython's output history",
     "get_ipython": "IPython's shell",
+    # (-o __builtins__: every later cell fails, its print(...) looked up in a Turn)
+    "__builtins__": "the builtins every cell looks print, len... up in",
+    "__builtin__": "the builtins module",
     "exit": "IPython's exit",
     "quit": "IPython's exit",
 }

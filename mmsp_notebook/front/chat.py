@@ -9,7 +9,7 @@ import inspect
 import json
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anywidget
@@ -20,7 +20,7 @@ from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine import worker as _worker
-from ..engine.launch import check_chat_name, check_trace_id, launch, refuse_unknown, user_message
+from ..engine.launch import check_chat_name, check_flag, check_trace_id, launch, refuse_unknown, user_message
 from ..engine.messages import check_history
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session
@@ -143,6 +143,14 @@ class Chat(MarkdownWidget):
             check_trace_id(trace)  # (an empty one too) before anything is made
         elif trace is not None and not isinstance(trace, bool):
             raise OptionTypeError(f"trace takes True, False or a trace id (e.g. 'nb/x'), not {trace!r}")
+        check_flag("wire", wire)
+        if models is not None:
+            # (a string is a sequence of its letters: the picker would offer 'd', 'e', 'm', 'o')
+            offered = None if isinstance(models, str) or not isinstance(models, Iterable) else list(models)
+            if offered is None or not all(isinstance(m, str) and m.strip() for m in offered):
+                raise OptionTypeError("models takes a list of model ids (e.g. ['demo', 'demo+nothink']), not "
+                                      + redact(_clip(models)))
+            models = offered
         # the pickers start where a turn of ask() would: the kernel's default model (its name: an alias
         # is resolved at each turn, as the picker's other choices are) and the thinking level that
         # model's turn would take (the alias's, else the kernel's); the other options not given are

@@ -23,9 +23,9 @@ from .._errors import LoopBlockedError, OptionError, TurnError
 from ..core.chars import isolate
 from ..core.run import Watched
 from ..core.turn import Turn
-from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message
+from ..engine.launch import check_chat_name, check_flag, door_options, launch, refuse_unknown, user_message
 from ..engine.session import Session, session
-from .finish import finish_turn
+from .finish import check_door, finish_turn
 
 __all__ = ["Comparison", "compare", "parse_models"]
 
@@ -244,6 +244,9 @@ def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: 
     Returns:
         The :class:`Comparison` (``.turns``, ``.frame``), also when models failed.
     """
+    # before any request (compare(stream="out.txt") failed in the view once every model was asked)
+    check_door("compare", stream, strict=strict)
+    check_flag("display", display)
     group, future = start(prompt, models, chat=chat, **options)
     comparison: Comparison = group.turn
     if display:

@@ -118,7 +118,9 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
             return (f"{env} is set, but mmsp does not send it to a custom --base-url: "
                     f"add --api-key-env {env} (or the variable holding that server's key).")
         return f"Set {env} {_SET_KEY}"
-    if status == 401 or name == "AuthenticationError":
+    # (a key refused inside a stream that began with HTTP 200 has no status: the server's error object says it)
+    refused_in_stream = status is None and bool(_error_object(exc)) and ("api_key" in text or "api key" in text)
+    if status == 401 or name == "AuthenticationError" or refused_in_stream:
         env = api_key_env or _key_env(client_type) or "the API key variable"
         return f"The server refused the key: check {env}."
     if status is None and ("api_key" in text or "api key" in text or "authentication method" in text):
