@@ -598,3 +598,13 @@ def test_mmsp_history_isolates_a_tool_name_holding_a_bidi_control_before_its_arg
     frame = shell().run_line_magic("mmsp", "history bidi")
     [preview] = frame.loc[frame["type"] == "tool_call.done", "preview"]
     assert preview.startswith(f"\u2068{name}\u2069(") and preview.count(name) == 1
+
+
+def test_an_error_of_the_line_magic_names_the_line_magic(fresh_session, capsys):
+    ip = shell()
+    for source, door in (("%mmsp --temperature nan hi", "%mmsp: "), ("%%mmsp --temperature nan\nhi", "%%mmsp: "),
+                         ("%mmsp -o 1x hi", "%mmsp: "), ("%mmsp -m demo,demo --wire hi", "%mmsp: ")):
+        result = ip.run_cell(source)
+        assert not result.success
+        said = str(result.error_in_exec)
+        assert said.startswith(door), (source, said)

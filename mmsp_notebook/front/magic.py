@@ -80,6 +80,8 @@ class MMSPMagics(Magics):
 
     #: configured values are applied by __init__ itself, each on its own (see there)
     _ready = False
+    #: the magic a turn was asked through, as its errors name it (%%mmsp or %mmsp)
+    _door = "%%mmsp"
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
@@ -173,6 +175,7 @@ class MMSPMagics(Magics):
         if cell is None and bare.split(None, 1)[:1] == ["alias"]:
             return self._alias(bare.split(None, 1)[1] if " " in bare.strip() else "")
         args = _parse(self.mmsp, line, cell is not None)
+        self._door = "%%mmsp" if cell is not None else "%mmsp"  # (named in the errors of the turn below)
         # each option's value is expanded as IPython expands a magic's line ({url}, $model), after the
         # line is split, so a value with spaces stays one value (--system {prompt}); a one-line
         # prompt is interpolated by interpolate() (which also sends an image value as an image)
@@ -238,27 +241,27 @@ class MMSPMagics(Magics):
         if args.out is not None:  # (as Python reads the name in code: NFKC, -o ﬁ is the variable fi)
             args.out = unicodedata.normalize("NFKC", args.out)
         if args.out is not None and (not args.out.isidentifier() or keyword.iskeyword(args.out)):
-            raise UsageError(f"%%mmsp: -o/--out takes a variable name, not {args.out!r}")
+            raise UsageError(f"{self._door}: -o/--out takes a variable name, not {args.out!r}")
         held = None if args.out is None else reserved_name(args.out)
         if held is not None:
-            raise UsageError(f"%%mmsp: -o {args.out}: that name holds {held}; keep the turn under another name "
+            raise UsageError(f"{self._door}: -o {args.out}: that name holds {held}; keep the turn under another name "
                              "(-o answer)")
         if args.to_cell is not None:
             try:
                 check_to_cell(args.to_cell)
             except OptionError as exc:
-                raise UsageError(f"%%mmsp: {exc}") from None
+                raise UsageError(f"{self._door}: {exc}") from None
         tools = []
         if args.tools:
             for name in [n.strip() for n in args.tools.split(",") if n.strip()]:
                 func = self.shell.user_ns.get(name)
                 if func is None:
-                    raise UsageError(f"%%mmsp: --tools: no function named {name!r} in this notebook")
+                    raise UsageError(f"{self._door}: --tools: no function named {name!r} in this notebook")
                 if not callable(func):
-                    raise UsageError(f"%%mmsp: --tools: {name!r} is not callable")
+                    raise UsageError(f"{self._door}: --tools: {name!r} is not callable")
                 tools.append(func)
         if args.trace is not None and args.no_trace:
-            raise UsageError("%%mmsp: --trace and --no-trace contradict each other")
+            raise UsageError(f"{self._door}: --trace and --no-trace contradict each other")
         if args.model and "," in args.model:
             return self._compare(args, prompt, tools, literal)
         out = args.out
@@ -291,7 +294,7 @@ class MMSPMagics(Magics):
                 wire=args.wire,
             )
         except OptionError as exc:
-            raise UsageError(f"%%mmsp: {exc}") from None
+            raise UsageError(f"{self._door}: {exc}") from None
         try:  # (at once: the view's start is where an interrupt ends the turn)
             turn = present(run, future, events=True if args.events else None, strict=True if args.strict else None,
                            wire=args.wire, keep=keep, sess=sess)
@@ -313,7 +316,7 @@ class MMSPMagics(Magics):
         for flag, name in ((args.wire, "--wire"), (args.to_cell, "--to-cell"), (args.trace is not None, "--trace ID"),
                            (args.events, "--events")):
             if flag:
-                raise UsageError(f"%%mmsp: {name} is for one model; a comparison (-m a,b) does not take it")
+                raise UsageError(f"{self._door}: {name} is for one model; a comparison (-m a,b) does not take it")
         try:
             text, images = (prompt, []) if literal else interpolate(prompt.strip("\n"), self.shell.user_ns)
             message = user_message(text.strip(), images)
@@ -324,7 +327,7 @@ class MMSPMagics(Magics):
                                  trace=False if args.no_trace else None,
                                  strict=True if args.strict else None, keep=self._keeper(args.out))
         except OptionError as exc:
-            raise UsageError(f"%%mmsp: {exc}") from None
+            raise UsageError(f"{self._door}: {exc}") from None
         except TurnError as exc:
             _shown_short(exc)
             raise
