@@ -608,3 +608,14 @@ def test_an_error_of_the_line_magic_names_the_line_magic(fresh_session, capsys):
         assert not result.success
         said = str(result.error_in_exec)
         assert said.startswith(door), (source, said)
+
+
+def test_an_expression_with_quotes_or_spaces_in_an_option_is_expanded_as_written(fresh_session, capsys):
+    ip = shell()
+    ip.user_ns.update(d={"a": "Answer in one word."}, parts=["Be", "brief."])
+    assert ip.run_cell('%mmsp --system {d["a"]} -o t1 hi').success
+    assert ip.run_cell('%%mmsp --system {" ".join(parts)} -o t2\nhi').success
+    assert ip.run_cell("%mmsp --system {d['a']} -o t3 -- {d['a']} there").success
+    systems = [ip.user_ns[name].config.get("system_prompt") for name in ("t1", "t2", "t3")]
+    assert systems == ["Answer in one word.", "Be brief.", "Answer in one word."], systems
+    assert ip.user_ns["t3"].prompt["content_items"][0]["text"] == "Answer in one word. there"

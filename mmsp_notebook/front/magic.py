@@ -452,14 +452,15 @@ def _shown_short(exc: TurnError) -> None:
 def _parse(magic: Any, line: str, cell: bool = False) -> Any:
     """The magic's options from ``line``, with shell quoting; a line that does not parse as a shell
     line (an apostrophe in a one-line prompt) is split on spaces, as IPython does."""
+    held, line = _hold_braces(line)
     try:
         argv = shlex.split(line)
     except ValueError:
         argv = None
     try:
         if argv is None:
-            return parse_argstring(magic, line)
-        return magic.parser.parse_args(argv)
+            return _restored(parse_argstring(magic, line), held)
+        return _restored(magic.parser.parse_args(argv), held)
     except UsageError as exc:
         said = f"{'%%mmsp' if cell else '%mmsp'}: {exc}"
         if "unrecognized arguments" in said:  # a mistyped option: the nearest one (--temprature)
@@ -474,6 +475,52 @@ def _parse(magic: Any, line: str, cell: bool = False) -> Any:
         raise UsageError(said) from None
     except Exception as exc:  # argparse's own complaints
         raise UsageError(f"{'%%mmsp' if cell else '%mmsp'}: {exc}") from None
+
+
+def _hold_braces(line: str) -> tuple[list[str], str]:
+    """``line`` with each ``{expr}`` holding a quote or a space put aside (a stand-in in its place),
+    so that shell quoting leaves the expression whole: ``--system {d["a"]}`` is expanded as written,
+    not as ``{d[a]}``; the expressions put aside, in order."""
+    held: list[str] = []
+    out: list[str] = []
+    i = 0
+    while i < len(line):
+        if line[i] != "{":
+            out.append(line[i])
+            i += 1
+            continue
+        depth, j = 0, i
+        while j < len(line):
+            depth += {"{": 1, "}": -1}.get(line[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        span = line[i : j + 1]
+        if depth or not any(c in span for c in "'\" \t"):  # (unclosed, or nothing shlex would change)
+            out.append(line[i])
+            i += 1
+            continue
+        out.append(f"\0{len(held)}\0")
+        held.append(span)
+        i = j + 1
+    return held, "".join(out)
+
+
+def _restored(args: Any, held: list[str]) -> Any:
+    """The options parsed with every expression :func:`_hold_braces` put aside back in its place."""
+    if not held:
+        return args
+
+    def back(value: Any) -> Any:
+        if isinstance(value, str) and "\0" in value:
+            return re.sub(r"\0(\d+)\0", lambda m: held[int(m.group(1))], value)
+        if isinstance(value, list):
+            return [back(v) for v in value]
+        return value
+
+    for key, value in vars(args).items():
+        setattr(args, key, back(value))
+    return args
 
 
 #: a word of a shell line as shlex.split reads it: unquoted runs, '...', "..." and escapes
