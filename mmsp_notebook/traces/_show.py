@@ -214,7 +214,10 @@ def read_conversation(trace_id: str | None, path: Path | None, sidecar: Path | N
             notes.append(f"timing sidecar {sidecar}: {raw.damaged} damaged lines skipped")
         records = latest_run(cast("list[dict[str, Any]]", list(raw)))
     if path is None:
-        notes.append("no trace file: every response of this conversation failed, only its timing sidecar exists")
+        done = sum(1 for r in records if r.get("message_index") is not None)
+        notes.append(f"no trace file: its timing sidecar times {done} completed response{'s' if done != 1 else ''}, "
+                     "whose content only the trace file holds (removed, or not copied with the sidecar)" if done else
+                     "no trace file: every response of this conversation failed, only its timing sidecar exists")
         if records and not config.get("model") and isinstance(records[-1].get("model"), str):
             config = {"model": records[-1]["model"]}
     elif sidecar is None:
