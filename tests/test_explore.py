@@ -139,6 +139,54 @@ def test_show_and_the_explorer_read_created_at_in_seconds_as_milliseconds(tmp_pa
     assert row["ended"] == pd.Timestamp("2026-01-01 00:00:02.5", tz="UTC")
 
 
+def test_a_trace_whose_file_name_is_not_utf8_opens_from_its_row(tmp_path):
+    """The loaders show the name's undecodable bytes as U+FFFD; show, the explorer and replay find the
+    file from that row (they said there was no trace file)."""
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": 1767225600000},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "an answer"}],
+                "finish_reason": "stop", "usage_metadata": {"prompt_tokens": 3, "response_tokens": 2},
+                "created_at": 1767225601000}]
+    folder = bytes(tmp_path) + b"/r\xe9ports"
+    (Path(folder.decode("utf-8", "surrogateescape"))).mkdir()
+    with open(folder + b"/caf\xe9.json", "wb") as fh:
+        fh.write(json.dumps({"history": history, "config": {"model": "demo"}}).encode())
+    with open(folder + b"/caf\xe9.timing.jsonl", "wb") as fh:
+        fh.write(json.dumps({"v": 1, "trace_id": "r\udce9ports/caf\udce9", "turn": 0, "message_index": 1,
+                             "model": "demo", "status": "complete", "started_at": 1767225600500.0, "ttft_ms": 100.0,
+                             "total_ms": 500.0, "events": [[100.0, "text.delta", 9], [500.0, "stop", 0]]}).encode() + b"\n")
+    turns = traces.load_turns(tmp_path)
+    assert turns["trace_id"].tolist() == ["r\ufffdports/caf\ufffd"]
+    assert turns["ttft"].tolist() == [0.1]
+    conv = traces.show(turns.iloc[0], root=tmp_path)
+    assert [t.text for t in conv.turns] == ["an answer"] and conv.sidecar is not None
+    explorer = traces.explore(tmp_path)
+    explorer.select(0)
+    assert explorer.conversation is not None and explorer.detail_message().get("error") is None
+    assert mn.replay(turns.iloc[0], root=tmp_path, speed=1e9, display=False).text == "an answer"
+
+
+def test_a_sidecar_whose_trace_file_is_gone_says_so_where_it_is_opened(tmp_path):
+    """Completed responses timed by a sidecar whose trace file was removed (or not copied): the
+    explorer said IndexError when one was selected, show that every response had failed."""
+    from mmsp_notebook.core.store import append_sidecar, sidecar_record
+
+    for turn, mi in ((0, 1), (1, 3)):
+        append_sidecar(sidecar_record(trace_id="nb/chat", turn=turn, message_index=mi, model="demo", client_type="mmsp",
+                                      status="complete", error=None, started_at=1767225600000.0 + 10_000 * turn,
+                                      ttft_ms=100.0, total_ms=500.0, usage=None, finish_reason="stop",
+                                      events=[[100.0, "text.delta", 3], [500.0, "stop", 0]]), base=tmp_path)
+    turns = traces.load_turns(tmp_path)
+    assert turns["source"].astype(str).tolist() == ["sidecar", "sidecar"]
+    conv = traces.show("nb/chat", root=tmp_path)
+    assert conv.view["notes"] == ["no trace file: its timing sidecar times 2 completed responses, whose content only "
+                                  "the trace file holds (removed, or not copied with the sidecar)"]
+    explorer = traces.explore(tmp_path)
+    sent = capture(explorer)
+    explorer.select(1)
+    assert sent[-1]["type"] == "detail" and sent[-1]["error"] == conv.view["notes"][0]
+    assert "no trace file" in explorer.static_html()
+
+
 def test_show_and_explore_traces_of_the_engine_with_their_sidecar(fresh_session):
     kw = {"stream": io.StringIO(), "chat": "w", "trace": "runs/weather"}
     ask("What's the weather in Paris?", tools=[get_weather], **kw)

@@ -67,7 +67,9 @@ def test_one_fallback_rule_cached_at_prompt_thoughts_at_response():
 
 @pytest.mark.parametrize("bad", [{"prompt_tokens": 1.0}, {"response_tokens": 1.0}, {"prompt_tokens": "1", "response_tokens": 2},
                                  {"prompt_tokens": -1, "response_tokens": 2}, {"prompt_tokens": True, "response_tokens": 2},
-                                 {"prompt_tokens": 1, "response_tokens": 2, "cached_tokens": math.nan}, 5])
+                                 {"prompt_tokens": 1, "response_tokens": 2, "cached_tokens": math.nan}, 5,
+                                 {"prompt_tokens": 1, "response_tokens": 2, "cache_tokens": 0.1},
+                                 {"prompt_tokens": 1, "response_tokens": 2, "currency": "CNY"}])
 def test_a_bad_price_is_an_option_error_on_both_paths(bad, tmp_path):
     with pytest.raises(OptionError):
         PriceTable({"m": bad})
@@ -76,6 +78,16 @@ def test_a_bad_price_is_an_option_error_on_both_paths(bad, tmp_path):
         turn.cost_at({"m": bad})
     with pytest.raises(ValueError):  # OptionError is a ValueError, as the loaders raised before
         traces.load_turns(tmp_path, prices={"m": bad})
+
+
+def test_a_misspelled_bucket_is_named_not_priced_by_the_fallback_rule():
+    # a typo would otherwise be left out, and the cached tokens cost the prompt price without a word
+    with pytest.raises(OptionError, match="no bucket 'cache_tokens' \\(did you mean 'cached_tokens'\\?\\)"):
+        PriceTable({"m": {"prompt_tokens": 1, "response_tokens": 2, "cache_tokens": 0.1}})
+    # the registry's own shape, its currency included, is taken as it is
+    table = PriceTable({"m": {"currency": "USD", "prompt_tokens": 1, "response_tokens": 2, "cached_tokens": 0.5,
+                              "thoughts_tokens": 3}})
+    assert table.cost({"cached_tokens": 1_000_000}, "m") == pytest.approx(0.5)
 
 
 def _streamed_turn(model: str, client: str | None, usages: list[dict]) -> Turn:

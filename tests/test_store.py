@@ -266,7 +266,7 @@ def test_sidecars_of_the_previous_format_load_everywhere(tmp_path, variant):
     (b'{"trace_id":"t","turn":0,"events":[[1.0,"x",1]],"events":[[2.0,"y",2]]}', False),  # twice (the last counts)
     (b'{"trace_id":"t","note":"a,\\"events\\":[1]","turn":1,"events":[[1.0,"x",1]]}', True),  # quoted in a string
     (b'{"trace_id":"t","turn":0,"events":[[1.0,"x",1]],"usage":{"events":[]}}', False),
-    (b'{"trace_id":"t","usage":{"a":1,"events":[[1.0,"x",1]]}}', False),  # nested: not the record's own
+    (b'{"trace_id":"t","turn":0,"usage":{"a":1,"events":[[1.0,"x",1]]}}', False),  # nested: not the record's own
 ])
 def test_a_sidecar_line_loses_its_events_unparsed_only_when_that_is_safe(line, cut):
     from mmsp_notebook.core.store import _without_events

@@ -518,13 +518,14 @@ def test_sidecar_reader_matches_read_sidecar(tmp_path: Path) -> None:
         "[1, 2]",
         '{"no_trace_id": 1}',
         json.dumps({"trace_id": "t", "turn": 1, "events": [[1, "text.delta", 1]], "status": "complete"}),
-        json.dumps({"trace_id": "t", "events": [], "note": "events not last"}),
+        json.dumps({"trace_id": "t", "turn": 3, "events": [], "note": "events not last"}),
+        json.dumps({"trace_id": "t", "events": [], "note": "no turn"}),
         '{"trace_id": "t", "turn": 2, "events": [[1, "te',
     ]
     path.write_text("\n".join(lines))
-    reference = [json.loads(lines[i]) for i in (0, 4, 5)]  # objects with a trace_id; not the half-written last
+    reference = [json.loads(lines[i]) for i in (0, 4, 5)]  # objects with a trace_id and a turn; not the half-written last
     records = read_sidecar(path)
-    assert list(records) == reference and records.damaged == 2  # "[1, 2]" and the object without a trace_id
+    assert list(records) == reference and records.damaged == 3  # "[1, 2]", the objects without a trace_id, a turn
     assert read_sidecar(str(path)) == reference
     without = read_sidecar(str(path), events=False)
     assert [{k: v for k, v in r.items() if k != "events"} for r in without] == [
@@ -1106,7 +1107,9 @@ def test_integers_beyond_int64_become_na(tmp_path: Path) -> None:
                           events=[[1.0, "text.delta", 10**20], [2.0, "stop", 0]])
     append_sidecar(fail, base=tmp_path)
     append_sidecar(sidecar_record("big", 10**20, 10**20, "error", started_at=T0 + 300), base=tmp_path)
-    df = no_warnings_load(traces.load_turns, tmp_path)
+    with pytest.warns(traces.TraceLoadWarning, match="1 damaged timing sidecars"):
+        df = traces.load_turns(tmp_path)  # a record of turn 10**20 belongs to no turn: a damaged line, named
+    assert [s["reason"] for s in df.attrs["skipped"]] == ["damaged sidecar: 1 unreadable lines (1 records read)"]
     assert df["trace_id"].tolist() == ["big", "big", "huge_time"]
     row = df.iloc[0]
     assert row["cached_tokens"] == 1 and row["response_tokens"] == 5
@@ -1114,9 +1117,11 @@ def test_integers_beyond_int64_become_na(tmp_path: Path) -> None:
     assert row["input_tokens"] == 1 and np.isnan(row["temperature"])
     assert pd.isna(df["prompt_tokens"][1]) and df["response_tokens"][1] == 3
     assert df["started"].isna().tolist() == [False, False, True] and np.isnan(df["latency"][2])
-    events = no_warnings_load(traces.load_events, tmp_path)
+    with pytest.warns(traces.TraceLoadWarning, match="1 damaged timing sidecars"):
+        events = traces.load_events(tmp_path)
     assert events["size"].isna().tolist() == [True, False] and events["t"].tolist() == [0.001, 0.002]
-    items = no_warnings_load(traces.load_items, tmp_path)
+    with pytest.warns(traces.TraceLoadWarning, match="1 damaged timing sidecars"):
+        items = traces.load_items(tmp_path)
     assert len(items) == 4 and items["created_at"].isna().sum() == 2
 
 
@@ -1304,6 +1309,26 @@ def test_damaged_sidecars_are_reported_and_their_good_lines_used(tmp_path: Path)
     assert df.attrs["n_files"] == 5
     timed = df.groupby("trace_id")["ttft"].count().to_dict()
     assert timed == {"array": 2, "bom": 1, "middle": 2, "noise": 0, "tail": 1}
+
+
+def test_a_sidecar_record_without_a_turn_is_a_damaged_line_in_every_loader(tmp_path: Path) -> None:
+    """A failed turn's record whose ``turn`` is no integer (null, text) was left out of the turns
+    frame without a word while the events frame kept its events: it is a damaged line for all."""
+    save(tmp_path, "t", [user("q", T0), answer("a", T0 + 1000)])
+    good = sidecar_record("t", 0, 1, started_at=T0 + 1, total_ms=900.0, events=[[5.0, "text.delta", 1], [900.0, "stop", 0]])
+    lines = [good] + [sidecar_record("t", 1, None, "error", started_at=T0 + 2000, total_ms=10.0,
+                                     events=[[10.0, "stop", 0]]) | {"turn": bad} for bad in (None, "1", 1.5, True)]
+    (tmp_path / "t.timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    frames = {}
+    for name, load in (("turns", traces.load_turns), ("events", traces.load_events)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", traces.TraceLoadWarning)
+            frames[name] = load(tmp_path)
+        assert [(Path(s["path"]).name, s["reason"]) for s in frames[name].attrs["skipped"]] == [
+            ("t.timing.jsonl", "damaged sidecar: 4 unreadable lines (1 records read)")]
+    assert frames["turns"]["status"].astype(str).tolist() == ["complete"]
+    assert frames["events"]["turn"].tolist() == [0, 0]
+    assert len(read_sidecar(tmp_path / "t.timing.jsonl")) == 1
 
 
 def test_summary_of_an_empty_frame_has_the_usual_columns(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ Prices are USD per million tokens per usage bucket, the shape of ``pricing`` in
 ``mmsp.list_supported_models()``: ``{"prompt_tokens": 1.25, "response_tokens": 10.0,
 "cached_tokens": 0.125, "thoughts_tokens": 10.0}``. User prices (``prices=``, in ``Turn.cost_at``
 and ``traces.load_turns``) take the same shape, by model id: ``{"my-model": {"prompt_tokens": 0.5,
-"response_tokens": 1.5}}``.
+"response_tokens": 1.5}}``; a key that is no bucket (a typo such as ``cache_tokens``) or a
+``currency`` other than ``"USD"`` is refused, not left out.
 
 Lookup
     A user price for the model id first; then mmsp's registry entry for ``(model, client type)``
@@ -24,6 +25,7 @@ Cost
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 from collections.abc import Mapping
@@ -77,6 +79,27 @@ def per_token(pricing: Mapping[str, Any]) -> PerToken:
             response / 1e6)
 
 
+def _known_buckets(pricing: Any) -> Any:
+    """A user price whose every key is a usage bucket (or ``currency``, the registry's, ``"USD"``):
+    a misspelled bucket (``cache_tokens``) would be left out, its tokens priced by the fallback rule.
+
+    Raises:
+        OptionError: another key, named with the nearest bucket; a currency other than USD.
+    """
+    if not isinstance(pricing, Mapping):
+        return pricing  # (per_token says what it should be)
+    for key in pricing:
+        if key == "currency":
+            if pricing[key] != "USD":
+                raise OptionError(f"prices are USD per million tokens: currency {pricing[key]!r} is not taken")
+        elif key not in BUCKETS:
+            near = difflib.get_close_matches(str(key), BUCKETS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise OptionError(f"a price has no bucket {key!r}{hint}: its keys are {', '.join(BUCKETS)} "
+                              "(USD per million tokens)")
+    return pricing
+
+
 @lru_cache(maxsize=1)
 def _registry() -> tuple[dict[tuple[str, str], PerToken], dict[str, PerToken]]:
     """Per-token list prices from mmsp's registry: ``(by (model, client type), by model)``."""
@@ -110,7 +133,7 @@ class PriceTable:
         if prices is not None and not isinstance(prices, Mapping):
             raise OptionError(f"prices map model ids to prices ({{'my-model': {{'prompt_tokens': 0.5, "
                               f"'response_tokens': 1.5}}}}), not {type(prices).__name__}")
-        self._user = {str(model): per_token(p) for model, p in (prices or {}).items()}
+        self._user = {str(model): per_token(_known_buckets(p)) for model, p in (prices or {}).items()}
         #: mmsp's list prices kept by :meth:`snapshot` (None: the registry's, read when needed)
         self._list: tuple[dict[tuple[str, str], PerToken], dict[str, PerToken]] | None = None
 

@@ -62,7 +62,8 @@ The timing sidecar
     cache leaves the records of every run (:mod:`mmsp_notebook.traces` keeps the latest run's).
 
     Reading (:func:`read_sidecar`, one parser: :func:`parse_sidecar`): every line that is a JSON
-    object with a ``trace_id`` is a record, whatever its version — lines written before versions
+    object with a ``trace_id`` and an integer ``turn`` is a record (one without belongs to no turn:
+    a damaged line, which the loaders name), whatever its version — lines written before versions
     were stamped (no ``"v"``) are version 1, and a later version is read for the fields this one
     knows. A record read back is what the file holds: in a damaged or foreign file any field may be
     missing or of another type, so readers check each value they use.
@@ -519,9 +520,16 @@ def _plain_records(raw: bytes, events: bool) -> list[SidecarRecord] | None:
     except (ValueError, RecursionError):
         return None
     for r in records:
-        if r.__class__ is not dict or "trace_id" not in r:
+        if r.__class__ is not dict or "trace_id" not in r or not _has_turn(r):
             return None
     return records
+
+
+def _has_turn(record: dict[str, Any]) -> bool:
+    """Whether a record's ``turn`` is an integer (in JSON: one, or a float without a fraction,
+    within int64): without one it belongs to no turn, and is a damaged line."""
+    t = record.get("turn")
+    return (t.__class__ is int or t.__class__ is float and t.is_integer()) and -(2**63) < t < 2**63
 
 
 def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
@@ -530,7 +538,7 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
     A leading UTF-8 BOM is ignored, a file with a UTF-16 BOM is decoded as UTF-16, blank lines
     are skipped, a line repeated verbatim counts once
     (with ``events=False``, lines that differ only in their unparsed ``events`` count once too, and
-    records may lack ``events``), objects with a ``trace_id`` are records. Any other line is
+    records may lack ``events``), objects with a ``trace_id`` and an integer ``turn`` are records. Any other line is
     damaged — except a last line without its newline that starts like a record, which a writer is
     still appending (not counted). With orjson installed it parses the lines; the stdlib takes what
     orjson refuses (NaN, huge integers).
@@ -582,7 +590,7 @@ def parse_sidecar(raw: bytes, events: bool = True) -> Sidecar:
             except RecursionError:
                 damaged += 1
                 continue
-        if isinstance(record, dict) and "trace_id" in record:
+        if isinstance(record, dict) and "trace_id" in record and _has_turn(record):
             out.append(record)  # type: ignore[arg-type]  # a record as the file holds it
         else:
             damaged += 1

@@ -68,7 +68,8 @@ Robustness
     trace file is skipped its sidecar is skipped with it (its failed turns alone would distort
     error rates), by every loader: ``load_events`` reads the trace files too, so the turns, items
     and events frames (and a dataset's kinds) hold the same traces. A sidecar that cannot be read at all is named as ``sidecar not read: <why>``
-    (its trace loads without timing); one with damaged lines (not JSON, not a record) is listed in
+    (its trace loads without timing); one with damaged lines (not JSON, not a record: one without an
+    integer ``turn`` belongs to no turn) is listed in
     ``attrs["skipped"]`` too, as ``damaged sidecar``, and its readable lines are used; a last line
     without its newline is one being written and is passed over silently, a leading UTF-8 BOM is
     ignored and a sidecar saved as UTF-16 (with its BOM) is read as such. Values that cannot be

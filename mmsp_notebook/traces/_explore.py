@@ -270,6 +270,9 @@ class Explorer(MarkdownWidget):
             return {"type": "detail", "row": self.selected, "title": title,
                     "error": f"{type(found).__name__}: {found}"}
         window = self._window(found)
+        if not window.blocks:  # (a sidecar whose trace file is gone: no message to draw, its notes say why)
+            return {"type": "detail", "row": self.selected, "title": title,
+                    "error": "; ".join(found.view["notes"]) or "this conversation holds no message to draw"}
         at = window.block_of(key, index)
         lo, hi = window.around(at, self.detail_budget)
         pieces = window.pieces(lo, hi)

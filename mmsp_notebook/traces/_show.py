@@ -23,6 +23,7 @@ from ..views.conversation import build_conversation, conversation_html, conversa
 from ._common import FROM_OTEL, check_unique
 from ._io import latest_run
 from .recorded import is_file as _is_file
+from .recorded import shown_path
 
 __all__ = ["show", "Conversation", "read_conversation", "locate", "row_key"]
 
@@ -142,9 +143,9 @@ def locate(trace_id: str, roots: Sequence[str | Path]) -> tuple[Path | None, Pat
     where: Path | None = None
     for root in roots:
         base = Path(root)
-        candidates = [p for p in (tracer_path(trace_id, base), base / f"{trace_id}.json") if p is not None]
+        candidates = [shown_path(p) for p in (tracer_path(trace_id, base), base / f"{trace_id}.json") if p is not None]
         path = next((p for p in candidates if _is_file(p)), None)
-        side = sidecar_path(trace_id, base)
+        side = shown_path(sidecar_path(trace_id, base))
         sidecar = side if _is_file(side) else None
         if path is None and sidecar is None:
             continue
@@ -213,7 +214,10 @@ def read_conversation(trace_id: str | None, path: Path | None, sidecar: Path | N
             notes.append(f"timing sidecar {sidecar}: {raw.damaged} damaged lines skipped")
         records = latest_run(cast("list[dict[str, Any]]", list(raw)))
     if path is None:
-        notes.append("no trace file: every response of this conversation failed, only its timing sidecar exists")
+        done = sum(1 for r in records if r.get("message_index") is not None)
+        notes.append(f"no trace file: its timing sidecar times {done} completed response{'s' if done != 1 else ''}, "
+                     "whose content only the trace file holds (removed, or not copied with the sidecar)" if done else
+                     "no trace file: every response of this conversation failed, only its timing sidecar exists")
         if records and not config.get("model") and isinstance(records[-1].get("model"), str):
             config = {"model": records[-1]["model"]}
     elif sidecar is None:

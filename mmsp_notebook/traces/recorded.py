@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any, TypedDict
 
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
+from ..core.chars import LONE_SURROGATE
 from ..core.state import GROWING_FIELD
 from ..core.store import SIDECAR_SUFFIX, SidecarRecord, cache_dir, read_sidecar, read_trace, sidecar_path, tracer_path
 from ._common import check_unique
@@ -66,11 +68,33 @@ def _decode(message: dict[str, Any]) -> dict[str, Any]:
     return decode_wire(message)
 
 
+def shown_path(path: Path) -> Path:
+    """``path`` as the file system names it, when a frame shows it: a loader shows a name that is
+    not UTF-8 with U+FFFD for each byte it cannot decode (a trace id is text), so a part holding
+    U+FFFD that names nothing is the one entry of its directory shown so. ``path`` itself when it
+    names a file, or no entry (or several) is shown so."""
+    if "\ufffd" not in str(path) or os.path.lexists(path):
+        return path
+    cur = Path(path.anchor or ".")
+    for part in path.parts[1:] if path.anchor else path.parts:
+        nxt = cur / part
+        if "\ufffd" in part and not os.path.lexists(nxt):
+            try:
+                names = [n for n in os.listdir(cur) if LONE_SURROGATE.sub("\ufffd", n) == part]
+            except OSError:
+                return path
+            if len(names) != 1:
+                return path
+            nxt = cur / names[0]
+        cur = nxt
+    return cur
+
+
 def _trace_candidates(base: Path, name: str) -> list[Path]:
     trace_id = name.removesuffix(".json")
     found = [base / name] if name.endswith(".json") else []
     found += [p for p in (tracer_path(trace_id, base), base / f"{trace_id}.json") if p is not None]
-    return list(dict.fromkeys(found))
+    return [shown_path(p) for p in dict.fromkeys(found)]
 
 
 def _row_field(row: Any, *keys: str) -> Any:
