@@ -199,6 +199,19 @@ def test_frames_are_cut_at_blank_lines_and_timed_by_the_chunk_that_completed_the
     assert frames[2].event == "ping" and frames[1].json() == {"a": 1}
 
 
+def test_a_blank_line_ends_a_frame_whatever_mix_of_line_endings_makes_it():
+    # SSE ends a line with CRLF, LF or CR, and a blank line is any of them after a line's end: an
+    # LF line then a CRLF blank line, a CR line then a CRLF blank line are two events for every
+    # client (mmsp's reads lines as httpx splits them), so two frames in the wire view
+    for data in (b"data: a\n\r\ndata: b\n\n", b"data: a\r\r\ndata: b\r\n\r\n", b"data: a\r\n\ndata: b\r\r"):
+        frames = split_timed_frames(data, [len(data)], [1.0])
+        assert b"".join(f.raw for f in frames) == data
+        assert [(f.kind, f.data) for f in frames] == [("data", "a"), ("data", "b")], data
+        assert frames[1].raw.startswith(b"data: b")
+    # a CRLF is one line end, never a line ended by CR and a blank line made of the LF
+    assert [f.data for f in split_timed_frames(b"data: a\r\ndata: b\r\n\r\n", [1], [1.0])] == ["a\nb"]
+
+
 def test_vendor_pairing_anchors_fragments_even_when_every_frame_arrived_at_once():
     def frame(i, payload):
         return Frame(i, 0.0, f"data: {json.dumps(payload)}\n\n".encode(), "data", None, json.dumps(payload))

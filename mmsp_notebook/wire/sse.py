@@ -1,6 +1,7 @@
 """Server-sent events as bytes: cutting a response into frames, and telling which protocol it speaks.
 
-A frame is an event block and the blank line that ends it (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``);
+A frame is an event block and the blank line that ends it (a line's end then another, each
+``\\r\\n``, ``\\n`` or ``\\r``, mixed as they come: ``\\n\\n``, ``\\r\\n\\r\\n``, ``\\n\\r\\n``...);
 comments (``: keep-alive``) and heartbeats are frames too. The demo server's replay serves frames
 cut by :func:`split_frames`; the wire inspector cuts a captured response the same way and times
 each frame by the chunk that completed it (:func:`split_timed_frames`).
@@ -18,7 +19,8 @@ __all__ = ["PROTOCOLS", "Frame", "detect_protocol", "parse_frame", "split_frames
 #: The streaming protocols a captured response can be recognised as.
 PROTOCOLS = ("mmsp", "chat", "responses", "messages")
 
-_FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+# a line's end and a blank line's, each CRLF, LF or CR (atomic: a CRLF is one end, never a CR and an LF)
+_FRAME_END = re.compile(rb"(?>\r\n|\n|\r)(?>\r\n|\n|\r)")
 _LINE_END = re.compile(r"\r\n|\n|\r")
 
 
