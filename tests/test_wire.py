@@ -22,7 +22,7 @@ from mmsp_notebook.engine.session import Session
 from mmsp_notebook.views.static import turn_bundle
 from mmsp_notebook.views.wire import render_wire_html, render_wire_text
 from mmsp_notebook.wire.pairing import pair_events
-from mmsp_notebook.wire.sse import Frame, split_frames, split_timed_frames
+from mmsp_notebook.wire.sse import Frame, detect_protocol, split_frames, split_timed_frames
 
 CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
 PROTOCOLS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")
@@ -210,6 +210,23 @@ def test_a_blank_line_ends_a_frame_whatever_mix_of_line_endings_makes_it():
         assert frames[1].raw.startswith(b"data: b")
     # a CRLF is one line end, never a line ended by CR and a blank line made of the LF
     assert [f.data for f in split_timed_frames(b"data: a\r\ndata: b\r\n\r\n", [1], [1.0])] == ["a\nb"]
+
+
+def test_a_stream_is_recognised_by_its_fields_never_by_what_its_text_says():
+    def mmsp(text):
+        event = {"role": "assistant", "event_type": "delta", "finish_reason": None,
+                 "content_items": [{"type": "text.delta", "text": text}], "usage_metadata": None}
+        return f"data: {json.dumps(event)}\n\n".encode()
+
+    def chat(text):
+        return f"data: {json.dumps({'object': 'chat.completion.chunk', 'choices': [{'delta': {'content': text}}]})}\n\n"
+
+    quoting = "OpenAI sends chat.completion.chunk objects; Anthropic sends\nevent: message_start\nfirst"
+    assert detect_protocol(b": keep-alive\n\n" + mmsp(quoting) + b"data: [DONE]\n\n") == "mmsp"
+    assert detect_protocol((chat("the Responses API says event: response.created") + "data: [DONE]\n\n").encode()) == "chat"
+    assert detect_protocol(b'event: message_start\ndata: {"type": "message_start"}\n\n') == "messages"
+    assert detect_protocol(b'data: {"type": "response.created", "response": {}}\n\n') == "responses"  # no event: lines
+    assert detect_protocol(b"data: hello\n\n") is None and detect_protocol(b"") is None
 
 
 def test_vendor_pairing_anchors_fragments_even_when_every_frame_arrived_at_once():
