@@ -135,6 +135,24 @@ def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(capl
     assert CANARY not in out + err + caplog.text
 
 
+def test_a_key_in_the_upstream_url_s_user_info_is_sent_but_never_logged(caplog, capfd):
+    # an upstream behind Basic auth is given as http://user:KEY@host/v1: httpx sends the key as
+    # Authorization and logs each request's URL, which must not show it
+    caplog.set_level(logging.DEBUG)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with WireProxy(f"http://user:{CANARY}@127.0.0.1:{server.server_port}/v1") as proxy:
+            echo = httpx.post(proxy.base_url + "/chat/completions", json={}).json()
+            assert echo["headers"]["authorization"].startswith("Basic ")  # forwarded as the client's URL asks
+            assert CANARY not in repr(proxy) + proxy.upstream_display + repr(proxy.transcripts)
+    finally:
+        server.shutdown()
+    assert "HTTP Request: POST http://user:[redacted]@127.0.0.1:" in caplog.text
+    out, err = capfd.readouterr()
+    assert CANARY not in out + err + caplog.text
+
+
 def test_proxy_is_loopback_only_and_reports_an_unreachable_upstream():
     with pytest.raises(DemoServerError, match="loopback"):
         WireProxy("http://127.0.0.1:9/v1", host="0.0.0.0")
