@@ -685,6 +685,26 @@ def test_a_transcript_re_saved_as_utf16_replays_as_the_utf8_it_was(demo_server: 
             assert replaying.transcripts[-1].response == sent
 
 
+def test_a_transcript_whose_answer_quotes_another_protocol_replays_on_its_own(demo_server: DemoServer,
+                                                                             tmp_path: Path) -> None:
+    # an answer about SSE may well quote "event: message_start" or "chat.completion.chunk": the
+    # transcript is still recognised by its own fields and served on its own endpoint
+    quoted = "Anthropic streams `event: message_start`, OpenAI `event: response.created` and chat.completion.chunk"
+    for client_type, protocol in (("mmsp", "mmsp"), ("openai-chat", "chat"), ("openai-responses", "responses")):
+        live = stream(demo_server, client_type, "demo+nothink+tokens=6", [user("hi")])
+        raw = demo_server.transcripts[-1].response
+        assert "".join(d["text"] for d in deltas(live, "text")).startswith("## ")
+        edited = raw.replace(b'":"##', f'":"{quoted}##'.encode())  # every string the answer begins: deltas, done
+        assert edited.count(quoted.encode()) >= 1
+        path = tmp_path / f"{protocol}.sse"
+        path.write_bytes(edited)
+        assert detect_protocol(edited) == protocol
+        with DemoServer(instant=True, replay=path) as replaying:
+            replayed = stream(replaying, client_type, "any", [user("something else")])
+            assert replaying.transcripts[-1].response == edited  # the capture, not a live demo answer
+        assert "".join(d["text"] for d in deltas(replayed, "text")).startswith(quoted)
+
+
 def test_replay_file_errors(tmp_path: Path) -> None:
     unknown = tmp_path / "x.sse"
     unknown.write_bytes(b"data: hello\n\n")

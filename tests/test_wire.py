@@ -22,7 +22,7 @@ from mmsp_notebook.engine.session import Session
 from mmsp_notebook.views.static import turn_bundle
 from mmsp_notebook.views.wire import render_wire_html, render_wire_text
 from mmsp_notebook.wire.pairing import pair_events
-from mmsp_notebook.wire.sse import Frame, split_frames, split_timed_frames
+from mmsp_notebook.wire.sse import Frame, detect_protocol, split_frames, split_timed_frames
 
 CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
 PROTOCOLS = ("mmsp", "openai-chat", "openai-responses", "ant-messages")
@@ -135,6 +135,24 @@ def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(capl
     assert CANARY not in out + err + caplog.text
 
 
+def test_a_key_in_the_upstream_url_s_user_info_is_sent_but_never_logged(caplog, capfd):
+    # an upstream behind Basic auth is given as http://user:KEY@host/v1: httpx sends the key as
+    # Authorization and logs each request's URL, which must not show it
+    caplog.set_level(logging.DEBUG)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with WireProxy(f"http://user:{CANARY}@127.0.0.1:{server.server_port}/v1") as proxy:
+            echo = httpx.post(proxy.base_url + "/chat/completions", json={}).json()
+            assert echo["headers"]["authorization"].startswith("Basic ")  # forwarded as the client's URL asks
+            assert CANARY not in repr(proxy) + proxy.upstream_display + repr(proxy.transcripts)
+    finally:
+        server.shutdown()
+    assert "HTTP Request: POST http://user:[redacted]@127.0.0.1:" in caplog.text
+    out, err = capfd.readouterr()
+    assert CANARY not in out + err + caplog.text
+
+
 def test_proxy_is_loopback_only_and_reports_an_unreachable_upstream():
     with pytest.raises(DemoServerError, match="loopback"):
         WireProxy("http://127.0.0.1:9/v1", host="0.0.0.0")
@@ -197,6 +215,36 @@ def test_frames_are_cut_at_blank_lines_and_timed_by_the_chunk_that_completed_the
     assert [f.kind for f in frames] == ["comment", "data", "data", "done", "other"]
     assert [f.t for f in frames] == [2.0, 3.0, 3.0, 4.0, 4.0]  # frame ends at 14, 30, 54, 68, end
     assert frames[2].event == "ping" and frames[1].json() == {"a": 1}
+
+
+def test_a_blank_line_ends_a_frame_whatever_mix_of_line_endings_makes_it():
+    # SSE ends a line with CRLF, LF or CR, and a blank line is any of them after a line's end: an
+    # LF line then a CRLF blank line, a CR line then a CRLF blank line are two events for every
+    # client (mmsp's reads lines as httpx splits them), so two frames in the wire view
+    for data in (b"data: a\n\r\ndata: b\n\n", b"data: a\r\r\ndata: b\r\n\r\n", b"data: a\r\n\ndata: b\r\r"):
+        frames = split_timed_frames(data, [len(data)], [1.0])
+        assert b"".join(f.raw for f in frames) == data
+        assert [(f.kind, f.data) for f in frames] == [("data", "a"), ("data", "b")], data
+        assert frames[1].raw.startswith(b"data: b")
+    # a CRLF is one line end, never a line ended by CR and a blank line made of the LF
+    assert [f.data for f in split_timed_frames(b"data: a\r\ndata: b\r\n\r\n", [1], [1.0])] == ["a\nb"]
+
+
+def test_a_stream_is_recognised_by_its_fields_never_by_what_its_text_says():
+    def mmsp(text):
+        event = {"role": "assistant", "event_type": "delta", "finish_reason": None,
+                 "content_items": [{"type": "text.delta", "text": text}], "usage_metadata": None}
+        return f"data: {json.dumps(event)}\n\n".encode()
+
+    def chat(text):
+        return f"data: {json.dumps({'object': 'chat.completion.chunk', 'choices': [{'delta': {'content': text}}]})}\n\n"
+
+    quoting = "OpenAI sends chat.completion.chunk objects; Anthropic sends\nevent: message_start\nfirst"
+    assert detect_protocol(b": keep-alive\n\n" + mmsp(quoting) + b"data: [DONE]\n\n") == "mmsp"
+    assert detect_protocol((chat("the Responses API says event: response.created") + "data: [DONE]\n\n").encode()) == "chat"
+    assert detect_protocol(b'event: message_start\ndata: {"type": "message_start"}\n\n') == "messages"
+    assert detect_protocol(b'data: {"type": "response.created", "response": {}}\n\n') == "responses"  # no event: lines
+    assert detect_protocol(b"data: hello\n\n") is None and detect_protocol(b"") is None
 
 
 def test_vendor_pairing_anchors_fragments_even_when_every_frame_arrived_at_once():

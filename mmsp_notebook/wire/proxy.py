@@ -18,7 +18,8 @@ server-sent events the client received, for the wire inspector (``%%mmsp --wire`
 Keys
     The proxy never stores or logs a request header (``Authorization``, ``x-api-key``,
     ``api-key``, ``x-goog-api-key``... are forwarded, then forgotten), never stores the query
-    string (``?key=`` goes upstream only; httpx's request log lines get it masked), and stores the request body with every field named like
+    string (``?key=`` goes upstream only; httpx's request log lines get it masked, as the password of an
+    upstream given as ``https://user:KEY@host``), and stores the request body with every field named like
     a credential removed. Errors reaching the upstream are reported by exception type only, so a
     URL holding a key never reaches a message. It listens on loopback addresses only. A saved
     stream (:meth:`WireProxy.save_transcript`, ``--save-dir``) has every key redacted as
@@ -140,13 +141,19 @@ _SENSITIVE_PARAMS = re.compile(
     r"[^&#\s\"']*", re.IGNORECASE)
 
 
+#: the password of a URL's user info (``https://user:KEY@host``; httpx sends it as Basic auth)
+_USERINFO_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/?#@\s:]*:)[^/?#@\s]*@", re.IGNORECASE)
+
+
 def mask_query(text: str) -> str:
-    """``text`` with the value of every query parameter named like a credential replaced by ``[redacted]``."""
-    return _SENSITIVE_PARAMS.sub(r"\1[redacted]", text)
+    """``text`` with the value of every query parameter named like a credential, and the password
+    of a URL's user info (``https://user:KEY@host``), replaced by ``[redacted]``."""
+    return _USERINFO_PASSWORD.sub(r"\1[redacted]@", _SENSITIVE_PARAMS.sub(r"\1[redacted]", text))
 
 
 class _MaskQueryKeys(logging.Filter):
-    """httpx logs every request's URL at INFO: mask a key held in its query (``?key=``) first."""
+    """httpx logs every request's URL at INFO: mask a key held in its query (``?key=``) or its user
+    info (``https://user:KEY@host``) first."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.args and isinstance(record.args, tuple):

@@ -1,6 +1,7 @@
 """Server-sent events as bytes: cutting a response into frames, and telling which protocol it speaks.
 
-A frame is an event block and the blank line that ends it (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``);
+A frame is an event block and the blank line that ends it (a line's end then another, each
+``\\r\\n``, ``\\n`` or ``\\r``, mixed as they come: ``\\n\\n``, ``\\r\\n\\r\\n``, ``\\n\\r\\n``...);
 comments (``: keep-alive``) and heartbeats are frames too. The demo server's replay serves frames
 cut by :func:`split_frames`; the wire inspector cuts a captured response the same way and times
 each frame by the chunk that completed it (:func:`split_timed_frames`).
@@ -18,23 +19,44 @@ __all__ = ["PROTOCOLS", "Frame", "detect_protocol", "parse_frame", "split_frames
 #: The streaming protocols a captured response can be recognised as.
 PROTOCOLS = ("mmsp", "chat", "responses", "messages")
 
-_FRAME_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+# a line's end and a blank line's, each CRLF, LF or CR (atomic: a CRLF is one end, never a CR and an LF)
+_FRAME_END = re.compile(rb"(?>\r\n|\n|\r)(?>\r\n|\n|\r)")
 _LINE_END = re.compile(r"\r\n|\n|\r")
 
 
 def detect_protocol(data: bytes) -> str | None:
     """The protocol a stream speaks, recognised from its content, or None.
 
-    ``event: message_start`` is Messages, ``event: response.`` is Responses,
-    ``chat.completion.chunk`` is Chat Completions and ``"event_type"`` is MMSP's wire.
+    Its frames are read in order until one tells: an ``event: message_start`` (or a payload of
+    that ``type``) is Messages, an ``event: response.…`` (or a payload of such a ``type``) is
+    Responses, a payload whose ``object`` is ``chat.completion.chunk`` is Chat Completions and one
+    with an ``event_type`` is MMSP's wire. Only fields and payloads count, never what a text says:
+    an answer that quotes another protocol's stream is its own protocol's.
     """
-    if b"event: message_start" in data or b"event:message_start" in data:
+    start = 0
+    for match in _FRAME_END.finditer(data):
+        found = _frame_protocol(data[start : match.end()])
+        if found is not None:
+            return found
+        start = match.end()
+    return _frame_protocol(data[start:]) if start < len(data) else None
+
+
+def _frame_protocol(raw: bytes) -> str | None:
+    """The protocol one frame shows, or None (a comment, ``[DONE]``, an error, a payload of no protocol)."""
+    frame = parse_frame(0, 0.0, raw)
+    payload = frame.json()
+    kind = payload.get("type") if isinstance(payload, dict) else None
+    names = [name for name in (frame.event, kind) if isinstance(name, str)]
+    if "message_start" in names:
         return "messages"
-    if b"event: response." in data or b"event:response." in data:
+    if any(name.startswith("response.") for name in names):
         return "responses"
-    if b"chat.completion.chunk" in data:
+    if not isinstance(payload, dict):
+        return None
+    if payload.get("object") == "chat.completion.chunk":
         return "chat"
-    if b'"event_type"' in data:
+    if "event_type" in payload:
         return "mmsp"
     return None
 
