@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import nbformat
 import pytest
+from helpers import serve_posts
 from nbclient import NotebookClient
 
 from mmsp_notebook import DemoServerError, ask
@@ -22,6 +25,7 @@ from mmsp_notebook.engine.session import Session
 from mmsp_notebook.views.static import turn_bundle
 from mmsp_notebook.views.wire import render_wire_html, render_wire_text
 from mmsp_notebook.wire.pairing import pair_events
+from mmsp_notebook.wire.proxy import accept_encoding
 from mmsp_notebook.wire.sse import Frame, detect_protocol, split_frames, split_timed_frames
 
 CANARY = "sk-canary-9f3e1c0d7b2a4e6f8a1b3c5d7e9f0a2b"
@@ -133,6 +137,33 @@ def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(capl
         server.shutdown()
     out, err = capfd.readouterr()
     assert CANARY not in out + err + caplog.text
+
+
+def test_the_proxy_asks_only_for_codings_it_can_undo_and_keeps_a_raw_deflate_stream_decoded():
+    # a client with brotli or zstandard installed asks for br / zstd: the copy kept would be
+    # compressed bytes; and some servers send "deflate" without its zlib header
+    frames = b'data: {"a": 1}\n\ndata: [DONE]\n\n'
+    raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    deflated = raw.compress(frames) + raw.flush()
+
+    def answer(handler):
+        handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        asked = handler.headers.get("accept-encoding") or ""
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("x-asked", asked)
+        if "deflate" in asked:
+            handler.send_header("content-encoding", "deflate")
+        handler.end_headers()
+        handler.wfile.write(deflated if "deflate" in asked else frames)
+
+    with contextlib.contextmanager(serve_posts)(answer) as upstream, WireProxy(upstream) as proxy, httpx.Client() as http:
+        asked = [http.post(proxy.base_url + "/chat/completions", content=b"{}", headers={"accept-encoding": sent})
+                 .headers["x-asked"] for sent in ("br, zstd, gzip;q=0.8, deflate", "br", "zstd, identity")]
+        records = proxy.transcripts
+    assert asked == ["gzip;q=0.8, deflate", "identity", "identity"]
+    assert [r.response for r in records] == [frames] * 3  # the first one decoded from raw deflate
+    assert accept_encoding("gzip, deflate, br") == "gzip, deflate"
 
 
 def test_a_key_in_the_upstream_url_s_user_info_is_sent_but_never_logged(caplog, capfd):

@@ -1,8 +1,8 @@
 """A recording loopback proxy in front of any model endpoint: :class:`WireProxy`.
 
 Point a client's base URL at the proxy and it forwards every request to the upstream unchanged
-(method, path, query, body, every header but the hop-by-hop ones), streams the response back as it
-arrives, and keeps a copy of the response bytes with the time each chunk arrived — the raw
+(method, path, query, body, every header but the hop-by-hop ones; ``Accept-Encoding`` keeps only the
+codings the proxy can undo: gzip, deflate), streams the response back as it arrives, and keeps a copy of the response bytes with the time each chunk arrived — the raw
 server-sent events the client received, for the wire inspector (``%%mmsp --wire``)::
 
     from mmsp_notebook.demo import WireProxy
@@ -174,25 +174,48 @@ def install_log_filter() -> None:
             logger.addFilter(_mask)
 
 
+#: the content codings the proxy can undo for the copy it keeps (:class:`_Decoder`)
+DECODED = ("gzip", "x-gzip", "deflate", "identity")
+
+
+def accept_encoding(value: str) -> str:
+    """A client's ``Accept-Encoding`` narrowed to the codings the proxy can undo: a client with
+    brotli or zstandard installed (httpx then asks for ``br``, ``zstd``) would get a stream whose kept
+    copy is compressed bytes. The client still decodes what comes (it asked for it); ``identity``
+    when none of its codings is left."""
+    kept = [part.strip() for part in value.split(",") if part.split(";")[0].strip().lower() in DECODED]
+    return ", ".join(kept) or "identity"
+
+
 class _Decoder:
-    """Undoes gzip / deflate for the copy kept (the client gets the bytes as they came)."""
+    """Undoes gzip / deflate for the copy kept (the client gets the bytes as they came). A
+    ``deflate`` stream is zlib-wrapped as RFC 9110 says, or raw deflate as some servers send it."""
 
     def __init__(self, encoding: str | None) -> None:
         encoding = (encoding or "").strip().lower()
         self._zlib = None
+        self._raw_next = False
         if encoding in ("gzip", "x-gzip"):
             self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
         elif encoding == "deflate":
             self._zlib = zlib.decompressobj()
+            self._raw_next = True  # (if its first bytes are no zlib header)
 
     def __call__(self, chunk: bytes) -> bytes:
         if self._zlib is None:
             return chunk
         try:
-            return self._zlib.decompress(chunk)
+            out = self._zlib.decompress(chunk)
         except zlib.error:
+            if self._raw_next:
+                self._raw_next = False
+                self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+                return self(chunk)
             self._zlib = None
             return chunk
+        if chunk:
+            self._raw_next = False
+        return out
 
 
 def _protocol_of(path: str) -> str:
@@ -215,7 +238,8 @@ class _Forward:
         if scope.get("query_string"):
             url += "?" + scope["query_string"].decode("latin-1")
         named = {n.strip().lower() for n in self.request.headers.get("connection", "").split(",") if n.strip()}
-        headers = [(k, v) for k, v in self.request.headers.raw
+        headers = [(k, accept_encoding(v.decode("latin-1")).encode("latin-1") if k.lower() == b"accept-encoding" else v)
+                   for k, v in self.request.headers.raw
                    if k.decode("latin-1").lower() not in HOP_BY_HOP and k.decode("latin-1").lower() not in named]
         client = self.app.http()
         try:
