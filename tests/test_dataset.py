@@ -1620,6 +1620,10 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pyte
             traces.sync(corpus, tmp_path / "z", executor=bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="kind must be one of"):
         traces.sync(corpus, ds_dir, kind="messages")
+    for name, bad in (("dedupe", "no"), ("payloads", "false"), ("verify", "yes"), ("progress", "x")):  # (a string is truthy)
+        with pytest.raises(TypeError, match=f"{name} takes True or False, not str"):
+            traces.sync(corpus, ds_dir, **{name: bad})
+    assert mtimes(ds_dir) == before
     for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written
         with pytest.raises(OptionError, match="prompt_tokens must be a finite number"):
             traces.sync(corpus, tmp_path / "z", kind=kind, prices={"m": {"prompt_tokens": -1, "response_tokens": 1}})

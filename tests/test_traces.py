@@ -1920,3 +1920,13 @@ def test_items_keep_the_copy_of_a_turn_the_turns_frame_keeps(tmp_path: Path) -> 
     assert since["trace_id"].tolist() == ["b/1", "b/1"] and since.attrs["duplicates"] == 2
     assert len(traces.load_items(tmp_path, until=cut)) == 0 == len(traces.load_turns(tmp_path, until=cut))
     assert len(traces.load_items(tmp_path, dedupe=False)) == 4
+
+
+@pytest.mark.parametrize("bad", [{"dedupe": "no"}, {"otel": "yes"}, {"progress": "x"}, {"otel": None}, {"dedupe": 2}])
+def test_a_switch_that_is_no_bool_is_refused_by_every_loader(tmp_path: Path, bad: dict[str, Any]) -> None:
+    save(tmp_path, "t", [user("q", T0), answer("a", T0 + 100)])
+    loaders = [traces.load_turns, traces.load_items] + ([traces.load_events] if "dedupe" not in bad else [])
+    for load in loaders:
+        with pytest.raises(OptionTypeError, match=f"{next(iter(bad))} takes True or False"):
+            load(tmp_path, **bad)
+    assert len(traces.load_turns(tmp_path, dedupe=np.bool_(False), otel=0, progress=None)) == 1

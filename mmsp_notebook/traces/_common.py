@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from .._errors import TraceError
+from .._errors import OptionTypeError, TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -59,3 +59,16 @@ def check_unique(trace_id: str, attrs: Mapping[str, Any]) -> None:
         raise TraceError(f"trace id {trace_id} names several conversations ({', '.join(map(str, where))}): load, "
                          "show, replay or explore each directory on its own", path=str(where[0]),
                          reason="a trace id of several conversations")
+
+
+def check_flags(**flags: Any) -> None:
+    """Refuse a switch that is not True or False (``progress`` may be None: tqdm's own choice):
+    ``dedupe="no"`` or ``otel="false"`` would be taken as true."""
+    for name, value in flags.items():
+        if value is None and name == "progress":
+            continue
+        numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")
+        if not (isinstance(value, int) and value in (0, 1) or numpy_bool):  # (bool, 0/1, NumPy's bool)
+            shown = repr(value)
+            raise OptionTypeError(f"{name} takes True or False, not {type(value).__name__} "
+                                  f"{shown[:40] + '...' if len(shown) > 40 else shown}")

@@ -30,7 +30,7 @@ from typing import Any
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
-from ._common import PathLike
+from ._common import PathLike, check_flags
 from ._compact import merge, plan
 from ._convert import KINDS, Job, convert, held_path, unread
 from ._copies import Settled, resolve, settle_chunk
@@ -152,6 +152,7 @@ def sync(
         hint = ": give client.get_executor()" if hasattr(executor, "get_executor") else ""
         raise OptionTypeError(f"executor takes a concurrent.futures.Executor (a process or thread pool, Dask's "
                               f"client.get_executor()), not {type(executor).__name__} {executor!r:.80}{hint}")
+    check_flags(progress=progress, dedupe=dedupe, payloads=payloads, verify=verify)
     Pattern(pattern)  # a bad pattern fails here, before a dataset made with another is reset
     src_path = os.path.abspath(os.fspath(src))
     if not os.path.isdir(src_path):

@@ -18,7 +18,7 @@ from ..core.pricing import Prices
 from ..core.redact import held_secrets
 from ..core.stamps import created_ms
 from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
-from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning
+from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning, check_flags
 from ._events import EventBuilder
 from ._fast import Decoded, decode_trace
 from ._io import Source, config_trace_id, deeper_match, find_sources, latest_run
@@ -281,6 +281,7 @@ def load_turns(
         The turns frame, sorted by trace then turn order; ``attrs`` holds ``skipped``,
         ``n_files``, ``n_skipped`` and ``duplicates``.
     """
+    check_flags(otel=otel, progress=progress, dedupe=dedupe)
     builder = TurnBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), dedupe, prices)
     n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False,
                                   max_size=max_size, decode=decode_trace, kind="turns")
@@ -311,6 +312,7 @@ def load_items(
     Returns:
         The items frame, in history order; ``attrs["duplicates"]`` counts messages left out.
     """
+    check_flags(otel=otel, progress=progress, payloads=payloads, dedupe=dedupe)
     builder = ItemBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), payloads, dedupe)
 
     def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
@@ -346,6 +348,7 @@ def load_events(
     Returns:
         The events frame, in sidecar order.
     """
+    check_flags(otel=otel, progress=progress)
     builder = EventBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models))
 
     def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
