@@ -1930,3 +1930,16 @@ def test_a_switch_that_is_no_bool_is_refused_by_every_loader(tmp_path: Path, bad
         with pytest.raises(OptionTypeError, match=f"{next(iter(bad))} takes True or False"):
             load(tmp_path, **bad)
     assert len(traces.load_turns(tmp_path, dedupe=np.bool_(False), otel=0, progress=None)) == 1
+
+
+def test_a_sidecar_record_without_a_model_takes_the_trace_s_in_events_as_in_turns(tmp_path: Path) -> None:
+    save(tmp_path, "t", [user("q", T0), answer("a", T0 + 100)], model="cfg-model")
+    append_sidecar(sidecar_record("t", 0, 1, model=None, started_at=T0 + 1, ttft_ms=20.0, total_ms=99.0,
+                                  events=[[20.0, "text.delta", 1], [99.0, "stop", 0]]), base=tmp_path)
+    turns = no_warnings_load(traces.load_turns, tmp_path)
+    events = no_warnings_load(traces.load_events, tmp_path)
+    assert turns["model"].tolist() == ["cfg-model"] and set(events["model"]) == {"cfg-model"} and len(events) == 2
+    assert len(traces.load_events(tmp_path, models="cfg-model")) == 2  # the filter sees the same model
+    ds = tmp_path.parent / (tmp_path.name + "_ds")
+    traces.sync(tmp_path, ds, kind="events", progress=False)
+    assert set(traces.query("SELECT model FROM events", ds)["model"]) == {"cfg-model"}

@@ -211,7 +211,8 @@ Events frame (:func:`load_events`): one row per event of each sidecar record: ``
 message_index, model, client_type, status, started, event_index, t`` (seconds since the request
 was sent), ``at`` (timestamp), ``type`` (``text.delta``, ``tool_call.done``, ``stop``, ...),
 ``kind`` (``text``, ``thinking``, ..., ``stop``), ``phase`` (``delta``/``done``/``stop``),
-``size`` (length of the item's growing field).
+``size`` (length of the item's growing field). ``model`` is the sidecar record's, else the trace
+config's, as in the turns frame.
 
 OpenTelemetry
     :data:`OTEL_COLUMNS` maps column names to the OpenTelemetry GenAI semantic-convention

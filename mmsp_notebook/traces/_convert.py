@@ -192,7 +192,7 @@ def _convert_chunk(job: Job) -> ChunkResult:
                 if job.dedupe:
                     item_fps.extend(_message_fps(tid, data["history"], split_sidecar(records)[0] if records else ()))
         elif records:
-            builder.add(tid, records)
+            builder.add(tid, records, data)
         loaded[tid] = (True, notes)
     df = builder.frame()
     df.attrs = {}  # (not copied into every slice and column taken below)

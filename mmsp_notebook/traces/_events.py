@@ -9,8 +9,18 @@ from typing import Any
 
 import pandas as pd
 
-from ._build import Window
+from ._build import Window, config_fields
 from ._columns import _NAN, INT_NA, Cat, as_dur, as_int, as_ms, as_str, float_col, int_col, str_col, time_col
+from ._fast import Decoded
+
+
+def trace_model(data: Any) -> str | None:
+    """The model a trace's config names (``data``: the trace's dict, what ``decode_trace`` made
+    of it, or None)."""
+    if data.__class__ is Decoded:
+        return data.cfg[0]
+    config = data.get("config") if isinstance(data, dict) else None
+    return config_fields(config)[0] if isinstance(config, dict) else None
 
 
 class EventBuilder(Window):
@@ -28,8 +38,10 @@ class EventBuilder(Window):
         self.floats = {k: array("d") for k in ("t", "at", "started")}
         self.cats = {k: Cat() for k in ("model", "client_type", "status", "type", "kind", "phase")}
 
-    def add(self, trace_id: str, records: list[dict[str, Any]]) -> None:
-        """Add the events of one trace's sidecar records."""
+    def add(self, trace_id: str, records: list[dict[str, Any]], data: Any = None) -> None:
+        """Add the events of one trace's sidecar records; ``data`` (the trace as read, or None)
+        gives the model of a record that names none, as in the turns frame."""
+        default_model = trace_model(data)
         filtered = self.filtered
         N, F, C = self.ints, self.floats, self.cats
         for rec in records:
@@ -37,7 +49,7 @@ class EventBuilder(Window):
             if events.__class__ is not list:
                 continue
             started = as_ms(rec.get("started_at"))
-            model = as_str(rec.get("model"))
+            model = as_str(rec.get("model")) or default_model
             if filtered and not self._keep(started, model):
                 continue
             turn = as_int(rec.get("turn"))

@@ -353,7 +353,7 @@ def load_events(
 
     def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if records:
-            builder.add(tid, records)
+            builder.add(tid, records, data)
 
     n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading events", each, max_size=max_size,
                                   decode=decode_trace, kind="events")
