@@ -1943,3 +1943,11 @@ def test_a_sidecar_record_without_a_model_takes_the_trace_s_in_events_as_in_turn
     ds = tmp_path.parent / (tmp_path.name + "_ds")
     traces.sync(tmp_path, ds, kind="events", progress=False)
     assert set(traces.query("SELECT model FROM events", ds)["model"]) == {"cfg-model"}
+
+
+def test_since_after_until_is_refused_by_every_loader(tmp_path: Path) -> None:
+    save(tmp_path, "t", [user("q", T0), answer("a", T0 + 100)])
+    for load in (traces.load_turns, traces.load_items, traces.load_events):
+        with pytest.raises(OptionError, match="since .* is after until .*: no turn is in between; swap them"):
+            load(tmp_path, since="2026-02-01", until="2026-01-01")
+    assert len(traces.load_turns(tmp_path, since=T0 / 1000, until=T0 / 1000 + 1)) == 1  # one instant apart: kept

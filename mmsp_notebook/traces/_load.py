@@ -56,6 +56,14 @@ def _to_ms(value: TimeLike | None, name: str = "since") -> float | None:
     return ts.timestamp() * 1000.0  # (any year pandas takes: a nanosecond count would overflow past 2262)
 
 
+def _window(since: TimeLike | None, until: TimeLike | None) -> tuple[float | None, float | None]:
+    """Unix ms of ``since`` and ``until``; one after the other is refused (it would load nothing)."""
+    lo, hi = _to_ms(since), _to_ms(until, "until")
+    if lo is not None and hi is not None and lo > hi:
+        raise OptionError(f"since ({since!r:.60}) is after until ({until!r:.60}): no turn is in between; swap them")
+    return lo, hi
+
+
 def _model_set(models: str | Iterable[str] | None) -> frozenset[str] | None:
     if models is None:
         return None
@@ -273,7 +281,7 @@ def load_turns(
         TraceNotFoundError: a given path does not exist (a ``FileNotFoundError`` too).
         OptionError: a price without ``prompt_tokens`` / ``response_tokens`` or not a number; a
             ``pattern`` that is not relative to the directory; a ``max_size`` that is not an int; a
-            ``since`` / ``until`` that is no time (``NaT``, ``""``, unparsable).
+            ``since`` / ``until`` that is no time (``NaT``, ``""``, unparsable), or a ``since`` after ``until``.
         OptionTypeError: a path that is not a str, bytes or path-like object (``None``, a number), or
             ``models`` that is not a model id or a list of them.
 
@@ -282,7 +290,7 @@ def load_turns(
         ``n_files``, ``n_skipped`` and ``duplicates``.
     """
     check_flags(otel=otel, progress=progress, dedupe=dedupe)
-    builder = TurnBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), dedupe, prices)
+    builder = TurnBuilder(*_window(since, until), _model_set(models), dedupe, prices)
     n, skipped, repeated = _drive(path_or_paths, pattern, progress, "loading turns", builder.add, events=False,
                                   max_size=max_size, decode=decode_trace, kind="turns")
     return _finish(builder.frame(), n, skipped, otel, repeated)
@@ -313,7 +321,7 @@ def load_items(
         The items frame, in history order; ``attrs["duplicates"]`` counts messages left out.
     """
     check_flags(otel=otel, progress=progress, payloads=payloads, dedupe=dedupe)
-    builder = ItemBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models), payloads, dedupe)
+    builder = ItemBuilder(*_window(since, until), _model_set(models), payloads, dedupe)
 
     def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if data is not None:
@@ -349,7 +357,7 @@ def load_events(
         The events frame, in sidecar order.
     """
     check_flags(otel=otel, progress=progress)
-    builder = EventBuilder(_to_ms(since), _to_ms(until, "until"), _model_set(models))
+    builder = EventBuilder(*_window(since, until), _model_set(models))
 
     def each(tid: str, data: dict[str, Any] | None, records: list[dict[str, Any]] | None) -> None:
         if records:
