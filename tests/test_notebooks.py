@@ -126,6 +126,7 @@ def test_compare(tmp_path, monkeypatch):
     assert frame.count("complete") == 3 and "UpstreamError" in frame
     assert "fastest: demo+tps=400" in text(find(cells, "fastest ="))
     assert text(find(cells, "zip(weather.labels")).count("19 degrees and clear in Paris") == 2
+    assert "prompt 7 ·" in html(find(cells, "My name is Ada.")) and "prompt 129 ·" in html(find(cells, "-o again"))
     history = html(find(cells, "%mmsp history --chat pair~demo+nothink"))
     assert history.count("<td>user</td>") == 2 and history.count("<td>assistant</td>") == 2 and "My name is Ada." in history
     loaded = html(find(cells, "traces.load_turns("))
@@ -165,3 +166,13 @@ def test_explore(tmp_path, monkeypatch):
     page = selected.outputs[-1]["data"]["text/html"]
     assert 'aria-selected="true"' in page and "mmsp-conv-selected" in page and "⚠ truncated (length)" in page
     assert "complete length True" in text(find(cells, "mn.replay(explorer.selection"))
+
+
+def test_traces(tmp_path, monkeypatch):
+    cells = run("traces.ipynb", tmp_path, monkeypatch)
+    # the failing endpoint answers its first token as fast as any: only completed turns are ranked
+    assert "fastest to first token: demo+tps=400+delay=0.1" in text(find(cells, "fastest = "))
+    assert "demo+tps=150+error" not in html(find(cells, "stats = traces.summary("))
+    assert "costs the most: demo+tps=100+delay=0.8" in text(find(cells, "PRETEND_PRICES = {"))
+    assert "1 traces converted" in text(find(cells, "And in one word?"))
+    assert "summary in DuckDB over the dataset == summary in pandas over the frame" in text(find(cells, "in_duckdb ="))
