@@ -167,12 +167,3 @@ def test_explore(tmp_path, monkeypatch):
     assert 'aria-selected="true"' in page and "mmsp-conv-selected" in page and "⚠ truncated (length)" in page
     assert "complete length True" in text(find(cells, "mn.replay(explorer.selection"))
 
-
-def test_traces(tmp_path, monkeypatch):
-    cells = run("traces.ipynb", tmp_path, monkeypatch)
-    # the failing endpoint answers its first token as fast as any: only completed turns are ranked
-    assert "fastest to first token: demo+tps=400+delay=0.1" in text(find(cells, "fastest = "))
-    assert "demo+tps=150+error" not in html(find(cells, "stats = traces.summary("))
-    assert "costs the most: demo+tps=100+delay=0.8" in text(find(cells, "PRETEND_PRICES = {"))
-    assert "1 traces converted" in text(find(cells, "And in one word?"))
-    assert "summary in DuckDB over the dataset == summary in pandas over the frame" in text(find(cells, "in_duckdb ="))

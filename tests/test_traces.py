@@ -1053,7 +1053,7 @@ def test_traces_notebook_runs(traces_notebook: tuple[Any, Path]) -> None:
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, errors
     assert "duckdb result" in outputs.lower()
-    for model in ("demo+tps=400", "demo+tps=60+delay=0.6"):
+    for model in ("demo+tps=400+delay=0.1", "demo+tps=100+delay=0.8"):
         assert model in outputs
     assert "image/png" in outputs  # the plots rendered
     assert list(tmp_path.iterdir()) == [] or all(p.suffix != ".json" for p in tmp_path.iterdir())
@@ -1077,6 +1077,22 @@ def test_traces_notebook_dataset_section(traces_notebook: tuple[Any, Path]) -> N
     table = out("FROM turns")
     assert "demo+tps=400" in table and "latency_p99" in table
     assert "summary in DuckDB over the dataset == summary in pandas over the frame" in out("in_duckdb = traces.summary(")
+
+
+def test_traces_notebook_ranks_completed_turns(traces_notebook: tuple[Any, Path]) -> None:
+    from helpers import html_of, text_of
+
+    nb, _ = traces_notebook
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+
+    def find(needle: str) -> Any:
+        return next(c for c in cells if needle in c.source)
+
+    # the failing endpoint answers its first token as fast as any: only completed turns are ranked
+    assert "fastest to first token: demo+tps=400+delay=0.1" in text_of(find("fastest = "))
+    assert "demo+tps=150+error" not in html_of(find("stats = traces.summary("))
+    assert "costs the most: demo+tps=100+delay=0.8" in text_of(find("PRETEND_PRICES = {"))
+    assert "1 traces converted" in text_of(find("And in one word?"))
 
 
 def test_dotted_trace_id_pairs_with_its_sidecar(tmp_path: Path) -> None:
