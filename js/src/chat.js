@@ -540,10 +540,13 @@ export function renderChatWidget({ model, el }) {
   function checkKernel() {
     if (Date.now() - heard >= DEAD_MS) kernelGone();
   }
+  let cut = null; // the live turn as it was before it was cut here: {live, status, banner}
   function kernelGone() {
     gone = true;
     if (live) {
       // what arrived stays, marked as cut (the kernel that would say so is gone: worded here)
+      const vm = live.view.viewModel();
+      cut = { live, status: vm.status, banner: vm.banner };
       live.view.apply([["turn", { status: "incomplete", banner: { kind: "error", lead: "", text: DEAD_NOTE } }]]);
       live.el.classList.add("mmsp-cut-off");
     }
@@ -554,6 +557,13 @@ export function renderChatWidget({ model, el }) {
     heard = Date.now();
     if (!gone) return;
     gone = false; // it was only slow: it goes on drawing what it sends
+    // The kernel sends a turn's status and banner only when they change on its side: the reply it
+    // goes on with gets back what it showed before the cut.
+    if (cut && cut.live === live) {
+      live.view.apply([["turn", { status: cut.status, banner: cut.banner }]]);
+      live.el.classList.remove("mmsp-cut-off");
+    }
+    cut = null;
     if (note.textContent === DEAD_NOTE) showNote("");
     drawBusy();
   }

@@ -373,6 +373,42 @@ test("chat: a kernel that stops answering while a reply streams: heartbeats keep
   }
 });
 
+test("chat: a reply cut for silence that then goes on streaming is drawn as streaming again, not as cut", () => {
+  const realNow = Date.now;
+  let now = 2_000_000;
+  Date.now = () => now;
+  try {
+    const { model, q, el, win, dispose } = setup();
+    let tick = null;
+    win.setInterval = (fn) => { tick = fn; return 7; };
+    win.clearInterval = () => { tick = null; };
+    model.update("transcript", [{ role: "user", text: "tell me", images: [] }]);
+    model.update("busy", true);
+    const streaming = { kind: "streaming", text: "streaming…" };
+    model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: streaming }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial"]] });
+    for (let k = 0; k < 21; k++) {
+      now += 500;
+      if (tick) tick();
+    }
+    const msg = el.querySelector(".mmsp-msg-assistant");
+    const turn = msg.querySelector(".mmsp-turn");
+    assert.equal(turn.getAttribute("data-status"), "incomplete", "cut after 10 s of silence");
+    // the kernel was only slow: its next ops continue the reply (the kernel never sends status or
+    // banner again: they did not change on its side)
+    model.custom({ type: "ops", turn: 1, ops: [["append", 0, " and more"]] });
+    assert.equal(turn.getAttribute("data-status"), "streaming");
+    assert.ok(turn.querySelector(".mmsp-streaming"), "the streaming indicator is back");
+    assert.doesNotMatch(turn.querySelector(".mmsp-status").textContent, /reply was cut/);
+    assert.equal(msg.classList.contains("mmsp-cut-off"), false);
+    assert.equal(q(".mmsp-send").textContent, "Stop");
+    assert.equal(q(".mmsp-retry").hidden, true);
+    assert.equal(q(".mmsp-composer-note").hidden, true);
+    dispose();
+  } finally {
+    Date.now = realNow;
+  }
+});
+
 test("chat: the transcript's changes arrive as messages; the model keeps the whole conversation, unsaved", () => {
   const { model, el, q } = setup();
   const u = (text) => ({ role: "user", text, images: [] });
