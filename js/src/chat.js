@@ -244,7 +244,11 @@ export function renderChatWidget({ model, el }) {
     const retry = button(doc, "mmsp-btn mmsp-btn-small mmsp-retry", "Retry", "Retry this answer");
     retry.hidden = true;
     retry.addEventListener("click", () => {
-      if (!busy()) tell({ type: "retry" });
+      if (busy()) return;
+      tell({ type: "retry" });
+      // the button goes (hidden while the reply streams, then its turn is dropped): the focus goes
+      // to the message box, not to the page, where the next keys would reach the notebook
+      input.focus();
     });
     actions.appendChild(retry);
     m.append(body, actions);
@@ -523,6 +527,7 @@ export function renderChatWidget({ model, el }) {
   listen(errorClose, "click", () => {
     errorDismissed = errorText.textContent;
     errorBanner.hidden = true;
+    input.focus(); // (the button is hidden with its banner)
   });
 
   // ------------------------------------------------------------------ a kernel that stops answering

@@ -409,6 +409,34 @@ test("chat: a reply cut for silence that then goes on streaming is drawn as stre
   }
 });
 
+test("chat: Retry and Dismiss, which go away once used, leave the focus in the message box", () => {
+  const { model, q, el, win } = setup();
+  const doc = win.document;
+  const user = { role: "user", text: "q", images: [] };
+  const failed = { role: "assistant", turn: { status: "error", items: [], banner: { kind: "error", text: "boom" }, footer: null } };
+  model.update("transcript", [user, failed]);
+  const retry = q("button.mmsp-retry");
+  assert.equal(retry.hidden, false);
+  retry.focus();
+  retry.click();
+  assert.deepEqual(model.sent.at(-1), { type: "retry" });
+  // the kernel drops the failed turn and its message, then sends the message again
+  model.update("busy", true);
+  model.custom({ type: "transcript", at: 0, entries: [] });
+  model.custom({ type: "transcript", at: 0, entries: [user] });
+  assert.equal(retry.isConnected, false);
+  assert.equal(doc.activeElement, q("textarea.mmsp-input"), "focus is not lost to the page (where keys reach the notebook)");
+  model.update("busy", false);
+  model.update("error", "could not send");
+  const dismiss = q("button.mmsp-dismiss");
+  assert.equal(q(".mmsp-chat-error").hidden, false);
+  dismiss.focus();
+  dismiss.click();
+  assert.equal(q(".mmsp-chat-error").hidden, true);
+  assert.equal(doc.activeElement, q("textarea.mmsp-input"));
+  assert.ok(el.contains(doc.activeElement));
+});
+
 test("chat: the transcript's changes arrive as messages; the model keeps the whole conversation, unsaved", () => {
   const { model, el, q } = setup();
   const u = (text) => ({ role: "user", text, images: [] });
