@@ -252,7 +252,7 @@ export function renderChatWidget({ model, el }) {
     });
     actions.appendChild(retry);
     m.append(body, actions);
-    return { role: "assistant", el: m, view, retry };
+    return { role: "assistant", el: m, view, retry, body };
   }
 
   // ------------------------------------------------------------------ keyboard: one Tab stop for the conversation
@@ -314,6 +314,7 @@ export function renderChatWidget({ model, el }) {
 
   function dropEntry(e) {
     if (e.view) e.view.destroy();
+    if (e.body && resizeObserver) resizeObserver.unobserve(e.body); // (else kept for the widget's life)
     e.el.remove();
   }
 

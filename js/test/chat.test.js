@@ -437,6 +437,33 @@ test("chat: Retry and Dismiss, which go away once used, leave the focus in the m
   assert.ok(el.contains(doc.activeElement));
 });
 
+test("chat: a message that goes (a retry, a new chat) is no longer watched for its size", () => {
+  const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+  const win = jsdom.window;
+  const watched = new Set();
+  win.ResizeObserver = class {
+    observe(t) { watched.add(t); }
+    unobserve(t) { watched.delete(t); }
+    disconnect() { watched.clear(); }
+  };
+  const el = win.document.createElement("div");
+  win.document.body.appendChild(el);
+  const model = fakeModel({ transcript: [], busy: false, models: [], model: "", thinking: "", thinking_levels: [], error: "" });
+  const forget = chatWidget.initialize({ model });
+  const dispose = chatWidget.render({ model, el });
+  const answer = (text) => ({ role: "assistant", turn: { status: "complete", items: [{ i: 0, kind: "text", status: "done", text }], footer: null } });
+  const detached = () => [...watched].filter((t) => t !== el.querySelector(".mmsp-chat-log") && !t.isConnected).length;
+  for (let k = 0; k < 5; k++) {
+    model.custom({ type: "transcript", at: 0, entries: [{ role: "user", text: `q${k}`, images: [] }, answer(`a${k}`)] });
+    model.custom({ type: "ops", turn: 3, ops: [["item", 0, { kind: "text", status: "streaming" }]] }); // a live turn
+    model.custom({ type: "transcript", at: 0, entries: [] }); // a new chat
+  }
+  assert.equal(detached(), 0, "no message gone from the page is kept by the observer");
+  dispose();
+  forget();
+  assert.equal(watched.size, 0);
+});
+
 test("chat: the transcript's changes arrive as messages; the model keeps the whole conversation, unsaved", () => {
   const { model, el, q } = setup();
   const u = (text) => ({ role: "user", text, images: [] });
