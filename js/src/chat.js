@@ -244,11 +244,15 @@ export function renderChatWidget({ model, el }) {
     const retry = button(doc, "mmsp-btn mmsp-btn-small mmsp-retry", "Retry", "Retry this answer");
     retry.hidden = true;
     retry.addEventListener("click", () => {
-      if (!busy()) tell({ type: "retry" });
+      if (busy()) return;
+      tell({ type: "retry" });
+      // the button goes (hidden while the reply streams, then its turn is dropped): the focus goes
+      // to the message box, not to the page, where the next keys would reach the notebook
+      input.focus();
     });
     actions.appendChild(retry);
     m.append(body, actions);
-    return { role: "assistant", el: m, view, retry };
+    return { role: "assistant", el: m, view, retry, body };
   }
 
   // ------------------------------------------------------------------ keyboard: one Tab stop for the conversation
@@ -310,6 +314,7 @@ export function renderChatWidget({ model, el }) {
 
   function dropEntry(e) {
     if (e.view) e.view.destroy();
+    if (e.body && resizeObserver) resizeObserver.unobserve(e.body); // (else kept for the widget's life)
     e.el.remove();
   }
 
@@ -523,6 +528,7 @@ export function renderChatWidget({ model, el }) {
   listen(errorClose, "click", () => {
     errorDismissed = errorText.textContent;
     errorBanner.hidden = true;
+    input.focus(); // (the button is hidden with its banner)
   });
 
   // ------------------------------------------------------------------ a kernel that stops answering
@@ -540,10 +546,13 @@ export function renderChatWidget({ model, el }) {
   function checkKernel() {
     if (Date.now() - heard >= DEAD_MS) kernelGone();
   }
+  let cut = null; // the live turn as it was before it was cut here: {live, status, banner}
   function kernelGone() {
     gone = true;
     if (live) {
       // what arrived stays, marked as cut (the kernel that would say so is gone: worded here)
+      const vm = live.view.viewModel();
+      cut = { live, status: vm.status, banner: vm.banner };
       live.view.apply([["turn", { status: "incomplete", banner: { kind: "error", lead: "", text: DEAD_NOTE } }]]);
       live.el.classList.add("mmsp-cut-off");
     }
@@ -554,6 +563,13 @@ export function renderChatWidget({ model, el }) {
     heard = Date.now();
     if (!gone) return;
     gone = false; // it was only slow: it goes on drawing what it sends
+    // The kernel sends a turn's status and banner only when they change on its side: the reply it
+    // goes on with gets back what it showed before the cut.
+    if (cut && cut.live === live) {
+      live.view.apply([["turn", { status: cut.status, banner: cut.banner }]]);
+      live.el.classList.remove("mmsp-cut-off");
+    }
+    cut = null;
     if (note.textContent === DEAD_NOTE) showNote("");
     drawBusy();
   }

@@ -354,13 +354,24 @@ export function renderExplorer({ model, el }) {
     if (!shown || shown.pending) return;
     if (dir === "before" ? shown.lo <= 0 : shown.hi >= shown.blocks) return;
     shown.pending = dir;
-    for (const b of conv.querySelectorAll(".mmsp-x-more")) b.disabled = true;
+    // unavailable until the answer, yet focusable: a disabled button would drop the focus to the page
+    for (const b of conv.querySelectorAll(".mmsp-x-more")) b.setAttribute("aria-disabled", "true");
     model.send({ type: "more", row: shown.row, [dir]: dir === "before" ? shown.lo : shown.hi });
   }
 
   // "show earlier" / "show later" beside the blocks drawn (in a turn whose steps are cut, inside it)
   function drawMoreButtons() {
+    // a button that had the focus gives it to its new self (else to the conversation): the next keys
+    // pressed stay in the explorer
+    const had = doc.activeElement;
+    const refocus = had && conv.contains(had) && had.classList.contains("mmsp-x-more") ? had.dataset.more : null;
     for (const b of conv.querySelectorAll(".mmsp-x-more")) b.remove();
+    placeMoreButtons();
+    if (refocus && !conv.contains(doc.activeElement)) {
+      (conv.querySelector(`.mmsp-x-more-${refocus}`) || conv).focus({ preventScroll: true });
+    }
+  }
+  function placeMoreButtons() {
     const loaded = shown.parts;
     if (!loaded.length) return;
     const make = (dir, n) => {
@@ -514,7 +525,9 @@ export function renderExplorer({ model, el }) {
       replayView.apply(msg.ops);
     } else if (msg.phase === "end" && replayView) {
       replayView.render(msg.vm || {});
+      const had = doc.activeElement === stopBtn;
       stopBtn.hidden = true;
+      if (had) (replayBtn.disabled ? speedSel : replayBtn).focus(); // (Stop is gone: not to the page)
     }
   }
 
@@ -534,7 +547,7 @@ export function renderExplorer({ model, el }) {
       codeAsked = false;
       if (shown && shown.pending) {
         shown.pending = null; // a "more" refused: its buttons ask again
-        for (const b of conv.querySelectorAll(".mmsp-x-more")) b.disabled = false;
+        for (const b of conv.querySelectorAll(".mmsp-x-more")) b.removeAttribute("aria-disabled");
       }
       delete summary.dataset.busy;
       summary.textContent = String(msg.error || "error");

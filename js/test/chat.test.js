@@ -373,6 +373,97 @@ test("chat: a kernel that stops answering while a reply streams: heartbeats keep
   }
 });
 
+test("chat: a reply cut for silence that then goes on streaming is drawn as streaming again, not as cut", () => {
+  const realNow = Date.now;
+  let now = 2_000_000;
+  Date.now = () => now;
+  try {
+    const { model, q, el, win, dispose } = setup();
+    let tick = null;
+    win.setInterval = (fn) => { tick = fn; return 7; };
+    win.clearInterval = () => { tick = null; };
+    model.update("transcript", [{ role: "user", text: "tell me", images: [] }]);
+    model.update("busy", true);
+    const streaming = { kind: "streaming", text: "streaming…" };
+    model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: streaming }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial"]] });
+    for (let k = 0; k < 21; k++) {
+      now += 500;
+      if (tick) tick();
+    }
+    const msg = el.querySelector(".mmsp-msg-assistant");
+    const turn = msg.querySelector(".mmsp-turn");
+    assert.equal(turn.getAttribute("data-status"), "incomplete", "cut after 10 s of silence");
+    // the kernel was only slow: its next ops continue the reply (the kernel never sends status or
+    // banner again: they did not change on its side)
+    model.custom({ type: "ops", turn: 1, ops: [["append", 0, " and more"]] });
+    assert.equal(turn.getAttribute("data-status"), "streaming");
+    assert.ok(turn.querySelector(".mmsp-streaming"), "the streaming indicator is back");
+    assert.doesNotMatch(turn.querySelector(".mmsp-status").textContent, /reply was cut/);
+    assert.equal(msg.classList.contains("mmsp-cut-off"), false);
+    assert.equal(q(".mmsp-send").textContent, "Stop");
+    assert.equal(q(".mmsp-retry").hidden, true);
+    assert.equal(q(".mmsp-composer-note").hidden, true);
+    dispose();
+  } finally {
+    Date.now = realNow;
+  }
+});
+
+test("chat: Retry and Dismiss, which go away once used, leave the focus in the message box", () => {
+  const { model, q, el, win } = setup();
+  const doc = win.document;
+  const user = { role: "user", text: "q", images: [] };
+  const failed = { role: "assistant", turn: { status: "error", items: [], banner: { kind: "error", text: "boom" }, footer: null } };
+  model.update("transcript", [user, failed]);
+  const retry = q("button.mmsp-retry");
+  assert.equal(retry.hidden, false);
+  retry.focus();
+  retry.click();
+  assert.deepEqual(model.sent.at(-1), { type: "retry" });
+  // the kernel drops the failed turn and its message, then sends the message again
+  model.update("busy", true);
+  model.custom({ type: "transcript", at: 0, entries: [] });
+  model.custom({ type: "transcript", at: 0, entries: [user] });
+  assert.equal(retry.isConnected, false);
+  assert.equal(doc.activeElement, q("textarea.mmsp-input"), "focus is not lost to the page (where keys reach the notebook)");
+  model.update("busy", false);
+  model.update("error", "could not send");
+  const dismiss = q("button.mmsp-dismiss");
+  assert.equal(q(".mmsp-chat-error").hidden, false);
+  dismiss.focus();
+  dismiss.click();
+  assert.equal(q(".mmsp-chat-error").hidden, true);
+  assert.equal(doc.activeElement, q("textarea.mmsp-input"));
+  assert.ok(el.contains(doc.activeElement));
+});
+
+test("chat: a message that goes (a retry, a new chat) is no longer watched for its size", () => {
+  const jsdom = new JSDOM("<!doctype html><html><body></body></html>");
+  const win = jsdom.window;
+  const watched = new Set();
+  win.ResizeObserver = class {
+    observe(t) { watched.add(t); }
+    unobserve(t) { watched.delete(t); }
+    disconnect() { watched.clear(); }
+  };
+  const el = win.document.createElement("div");
+  win.document.body.appendChild(el);
+  const model = fakeModel({ transcript: [], busy: false, models: [], model: "", thinking: "", thinking_levels: [], error: "" });
+  const forget = chatWidget.initialize({ model });
+  const dispose = chatWidget.render({ model, el });
+  const answer = (text) => ({ role: "assistant", turn: { status: "complete", items: [{ i: 0, kind: "text", status: "done", text }], footer: null } });
+  const detached = () => [...watched].filter((t) => t !== el.querySelector(".mmsp-chat-log") && !t.isConnected).length;
+  for (let k = 0; k < 5; k++) {
+    model.custom({ type: "transcript", at: 0, entries: [{ role: "user", text: `q${k}`, images: [] }, answer(`a${k}`)] });
+    model.custom({ type: "ops", turn: 3, ops: [["item", 0, { kind: "text", status: "streaming" }]] }); // a live turn
+    model.custom({ type: "transcript", at: 0, entries: [] }); // a new chat
+  }
+  assert.equal(detached(), 0, "no message gone from the page is kept by the observer");
+  dispose();
+  forget();
+  assert.equal(watched.size, 0);
+});
+
 test("chat: the transcript's changes arrive as messages; the model keeps the whole conversation, unsaved", () => {
   const { model, el, q } = setup();
   const u = (text) => ({ role: "user", text, images: [] });

@@ -336,6 +336,42 @@ test("explore: a long conversation comes in windows around the selected steps, m
   noScript(el);
 });
 
+test("explore: Show later / Show earlier and Stop, redrawn or hidden once used, keep the focus in the explorer", () => {
+  const { model, q, el, win } = setup();
+  const doc = win.document;
+  model.custom({ type: "state", page: page(), detail: windowed() });
+  const after = q(".mmsp-x-more-after");
+  after.focus();
+  after.click();
+  assert.deepEqual(model.sent.at(-1), { type: "more", row: 7, after: 4 });
+  // waiting for the answer, the button says it is unavailable but stays focusable (a disabled
+  // button drops the focus in the browser)
+  assert.equal(after.disabled, false);
+  assert.equal(after.getAttribute("aria-disabled"), "true");
+  after.click();
+  assert.equal(model.sent.filter((m) => m.type === "more").length, 1, "one request at a time");
+  model.custom({ type: "more", row: 7, window: [4, 5], entries: [
+    { kind: "assistant", key: "m1", steps: [3, 4, 4], vm: { items: stepItems(3) }, lines: ["step 4: y"] }] });
+  assert.equal(after.isConnected, false);
+  assert.equal(doc.activeElement, q(".mmsp-x-more-after"), "the new Show later button has the focus");
+  q(".mmsp-x-more-after").click();
+  model.custom({ type: "more", row: 7, window: [5, 7], entries: [
+    { kind: "user", key: "m9", label: "user · message 9", text: "next", images: [], notes: [] },
+    { kind: "assistant", key: "m10", label: "assistant · turn 4", vm: turnVm("last"), lines: [], notes: [] }] });
+  assert.equal(q(".mmsp-x-more-after"), null);
+  assert.equal(doc.activeElement, q(".mmsp-x-conversation"), "nothing later: the conversation has the focus");
+  // the replay's Stop hides when the replay ends: the focus goes to Replay
+  q(".mmsp-x-replay").click();
+  model.custom({ type: "replay", phase: "start", title: "replay" });
+  q(".mmsp-x-stop").focus();
+  q(".mmsp-x-stop").click();
+  assert.deepEqual(model.sent.at(-1), { type: "stop" });
+  model.custom({ type: "replay", phase: "end", vm: turnVm("hello") });
+  assert.equal(q(".mmsp-x-stop").hidden, true);
+  assert.equal(doc.activeElement, q(".mmsp-x-replay"));
+  assert.ok(el.contains(doc.activeElement));
+});
+
 test("explore: a picker shows a long value cut, its title longer, and takes a value typed", () => {
   const { model, q, qa, win } = setup();
   const long = "m".repeat(200) + "… (100,000 characters)";
