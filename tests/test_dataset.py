@@ -2154,3 +2154,20 @@ def test_the_main_process_holds_a_window_of_traces_not_all(tmp_path: Path, monke
     peak_large = _main_peak(large, tmp_path / "ds_large")
     assert peak_large < peak_small + 600_000, (peak_small, peak_large)
     assert traces.dataset(tmp_path / "ds_large").count_rows() == len(traces.load_turns(large, progress=False))
+
+
+@pytest.mark.parametrize("kind", ["turns", "events"])
+def test_max_size_skips_as_the_loaders_do_and_another_one_rebuilds(corpus: Path, tmp_path: Path, kind: str) -> None:
+    sizes = sorted(p.stat().st_size for p in corpus.rglob("*.json*"))
+    limit = sizes[len(sizes) // 2]  # about half the files over it
+    ds_dir = tmp_path / "ds"
+    small = quiet_sync(corpus, ds_dir, kind=kind, max_size=limit, progress=False)
+    assert sum(s["reason"].startswith("too large") for s in small.skipped) > 5
+    assert_same(ds_dir, corpus, kind, max_size=limit)
+    whole = quiet_sync(corpus, ds_dir, kind=kind, progress=False)  # the default again: rebuilt, all in
+    assert not any(s["reason"].startswith("too large") for s in whole.skipped) and whole.unchanged == 0
+    assert_same(ds_dir, corpus, kind)
+    assert quiet_sync(corpus, ds_dir, kind=kind, progress=False).converted == 0  # (the default is no change)
+    for bad in (-1, "1 MB", 2.5, True):
+        with pytest.raises(OptionError, match="max_size must be a number of bytes"):
+            traces.sync(corpus, ds_dir, kind=kind, max_size=bad)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from .._errors import OptionTypeError, TraceError
+from .._errors import OptionError, OptionTypeError, TraceError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -72,3 +72,20 @@ def check_flags(**flags: Any) -> None:
             shown = repr(value)
             raise OptionTypeError(f"{name} takes True or False, not {type(value).__name__} "
                                   f"{shown[:40] + '...' if len(shown) > 40 else shown}")
+
+
+def check_max_size(max_size: Any) -> None:
+    """Refuse a ``max_size`` that is not a number of bytes (an int >= 0)."""
+    if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0:
+        raise OptionError(f"max_size must be a number of bytes (an int >= 0), not {max_size!r}")
+
+
+def dir_path(value: Any, name: str) -> str:
+    """A directory argument as text (bytes decoded as the loaders decode them, ``~`` expanded); an
+    empty one, which would be the working directory, is refused as the loaders refuse it."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise OptionTypeError(f"{name} takes a directory path, not {type(value).__name__} {value!r}")
+    path = os.fsdecode(os.fspath(value))
+    if not path:
+        raise OptionError(f"{name} is an empty path: give a directory (\".\" for the working directory)")
+    return os.path.expanduser(path)  # (a leading ~ is the home directory, as the loaders take it)

@@ -42,7 +42,7 @@ from .._errors import TraceError
 from ..core.pricing import PriceTable
 from ..core.redact import held_secrets
 from ..core.stamps import created_ms
-from ..core.store import IS_A_DIRECTORY, read_sidecar, read_trace
+from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
 from ._build import split_sidecar
 from ._events import EventBuilder
 from ._export import to_arrow
@@ -99,6 +99,8 @@ class Job:
     #: (a small sync, in the calling process), where the files are small and their fixed costs
     #: (Arrow writes them without the GIL) add up; a pool's workers write with one
     write_threads: int = 1
+    #: trace files and sidecars over this many bytes are skipped as ``too large`` (the loaders' rule)
+    max_size: int = MAX_FILE_SIZE
 
 
 @dataclass
@@ -167,7 +169,7 @@ def _convert_chunk(job: Job) -> ChunkResult:
         data: Any = None  # the trace's dict, or what decode_trace made of it
         if path is not None:
             try:
-                data = read_trace(path, decode=decode)
+                data = read_trace(path, decode=decode, max_size=job.max_size)
             except TraceError as exc:
                 if exc.reason != IS_A_DIRECTORY:  # a directory matched by the pattern: not reported
                     notes.append({"path": path, "reason": exc.reason})
@@ -175,7 +177,7 @@ def _convert_chunk(job: Job) -> ChunkResult:
                 continue
         records = None
         if sidecar is not None:
-            sc = read_sidecar(sidecar, job.kind == "events")
+            sc = read_sidecar(sidecar, job.kind == "events", job.max_size)
             if sc.error is not None:  # as the loaders report it
                 if path is None:  # nothing else to load from this trace
                     loaded[tid] = (False, [{"path": sidecar, "reason": sc.error}])

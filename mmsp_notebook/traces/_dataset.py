@@ -28,9 +28,10 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
-from .._errors import OptionError, OptionTypeError, TraceNotFoundError
+from .._errors import OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
-from ._common import PathLike, check_flags
+from ..core.store import MAX_FILE_SIZE
+from ._common import PathLike, check_flags, check_max_size, dir_path
 from ._compact import merge, plan
 from ._convert import KINDS, Job, convert, held_path, unread
 from ._copies import Settled, resolve, settle_chunk
@@ -76,6 +77,7 @@ def sync(
     prices: Prices | None = None,
     payloads: bool = False,
     verify: bool = False,
+    max_size: int = MAX_FILE_SIZE,
 ) -> SyncResult:
     """Convert the traces under ``src`` into the Parquet dataset ``dataset_dir/<kind>``, incrementally.
 
@@ -111,9 +113,10 @@ def sync(
         verify: read every data file whole, checking its pages' checksums, and rebuild a damaged
             one (see below). Without it, a sync checks the files changed since the last sync
             left them, and every file it reads to rewrite or merge.
-        pattern, dedupe, prices, payloads: as for the loaders (``payloads`` for items). A sync
-            with other ``pattern``, ``dedupe`` or ``payloads`` than the dataset was made with
-            rebuilds it; with other prices (``prices``, or mmsp's list prices after an upgrade)
+        pattern, dedupe, prices, payloads, max_size: as for the loaders (``payloads`` for
+            items; a trace file or sidecar over ``max_size`` bytes is skipped as ``too large``).
+            A sync with other ``pattern``, ``dedupe``, ``payloads`` or ``max_size`` than the
+            dataset was made with rebuilds it; with other prices (``prices``, or mmsp's list prices after an upgrade)
             it recomputes the turns' cost columns in every file, reading no trace again.
 
     A data file the manifest lists that is missing, or damaged (cut short; a page failing its
@@ -139,9 +142,9 @@ def sync(
     """
     not_while_importing_main()
     t0 = time.time()
-    src = _path(src, "src")
+    src = dir_path(src, "src")
     # (absolute, as src: the workers of an executor may run in other directories, a cluster's do)
-    dataset_dir = _dataset_of(os.path.abspath(_path(dataset_dir, "dataset_dir")), kind)
+    dataset_dir = _dataset_of(os.path.abspath(dir_path(dataset_dir, "dataset_dir")), kind)
     root = kind_dir(dataset_dir, kind)
     if not isinstance(chunk_files, int) or isinstance(chunk_files, bool):
         raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
@@ -153,6 +156,7 @@ def sync(
         raise OptionTypeError(f"executor takes a concurrent.futures.Executor (a process or thread pool, Dask's "
                               f"client.get_executor()), not {type(executor).__name__} {executor!r:.80}{hint}")
     check_flags(progress=progress, dedupe=dedupe, payloads=payloads, verify=verify)
+    check_max_size(max_size)
     Pattern(pattern)  # a bad pattern fails here, before a dataset made with another is reset
     src_path = os.path.abspath(os.fspath(src))
     if not os.path.isdir(src_path):
@@ -171,6 +175,8 @@ def sync(
         "dedupe": bool(dedupe) and kind != "events",
         "prices": _as_json(prices) if prices else None,  # (what it was made with, for the record)
         "payloads": bool(payloads) if kind == "items" else False,
+        # (None for the default: a dataset made before sync took it keeps its rows)
+        "max_size": None if max_size == MAX_FILE_SIZE else max_size,
     }
     for p in (Path(dataset_dir), root):
         if p.exists() and not p.is_dir():
@@ -275,7 +281,8 @@ class _Sync:
         # of every file are recomputed in place, before any trace is converted with them
         repriced = self.reprice(pricing) if self.m.meta().get("pricing") != pricing else 0
         copy, draft = sc.for_scan()
-        scan = scan_sources(src_path, pattern, self.m, t0, skip=own, copy=copy, draft=draft)
+        scan = scan_sources(src_path, pattern, self.m, t0, skip=own, copy=copy, draft=draft,
+                            max_size=self.options.get("max_size") or MAX_FILE_SIZE)
         sc.scanned()
         result = self.result = SyncResult(o["kind"], self.root, scan.new + scan.changed, scan.deleted, scan.unchanged,
                                           repriced)
@@ -443,7 +450,8 @@ class _Sync:
                 ids = [r[0] for r in part]
                 self._running[ids[0]] = part
                 yield (Job(o["kind"], str(self.root), [r[:3] for r in part], o["dedupe"], self.prices, o["payloads"],
-                           {t: hide[t] for t in ids if t in hide}, self.m.priors(ids) if priors else {}, schema, alone),)
+                           {t: hide[t] for t in ids if t in hide}, self.m.priors(ids) if priors else {}, schema, alone,
+                           o.get("max_size") or MAX_FILE_SIZE),)
 
         notes: list[dict[str, str]] = []
         bar = _progress_bar(n, self.progress, f"syncing {o['kind']}")
@@ -607,17 +615,6 @@ class _Sync:
 
     def resolve(self) -> None:
         resolve(self)
-
-
-def _path(value: Any, name: str) -> str:
-    """A path argument as text (bytes decoded as the loaders decode them, ``~`` expanded); an empty
-    one, which would be the working directory, is refused as the loaders refuse it."""
-    if not isinstance(value, (str, bytes, os.PathLike)):
-        raise OptionTypeError(f"{name} takes a directory path, not {type(value).__name__} {value!r}")
-    path = os.fsdecode(os.fspath(value))
-    if not path:
-        raise OptionError(f"{name} is an empty path: give a directory (\".\" for the working directory)")
-    return os.path.expanduser(path)  # (a leading ~ is the home directory, as the loaders take it)
 
 
 def _dataset_of(dataset_dir: str, kind: str) -> str:

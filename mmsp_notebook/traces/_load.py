@@ -18,7 +18,7 @@ from ..core.pricing import Prices
 from ..core.redact import held_secrets
 from ..core.stamps import created_ms
 from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
-from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning, check_flags
+from ._common import OTEL_COLUMNS, Paths, TimeLike, TraceLoadWarning, check_flags, check_max_size
 from ._events import EventBuilder
 from ._fast import Decoded, decode_trace
 from ._io import Source, config_trace_id, deeper_match, find_sources, latest_run
@@ -153,8 +153,7 @@ def _drive_sources(
     decode: Callable[[bytes], Any] | None = None,
     kind: str = "turns",
 ) -> tuple[int, list[dict[str, str]], dict[str, list[str]]]:
-    if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0:
-        raise OptionError(f"max_size must be a number of bytes (an int >= 0), not {max_size!r}")
+    check_max_size(max_size)
     if not isinstance(paths, (str, bytes, os.PathLike)) and isinstance(paths, Iterable):
         paths = list(paths)  # (walked, then looked at again: a generator would be spent)
     sources, skipped = find_sources(paths, pattern)

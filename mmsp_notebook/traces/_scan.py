@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import TraceError
-from ..core.store import read_regular
+from ..core.store import MAX_FILE_SIZE, read_regular
 from ._io import iter_sources
 from ._manifest import RACY_S, Manifest
 from ._snapshot import Draft, Snapshot
@@ -39,14 +39,14 @@ NEW, CHANGED, DELETED, AGAIN = 0, 1, 2, 3
 WINDOW = 4096
 
 
-def _content_hash(*paths: str | None) -> str:
+def _content_hash(*paths: str | None, max_size: int = MAX_FILE_SIZE) -> str:
     h = hashlib.blake2b(digest_size=16)
     for p in paths:
         h.update(b"\x00")
         if p is None:
             continue
         try:  # the loaders' read: never blocking, regular files only (a FIFO would hold the sync for ever)
-            raw, _ = read_regular(p)
+            raw, _ = read_regular(p, max_size)
         except TraceError as exc:
             h.update(exc.reason.encode())
             continue
@@ -140,8 +140,8 @@ def _same_dirs(dirs: dict[str, int]) -> bool:
 class _Window:
     """Classifies the traces of one window against what the manifest recorded of them."""
 
-    def __init__(self, m: Manifest, racy_ns: int) -> None:
-        self.m, self.racy_ns = m, racy_ns
+    def __init__(self, m: Manifest, racy_ns: int, max_size: int = MAX_FILE_SIZE) -> None:
+        self.m, self.racy_ns, self.max_size = m, racy_ns, max_size
         self.new = self.changed = self.unchanged = self.settled = 0
 
     def add(self, rows: Iterable[tuple[Any, ...]]) -> None:
@@ -172,7 +172,7 @@ class _Window:
             if same and r[7] is None and not racy:
                 unchanged += 1  # the common case
                 continue
-            digest = _content_hash(path, sidecar) if racy or (known and r[7] is not None) else None
+            digest = _content_hash(path, sidecar, max_size=self.max_size) if racy or (known and r[7] is not None) else None
             if not known:
                 self.new += 1
                 state = NEW
@@ -235,7 +235,7 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window) -> None:
 
 
 def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iterable[str] = (),
-                 copy: Snapshot | None = None, draft: Draft | None = None) -> Scan:
+                 copy: Snapshot | None = None, draft: Draft | None = None, max_size: int = MAX_FILE_SIZE) -> Scan:
     """The traces under ``src`` against the manifest: new, changed, deleted, unchanged, written to
     the manifest's work tables a window at a time.
 
@@ -248,7 +248,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     taken for a trace."""
     racy_ns = int((started - RACY_S) * 1e9)
     m.begin_scan()
-    w = _Window(m, racy_ns)
+    w = _Window(m, racy_ns, max_size)
     dirs: dict[str, int] | None = None
     unnamed: list[dict[str, str]] | None = None
     deleted = 0
