@@ -103,11 +103,20 @@ class _Echo(BaseHTTPRequestHandler):
         pass
 
 
-def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(caplog, capfd):
-    caplog.set_level(logging.DEBUG)
+@contextlib.contextmanager
+def _echo_server():
+    """An upstream answering with what it received (:class:`_Echo`), on a loopback port."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
+        yield server
+    finally:
+        server.shutdown()
+
+
+def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    with _echo_server() as server:
         with WireProxy(f"http://127.0.0.1:{server.server_port}/api/v1") as proxy:
             assert proxy.base_url.endswith("/api/v1")
             with httpx.Client() as http:
@@ -133,8 +142,6 @@ def test_proxy_forwards_method_path_query_body_and_headers_but_keeps_no_key(capl
         assert records[0].request == {"x": [1, 2]} and records[0].endpoint == "/api/v1/things/7"
         stored = repr([{k: v for k, v in vars(r).items() if k != "_body"} for r in records])
         assert CANARY not in stored and "secret-cookie" not in stored
-    finally:
-        server.shutdown()
     out, err = capfd.readouterr()
     assert CANARY not in out + err + caplog.text
 
@@ -170,15 +177,10 @@ def test_a_key_in_the_upstream_url_s_user_info_is_sent_but_never_logged(caplog, 
     # an upstream behind Basic auth is given as http://user:KEY@host/v1: httpx sends the key as
     # Authorization and logs each request's URL, which must not show it
     caplog.set_level(logging.DEBUG)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with WireProxy(f"http://user:{CANARY}@127.0.0.1:{server.server_port}/v1") as proxy:
-            echo = httpx.post(proxy.base_url + "/chat/completions", json={}).json()
-            assert echo["headers"]["authorization"].startswith("Basic ")  # forwarded as the client's URL asks
-            assert CANARY not in repr(proxy) + proxy.upstream_display + repr(proxy.transcripts)
-    finally:
-        server.shutdown()
+    with _echo_server() as server, WireProxy(f"http://user:{CANARY}@127.0.0.1:{server.server_port}/v1") as proxy:
+        echo = httpx.post(proxy.base_url + "/chat/completions", json={}).json()
+        assert echo["headers"]["authorization"].startswith("Basic ")  # forwarded as the client's URL asks
+        assert CANARY not in repr(proxy) + proxy.upstream_display + repr(proxy.transcripts)
     assert "HTTP Request: POST http://user:[redacted]@127.0.0.1:" in caplog.text
     out, err = capfd.readouterr()
     assert CANARY not in out + err + caplog.text

@@ -321,26 +321,44 @@ test("chat: a long user message is collapsed behind Show more / Show less (aria-
   assert.ok(el.querySelector(".mmsp-user-text").classList.contains("mmsp-collapsed"));
 });
 
-test("chat: a kernel that stops answering while a reply streams: heartbeats keep the reply, silence cuts it and input comes back", () => {
+/** A chat streaming "Partial" into its reply, on a clock the test moves (`clock.now`) and a watch
+ * the test ticks (`tick()`: what the chat's interval would run; null once the watch ends). */
+function streamingChat(clock) {
+  const chat = setup();
+  const watch = { fn: null };
+  chat.win.setInterval = (fn) => { watch.fn = fn; return 7; };
+  chat.win.clearInterval = () => { watch.fn = null; };
+  chat.model.update("transcript", [{ role: "user", text: "tell me", images: [] }]);
+  chat.model.update("busy", true);
+  const streaming = { kind: "streaming", text: "streaming…" };
+  chat.model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: streaming }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial"]] });
+  return { ...chat, watch, clock };
+}
+
+/** `body(clock)` with Date.now reading `clock.now` (put back after). */
+function onClock(start, body) {
   const realNow = Date.now;
-  let now = 1_000_000;
-  Date.now = () => now;
+  const clock = { now: start };
+  Date.now = () => clock.now;
   try {
-    const { model, q, el, win, dispose } = setup();
+    body(clock);
+  } finally {
+    Date.now = realNow;
+  }
+}
+
+test("chat: a kernel that stops answering while a reply streams: heartbeats keep the reply, silence cuts it and input comes back", () => {
+  onClock(1_000_000, (clock) => {
     // (no window timers here: the test drives the check itself)
-    let tick = null;
-    win.setInterval = (fn) => { tick = fn; return 7; };
-    win.clearInterval = () => { tick = null; };
-    model.update("transcript", [{ role: "user", text: "tell me", images: [] }]);
-    model.update("busy", true);
-    model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: { kind: "streaming", text: "streaming…" } }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial"]] });
-    assert.ok(tick, "watching the kernel while busy");
+    const { model, q, el, win, dispose, watch } = streamingChat(clock);
+    const tick = () => watch.fn();
+    assert.ok(watch.fn, "watching the kernel while busy");
     assert.equal(q(".mmsp-send").textContent, "Stop");
     // no ops for 15 s, but a heartbeat every 2 s: the kernel is alive, the reply goes on (and the
     // front end asks nothing: a kernel busy with a cell would not read it)
     const sent = model.sent.length;
     for (let k = 0; k < 30; k++) {
-      now += 500;
+      clock.now += 500;
       if (k % 4 === 3) model.custom({ type: "heartbeat" });
       tick();
     }
@@ -350,13 +368,13 @@ test("chat: a kernel that stops answering while a reply streams: heartbeats keep
     // silent for 10 s (the last heartbeat was 1 s ago): the reply is cut, marked, and the chat
     // takes input again
     for (let k = 0; k < 17; k++) {
-      now += 500;
+      clock.now += 500;
       tick();
     }
     assert.equal(q(".mmsp-send").textContent, "Stop", "not cut before 10 s of silence");
-    now += 500;
+    clock.now += 500;
     tick();
-    assert.equal(tick, null, "the watch ends with the busy state");
+    assert.equal(watch.fn, null, "the watch ends with the busy state");
     assert.equal(q(".mmsp-send").textContent, "Send");
     const turn = el.querySelector(".mmsp-msg-assistant .mmsp-turn");
     assert.equal(turn.getAttribute("data-status"), "incomplete");
@@ -368,27 +386,15 @@ test("chat: a kernel that stops answering while a reply streams: heartbeats keep
     input.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
     assert.deepEqual(model.sent.at(-1), { type: "send", text: "again", images: [] });
     dispose();
-  } finally {
-    Date.now = realNow;
-  }
+  });
 });
 
 test("chat: a reply cut for silence that then goes on streaming is drawn as streaming again, not as cut", () => {
-  const realNow = Date.now;
-  let now = 2_000_000;
-  Date.now = () => now;
-  try {
-    const { model, q, el, win, dispose } = setup();
-    let tick = null;
-    win.setInterval = (fn) => { tick = fn; return 7; };
-    win.clearInterval = () => { tick = null; };
-    model.update("transcript", [{ role: "user", text: "tell me", images: [] }]);
-    model.update("busy", true);
-    const streaming = { kind: "streaming", text: "streaming…" };
-    model.custom({ type: "ops", turn: 1, ops: [["turn", { status: "streaming", banner: streaming }], ["item", 0, { kind: "text", status: "streaming" }], ["append", 0, "Partial"]] });
+  onClock(2_000_000, (clock) => {
+    const { model, q, el, dispose, watch } = streamingChat(clock);
     for (let k = 0; k < 21; k++) {
-      now += 500;
-      if (tick) tick();
+      clock.now += 500;
+      if (watch.fn) watch.fn();
     }
     const msg = el.querySelector(".mmsp-msg-assistant");
     const turn = msg.querySelector(".mmsp-turn");
@@ -404,9 +410,7 @@ test("chat: a reply cut for silence that then goes on streaming is drawn as stre
     assert.equal(q(".mmsp-retry").hidden, true);
     assert.equal(q(".mmsp-composer-note").hidden, true);
     dispose();
-  } finally {
-    Date.now = realNow;
-  }
+  });
 });
 
 test("chat: Retry and Dismiss, which go away once used, leave the focus in the message box", () => {
