@@ -17,6 +17,7 @@ from mmsp.credentials import routed_client_type
 
 from .._errors import OptionError, OptionTypeError
 from ..core.chars import refuse_lone_surrogate
+from ..core.flags import check_flag
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
@@ -28,8 +29,7 @@ from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
 
-__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_chat_name", "check_flag", "door_options",
-           "refuse_unknown"]
+__all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_chat_name", "door_options", "refuse_unknown"]
 
 
 def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
@@ -239,13 +239,6 @@ def launch(
                 await lease.release()
 
     return run, _worker.submit(go())
-
-
-def check_flag(name: str, value: Any) -> None:
-    """Refuse a flag (``new``, ``wire``) that is not True or False (``None``: off): ``wire="false"``
-    would be taken as true."""
-    if value is not None and (isinstance(value, str) or value not in (True, False)):
-        raise OptionTypeError(f"{name} takes True or False, not {type(value).__name__} {redact(repr(value))[:40]}")
 
 
 def check_chat_name(name: str, option: str = "chat") -> None:

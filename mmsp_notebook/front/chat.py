@@ -16,11 +16,12 @@ import anywidget
 import traitlets
 
 from .._errors import BusyError, OptionError, OptionTypeError
+from ..core.flags import check_flag
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.turn import Turn
 from ..engine import worker as _worker
-from ..engine.launch import check_chat_name, check_flag, check_trace_id, launch, refuse_unknown, user_message
+from ..engine.launch import check_chat_name, check_trace_id, launch, refuse_unknown, user_message
 from ..engine.messages import check_history
 from ..engine.options import THINKING_LEVELS, TurnOptions
 from ..engine.session import session

@@ -21,9 +21,10 @@ from typing import Any, TextIO
 
 from .._errors import LoopBlockedError, OptionError, TurnError
 from ..core.chars import isolate
+from ..core.flags import check_flag
 from ..core.run import Watched
 from ..core.turn import Turn
-from ..engine.launch import check_chat_name, check_flag, door_options, launch, refuse_unknown, user_message
+from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message
 from ..engine.session import Session, session
 from .finish import check_door, finish_turn
 

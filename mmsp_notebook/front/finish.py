@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from .._errors import OptionTypeError, TurnError
+from ..core.flags import check_flag
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.turn import Turn
@@ -47,9 +48,7 @@ def check_door(door: str, stream: Any = None, **flags: Any) -> None:
         raise OptionTypeError(f"{door}: stream takes a text stream to write to (sys.stdout, io.StringIO(), "
                               f"open(path, 'w')), not {type(stream).__name__} {redact(repr(stream))[:80]}")
     for name, value in flags.items():
-        if value is not None and (isinstance(value, str) or value not in (True, False)):
-            raise OptionTypeError(f"{door}: {name} takes True or False (None: the kernel's setting), "
-                                  f"not {type(value).__name__} {redact(repr(value))[:40]}")
+        check_flag(name, value, none="the kernel's setting", door=door)
 
 
 def present(

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._errors import OptionError, OptionTypeError, TraceError
+from ..core.flags import check_flag
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -65,13 +66,7 @@ def check_flags(**flags: Any) -> None:
     """Refuse a switch that is not True or False (``progress`` may be None: tqdm's own choice):
     ``dedupe="no"`` or ``otel="false"`` would be taken as true."""
     for name, value in flags.items():
-        if value is None and name == "progress":
-            continue
-        numpy_bool = type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_")
-        if not (isinstance(value, int) and value in (0, 1) or numpy_bool):  # (bool, 0/1, NumPy's bool)
-            shown = repr(value)
-            raise OptionTypeError(f"{name} takes True or False, not {type(value).__name__} "
-                                  f"{shown[:40] + '...' if len(shown) > 40 else shown}")
+        check_flag(name, value, none="" if name == "progress" else None)
 
 
 def check_max_size(max_size: Any) -> None:
