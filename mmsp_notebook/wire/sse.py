@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,13 +34,7 @@ def detect_protocol(data: bytes) -> str | None:
     with an ``event_type`` is MMSP's wire. Only fields and payloads count, never what a text says:
     an answer that quotes another protocol's stream is its own protocol's.
     """
-    start = 0
-    for match in _FRAME_END.finditer(data):
-        found = _frame_protocol(data[start : match.end()])
-        if found is not None:
-            return found
-        start = match.end()
-    return _frame_protocol(data[start:]) if start < len(data) else None
+    return next((found for raw in _frames(data) if (found := _frame_protocol(raw)) is not None), None)
 
 
 def _frame_protocol(raw: bytes) -> str | None:
@@ -67,14 +62,17 @@ def split_frames(data: bytes) -> list[bytes]:
     ``b"".join(split_frames(data)) == data`` always holds; trailing bytes without a blank line
     form a last frame of their own.
     """
-    frames = []
+    return list(_frames(data))
+
+
+def _frames(data: bytes) -> Iterator[bytes]:
+    """The frames of :func:`split_frames`, one at a time (:func:`detect_protocol` stops at the first that tells)."""
     start = 0
     for match in _FRAME_END.finditer(data):
-        frames.append(data[start : match.end()])
+        yield data[start : match.end()]
         start = match.end()
     if start < len(data):
-        frames.append(data[start:])
-    return frames
+        yield data[start:]
 
 
 @dataclass
