@@ -88,6 +88,9 @@ export function createTurnView(container, options = {}) {
     for (const v of views) v.el.remove();
     views = [];
     const src = vm && typeof vm === "object" ? vm : {};
+    // A view model carries no events: the table stays for the turn it shows (a snapshot answering a
+    // hello, the turn's trait at its end) and starts over with another turn (TurnView.reset).
+    if ((src.id ?? null) !== turn.id) clearEvents();
     turn = { ...emptyTurn(), ...clone(src), items: [] };
     const items = Array.isArray(src.items) ? src.items.slice().sort((a, b) => a.i - b.i) : [];
     for (const it of items) addItem(clone(it), true);
@@ -497,6 +500,13 @@ export function createTurnView(container, options = {}) {
   }
 
   // ------------------------------------------------------------------ events table
+  function clearEvents() {
+    if (eventsEl) eventsEl.remove();
+    eventsEl = null;
+    eventsBody = null;
+    eventsCount = null;
+  }
+
   function addEvent(row, label) {
     if (!eventsEl) {
       eventsEl = h(doc, "details", "mmsp-events", { open: true });
