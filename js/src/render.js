@@ -85,7 +85,10 @@ export function createTurnView(container, options = {}) {
       sched.cancel(frame);
       frame = null;
     }
-    for (const v of views) v.el.remove();
+    for (const v of views) {
+      v.dispose();
+      v.el.remove();
+    }
     views = [];
     const src = vm && typeof vm === "object" ? vm : {};
     // A view model carries no events: the table stays for the turn it shows (a snapshot answering a
@@ -248,6 +251,7 @@ export function createTurnView(container, options = {}) {
         return false;
       },
       update() {},
+      dispose() {},
     };
   }
 
@@ -263,6 +267,7 @@ export function createTurnView(container, options = {}) {
     v.append = (s) => md.append(s);
     v.resetText = () => md.reset(v.item.text || "");
     v.flush = (finished) => md.flush(finished);
+    v.dispose = () => md.dispose();
     v.update = () => setStatusAttr(v);
     v.update();
     return v;
@@ -553,6 +558,7 @@ export function createTurnView(container, options = {}) {
     destroyed = true;
     if (frame !== null) sched.cancel(frame);
     frame = null;
+    for (const v of views) v.dispose();
     root.removeEventListener("click", onClick);
     root.remove();
   }
