@@ -6,8 +6,9 @@ import { createTurnView } from "./render.js";
 import { connectMath } from "./math.js";
 
 export function renderCompareWidget({ model, el }) {
+  const doc = el.ownerDocument; // the page the widget is drawn in (not always this bundle's global document)
   el.classList.add("mmsp-root", "mmsp-compare");
-  const grid = document.createElement("div");
+  const grid = doc.createElement("div");
   grid.className = "mmsp-columns";
   el.appendChild(grid);
   let views = [];
@@ -17,14 +18,14 @@ export function renderCompareWidget({ model, el }) {
     for (const view of views) view.destroy();
     grid.replaceChildren();
     views = labels.map((label) => {
-      const column = document.createElement("section");
+      const column = doc.createElement("section");
       column.className = "mmsp-column";
       column.setAttribute("aria-label", String(label)); // a region named for its model
-      const head = document.createElement("div");
+      const head = doc.createElement("div");
       head.className = "mmsp-column-head";
       head.dir = "auto"; // a model's name: its bidi controls reorder nothing outside it
       head.textContent = String(label);
-      const body = document.createElement("div");
+      const body = doc.createElement("div");
       body.className = "mmsp-column-body";
       column.append(head, body);
       grid.appendChild(column);
@@ -60,6 +61,7 @@ export function renderCompareWidget({ model, el }) {
     unmath();
     for (const view of views) view.destroy();
     views = [];
+    grid.remove();
     el.classList.remove("mmsp-root", "mmsp-compare");
   };
 }

@@ -14,7 +14,7 @@
 import MarkdownIt from "markdown-it";
 import createDOMPurify from "dompurify";
 import { h } from "./util.js";
-import { mathPlugin, requestMath } from "./math.js";
+import { mathPlugin, requestMath, releaseMath } from "./math.js";
 
 let _md = null;
 export function markdownIt() {
@@ -195,6 +195,7 @@ export class StreamingMarkdown {
     this.tailHTML = "";
     this.renderedLen = -1; // text length the DOM reflects
     this.final = false;
+    this.disposed = false;
   }
 
   reset(text) {
@@ -249,7 +250,7 @@ export class StreamingMarkdown {
 
   /** Draw the text again (math.js calls it once the math engine is loaded). */
   redraw() {
-    if (this.renderedLen < 0) return;
+    if (this.renderedLen < 0 || this.disposed) return;
     const finished = this.final;
     this.reset(this.text);
     this.flush(finished);
@@ -272,6 +273,12 @@ export class StreamingMarkdown {
     this.stableLen = 0;
     this.tailNodes = Array.from(this.el.childNodes);
     this.tailHTML = full;
+  }
+
+  /** The element is gone: nothing is drawn into it any more, and math.js forgets it. */
+  dispose() {
+    this.disposed = true;
+    releaseMath(this);
   }
 
   removeTail() {

@@ -19,6 +19,8 @@
 // widget, is a module of its own), so it is fetched once. Until it is there (or when no kernel
 // answers), a formula shows its TeX source escaped in <code class="mmsp-math-pending">; the Markdown
 // that held one is drawn again once it is (markdown.js: StreamingMarkdown).
+// What drew a formula as pending is kept until then, unless it is released first (releaseMath: its
+// view was destroyed), so a page where no kernel ever answers holds no view that is gone.
 // A TeX error shows the source, delimiters included, escaped in <span class="mmsp-math-error">.
 // What KaTeX returns is sanitized with the rest (markdown.js: MATH_TAGS, MATH_ATTRS).
 
@@ -119,6 +121,16 @@ export function requestMath(who) {
   const s = shared();
   if (!s.loading && s.sources.some((src) => !src.failed)) s.loading = load(s, s.sources);
   watch(s);
+}
+
+/** `who` is gone (its view destroyed, or drawn again without it): it is not redrawn, nor kept, any more. */
+export function releaseMath(who) {
+  waiting.delete(who);
+}
+
+/** How many drawings of this bundle wait for the engine, to be drawn again once it is loaded. */
+export function mathWaiting() {
+  return waiting.size;
 }
 
 /** Whether formulas are drawn as MathML now (else as their pending TeX). */

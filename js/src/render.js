@@ -85,9 +85,15 @@ export function createTurnView(container, options = {}) {
       sched.cancel(frame);
       frame = null;
     }
-    for (const v of views) v.el.remove();
+    for (const v of views) {
+      v.dispose();
+      v.el.remove();
+    }
     views = [];
     const src = vm && typeof vm === "object" ? vm : {};
+    // A view model carries no events: the table stays for the turn it shows (a snapshot answering a
+    // hello, the turn's trait at its end) and starts over with another turn (TurnView.reset).
+    if ((src.id ?? null) !== turn.id) clearEvents();
     turn = { ...emptyTurn(), ...clone(src), items: [] };
     const items = Array.isArray(src.items) ? src.items.slice().sort((a, b) => a.i - b.i) : [];
     for (const it of items) addItem(clone(it), true);
@@ -245,6 +251,7 @@ export function createTurnView(container, options = {}) {
         return false;
       },
       update() {},
+      dispose() {},
     };
   }
 
@@ -260,6 +267,7 @@ export function createTurnView(container, options = {}) {
     v.append = (s) => md.append(s);
     v.resetText = () => md.reset(v.item.text || "");
     v.flush = (finished) => md.flush(finished);
+    v.dispose = () => md.dispose();
     v.update = () => setStatusAttr(v);
     v.update();
     return v;
@@ -497,6 +505,13 @@ export function createTurnView(container, options = {}) {
   }
 
   // ------------------------------------------------------------------ events table
+  function clearEvents() {
+    if (eventsEl) eventsEl.remove();
+    eventsEl = null;
+    eventsBody = null;
+    eventsCount = null;
+  }
+
   function addEvent(row, label) {
     if (!eventsEl) {
       eventsEl = h(doc, "details", "mmsp-events", { open: true });
@@ -543,6 +558,7 @@ export function createTurnView(container, options = {}) {
     destroyed = true;
     if (frame !== null) sched.cancel(frame);
     frame = null;
+    for (const v of views) v.dispose();
     root.removeEventListener("click", onClick);
     root.remove();
   }

@@ -299,6 +299,24 @@ test("events table appears only with the first event op and shows the count it i
   assert.equal(container.querySelectorAll(".mmsp-events tbody tr").length, 2);
 });
 
+test("events table: a render of the same turn keeps it, a view reused for another turn starts it over", () => {
+  const { view, container } = makeView();
+  const row = (n) => ({ n: String(n), ms: "1.0", event_type: "content", type: "text.delta", preview: `row ${n}` });
+  view.apply([["turn", { id: "t1", status: "streaming" }], ["event", row(1)], ["event", row(2), "(2)"]]);
+  assert.equal(container.querySelectorAll(".mmsp-events tbody tr").length, 2);
+  // the same turn again (a snapshot answering another view's hello): the rows stay
+  view.render({ id: "t1", status: "streaming", items: [] });
+  assert.equal(container.querySelectorAll(".mmsp-events tbody tr").length, 2);
+  // the next turn (TurnView.reset sends its snapshot): no row of the previous turn is left
+  view.render({ id: "t2", status: "streaming", items: [] });
+  assert.equal(container.querySelector(".mmsp-events"), null);
+  view.apply([["event", row(1), "(1)"]]);
+  assert.equal(container.querySelectorAll(".mmsp-events").length, 1);
+  const rows = container.querySelectorAll(".mmsp-events tbody tr");
+  assert.deepEqual([...rows].map((tr) => tr.lastChild.textContent), ["row 1"]);
+  assert.equal(container.querySelector(".mmsp-events summary .mmsp-meta").textContent, "(1)");
+});
+
 // ---------------------------------------------------------------- streaming markdown
 
 function longDoc(targetBytes = 100_000) {
