@@ -42,6 +42,34 @@ def test_conversations_share_one_client_per_endpoint_and_keep_their_own_history(
     assert len(fresh_session.conversation("c0").history()) == 4  # a new endpoint keeps the history
 
 
+def test_a_client_class_is_imported_off_the_worker_loop_once_per_endpoint(fresh_session, monkeypatch):
+    # a provider's SDK is imported when its first client is made (anthropic: seconds); on the worker
+    # loop that would hold every other turn, chat and comparison of the kernel meanwhile
+    import asyncio
+
+    import mmsp.auto_client
+
+    real, calls = mmsp.auto_client._client_class, []
+
+    def client_class(client_type, model):
+        try:
+            asyncio.get_running_loop()
+            calls.append((client_type, "loop"))
+        except RuntimeError:
+            calls.append((client_type, "thread"))
+        return real(client_type, model)
+
+    monkeypatch.setattr(mmsp.auto_client, "_client_class", client_class)
+    assert ask("hi", client_type="ant-messages", chat="a", max_tokens=5).status == "complete"
+    assert calls[0] == ("ant-messages", "thread")  # the first call, which imports: not on the loop
+    n = len(calls)
+    assert ask("again", client_type="ant-messages", chat="b", max_tokens=5).status == "complete"
+    assert len(calls) == n  # the endpoint's client is shared: nothing imported or made again
+    calls.clear()
+    assert ask("on the wire", client_type="openai-responses", chat="c", max_tokens=5, wire=True).status == "complete"
+    assert calls[0] == ("openai-responses", "thread")  # --wire makes its client for the wire proxy the same way
+
+
 def test_idle_clients_beyond_the_limit_are_closed_and_close_closes_the_rest(fresh_session):
     fresh_session.clients.limit = 2
     kept = []

@@ -296,6 +296,20 @@ class Lease:
         await self.pool.release(self.key)
 
 
+def import_client_class(model: str, client_type: str | None = None, base_url: str | None = None) -> None:
+    """Import the module of the client class ``mmsp.AutoLLMClient`` picks for this endpoint (each
+    provider's SDK is imported when its first client is made: ``anthropic`` takes seconds). Nothing
+    is raised: a model no client knows is reported by the client's own making."""
+    demo = is_demo_model(model) and not base_url  # (as the turn routes it: launch.py)
+    try:
+        from mmsp.auto_client import _client_class
+        from mmsp.credentials import routed_client_type
+
+        _client_class(client_type or ("mmsp" if demo else routed_client_type(model)), model)
+    except Exception:
+        pass
+
+
 class ClientPool:
     """The mmsp clients of a session, one per endpoint, shared by every conversation that uses it.
 
@@ -312,6 +326,9 @@ class ClientPool:
 
     def __len__(self) -> int:
         return len(self._clients)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._clients
 
     async def lease(self, key: tuple[Any, ...], make: Callable[[], Any]) -> Lease:
         """The client of ``key`` (made with ``make()`` the first time), held until the lease is released."""
@@ -459,6 +476,8 @@ class Session:
         if is_demo_model(model) and not base_url:
             where = "demo:" + (await asyncio.to_thread(self.demo_server)).base_url
         key = (model, client_type, where, api_key_env, key_digest(api_key))
+        if key not in self.clients:  # a provider's SDK takes seconds to import: not on the loop, which serves every turn
+            await asyncio.to_thread(import_client_class, model, client_type, base_url)
         return await self.clients.lease(key, lambda: self.make_client(model, client_type, base_url, api_key))
 
     def trace_id(self, conv: Conversation) -> str:

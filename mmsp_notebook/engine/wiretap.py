@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import OptionError
 from ..core.turn import Turn
 from ..wire.capture import Wire, build_wire
-from .session import Conversation, Lease, Session, api_key_from_env, is_demo_model, key_digest
+from .session import Conversation, Lease, Session, api_key_from_env, import_client_class, is_demo_model, key_digest
 
 if TYPE_CHECKING:
     from ..wire.proxy import WireProxy
@@ -90,6 +90,8 @@ async def wire_client(sess: Session, conv: Conversation, model: str, client_type
     tap = tap_name(conv.name)
     url = proxy.tap_url(tap, root=kind in _ROOT_TYPES and proxy.base_url.endswith("/v1"))
     key = ("wire", model, client_type or kind, url, api_key_env, key_digest(api_key))
+    if key not in sess.clients:  # (a provider's SDK is imported off the loop: see Session.lease_client)
+        await asyncio.to_thread(import_client_class, model, client_type or kind, url)
     lease = await sess.clients.lease(
         key, lambda: mmsp.AutoLLMClient(model=model, api_key=api_key, base_url=url, client_type=client_type or kind))
     return WireTap(lease, proxy, tap, time.monotonic())
