@@ -14,7 +14,7 @@ from typing import Any
 
 from .chars import isolate, mend_surrogates
 from .pricing import LIST_PRICES, Prices, PriceTable, format_cost
-from .redact import redact, redact_exception
+from .redact import redact, redact_exception, redact_value
 from .state import ItemState, Status, TurnState
 
 __all__ = ["Turn", "media_kind", "STATUS_TEXT"]
@@ -301,7 +301,7 @@ class Turn:
         t = self.timings
         parts = [isolate(self.model or "?"), self.status]  # (names a server gives: see core.chars)
         if self.finish_reason:
-            parts.append(f"finish={isolate(self.finish_reason)}")
+            parts.append(f"finish={isolate(redact_value(self.finish_reason))}")
         if tokens is not None:
             parts.append(f"{tokens} tokens")
         if t["total"] is not None:
