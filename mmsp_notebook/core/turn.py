@@ -12,7 +12,7 @@ import itertools
 import threading
 from typing import Any
 
-from .chars import isolate, mend_surrogates
+from .chars import isolate, mend_surrogates, printable
 from .pricing import LIST_PRICES, Prices, PriceTable, format_cost
 from .redact import redact, redact_exception, redact_value
 from .state import ItemState, Status, TurnState
@@ -307,7 +307,7 @@ class Turn:
         if t["total"] is not None:
             parts.append(f"{t['total']:.2f} s")
         parts.append(format_cost(self.cost))
-        return f"<Turn {' · '.join(parts)}>"
+        return printable(f"<Turn {' · '.join(parts)}>")  # (a terminal shows a repr: no control character acts there)
 
     def __repr__(self) -> str:
         return self.summary()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from .._errors import LoopBlockedError, OptionError, TurnError
-from ..core.chars import isolate
+from ..core.chars import isolate, printable
 from ..core.flags import check_flag
 from ..core.redact import redact_value
 from ..core.run import Watched
@@ -183,8 +183,8 @@ class Comparison:
         return df
 
     def summary(self) -> str:
-        return f"<Comparison {isolate(self.name)}: " + " · ".join(
-            f"{isolate(name)} {turn.status}" for name, turn in zip(self.labels, self.turns)) + ">"
+        return printable(f"<Comparison {isolate(self.name)}: " + " · ".join(
+            f"{isolate(name)} {turn.status}" for name, turn in zip(self.labels, self.turns)) + ">")
 
     def __repr__(self) -> str:
         return self.summary()
