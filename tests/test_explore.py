@@ -850,6 +850,9 @@ def test_names_holding_a_bidi_control_are_isolated_in_every_line_show_joins_them
         "events": [[1.0, f"te{rlo}xt.delta", 3]]}) + "\n", encoding="utf-8")
     conv = traces.show(trace_id, root=tmp_path)
     assert repr(conv).startswith(f"<Conversation {fsi}{trace_id}{pdi}: ")
+    esc_id = "t\x1b]0;title\x07"  # a file name holding a terminal escape: its repr writes it as Control Pictures
+    save(tmp_path, esc_id, [{"role": "user", "content_items": [{"type": "text.done", "text": "hi"}], "created_at": T0}])
+    assert repr(traces.show(tmp_path / f"{esc_id}.json")).startswith("<Conversation t\u241b]0;title\u2407: ")
     text = conv.text
     assert text.startswith(f"conversation {fsi}{trace_id}{pdi} (")
     assert f"attached {fsi}text/x{rlo}y{pdi} · 3 B" in text

@@ -172,6 +172,17 @@ def test_a_key_given_as_an_option_s_value_by_mistake_is_not_echoed_by_its_error(
     assert key not in str(caught.value) and "thinking takes one of" in str(caught.value)
 
 
+def test_the_repr_of_options_and_settings_keeps_a_base_urls_credentials_out():
+    """A repr shows up in tracebacks (IPython's verbose mode prints locals), logs and a cell's value: a
+    base URL's password and a key in its query are redacted there; the values themselves still work."""
+    url = "https://user:hunter2secret@example.com/v1?key=qry7Xk2Lm8Qp4Zt6"
+    settings = Settings(base_url=url)
+    settings.add_alias("fast", f"openai-chat:m --base-url {url}")
+    for shown in (repr(TurnOptions(model="m", base_url=url)), repr(settings), str(settings)):
+        assert "hunter2secret" not in shown and "qry7Xk2Lm8Qp4Zt6" not in shown, shown
+        assert "https://user:[redacted]@example.com/v1?key=[redacted]" in shown
+    assert settings.base_url == url and settings.aliases["fast"].base_url == url
+
 @pytest.mark.parametrize("line, said", [
     ("-m demo -m demo+nothink", r"argument -m/--model: given twice \('demo', then 'demo\+nothink'\): give it once; "
                                 r"to compare models, give them as one list: -m a,b"),

@@ -288,6 +288,53 @@ def test_a_key_in_a_tool_name_id_or_finish_reason_is_shown_nowhere(fresh_session
         assert key[:MIN_PREFIX] not in text, path
 
 
+def test_a_key_in_a_finish_reason_is_shown_in_no_repr_comparison_nor_step_line(fresh_session, key, tmp_path):
+    """The turn's repr, a comparison's figures (HTML, text, frame) and a recorded turn's step lines
+    show a finish reason as the footer does: with the key redacted."""
+    from mmsp_notebook import traces
+    from mmsp_notebook.views.columns import render_comparison_text
+
+    with script_server(_echo_in_names) as url:
+        turn = mn.ask("hi", model="m", client_type="mmsp", base_url=url, api_key_env=ENV, stream=io.StringIO())
+        cmp = mn.compare("hi", ["a@mmsp", "b@mmsp"], base_url=url, api_key_env=ENV)
+    assert key in turn.finish_reason and all(key in t.finish_reason for t in cmp.turns)  # (the data as received)
+    history = [
+        {"role": "user", "content_items": [{"type": "text.done", "text": "hi"}]},
+        {"role": "assistant", "finish_reason": f"tool_call {key}", "content_items": [
+            {"type": "tool_call.done", "name": "f", "arguments": {}, "tool_call_id": "c1"}]},
+        {"role": "user", "content_items": [{"type": "tool_result.done", "text": "ok", "tool_call_id": "c1"}]},
+        {"role": "assistant", "finish_reason": f"stop {key}", "content_items": [{"type": "text.done", "text": "done"}]},
+    ]
+    (tmp_path / "t.json").write_text(json.dumps({"config": {"trace_id": "t", "model": "m"}, "history": history}))
+    shown = traces.show(tmp_path / "t.json")._repr_mimebundle_()
+    explorer = traces.explore(tmp_path / "t.json")
+    explorer.select(0)
+    for text in [repr(turn), cmp._repr_mimebundle_()["text/html"], render_comparison_text(cmp.labels, cmp.turns),
+                 cmp.frame.to_string(), shown["text/html"], shown["text/plain"], explorer.static_html()]:
+        assert key[:MIN_PREFIX] not in text and "[redacted]" in text
+
+
+def test_a_credential_in_a_urls_query_is_redacted_as_its_password_is(fresh_session, key, monkeypatch):
+    """A key given in the base URL's query (``?key=...``, as Google's API takes it) is kept out of the
+    error that quotes the URL, and out of the proxy's log lines, as a URL's password is."""
+    from mmsp_notebook.views.text import render_text
+    from mmsp_notebook.wire.proxy import mask_query
+
+    secret = "qry7Xk2Lm8Qp4Zt6"  # not configured anywhere: only its place in the URL tells it
+    assert redact(f"GET https://h/v1/m:stream?alt=sse&key={secret}#x") == "GET https://h/v1/m:stream?alt=sse&key=[redacted]#x"
+    assert redact(f"https://h/?api_key={secret}&token={secret}&page=2") == "https://h/?api_key=[redacted]&token=[redacted]&page=2"
+    frame = ("data: " + json.dumps({"text": f'see https://h/?key={secret}" ok'}) + "\n").encode()
+    assert json.loads(redact_bytes(frame)[6:]) == {"text": 'see https://h/?key=[redacted]" ok'}  # still JSON
+    for text in (f"POST https://user:p@ss{secret}@host/v1", f"POST https://host/v1?key={secret} 200"):
+        assert secret not in mask_query(text) and mask_query(text) == redact(text)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    srv = fresh_session.demo_server()
+    turn = mn.ask("hi", model="demo", client_type="openai-chat", base_url=f"{srv.base_url}?key={secret}",
+                  stream=io.StringIO())
+    assert turn.status == "error" and "?key=[redacted]" in turn.error_message  # (mmsp's message quotes the URL)
+    for text in (turn.error_message, str(turn.error), turn_bundle(turn)["text/html"], render_text(turn)):
+        assert secret not in text
+
 def test_keys_a_trace_file_holds_are_redacted_in_its_views_and_frames(key, tmp_path):
     """A trace not written by this package (or before it redacted): user text, the last step's tool
     result, model ids and a sidecar's error message are shown redacted, as the assistant's text is."""

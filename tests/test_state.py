@@ -322,3 +322,33 @@ def test_a_surrogate_pair_split_across_two_deltas_equals_its_done(kind):
                   delta({"type": f"{kind}.done", kind: "smile \U0001F600 done"}), stop()):
         state.feed(event)
     assert state.status == "complete" and state.error is None
+
+
+def test_a_usage_bucket_that_is_no_count_is_unknown_and_the_message_keeps_what_was_sent():
+    """A server's usage of strings, lists, booleans, NaN, negative or absurd numbers: each such bucket
+    is unknown (None), so the turn's sums, tokens/s, cost, views and frames take it (they raised);
+    the stop event, and so the message and the trace, keep what was sent."""
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.engine.session import usage_row
+    from mmsp_notebook.views.static import turn_bundle
+
+    sent = {"cached_tokens": "<b>1</b>", "prompt_tokens": float("nan"), "thoughts_tokens": [3], "response_tokens": 5.0,
+            "other": True}
+    for usage, counts in ((sent, {"cached_tokens": None, "prompt_tokens": None, "thoughts_tokens": None,
+                                  "response_tokens": 5, "other": None}),
+                          ({"cached_tokens": -1, "prompt_tokens": 1e300, "thoughts_tokens": 2**53, "response_tokens": 7},
+                           {"cached_tokens": None, "prompt_tokens": None, "thoughts_tokens": None, "response_tokens": 7})):
+        clock = FakeClock()
+        state = TurnState(clock=clock)
+        state.feed(delta({"type": "text.delta", "text": "hi"}))
+        clock.now += 1.0
+        state.feed(delta({"type": "text.done", "text": "hi"}))
+        state.feed(stop(usage=usage))
+        assert state.status == "complete" and state.usage == counts
+        assert state.message()["usage_metadata"] is usage and state.tokens_per_second == counts["response_tokens"]
+        turn = Turn(None, model="demo")
+        turn.steps.append(state)
+        assert turn.usage == {k: v for k, v in counts.items() if k != "other"}
+        assert turn.cost_at({"demo": {"prompt_tokens": 1.0, "response_tokens": 2.0}}) is not None
+        assert usage_row(turn)["response_tokens"] == counts["response_tokens"]
+        assert f"response {counts['response_tokens']}" in turn_bundle(turn)["text/html"]

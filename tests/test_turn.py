@@ -86,6 +86,25 @@ def test_the_repr_isolates_the_names_a_server_gives():
 
 
 
+def test_the_repr_writes_no_control_character_a_server_sent():
+    """A repr is what a terminal prints for a value: an escape sequence in a finish reason or a model
+    name (a window title, colours, a clipboard write) shows as Control Pictures, acting on nothing."""
+    from mmsp_notebook.front.compare import Comparison
+
+    esc = "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b"
+    turn = Turn(None, model=f"m{esc}")
+    state = turn.new_step()
+    state.mark_request_sent()
+    state.feed(_delta({"type": "text.delta", "text": "hi"}))
+    state.feed(_delta({"type": "text.done", "text": "hi"}))
+    state.feed({"role": "assistant", "event_type": "stop", "content_items": [], "finish_reason": f"stop{esc}",
+                "usage_metadata": {"cached_tokens": 0, "prompt_tokens": 1, "thoughts_tokens": 0, "response_tokens": 1}})
+    assert turn.finish_reason == f"stop{esc}"  # (the data as received)
+    for said in (repr(turn), repr(Comparison(f"c{esc}", [f"a{esc}", "b"], [turn, Turn(None, model="b")]))):
+        assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 for c in said), said
+        assert "\u241b]52;c;cHduZWQ=\u2407\u241b[2J\ufffd" in said
+
+
 def test_text_split_between_the_halves_of_a_surrogate_pair_is_printable():
     # a server slicing UTF-16 text sent an emoji's halves in two deltas; a stream cut after a first
     # half leaves it lone: the text is readable and writable as UTF-8 either way

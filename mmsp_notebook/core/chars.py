@@ -10,7 +10,8 @@ from typing import Any
 
 from .._errors import OptionError
 
-__all__ = ["BIDI_CONTROLS", "LONE_SURROGATE", "isolate", "refuse_lone_surrogate", "mend_surrogates", "is_high_surrogate"]
+__all__ = ["BIDI_CONTROLS", "LONE_SURROGATE", "isolate", "refuse_lone_surrogate", "mend_surrogates", "is_high_surrogate",
+           "printable"]
 
 #: The characters that change the direction of the text around them (embeddings, overrides,
 #: isolates, marks): in a name a model or a trace gives, U+202E would show the rest of a line reversed.
@@ -82,3 +83,16 @@ def mend_surrogates(value: Any) -> Any:
 def is_high_surrogate(ch: str) -> bool:
     """Whether ``ch`` (one character) is the first half of a surrogate pair (its second may come next)."""
     return "\ud800" <= ch <= "\udbff"
+
+
+# C0 controls but tab and newline, DEL and the C1 controls: a terminal acts on them (colours, cursor
+# moves, a carriage return writing over a line, a window title, OSC 8 links, clipboard writes), so a
+# model's text never carries them there; each is shown as its Control Picture (ESC as ␛), a C1 as �;
+# a lone surrogate (a model's JSON may escape half a pair) as �, as no UTF-8 output can carry it
+_UNPRINTABLE = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0x2421} | dict.fromkeys(range(0x80, 0xA0), 0xFFFD) \
+    | dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
+
+
+def printable(text: str) -> str:
+    """``text`` safe to write to a terminal or a ``text/plain`` output: control characters made visible."""
+    return text.translate(_UNPRINTABLE)

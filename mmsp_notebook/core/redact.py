@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["held_secrets", "redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
+           "redact_url_secrets",
            "register_secret_env", "secret_values", "cut_from_frame", "redact_streamed", "MIN_PREFIX", "REDACTED",
            "STREAMED_KEEP"]
 
@@ -229,14 +230,25 @@ def redact_secrets(text: str, secrets: list[str] | None = None) -> str:
 #: a URL's password, up to the last @ (a password may hold @ or /) before another ``://``: each
 #: match scans no further than the next URL, so redacting is linear in the text
 _URL_PASSWORD = re.compile(r"(://[^/\s:@'\"]*:)(?:(?!://)[^\s'\"])+@")
+#: the value of a URL's query parameter named like a credential (``?key=...``, ``&api_key=...``)
+_URL_QUERY_SECRET = re.compile(
+    r"([?&](?:key|api[_-]?key|apikey|access[_-]?token|token|secret|password|auth|sig|signature|x-goog-api-key)=)"
+    r"[^&#\s\"'\\]*", re.IGNORECASE)  # (not past a backslash: a JSON string's escape stays whole)
+
+
+def redact_url_secrets(text: str) -> str:
+    """``text`` with the password of every URL's user info (``https://user:password@host``) and the
+    value of every query parameter named like a credential (``?key=...``) replaced by ``[redacted]``."""
+    return _URL_PASSWORD.sub(rf"\1{REDACTED}@", _URL_QUERY_SECRET.sub(rf"\1{REDACTED}", text))
 
 
 def redact(text: str) -> str:
-    """``text`` with every configured key (whole or cut), every key-shaped string and the password of
-    every URL (``https://user:password@host``) replaced by ``[redacted]``."""
+    """``text`` with every configured key (whole or cut), every key-shaped string, the password of
+    every URL (``https://user:password@host``) and every credential in a URL's query (``?key=...``)
+    replaced by ``[redacted]``."""
     if not text:
         return text
-    return _URL_PASSWORD.sub(rf"\1{REDACTED}@", _KEY_PATTERNS.sub(REDACTED, _redact_known(text, secret_values())))
+    return redact_url_secrets(_KEY_PATTERNS.sub(REDACTED, _redact_known(text, secret_values())))
 
 
 def redact_bytes(data: bytes) -> bytes:

@@ -17,6 +17,7 @@ This module imports nothing from IPython, widgets or pandas.
 
 from __future__ import annotations
 
+import math
 import time
 from array import array
 from bisect import bisect_right
@@ -26,7 +27,26 @@ from typing import Any, Literal
 from .._errors import ProtocolError
 from .items import GROWING_FIELD, ItemState, ToolRun
 
-__all__ = ["TurnState", "ItemState", "ToolRun", "Status", "classify_exception", "GROWING_FIELD"]
+#: a token count at or above this is no count (a float64 holds every integer below it, and a sum of
+#: a turn's steps stays within int64, which the frames hold)
+MAX_COUNT = 2**53
+
+
+def usage_counts(usage: dict[str, Any]) -> dict[str, int | None]:
+    """A server's usage as token counts: each bucket an ``int``, ``None`` where the server sent no
+    count (a string, a list, ``true``, NaN, a negative number such as a producer's -1 for unknown, as
+    the trace loaders read it, or one of :data:`MAX_COUNT` or more): nothing a sum, a price, a frame
+    or a view could not take. The stop event itself, and so the message and the trace, keep what was sent."""
+    out: dict[str, int | None] = {}
+    for key, value in usage.items():
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        out[key] = value if type(value) is int and 0 <= value < MAX_COUNT else None
+    return out
+
+
+__all__ = ["TurnState", "ItemState", "ToolRun", "Status", "classify_exception", "GROWING_FIELD", "usage_counts",
+           "MAX_COUNT"]
 
 Status = Literal["streaming", "complete", "incomplete", "error", "cancelled"]
 
@@ -364,7 +384,7 @@ class TurnState:
         reason = event.get("finish_reason")
         if not isinstance(reason, str) or not reason:
             raise self._violation(index, "the stop event must carry a finish_reason", event)
-        self.usage = dict(usage)
+        self.usage = usage_counts(usage)
         self.finish_reason = reason
         self.stop_event = event
         self.created_at = event.get("created_at")
@@ -453,7 +473,7 @@ class TurnState:
         self.status = classify_exception(exc, self._n)
         usage = getattr(exc, "usage_metadata", None)
         if self.usage is None and isinstance(usage, dict):
-            self.usage = dict(usage)
+            self.usage = usage_counts(usage)
         reason = getattr(exc, "finish_reason", None)
         if self.finish_reason is None and isinstance(reason, str):
             self.finish_reason = reason

@@ -12,9 +12,9 @@ import itertools
 import threading
 from typing import Any
 
-from .chars import isolate, mend_surrogates
+from .chars import isolate, mend_surrogates, printable
 from .pricing import LIST_PRICES, Prices, PriceTable, format_cost
-from .redact import redact, redact_exception
+from .redact import redact, redact_exception, redact_value
 from .state import ItemState, Status, TurnState
 
 __all__ = ["Turn", "media_kind", "STATUS_TEXT"]
@@ -301,13 +301,13 @@ class Turn:
         t = self.timings
         parts = [isolate(self.model or "?"), self.status]  # (names a server gives: see core.chars)
         if self.finish_reason:
-            parts.append(f"finish={isolate(self.finish_reason)}")
+            parts.append(f"finish={isolate(redact_value(self.finish_reason))}")
         if tokens is not None:
             parts.append(f"{tokens} tokens")
         if t["total"] is not None:
             parts.append(f"{t['total']:.2f} s")
         parts.append(format_cost(self.cost))
-        return f"<Turn {' · '.join(parts)}>"
+        return printable(f"<Turn {' · '.join(parts)}>")  # (a terminal shows a repr: no control character acts there)
 
     def __repr__(self) -> str:
         return self.summary()

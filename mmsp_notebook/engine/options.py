@@ -205,6 +205,13 @@ def check_option(name: str, value: Any, *, text: bool = False) -> Any:
         raise type(exc)(said) from None
 
 
+def _shown_repr(options: Any) -> str:
+    """The repr of a dataclass of options with every string in it redacted (a URL's password or a key
+    in its query, in ``base_url``): a repr shows up in tracebacks, logs and a cell's value."""
+    fields = (f"{f.name}={redact_value(getattr(options, f.name))!r}" for f in dataclasses.fields(options) if f.repr)
+    return f"{type(options).__name__}({', '.join(fields)})"
+
+
 @dataclasses.dataclass(frozen=True)
 class TurnOptions:
     """The model options of one turn, each checked; ``None`` where not given."""
@@ -225,6 +232,9 @@ class TurnOptions:
             value = getattr(self, f.name)
             if value is not None:
                 object.__setattr__(self, f.name, check_option(f.name, value))
+
+    def __repr__(self) -> str:
+        return _shown_repr(self)
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -295,6 +305,9 @@ class Settings:
     aliases: dict[str, TurnOptions] = dataclasses.field(default_factory=dict)
     # where each value came from, for the precedence %mmsp config > IPython configuration > environment
     origin: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)
+
+    def __repr__(self) -> str:
+        return _shown_repr(self)
 
     @staticmethod
     def option_names() -> tuple[str, ...]:

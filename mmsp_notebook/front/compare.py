@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TextIO
 
 from .._errors import LoopBlockedError, OptionError, TurnError
-from ..core.chars import isolate
+from ..core.chars import isolate, printable
 from ..core.flags import check_flag
+from ..core.redact import redact_value
 from ..core.run import Watched
 from ..core.turn import Turn
 from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message
@@ -165,7 +166,7 @@ class Comparison:
             usage = turn.usage or {}
             t = turn.timings
             rows.append({
-                "model": name, "status": turn.status, "finish_reason": turn.finish_reason,
+                "model": name, "status": turn.status, "finish_reason": redact_value(turn.finish_reason),
                 "ttft_s": t["ttft"], "total_s": t["total"], "tokens_per_s": t["tokens_per_second"],
                 "cached_tokens": usage.get("cached_tokens"), "prompt_tokens": usage.get("prompt_tokens"),
                 "thoughts_tokens": usage.get("thoughts_tokens"), "response_tokens": usage.get("response_tokens"),
@@ -182,8 +183,8 @@ class Comparison:
         return df
 
     def summary(self) -> str:
-        return f"<Comparison {isolate(self.name)}: " + " · ".join(
-            f"{isolate(name)} {turn.status}" for name, turn in zip(self.labels, self.turns)) + ">"
+        return printable(f"<Comparison {isolate(self.name)}: " + " · ".join(
+            f"{isolate(name)} {turn.status}" for name, turn in zip(self.labels, self.turns)) + ">")
 
     def __repr__(self) -> str:
         return self.summary()

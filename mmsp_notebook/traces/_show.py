@@ -17,7 +17,7 @@ from pathlib import Path, PurePath
 from typing import Any, cast
 
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
-from ..core.chars import isolate
+from ..core.chars import isolate, printable
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_sidecar, read_trace, sidecar_path, tracer_path
 from ..views.conversation import build_conversation, conversation_html, conversation_text, waterfall
 from ._common import FROM_OTEL, check_unique
@@ -98,7 +98,7 @@ class Conversation:
         n = sum(1 for e in self.entries if e["kind"] == "assistant")
         failed = sum(1 for e in self.entries if e["kind"] == "failed")
         more = f", {failed} failed" if failed else ""
-        return f"<Conversation {isolate(self.trace_id)}: {len(self.entries)} entries, {n} answers{more}>"
+        return printable(f"<Conversation {isolate(self.trace_id)}: {len(self.entries)} entries, {n} answers{more}>")
 
 
 # ---------------------------------------------------------------------------------------------- finding

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from ..core.pricing import format_cost
+from ..core.redact import redact_value
 from ..core.turn import Turn
 from . import format as fmt
 from .html import styled, turn_markup
@@ -50,7 +51,7 @@ def _tokens(v: Any) -> str:
 # the figures table: label, value of a turn, which is best (min/max/None), how it is written
 _FIGURES: list[tuple[str, Callable[[Turn], Any], Callable[..., Any] | None, Callable[[Any], str]]] = [
     ("status", lambda t: t.status, None, str),
-    ("finish", lambda t: t.finish_reason or "–", None, str),
+    ("finish", lambda t: redact_value(t.finish_reason) or "–", None, str),
     ("TTFT", lambda t: t.timings["ttft"], min, lambda v: fmt.seconds(v) if v is not None else "–"),
     ("total", lambda t: t.timings["total"], min, lambda v: fmt.seconds(v) if v is not None else "–"),
     ("tokens/s", lambda t: t.timings["tokens_per_second"], max, lambda v: fmt.fixed(v, 1) if v is not None else "–"),

@@ -401,7 +401,7 @@ def _footer_view(facts: Any) -> dict[str, Any] | None:
         ("response", "response_tokens")) if fmt.is_number(usage.get(key))]
     if buckets:
         stats.append(_stat("tokens", "tokens " + " · ".join(buckets), "token usage per bucket"))
-    reason = facts.get("finish_reason")
+    reason = redact_value(facts.get("finish_reason"))  # (a server's string, as a trace or sidecar holds it)
     if reason == "length":
         stats.append(_stat("truncated", "⚠ truncated (length)", "the model stopped at its output token limit"))
     elif reason:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.chars import printable
 from .format import isolate
 from .model import view_model
 
@@ -30,19 +31,6 @@ def cut_text(text: str, limit: int | None) -> tuple[str, int]:
     if limit is None or len(text) <= limit:
         return text, 0
     return text[:limit], len(text) - limit
-
-
-# C0 controls but tab and newline, DEL and the C1 controls: a terminal acts on them (colours, cursor
-# moves, a carriage return writing over a line, a window title, OSC 8 links, clipboard writes), so a
-# model's text never carries them there; each is shown as its Control Picture (ESC as ␛), a C1 as �;
-# a lone surrogate (a model's JSON may escape half a pair) as �, as no UTF-8 output can carry it
-_UNPRINTABLE = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0x2421} | dict.fromkeys(range(0x80, 0xA0), 0xFFFD) \
-    | dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
-
-
-def printable(text: str) -> str:
-    """``text`` safe to write to a terminal or a ``text/plain`` output: control characters made visible."""
-    return text.translate(_UNPRINTABLE)
 
 
 def footer_line(footer: Mapping[str, Any] | None) -> str:

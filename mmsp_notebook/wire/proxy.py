@@ -81,7 +81,7 @@ from .._loopback import (
     scrub,
     until_disconnect,
 )
-from ..core.redact import redact, redact_bytes
+from ..core.redact import redact, redact_bytes, redact_url_secrets
 from .sse import detect_protocol
 
 __all__ = ["WireProxy", "WireTranscript", "HOP_BY_HOP", "SENSITIVE_HEADERS", "mask_query", "MAX_BODY",
@@ -136,19 +136,11 @@ class WireTranscript(Transcript):
         super().add(chunk)
 
 
-_SENSITIVE_PARAMS = re.compile(
-    r"([?&](?:key|api[_-]?key|apikey|access[_-]?token|token|secret|password|auth|sig|signature|x-goog-api-key)=)"
-    r"[^&#\s\"']*", re.IGNORECASE)
-
-
-#: the password of a URL's user info (``https://user:KEY@host``; httpx sends it as Basic auth)
-_USERINFO_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/?#@\s:]*:)[^/?#@\s]*@", re.IGNORECASE)
-
-
 def mask_query(text: str) -> str:
     """``text`` with the value of every query parameter named like a credential, and the password
-    of a URL's user info (``https://user:KEY@host``), replaced by ``[redacted]``."""
-    return _USERINFO_PASSWORD.sub(r"\1[redacted]@", _SENSITIVE_PARAMS.sub(r"\1[redacted]", text))
+    of a URL's user info (``https://user:KEY@host``; httpx sends it as Basic auth), replaced by
+    ``[redacted]`` (:func:`~mmsp_notebook.core.redact.redact_url_secrets`, as every message redacts them)."""
+    return redact_url_secrets(text)
 
 
 class _MaskQueryKeys(logging.Filter):
