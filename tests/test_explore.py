@@ -858,3 +858,20 @@ def test_names_holding_a_bidi_control_are_isolated_in_every_line_show_joins_them
     assert failed["note"] == f"arrived before it ended (not recorded in the trace): {fsi}te{rlo}xt{pdi} 3"
     assert failed["vm"]["banner"]["lead"] == f"{fsi}Bad{rlo}Error{pdi}: "
     assert f"{fsi}te{rlo}xt{pdi} (cut off: error)" in [b["label"] for b in conv.waterfall(failed["key"])["bars"]]
+
+
+def test_the_code_of_a_quick_filter_reads_only_the_columns_the_frame_has(big):
+    """A frame of some of the loaders' columns: each quick filter's code, as Copy filter gives it,
+    gives the rows the filter shows (no KeyError on a column the frame lacks)."""
+    turns = traces.load_turns(big)
+    for cols in (["trace_id", "status"], ["trace_id", "finish_reason", "error_message"],
+                 ["trace_id", "thinking_chars", "n_tool_errors"], ["trace_id"]):
+        explorer = traces.explore(turns[cols], root=big)
+        capture(explorer)
+        for name in ("errors", "truncated", "bad_args", "tool_errors", "slow_ttft", "long_thinking"):
+            answer = inject(explorer, {"type": "query", "patch": {"quick": [name]}})
+            found = eval(answer["code"], {"turns": explorer.turns})
+            assert found.index.equals(explorer.filtered.index), (cols, name)
+    assert len(explorer.filter(quick=["errors"]).filtered) == 0  # (nothing is known of errors there)
+    narrow = traces.explore(turns[["trace_id", "status", "error_message"]], root=big).filter(quick=["errors"])
+    assert 0 < len(narrow.filtered) == len(eval(narrow.filter_code, {"turns": narrow.turns}))
