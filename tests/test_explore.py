@@ -875,3 +875,23 @@ def test_the_code_of_a_quick_filter_reads_only_the_columns_the_frame_has(big):
     assert len(explorer.filter(quick=["errors"]).filtered) == 0  # (nothing is known of errors there)
     narrow = traces.explore(turns[["trace_id", "status", "error_message"]], root=big).filter(quick=["errors"])
     assert 0 < len(narrow.filtered) == len(eval(narrow.filter_code, {"turns": narrow.turns}))
+
+
+def test_replay_of_a_row_whose_trace_file_is_damaged_or_gone_says_so(tmp_path):
+    """A completed row whose trace file was damaged or removed since it was loaded: replay names the
+    file and what is wrong with it, not a response that was never recorded."""
+    turns = traces.load_turns(corpus(tmp_path, n=2))
+    path = tmp_path / "c" / "000.json"
+    path.write_text('{"history": [')
+    explorer = traces.explore(turns, root=tmp_path).select(0)
+    assert explorer.selection["status"] == "complete"
+    with pytest.raises(TraceError, match=r"cannot be read.*000\.json: not valid JSON"):
+        explorer.replay()
+    path.unlink()
+    explorer = traces.explore(turns, root=tmp_path).select(0)
+    with pytest.raises(TraceNotFoundError, match="no trace file of c/000.*only the trace file holds"):
+        explorer.replay()
+    (tmp_path / "c" / "000.timing.jsonl").unlink()
+    explorer = traces.explore(turns, root=tmp_path).select(0)
+    with pytest.raises(TraceNotFoundError, match="no trace file or sidecar for c/000"):
+        explorer.replay()

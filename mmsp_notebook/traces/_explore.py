@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._errors import MMSPNotebookError, OptionError, OptionTypeError
+from .._errors import MMSPNotebookError, OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.pricing import format_cost
 from ..core.redact import redact
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_trace
@@ -335,13 +335,21 @@ class Explorer(MarkdownWidget):
         if self.selected is None:
             raise OptionError("select a row first (explorer.select(n))")
         found, _, index = self._detail_of(self.selected)
-        if not isinstance(found, Conversation) or index is None or found.path is None:
+        row = self._df.iloc[self.selected]
+        if isinstance(found, Exception):  # a damaged or unreadable trace file: said as the detail pane says it
+            cls = TraceNotFoundError if isinstance(found, FileNotFoundError) else TraceError
+            raise cls(f"this row's trace cannot be read, so there is nothing to replay: "
+                             f"{type(found).__name__}: {found}", path=getattr(found, "path", None)) from found
+        if found.path is None and _s(row.get("status")) in ("", "complete"):
+            raise TraceNotFoundError(f"no trace file of {row['trace_id']}, so there is nothing to replay: "
+                                     + ("; ".join(found.view["notes"]) or "only its timing sidecar was found"),
+                                     path=str(found.sidecar) if found.sidecar is not None else None)
+        if index is None or found.path is None:
             raise OptionError("this row's response was never recorded (it failed): there is nothing to replay")
         from ..front.replay import start_replay  # the explorer's Replay plays as mmsp_notebook.replay does
 
         if self._run is not None:
             self._run.abort("replaced by another replay")
-        row = self._df.iloc[self.selected]
         run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
         self._run = run
         pace = "at once" if speed >= 1e6 else f"at {speed:g}×"
