@@ -895,3 +895,21 @@ def test_replay_of_a_row_whose_trace_file_is_damaged_or_gone_says_so(tmp_path):
     explorer = traces.explore(turns, root=tmp_path).select(0)
     with pytest.raises(TraceNotFoundError, match="no trace file or sidecar for c/000"):
         explorer.replay()
+
+
+def test_rows_pages_and_page_sizes_are_taken_as_numpy_integers_too(big):
+    """Positions computed with NumPy or pandas (``np.flatnonzero``, ``len(df) // 25``) are integers:
+    the page asked for is shown (not the first), the row asked for selected, the page size kept."""
+    import numpy as np
+
+    explorer = traces.explore(big, page_size=np.int64(10))
+    assert explorer.query["page_size"] == 10 and type(explorer.query["page_size"]) is int
+    assert explorer.go(np.int64(2)).query["page"] == 2
+    assert json.dumps(explorer.page_message()["query"])  # (plain numbers, for the front end)
+    hit = int(np.flatnonzero(explorer.filtered["model"].astype("string") == "glm-5.3")[0])
+    assert explorer.select(np.int64(hit)).selection["model"] == "glm-5.3"
+    for bad in (np.True_, np.float64(1.0), -1):
+        with pytest.raises(OptionError, match="there is no row"):
+            explorer.select(bad)
+    with pytest.raises(OptionError, match="page_size must be an integer"):
+        traces.explore(big, page_size=np.True_)
