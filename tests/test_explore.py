@@ -913,3 +913,13 @@ def test_rows_pages_and_page_sizes_are_taken_as_numpy_integers_too(big):
             explorer.select(bad)
     with pytest.raises(OptionError, match="page_size must be an integer"):
         traces.explore(big, page_size=np.True_)
+
+
+def test_a_path_loaded_with_otel_names_is_explored_as_its_frame_is(big):
+    """``explore(path, otel=True)`` passes the option on to load_turns and explores the frame as
+    ``explore(load_turns(path, otel=True))`` does (it said the frame had no trace_id column)."""
+    loaded = traces.explore(traces.load_turns(big, otel=True), root=big)
+    explorer = traces.explore(big, otel=True)
+    assert list(explorer.turns.columns) == list(loaded.turns.columns) and "trace_id" in explorer.turns
+    assert len(explorer.filter(quick=["errors"]).filtered) == len(loaded.filter(quick=["errors"]).filtered) > 0
+    assert explorer.select(0).conversation is not None

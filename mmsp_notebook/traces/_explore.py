@@ -500,7 +500,7 @@ def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = Non
     elif isinstance(source, (str, os.PathLike)) or (isinstance(source, Iterable) and not isinstance(source, bytes)):
         from ._load import load_turns
 
-        turns = load_turns(source, **load_options)
+        turns = plain(load_turns(source, **load_options))  # (otel=True: read as a loaded frame of it is)
         roots, files = _sources(source)
         roots += _roots(root)
     else:
