@@ -39,7 +39,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import numbers
 import os
 import threading
 import time
@@ -324,7 +323,7 @@ class Explorer(MarkdownWidget):
 
     def select(self, n: int = 0) -> Explorer:
         """Select the ``n``-th row of :attr:`filtered` and open its conversation."""
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Integral) or not 0 <= n < len(self.q.order):
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or not 0 <= n < len(self.q.order):
             raise OptionError(f"there is no row {n!r}: {len(self.q.order)} rows match the filter")
         self.selected = int(self.q.order[int(n)])  # (a NumPy integer too)
         self.send(self.detail_message())

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
 import re
 import shlex
 import time
@@ -354,7 +353,7 @@ def number(raw: str, col: str) -> float:
 
 
 def page_size_of(value: Any) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not 1 <= value <= 500:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 500:
         raise OptionError(f"page_size must be an integer from 1 to 500, not {value!r}")
     return int(value)  # (a NumPy integer too)
 
@@ -407,8 +406,8 @@ def checked(q: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
     out["desc"] = bool(out["desc"])
     out["page_size"] = page_size_of(out["page_size"])
     page = out["page"]
-    out["page"] = int(page) if isinstance(page, numbers.Real) and not isinstance(page, (bool, np.bool_)) \
-        and math.isfinite(page) else 0  # (a NumPy number too)
+    number = isinstance(page, (int, float, np.integer, np.floating)) and not isinstance(page, (bool, np.bool_))
+    out["page"] = int(page) if number and math.isfinite(page) else 0  # (a NumPy number too)
     for word in terms(out["text"]):  # a term that cannot be answered is said now, before anything changes
         m = _TERM.match(word)
         if m and m.group(1) in df.columns:
