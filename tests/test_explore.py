@@ -923,3 +923,17 @@ def test_a_path_loaded_with_otel_names_is_explored_as_its_frame_is(big):
     assert list(explorer.turns.columns) == list(loaded.turns.columns) and "trace_id" in explorer.turns
     assert len(explorer.filter(quick=["errors"]).filtered) == len(loaded.filter(quick=["errors"]).filtered) > 0
     assert explorer.select(0).conversation is not None
+
+
+def test_the_detail_title_shows_a_turn_as_the_table_does(big):
+    """A frame whose turn column went float (a missing value, a CSV round trip): the detail's title
+    says turn 1, as the table's cell does, not turn 1.0."""
+    turns = traces.load_turns(big)
+    turns = turns.assign(turn=turns["turn"].astype("float64"))
+    explorer = traces.explore(turns, root=big)
+    capture(explorer)
+    explorer.filter(text="c/004").sort("turn")
+    row = int(explorer.turns.index.get_loc(explorer.filtered.index[1]))
+    answer = inject(explorer, {"type": "select", "row": row})
+    assert answer["title"] == "c/004 · turn 1"
+    assert [r[3][1] for r in inject_page(explorer)["rows"]][1] == "1"

@@ -265,7 +265,7 @@ class Explorer(MarkdownWidget):
         t0 = time.perf_counter()
         found, key, index = self._detail_of(self.selected)
         row = self._df.iloc[self.selected]
-        title = f"{fmt.isolate(row['trace_id'])} · turn {_s(row.get('turn'))}"
+        title = f"{fmt.isolate(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')}"
         if isinstance(found, Exception):
             return {"type": "detail", "row": self.selected, "title": title,
                     "error": f"{type(found).__name__}: {found}"}
@@ -353,7 +353,7 @@ class Explorer(MarkdownWidget):
         run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
         self._run = run
         pace = "at once" if speed >= 1e6 else f"at {speed:g}×"
-        live = _ExplorerLive(self, f"replay of {fmt.isolate(row['trace_id'])} · turn {_s(row.get('turn'))} {pace}")
+        live = _ExplorerLive(self, f"replay of {fmt.isolate(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')} {pace}")
         threading.Thread(target=drive, args=(run, future, live), name="mmsp-explorer-replay", daemon=True).start()
         return future
 
