@@ -281,3 +281,14 @@ def test_a_stream_that_cannot_be_written_and_a_flag_that_is_no_bool_are_refused_
         compare("hi", "demo,demo+nothink", new="false", stream=io.StringIO())
     assert fresh_session.turns == []  # refused before anything was sent
     assert compare("hi", "demo,demo+nothink", strict=False, display=False).status == "complete"
+
+
+def test_a_trace_id_for_every_model_is_refused_before_anything_is_sent(fresh_session, tmp_path):
+    """One trace id for all the columns would have each model's turn overwrite the others' trace
+    file: refused, as the magic refuses --trace ID with -m a,b."""
+    for trace in ("nb/mine", ""):
+        with pytest.raises(OptionError, match="trace=ID is for one model"):
+            compare("hi", "demo,demo+nothink", trace=trace, stream=io.StringIO())
+    assert not (tmp_path / "cache").exists()
+    c = compare("hi", "demo,demo+nothink", trace=True, stream=io.StringIO(), display=False)
+    assert c.frame["trace_id"].nunique() == 2

@@ -861,3 +861,82 @@ def test_names_holding_a_bidi_control_are_isolated_in_every_line_show_joins_them
     assert failed["note"] == f"arrived before it ended (not recorded in the trace): {fsi}te{rlo}xt{pdi} 3"
     assert failed["vm"]["banner"]["lead"] == f"{fsi}Bad{rlo}Error{pdi}: "
     assert f"{fsi}te{rlo}xt{pdi} (cut off: error)" in [b["label"] for b in conv.waterfall(failed["key"])["bars"]]
+
+
+def test_the_code_of_a_quick_filter_reads_only_the_columns_the_frame_has(big):
+    """A frame of some of the loaders' columns: each quick filter's code, as Copy filter gives it,
+    gives the rows the filter shows (no KeyError on a column the frame lacks)."""
+    turns = traces.load_turns(big)
+    for cols in (["trace_id", "status"], ["trace_id", "finish_reason", "error_message"],
+                 ["trace_id", "thinking_chars", "n_tool_errors"], ["trace_id"]):
+        explorer = traces.explore(turns[cols], root=big)
+        capture(explorer)
+        for name in ("errors", "truncated", "bad_args", "tool_errors", "slow_ttft", "long_thinking"):
+            answer = inject(explorer, {"type": "query", "patch": {"quick": [name]}})
+            found = eval(answer["code"], {"turns": explorer.turns})
+            assert found.index.equals(explorer.filtered.index), (cols, name)
+    assert len(explorer.filter(quick=["errors"]).filtered) == 0  # (nothing is known of errors there)
+    narrow = traces.explore(turns[["trace_id", "status", "error_message"]], root=big).filter(quick=["errors"])
+    assert 0 < len(narrow.filtered) == len(eval(narrow.filter_code, {"turns": narrow.turns}))
+
+
+def test_replay_of_a_row_whose_trace_file_is_damaged_or_gone_says_so(tmp_path):
+    """A completed row whose trace file was damaged or removed since it was loaded: replay names the
+    file and what is wrong with it, not a response that was never recorded."""
+    turns = traces.load_turns(corpus(tmp_path, n=2))
+    path = tmp_path / "c" / "000.json"
+    path.write_text('{"history": [')
+    explorer = traces.explore(turns, root=tmp_path).select(0)
+    assert explorer.selection["status"] == "complete"
+    with pytest.raises(TraceError, match=r"cannot be read.*000\.json: not valid JSON"):
+        explorer.replay()
+    path.unlink()
+    explorer = traces.explore(turns, root=tmp_path).select(0)
+    with pytest.raises(TraceNotFoundError, match="no trace file of c/000.*only the trace file holds"):
+        explorer.replay()
+    (tmp_path / "c" / "000.timing.jsonl").unlink()
+    explorer = traces.explore(turns, root=tmp_path).select(0)
+    with pytest.raises(TraceNotFoundError, match="no trace file or sidecar for c/000"):
+        explorer.replay()
+
+
+def test_rows_pages_and_page_sizes_are_taken_as_numpy_integers_too(big):
+    """Positions computed with NumPy or pandas (``np.flatnonzero``, ``len(df) // 25``) are integers:
+    the page asked for is shown (not the first), the row asked for selected, the page size kept."""
+    import numpy as np
+
+    explorer = traces.explore(big, page_size=np.int64(10))
+    assert explorer.query["page_size"] == 10 and type(explorer.query["page_size"]) is int
+    assert explorer.go(np.int64(2)).query["page"] == 2
+    assert json.dumps(explorer.page_message()["query"])  # (plain numbers, for the front end)
+    hit = int(np.flatnonzero(explorer.filtered["model"].astype("string") == "glm-5.3")[0])
+    assert explorer.select(np.int64(hit)).selection["model"] == "glm-5.3"
+    for bad in (np.True_, np.float64(1.0), -1):
+        with pytest.raises(OptionError, match="there is no row"):
+            explorer.select(bad)
+    with pytest.raises(OptionError, match="page_size must be an integer"):
+        traces.explore(big, page_size=np.True_)
+
+
+def test_a_path_loaded_with_otel_names_is_explored_as_its_frame_is(big):
+    """``explore(path, otel=True)`` passes the option on to load_turns and explores the frame as
+    ``explore(load_turns(path, otel=True))`` does (it said the frame had no trace_id column)."""
+    loaded = traces.explore(traces.load_turns(big, otel=True), root=big)
+    explorer = traces.explore(big, otel=True)
+    assert list(explorer.turns.columns) == list(loaded.turns.columns) and "trace_id" in explorer.turns
+    assert len(explorer.filter(quick=["errors"]).filtered) == len(loaded.filter(quick=["errors"]).filtered) > 0
+    assert explorer.select(0).conversation is not None
+
+
+def test_the_detail_title_shows_a_turn_as_the_table_does(big):
+    """A frame whose turn column went float (a missing value, a CSV round trip): the detail's title
+    says turn 1, as the table's cell does, not turn 1.0."""
+    turns = traces.load_turns(big)
+    turns = turns.assign(turn=turns["turn"].astype("float64"))
+    explorer = traces.explore(turns, root=big)
+    capture(explorer)
+    explorer.filter(text="c/004").sort("turn")
+    row = int(explorer.turns.index.get_loc(explorer.filtered.index[1]))
+    answer = inject(explorer, {"type": "select", "row": row})
+    assert answer["title"] == "c/004 · turn 1"
+    assert [r[3][1] for r in inject_page(explorer)["rows"]][1] == "1"

@@ -203,6 +203,9 @@ def start(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: st
     if options.get("model") is not None:
         raise OptionError("compare: the models are the list (-m a,b), not one model= for all")
     refuse_unknown("compare", options, door_options("chat", "stream", "display", "strict", "keep", without=("model",)))
+    if isinstance(options.get("trace"), str):  # every model's turn would overwrite one trace file
+        raise OptionError("compare: trace=ID is for one model; a comparison traces each model under its own "
+                          "trace id (name the comparison with chat=NAME; trace=False traces none)")
     every_type = options.pop("client_type", None)  # the client type of each model named without @
     if chat is not None:
         check_chat_name(chat)

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._errors import MMSPNotebookError, OptionError, OptionTypeError
+from .._errors import MMSPNotebookError, OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.pricing import format_cost
 from ..core.redact import redact
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_trace
@@ -265,7 +265,7 @@ class Explorer(MarkdownWidget):
         t0 = time.perf_counter()
         found, key, index = self._detail_of(self.selected)
         row = self._df.iloc[self.selected]
-        title = f"{fmt.isolate(row['trace_id'])} · turn {_s(row.get('turn'))}"
+        title = f"{fmt.isolate(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')}"
         if isinstance(found, Exception):
             return {"type": "detail", "row": self.selected, "title": title,
                     "error": f"{type(found).__name__}: {found}"}
@@ -323,9 +323,9 @@ class Explorer(MarkdownWidget):
 
     def select(self, n: int = 0) -> Explorer:
         """Select the ``n``-th row of :attr:`filtered` and open its conversation."""
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n < len(self.q.order):
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or not 0 <= n < len(self.q.order):
             raise OptionError(f"there is no row {n!r}: {len(self.q.order)} rows match the filter")
-        self.selected = int(self.q.order[n])
+        self.selected = int(self.q.order[int(n)])  # (a NumPy integer too)
         self.send(self.detail_message())
         return self
 
@@ -335,17 +335,25 @@ class Explorer(MarkdownWidget):
         if self.selected is None:
             raise OptionError("select a row first (explorer.select(n))")
         found, _, index = self._detail_of(self.selected)
-        if not isinstance(found, Conversation) or index is None or found.path is None:
+        row = self._df.iloc[self.selected]
+        if isinstance(found, Exception):  # a damaged or unreadable trace file: said as the detail pane says it
+            cls = TraceNotFoundError if isinstance(found, FileNotFoundError) else TraceError
+            raise cls(f"this row's trace cannot be read, so there is nothing to replay: "
+                             f"{type(found).__name__}: {found}", path=getattr(found, "path", None)) from found
+        if found.path is None and _s(row.get("status")) in ("", "complete"):
+            raise TraceNotFoundError(f"no trace file of {row['trace_id']}, so there is nothing to replay: "
+                                     + ("; ".join(found.view["notes"]) or "only its timing sidecar was found"),
+                                     path=str(found.sidecar) if found.sidecar is not None else None)
+        if index is None or found.path is None:
             raise OptionError("this row's response was never recorded (it failed): there is nothing to replay")
         from ..front.replay import start_replay  # the explorer's Replay plays as mmsp_notebook.replay does
 
         if self._run is not None:
             self._run.abort("replaced by another replay")
-        row = self._df.iloc[self.selected]
         run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
         self._run = run
         pace = "at once" if speed >= 1e6 else f"at {speed:g}×"
-        live = _ExplorerLive(self, f"replay of {fmt.isolate(row['trace_id'])} · turn {_s(row.get('turn'))} {pace}")
+        live = _ExplorerLive(self, f"replay of {fmt.isolate(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')} {pace}")
         threading.Thread(target=drive, args=(run, future, live), name="mmsp-explorer-replay", daemon=True).start()
         return future
 
@@ -491,7 +499,7 @@ def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = Non
     elif isinstance(source, (str, os.PathLike)) or (isinstance(source, Iterable) and not isinstance(source, bytes)):
         from ._load import load_turns
 
-        turns = load_turns(source, **load_options)
+        turns = plain(load_turns(source, **load_options))  # (otel=True: read as a loaded frame of it is)
         roots, files = _sources(source)
         roots += _roots(root)
     else:

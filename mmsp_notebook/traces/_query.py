@@ -56,15 +56,28 @@ def _ref(col: str) -> str:
     return f"turns[{_js(col)}]"
 
 
-_QUICK_CODE = {
-    "errors": '((turns["status"].astype("string") != "complete").fillna(False) | turns["error_type"].notna())',
-    "truncated": '((turns["finish_reason"] == "length").fillna(False) | (turns["status"] == "incomplete").fillna(False))',
-    "bad_args": f'(turns["error_type"].astype("string").str.contains({_js(_BAD_ARGS)}).fillna(False)'
-                f' | turns["error_message"].astype("string").str.contains({_js(_BAD_ARGS)}).fillna(False))',
-    "tool_errors": '(turns["n_tool_errors"].fillna(0) > 0)',
-    "slow_ttft": 'turns["ttft"].notna()',
-    "long_thinking": '((turns["thoughts_tokens"].fillna(0) > 0) | (turns["thinking_chars"].fillna(0) > 0))',
+#: quick filter -> its pandas code, one part per column it reads, joined by ``|``: a frame without a
+#: column leaves out its part (as :meth:`TurnQuery.flag` does), and one without any matches no row
+_QUICK_CODE: dict[str, tuple[tuple[str, str], ...]] = {
+    "errors": (("status", '(turns["status"].astype("string") != "complete").fillna(False)'),
+               ("error_type", 'turns["error_type"].notna()')),
+    "truncated": (("finish_reason", '(turns["finish_reason"] == "length").fillna(False)'),
+                  ("status", '(turns["status"] == "incomplete").fillna(False)')),
+    "bad_args": tuple((c, f'turns["{c}"].astype("string").str.contains({_js(_BAD_ARGS)}).fillna(False)')
+                      for c in ("error_type", "error_message")),
+    "tool_errors": (("n_tool_errors", '(turns["n_tool_errors"].fillna(0) > 0)'),),
+    "slow_ttft": (("ttft", 'turns["ttft"].notna()'),),
+    "long_thinking": (("thoughts_tokens", '(turns["thoughts_tokens"].fillna(0) > 0)'),
+                      ("thinking_chars", '(turns["thinking_chars"].fillna(0) > 0)')),
 }
+
+
+def quick_code(name: str, df: pd.DataFrame) -> str:
+    """A quick filter as pandas code on ``turns``, reading only the columns ``df`` has."""
+    parts = [code for col, code in _QUICK_CODE[name] if col in df]
+    if not parts:
+        return "turns.index.isin([])"  # (no row: nothing is known of it)
+    return parts[0] if len(parts) == 1 else "(" + " | ".join(parts) + ")"
 
 
 class TurnQuery:
@@ -171,7 +184,7 @@ class TurnQuery:
                     code.append(f"({_ref(col)} <= {_num(hi)}).fillna(False)")
         for name in q["quick"]:
             masks.append(self.flag(name))
-            code.append(self._extra[name][1] if name in self._extra else _QUICK_CODE[name])
+            code.append(self._extra[name][1] if name in self._extra else quick_code(name, df))
         return masks, code
 
     def update(self, patch: dict[str, Any]) -> float:
@@ -340,9 +353,9 @@ def number(raw: str, col: str) -> float:
 
 
 def page_size_of(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 500:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 500:
         raise OptionError(f"page_size must be an integer from 1 to 500, not {value!r}")
-    return value
+    return int(value)  # (a NumPy integer too)
 
 
 def _bound(value: Any) -> float | None:
@@ -393,7 +406,8 @@ def checked(q: dict[str, Any], df: pd.DataFrame) -> dict[str, Any]:
     out["desc"] = bool(out["desc"])
     out["page_size"] = page_size_of(out["page_size"])
     page = out["page"]
-    out["page"] = int(page) if isinstance(page, (int, float)) and not isinstance(page, bool) and math.isfinite(page) else 0
+    number = isinstance(page, (int, float, np.integer, np.floating)) and not isinstance(page, (bool, np.bool_))
+    out["page"] = int(page) if number and math.isfinite(page) else 0  # (a NumPy number too)
     for word in terms(out["text"]):  # a term that cannot be answered is said now, before anything changes
         m = _TERM.match(word)
         if m and m.group(1) in df.columns:
