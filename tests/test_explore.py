@@ -524,6 +524,8 @@ def test_explorer_over_a_frame_and_its_static_view(big):
         traces.explore(turns, models=["x"])
     with pytest.raises(OptionTypeError):
         traces.explore(42)
+    with pytest.raises(TypeError, match=r"^explore\(\) got an unexpected keyword argument 'sinc' \(did you mean 'since'\?\)"):
+        traces.explore(big, sinc="2026-01-01")  # a mistyped load option is explore's, not load_turns'
     explorer = traces.explore(turns, root=big)
     capture(explorer)
     explorer.filter(quick=["truncated"]).select(0)
