@@ -781,3 +781,125 @@ def test_models_given_as_one_string_and_a_wire_flag_that_is_no_bool_are_refused_
     assert Chat(models=("demo", "demo+nothink"), trace=False).models == ["demo", "demo+nothink"]
     assert Chat(models=iter(["demo+nothink"]), trace=False).models == ["demo", "demo+nothink"]
     assert fresh_session.turns == []
+
+
+def _interrupt_asend(chat, text, when):
+    """Await ``chat.asend(text)`` and cancel the await, as the kernel does on an interrupt, once
+    ``when(task)`` (run on the kernel's loop, which it may hold) returns; the await must end cancelled."""
+
+    async def main():
+        task = asyncio.ensure_future(chat.asend(text))
+        await when(task)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
+def _assert_cancelled_with_the_chat_free(fresh_session, chat):
+    wait_for(lambda: not chat.busy and len(chat.transcript) == 2)  # (the start may be finishing as the caller ends)
+    [entry] = [e for e in chat.transcript if e["role"] == "assistant"]
+    assert entry["turn"]["status"] == "cancelled" and entry["turn"]["banner"]  # kept, and marked
+    assert fresh_session.turns[-1].status == "cancelled"
+    again = asyncio.run(chat.asend("hello"))  # the chat takes the next turn
+    assert again.status == "complete" and [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+
+
+def test_an_interrupt_of_asend_mid_reply_cancels_the_turn_and_keeps_what_arrived(fresh_session):
+    chat = Chat(model="demo+tps=40", trace=False)
+    cap = Capture(chat)
+
+    async def streaming(task):
+        while not [op for m in cap.messages if m.get("type") == "ops" for op in m["ops"]][3:]:
+            await asyncio.sleep(0.02)
+
+    _interrupt_asend(chat, "Tell me about lighthouses", streaming)
+    _assert_cancelled_with_the_chat_free(fresh_session, chat)
+    assert fresh_session.turns[0].status == "cancelled" and fresh_session.turns[0].thinking  # what arrived is kept
+
+
+def test_an_interrupt_of_asend_while_its_turn_starts_stops_the_turn_started(fresh_session, monkeypatch):
+    """The interrupt comes as the worker launches the turn, before asend has it: the turn launched
+    is stopped on the worker loop all the same (it streamed on, unseen, to its end)."""
+    import threading
+
+    from mmsp_notebook.front import chat as chat_module
+
+    launched = threading.Event()
+    real_launch = chat_module.launch
+
+    def launch(*args, **kwargs):
+        started = real_launch(*args, **kwargs)
+        launched.set()
+        return started
+
+    monkeypatch.setattr(chat_module, "launch", launch)
+    chat = Chat(model="demo+tps=40", trace=False)
+
+    async def launching(task):
+        await asyncio.sleep(0)  # (asend hands the start to the worker)
+        assert launched.wait(10)  # the kernel's loop held as the turn is launched: the start's result waits
+
+    _interrupt_asend(chat, "Tell me about lighthouses", launching)
+    _assert_cancelled_with_the_chat_free(fresh_session, chat)
+
+
+def test_an_interrupt_of_asend_before_its_start_ran_sends_nothing(fresh_session):
+    from mmsp_notebook.engine import worker
+
+    chat = Chat(model="demo+tps=40", trace=False)
+    release = asyncio.run(_hold_worker())
+
+    async def queued(task):
+        await asyncio.sleep(0.05)  # (asend handed the start to the held worker loop)
+
+    try:
+        _interrupt_asend(chat, "never sent", queued)
+    finally:
+        release.set()
+    worker.run_sync(asyncio.sleep(0), timeout=10)  # the worker loop ran what was queued
+    assert chat.transcript == [] and fresh_session.turns == [] and not chat.busy
+    assert asyncio.run(chat.asend("hello")).status == "complete"
+
+
+async def _hold_worker():
+    """Hold the worker loop (a blocking callback on it) until the event returned is set."""
+    import threading
+
+    from mmsp_notebook.engine import worker
+
+    release, held = threading.Event(), threading.Event()
+
+    def hold():
+        held.set()
+        release.wait(30)
+
+    worker.loop().call_soon_threadsafe(hold)
+    assert held.wait(10)
+    return release
+
+
+def test_an_interrupt_of_send_while_its_turn_starts_stops_the_turn_started(fresh_session, monkeypatch):
+    """As for asend: the KeyboardInterrupt comes as the worker launches the turn, before send has it."""
+    import signal
+    import threading
+
+    from mmsp_notebook.front import chat as chat_module
+
+    real_launch = chat_module.launch
+    main = threading.main_thread().ident
+    assert main is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+    def launch(*args, **kwargs):
+        started = real_launch(*args, **kwargs)
+        signal.pthread_kill(main, signal.SIGINT)  # (the kernel's interrupt, while send waits for the start)
+        time.sleep(0.3)
+        return started
+
+    monkeypatch.setattr(chat_module, "launch", launch)
+    chat = Chat(model="demo+tps=40", trace=False)
+    with pytest.raises(KeyboardInterrupt):
+        chat.send("Tell me about lighthouses")
+    monkeypatch.setattr(chat_module, "launch", real_launch)
+    _assert_cancelled_with_the_chat_free(fresh_session, chat)

@@ -1624,11 +1624,11 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pyte
         with pytest.raises(TypeError, match=f"{name} takes True or False, not str"):
             traces.sync(corpus, ds_dir, **{name: bad})
     assert mtimes(ds_dir) == before
-    for kind in ("turns", "items", "events"):  # a bad price is refused whatever the kind, before anything is written
-        with pytest.raises(OptionError, match="prompt_tokens must be a finite number"):
-            traces.sync(corpus, tmp_path / "z", kind=kind, prices={"m": {"prompt_tokens": -1, "response_tokens": 1}})
-        with pytest.raises(OptionError, match="prices map model ids"):
-            traces.sync(corpus, tmp_path / "z", kind=kind, prices=[1, 2])  # type: ignore[arg-type]
+    # a bad price is refused before anything is written
+    with pytest.raises(OptionError, match="prompt_tokens must be a finite number"):
+        traces.sync(corpus, tmp_path / "z", prices={"m": {"prompt_tokens": -1, "response_tokens": 1}})
+    with pytest.raises(OptionError, match="prices map model ids"):
+        traces.sync(corpus, tmp_path / "z", prices=[1, 2])  # type: ignore[arg-type]
     assert not (tmp_path / "z").exists()
     with pytest.raises(ValueError, match="not a file"):
         traces.sync(corpus / "app" / "chat_1.json", tmp_path / "y")
@@ -1644,6 +1644,19 @@ def test_options_errors_and_lock(corpus: Path, tmp_path: Path, monkeypatch: pyte
         assert isinstance(busy.value, RuntimeError) and busy.value.path == str(ds_dir / "turns")
         assert mtimes(ds_dir) == before
     assert_same(ds_dir, corpus, prices=prices, dedupe=False)  # nothing lost by the refused calls
+
+
+@pytest.mark.parametrize("kind", ["items", "events"])
+def test_prices_are_refused_for_the_kinds_without_cost_columns(corpus: Path, tmp_path: Path, kind: str) -> None:
+    """Only the turns have cost columns: prices for items or events, which would change nothing in
+    them, are refused before anything is written, good prices or bad (even an empty mapping)."""
+    for prices in ({"GLM-5": {"prompt_tokens": 1.0, "response_tokens": 2.0}}, {},
+                   {"m": {"prompt_tokens": -1, "response_tokens": 1}}):
+        with pytest.raises(OptionError, match=f"prices apply to the turns' cost columns only; the {kind} have none"):
+            traces.sync(corpus, tmp_path / "z", kind=kind, prices=prices)
+    assert not (tmp_path / "z").exists()
+    assert quiet_sync(corpus, tmp_path / "z", kind=kind, prices=None).converted  # (without prices: synced)
+    assert_same(tmp_path / "z", corpus, kind)
 
 
 def test_empty_corpus_gives_empty_views(tmp_path: Path) -> None:

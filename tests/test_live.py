@@ -230,3 +230,31 @@ def test_a_view_that_fails_mid_stream_ends_its_turn_instead_of_leaving_it_stream
     assert future.result(timeout=10).status == "cancelled"
     run, future = launch("still there?", trace=False)  # its conversation takes the next turn at once
     assert drive(run, future, Recorder()).status == "complete"
+
+
+def test_an_interrupt_raised_in_the_task_awaiting_a_turn_cancels_the_turn(fresh_session):
+    """A KeyboardInterrupt raised in the awaiting task itself (SIGINT while its code runs, where no
+    handler turns it into a cancellation) aborts the turn as a cancellation does."""
+    import asyncio
+
+    from mmsp_notebook.views.live import await_turn
+
+    run, future = launch("hello", model="demo+stall", trace=False)
+    looks = []
+
+    def stalled():  # (the watch's look at the worker loop: the interrupt lands there, on the third)
+        looks.append(1)
+        if len(looks) == 3:
+            raise KeyboardInterrupt
+        return None
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(await_turn(run, future, stalled))
+    assert run.signal.aborted
+    turn = run.turn
+    deadline = time.monotonic() + 10
+    while turn.status == "streaming" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert turn.status == "cancelled"  # not streaming on unseen
+    run, future = launch("still there?", trace=False)
+    assert drive(run, future, Recorder()).status == "complete"

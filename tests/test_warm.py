@@ -12,6 +12,7 @@ import pytest
 #: in a fresh process: what is imported once ``%load_ext`` returned and once the warm-up ended
 SCRIPT = """
 import json, sys, threading
+{prelude}
 from IPython.testing.globalipapp import start_ipython
 ip = start_ipython()
 watched = {watched!r}
@@ -26,12 +27,12 @@ WATCHED = ["mmsp.mmsp.client", "openai", "mmsp_notebook.demo._server", "mmsp.int
            "mmsp_notebook.wire.proxy", "mmsp.openai_official", "anywidget", "ipywidgets"]
 
 
-def loaded(model: str | None) -> tuple[dict[str, object], str]:
-    env = {k: v for k, v in os.environ.items() if k != "MMSP_NOTEBOOK_MODEL"}
+def loaded(model: str | None, prelude: str = "") -> tuple[dict[str, object], str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MMSP_NOTEBOOK_MODEL", "CLIENT_TYPE")}
     if model is not None:
         env["MMSP_NOTEBOOK_MODEL"] = model
-    out = subprocess.run([sys.executable, "-c", SCRIPT.format(watched=WATCHED)], capture_output=True, text=True,
-                         env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-c", SCRIPT.format(watched=WATCHED, prelude=prelude)], capture_output=True,
+                         text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     *printed, last = out.stdout.strip().splitlines()
     return json.loads(last), "\n".join(printed) + out.stderr
@@ -53,3 +54,44 @@ def test_another_default_model_warms_its_own_client_and_an_unknown_one_nothing_m
     assert "mmsp_notebook.demo._server" not in after and {"markdown_it", "mmsp_notebook.wire.proxy"} <= after
     assert (client in after) if client else not {"mmsp.mmsp.client", "mmsp.openai_official"} & after
     assert "Traceback" not in printed and "Error" not in printed
+
+
+#: an mmsp whose private helper ``auto_client._client_class`` has another name (AutoLLMClient uses the new one)
+RENAMED = """
+import inspect, mmsp, mmsp.auto_client as ac
+source = inspect.getsource(ac).replace("_client_class", "_class_of_client_type")
+del ac._client_class
+exec(compile(source, ac.__file__, "exec"), ac.__dict__)
+mmsp.AutoLLMClient = ac.AutoLLMClient
+"""
+#: the private name gone and nothing in its place: AutoLLMClient itself fails (NameError)
+MISSING = "import mmsp.auto_client as ac; del ac._client_class"
+
+
+def _failing(error: str) -> str:
+    """An mmsp whose AutoLLMClient raises ``error`` when made."""
+    return f"""
+import mmsp
+class AutoLLMClient:
+    def __init__(self, *args, **kwargs):
+        raise {error}("changed")
+mmsp.AutoLLMClient = AutoLLMClient
+"""
+
+
+@pytest.mark.parametrize("model", [None, "gpt-5"])
+def test_the_client_is_warmed_whatever_mmsps_private_names(model: str | None) -> None:
+    # mmsp renamed its private helper: the warm-up, through the public AutoLLMClient, still warms the client
+    result, printed = loaded(model, RENAMED)
+    client = "mmsp.openai_official" if model else "mmsp.mmsp.client"
+    assert result["alive"] is False and client in result["after"] and client not in result["before"]
+    assert printed == ""
+
+
+@pytest.mark.parametrize("prelude", [MISSING, _failing("ImportError"), _failing("AttributeError"),
+                                     _failing("TypeError"), _failing("RuntimeError")])
+def test_a_warm_up_that_cannot_make_the_client_says_nothing_and_warms_the_rest(prelude: str) -> None:
+    result, printed = loaded(None, prelude)
+    assert result["alive"] is False and printed == ""
+    assert "mmsp.mmsp.client" not in result["after"]
+    assert {"markdown_it", "mmsp_notebook.wire.proxy", "mmsp_notebook.demo._server"} <= set(result["after"])

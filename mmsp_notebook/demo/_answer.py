@@ -34,6 +34,8 @@ from ._scenario import (
 __all__ = ["build_plan"]
 
 _MAX_CALLS = 4  # parallel tool calls in one answer, at most
+#: characters of the prompt the planner reads at most (see :func:`_head`)
+PLAN_CHARS = 1 << 18
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,6 +126,16 @@ def _snippet(text: str, limit: int = 80) -> str:
 
 #: a run of characters that are not white space (as ``str.split`` has it)
 _NON_SPACE = re.compile(r"\S+")
+
+
+def _head(text: str, limit: int = PLAN_CHARS) -> str:
+    """What the planner reads of a prompt: its first ``limit`` characters, the word they cut into
+    left out. A fix's cell, a tool's name, "draw" or "say" are looked for there: read whole, a
+    prompt of 20 MB held the server (every request it serves) for seconds."""
+    if len(text) <= limit or text[limit].isspace() or text[limit - 1].isspace():
+        return text[:limit]
+    kept = text[:limit].rsplit(None, 1)
+    return kept[0] if len(kept) == 2 else text[:limit]  # (one word: cut where the limit falls)
 
 
 def _name_parts(name: str) -> list[str]:
@@ -265,18 +277,31 @@ def _call_id(seed: str, index: int) -> str:
     return hashlib.sha256(f"{seed}:call:{index}".encode()).hexdigest()[:24]
 
 
+def _count_tokens(text: str, step: int = 1 << 20) -> int:
+    """``len(tokenize(text))`` without the list of tokens: the runs of characters that are not
+    white space (counted ``step`` characters at a time, a word cut in two counted once), plus
+    the white space ending the text."""
+    count = 0
+    for start in range(0, len(text), step):
+        part = text[start : start + step]
+        count += len(part.split())
+        if start and not part[0].isspace() and not text[start - 1].isspace():
+            count -= 1
+    return count + (text[-1:].isspace())
+
+
 def _prompt_tokens(request: DemoRequest) -> int:
-    count = len(tokenize(request.system))
+    count = _count_tokens(request.system)
     for tool in request.tools:
-        count += len(tokenize(f"{tool.name} {tool.description} {json.dumps(tool.parameters, sort_keys=True)}"))
+        count += _count_tokens(f"{tool.name} {tool.description} {json.dumps(tool.parameters, sort_keys=True)}")
     for turn in request.turns:
         count += 3  # role and separators
         for text in turn.texts:
-            count += len(tokenize(text))
+            count += _count_tokens(text)
         for _, name, arguments in turn.tool_calls:
-            count += 1 + len(tokenize(name)) + max(1, len(arguments) // 4)
+            count += 1 + _count_tokens(name) + max(1, len(arguments) // 4)
         for _, text in turn.tool_results:
-            count += 1 + len(tokenize(text))
+            count += 1 + _count_tokens(text)
         count += IMAGE_PROMPT_TOKENS * turn.images
     return max(count, 1)
 
@@ -380,6 +405,9 @@ _SPEAK = re.compile(r"\b(say|speak|pronounce|read aloud)\b", re.IGNORECASE)
 def build_plan(request: DemoRequest, spec: ModelSpec, *, media: bool, seed: str) -> Plan:
     """The answer the demo model streams for a request.
 
+    The answer reads the last user message as far as :data:`PLAN_CHARS` characters (see
+    :func:`_head`); the usage counts every token of the request.
+
     Args:
         request: The request, read out of its protocol.
         spec: The model name, parsed.
@@ -395,7 +423,7 @@ def build_plan(request: DemoRequest, spec: ModelSpec, *, media: bool, seed: str)
 
     last = request.turns[-1] if request.turns else Turn("user")
     user = _last_user(request) or last
-    prompt = user.text or "hello"
+    prompt = _head(user.text, PLAN_CHARS) or "hello"  # (the words past PLAN_CHARS change nothing of the answer)
     thinking_on = request.thinking and spec.thinking
     xss = spec.xss
     blocks: list[Block] = []
@@ -548,5 +576,5 @@ def _embedding_plan(request: DemoRequest, spec: ModelSpec, seed: str) -> Plan:
     dimensions = request.dimensions or spec.dimensions or DEFAULT_DIMENSIONS
     inputs = _new_inputs(request)
     blocks = [Block("embedding", [embedding(turn.text, dimensions)]) for turn in inputs]
-    usage = Usage(prompt=sum(max(1, len(tokenize(turn.text))) for turn in inputs), cached=0)
+    usage = Usage(prompt=sum(max(1, _count_tokens(turn.text)) for turn in inputs), cached=0)
     return Plan(blocks, "stop", usage, spec, seed, None)

@@ -333,11 +333,12 @@ class Chat(MarkdownWidget):
 
         ``strict`` defaults to the kernel's setting, as for ``%%mmsp`` and ``ask``.
         """
-        started = _worker.submit(self._start(text, list(images)))
+        ticket = _Start()
+        started = _worker.submit(self._start(text, list(images), ticket))
         try:
             run, future, shown = started.result()
-        except KeyboardInterrupt:  # (the worker loop is blocked) the turn is not started later
-            started.cancel()
+        except KeyboardInterrupt:  # (the worker loop is blocked, or launching) the turn is not started, or is stopped
+            ticket.drop(started)
             raise
         turn = self._wait(run, future, shown)
         if self._options.get("wire"):
@@ -385,7 +386,13 @@ class Chat(MarkdownWidget):
         the block has lasted its ``timeout`` (at once when the await is cancelled), with a
         :class:`~mmsp_notebook.LoopBlockedError` that names the tool; what arrived is kept.
         """
-        run, future, shown = await asyncio.wrap_future(_worker.submit(self._start(text, list(images))))
+        ticket = _Start()
+        started = _worker.submit(self._start(text, list(images), ticket))
+        try:
+            run, future, shown = await asyncio.wrap_future(started)
+        except BaseException:  # cancelled (a kernel interrupt) as the turn started: it is not started, or is stopped
+            ticket.drop(started)
+            raise
         turn = await await_turn(run, future, _worker.stalled, shown=shown)
         return finish_turn(turn, strict)
 
@@ -421,15 +428,18 @@ class Chat(MarkdownWidget):
         self.transcript = []
         self.error = ""
 
-    async def _start(self, text: str, images: list[Any]) -> tuple[TurnRun, concurrent.futures.Future[Turn],
-                                                                   concurrent.futures.Future[Turn]]:
+    async def _start(self, text: str, images: list[Any], ticket: _Start | None = None,
+                     ) -> tuple[TurnRun, concurrent.futures.Future[Turn], concurrent.futures.Future[Turn]]:
         """On the worker loop: add the user message, launch the turn and follow it with the pacer.
 
         Returns the run, the turn's future, and a future that resolves to the turn once its
-        finished view is in the transcript.
+        finished view is in the transcript. ``ticket``: that of :meth:`send` or :meth:`asend`,
+        which may drop the start (interrupted) while it waits, or launches.
         """
         while self._streaming and self._run is not None and self._run.signal.aborted and self._shown is not None:
             await asyncio.wrap_future(self._shown)  # a stopped turn winding down: the next one follows it
+        if ticket is not None and ticket.dropped:  # (its caller is gone: nothing is sent)
+            raise asyncio.CancelledError
         if self._streaming:
             raise BusyError("a turn is already streaming in this chat: stop it or wait for it")
         message = user_message(text, images)
@@ -463,6 +473,8 @@ class Chat(MarkdownWidget):
         self._run, self._shown, self._live = run, shown, live
         self.busy = True
         self._follow_task = asyncio.ensure_future(self._follow(run, future, live, shown))
+        if ticket is not None:
+            ticket.launched(run)
         return run, future, shown
 
     async def _follow(self, run: TurnRun, future: concurrent.futures.Future[Turn], live: _ChatLive,
@@ -524,6 +536,31 @@ class Chat(MarkdownWidget):
             entries.pop()
         self.transcript = entries
         await self._start(text, srcs)
+
+
+class _Start:
+    """A start of a turn by :meth:`Chat.send` or :meth:`Chat.asend`, which an interrupt may drop as
+    the worker loop runs it: one not begun sends nothing; a turn it launched (lost to the caller,
+    which could not stop it) is aborted, its partial answer kept as cancelled, the chat free."""
+
+    def __init__(self) -> None:
+        self.dropped, self.run = False, None  # type: bool, TurnRun | None
+
+    def drop(self, started: concurrent.futures.Future[Any]) -> None:
+        """The caller was interrupted (any thread): stop what the start launched, or will."""
+        self.dropped = True
+        started.cancel()  # (a start waiting for a stopped turn to wind down ends there)
+        _worker.loop().call_soon_threadsafe(self._abort)  # (after the start's step that may be launching)
+
+    def launched(self, run: TurnRun) -> None:
+        """On the worker loop, once the turn is launched."""
+        self.run = run
+        if self.dropped:
+            self._abort()
+
+    def _abort(self) -> None:
+        if self.run is not None:
+            self.run.abort("cancelled")
 
 
 class _ChatLive(LiveView):

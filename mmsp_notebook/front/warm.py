@@ -48,10 +48,18 @@ def _imports(model: str, client_type: str | None, base_url: str | None) -> None:
         render_markdown("")
     except Exception:  # (the turn's view says why)
         pass
-    try:  # the model's client class, as mmsp.AutoLLMClient picks it (each is imported only when used)
-        from mmsp.auto_client import _client_class
-        from mmsp.credentials import routed_client_type
-
-        _client_class(client_type or ("mmsp" if demo else routed_client_type(model)), model)
-    except Exception:  # (an unknown model: the turn says so)
+    try:  # the model's client class, which mmsp.AutoLLMClient imports when it makes a client of its type
+        _client(model, client_type, base_url, demo)
+    except Exception:  # (an unknown model, no key, an mmsp that changed: the turn says what it has to)
         pass
+
+
+def _client(model: str, client_type: str | None, base_url: str | None, demo: bool) -> None:
+    """Make, and drop, the client the first turn makes (``engine/session.py``): mmsp's public
+    ``AutoLLMClient`` routes the model as the turn will (its client type in any casing, or the
+    ``CLIENT_TYPE`` variable) and imports that type's class only, whatever mmsp names it inside (a
+    warm-up that called mmsp's private ``auto_client._client_class`` would have stopped warming,
+    silently, once mmsp renamed it). Nothing is sent: a client connects at its first request."""
+    from mmsp import AutoLLMClient
+
+    AutoLLMClient(model=model, base_url=base_url, client_type=client_type or ("mmsp" if demo else None))

@@ -28,7 +28,7 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
-from .._errors import OptionTypeError, TraceNotFoundError
+from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ..core.store import MAX_FILE_SIZE
 from ._common import PathLike, check_flags, check_max_size, dir_path
@@ -113,8 +113,9 @@ def sync(
         verify: read every data file whole, checking its pages' checksums, and rebuild a damaged
             one (see below). Without it, a sync checks the files changed since the last sync
             left them, and every file it reads to rewrite or merge.
-        pattern, dedupe, prices, payloads, max_size: as for the loaders (``payloads`` for
-            items; a trace file or sidecar over ``max_size`` bytes is skipped as ``too large``).
+        pattern, dedupe, prices, payloads, max_size: as for the loaders (``prices`` for turns,
+            the only kind with cost columns: items and events refuse it; ``payloads`` for items;
+            a trace file or sidecar over ``max_size`` bytes is skipped as ``too large``).
             A sync with other ``pattern``, ``dedupe``, ``payloads`` or ``max_size`` than the
             dataset was made with rebuilds it; with other prices (``prices``, or mmsp's list prices after an upgrade)
             it recomputes the turns' cost columns in every file, reading no trace again.
@@ -130,6 +131,7 @@ def sync(
 
     Raises:
         TraceNotFoundError: ``src`` does not exist.
+        OptionError: ``prices`` for items or events (a ``ValueError``; nothing is written).
         ValueError: a bad ``kind`` or ``chunk_files``, a ``dataset_dir`` that is a file, a dataset
             synced from another directory, or a kind directory (``dataset_dir/<kind>``) that is no
             dataset and holds files of its own (nothing in it is touched).
@@ -150,6 +152,8 @@ def sync(
         raise OptionTypeError(f"chunk_files takes a number of traces, not {type(chunk_files).__name__} {chunk_files!r}")
     if chunk_files < 1:
         raise ValueError(f"chunk_files must be at least 1, not {chunk_files}")
+    if prices is not None and kind != "turns":  # (their loaders take no prices: nothing of theirs has a cost)
+        raise OptionError(f"prices apply to the turns' cost columns only; the {kind} have none: sync kind={kind!r} without prices")
     if executor is not None and not isinstance(executor, Executor):
         # (a Dask client has a submit of its own, whose futures no concurrent.futures.wait takes)
         hint = ": give client.get_executor()" if hasattr(executor, "get_executor") else ""

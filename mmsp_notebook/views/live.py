@@ -429,7 +429,7 @@ async def await_turn(run: TurnRun, future: concurrent.futures.Future[Turn],
     try:
         while not ended.done() and not watch.due():
             await asyncio.wait({ended}, timeout=poll)
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, KeyboardInterrupt):  # (an interrupt raised in this task, not through it: the same)
         future.cancel()  # (cancels the turn's task on the worker loop)
         run.abort("cancelled")
         if watch.due(interrupted=True):
