@@ -297,15 +297,17 @@ class Lease:
 
 
 def import_client_class(model: str, client_type: str | None = None, base_url: str | None = None) -> None:
-    """Import the module of the client class ``mmsp.AutoLLMClient`` picks for this endpoint (each
-    provider's SDK is imported when its first client is made: ``anthropic`` takes seconds). Nothing
-    is raised: a model no client knows is reported by the client's own making."""
+    """Import the client class ``mmsp.AutoLLMClient`` picks for this endpoint: each provider's SDK is
+    imported when its first client is made (``anthropic`` takes seconds). A client is made through
+    mmsp's public ``AutoLLMClient`` and dropped (it routes the model as the turn will: the client
+    type in any casing, or the ``CLIENT_TYPE`` variable; nothing is sent, a client connects at its
+    first request). Nothing is raised: an unknown model, a missing key, an mmsp that changed are
+    reported by the turn's own making of its client."""
     demo = is_demo_model(model) and not base_url  # (as the turn routes it: launch.py)
     try:
-        from mmsp.auto_client import _client_class
-        from mmsp.credentials import routed_client_type
+        from mmsp import AutoLLMClient
 
-        _client_class(client_type or ("mmsp" if demo else routed_client_type(model)), model)
+        AutoLLMClient(model=model, base_url=base_url, client_type=client_type or ("mmsp" if demo else None))
     except Exception:
         pass
 

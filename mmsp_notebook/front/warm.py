@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import threading
 
-from ..engine.session import is_demo_model
+from ..engine.session import import_client_class, is_demo_model
 
 __all__ = ["warm_up"]
 
@@ -48,18 +48,5 @@ def _imports(model: str, client_type: str | None, base_url: str | None) -> None:
         render_markdown("")
     except Exception:  # (the turn's view says why)
         pass
-    try:  # the model's client class, which mmsp.AutoLLMClient imports when it makes a client of its type
-        _client(model, client_type, base_url, demo)
-    except Exception:  # (an unknown model, no key, an mmsp that changed: the turn says what it has to)
-        pass
-
-
-def _client(model: str, client_type: str | None, base_url: str | None, demo: bool) -> None:
-    """Make, and drop, the client the first turn makes (``engine/session.py``): mmsp's public
-    ``AutoLLMClient`` routes the model as the turn will (its client type in any casing, or the
-    ``CLIENT_TYPE`` variable) and imports that type's class only, whatever mmsp names it inside (a
-    warm-up that called mmsp's private ``auto_client._client_class`` would have stopped warming,
-    silently, once mmsp renamed it). Nothing is sent: a client connects at its first request."""
-    from mmsp import AutoLLMClient
-
-    AutoLLMClient(model=model, base_url=base_url, client_type=client_type or ("mmsp" if demo else None))
+    # the model's client class, which mmsp.AutoLLMClient imports when it makes a client of its type
+    import_client_class(model, client_type, base_url)
