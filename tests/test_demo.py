@@ -757,6 +757,31 @@ def test_concurrent_streams_complete(demo_server: DemoServer) -> None:
     assert elapsed < 3.0, elapsed
 
 
+@pytest.mark.serial  # three 0.1 s heartbeats within 0.6 s of stall
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_a_stalled_stream_keeps_sending_heartbeats(demo_server: DemoServer, client_type: str) -> None:
+    # a server writes a heartbeat while its model says nothing (MMSP's keep-alive, a gateway's every
+    # 15 s): a stalled stream is silent, not dead, and no proxy on the way times it out
+    paths = {"mmsp": "/stream", "openai-chat": "/chat/completions", "openai-responses": "/responses", "ant-messages": "/messages"}
+    bodies = {
+        "mmsp": {"model": "demo+stall", "messages": [user("hello")], "config": {}},
+        "openai-chat": {"model": "demo+stall", "messages": [{"role": "user", "content": "hello"}], "stream": True},
+        "openai-responses": {"model": "demo+stall", "input": "hello", "stream": True},
+        "ant-messages": {"model": "demo+stall", "max_tokens": 100, "messages": [{"role": "user", "content": "hello"}], "stream": True},
+    }
+    received = b""
+    with httpx.Client(base_url=demo_server.base_url, timeout=httpx.Timeout(10, read=2)) as http:
+        with http.stream("POST", paths[client_type], json=bodies[client_type]) as response:
+            started = time.monotonic()
+            for chunk in response.iter_raw():
+                received += chunk
+                if time.monotonic() - started > 0.6:
+                    break
+    first_content = {"mmsp": b"thinking.delta", "openai-chat": b"reasoning_details", "openai-responses": b"reasoning_summary_text.delta", "ant-messages": b"thinking_delta"}
+    after_first = received[received.index(first_content[client_type]):]
+    assert after_first.count(HEARTBEATS[client_type]) >= 3, received[-300:]
+
+
 @pytest.mark.serial  # heartbeats and pacing measured in ms
 def test_pacing_first_token_delay_and_heartbeats() -> None:
     with DemoServer(tokens_per_second=200, first_token_delay=0.25, heartbeat=0.07) as server:
