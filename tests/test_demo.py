@@ -581,6 +581,25 @@ def test_wire_shapes(demo_server: DemoServer) -> None:
         assert missing.status_code == 404 and missing.json()["error"]["type"] == "NotFoundError"
 
 
+def test_a_responses_message_cut_by_max_output_tokens_is_incomplete(demo_server: DemoServer) -> None:
+    # as OpenAI's Responses API marks it: the message cut short and the response that ends with it
+    with httpx.Client(base_url=demo_server.base_url, timeout=10) as http:
+        raw = http.post("/responses", json={"model": "demo", "input": "hi", "stream": True, "max_output_tokens": 5}).content
+        whole = http.post("/responses", json={"model": "demo", "input": "hi", "stream": True}).content
+
+    def events(content: bytes) -> list[dict[str, Any]]:
+        return [json.loads(frame.split(b"data: ", 1)[1]) for frame in split_frames(content) if frame.startswith(b"event: ")]
+
+    cut = events(raw)
+    messages = [event["item"] for event in cut if event["type"] == "response.output_item.done" and event["item"]["type"] == "message"]
+    assert [message["status"] for message in messages] == ["incomplete"]
+    final = cut[-1]
+    assert final["type"] == "response.incomplete" and final["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert [item["status"] for item in final["response"]["output"] if item["type"] == "message"] == ["incomplete"]
+    done = [event["item"]["status"] for event in events(whole) if event["type"] == "response.output_item.done" and event["item"]["type"] == "message"]
+    assert done == ["completed"]
+
+
 def test_models(demo_server: DemoServer) -> None:
     async def listing(client_type: str) -> list[str]:
         client = demo_server.client("demo", client_type)
