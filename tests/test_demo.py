@@ -581,6 +581,25 @@ def test_wire_shapes(demo_server: DemoServer) -> None:
         assert missing.status_code == 404 and missing.json()["error"]["type"] == "NotFoundError"
 
 
+def test_a_responses_message_cut_by_max_output_tokens_is_incomplete(demo_server: DemoServer) -> None:
+    # as OpenAI's Responses API marks it: the message cut short and the response that ends with it
+    with httpx.Client(base_url=demo_server.base_url, timeout=10) as http:
+        raw = http.post("/responses", json={"model": "demo", "input": "hi", "stream": True, "max_output_tokens": 5}).content
+        whole = http.post("/responses", json={"model": "demo", "input": "hi", "stream": True}).content
+
+    def events(content: bytes) -> list[dict[str, Any]]:
+        return [json.loads(frame.split(b"data: ", 1)[1]) for frame in split_frames(content) if frame.startswith(b"event: ")]
+
+    cut = events(raw)
+    messages = [event["item"] for event in cut if event["type"] == "response.output_item.done" and event["item"]["type"] == "message"]
+    assert [message["status"] for message in messages] == ["incomplete"]
+    final = cut[-1]
+    assert final["type"] == "response.incomplete" and final["response"]["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert [item["status"] for item in final["response"]["output"] if item["type"] == "message"] == ["incomplete"]
+    done = [event["item"]["status"] for event in events(whole) if event["type"] == "response.output_item.done" and event["item"]["type"] == "message"]
+    assert done == ["completed"]
+
+
 def test_models(demo_server: DemoServer) -> None:
     async def listing(client_type: str) -> list[str]:
         client = demo_server.client("demo", client_type)
@@ -755,6 +774,31 @@ def test_concurrent_streams_complete(demo_server: DemoServer) -> None:
     # paced at 40 tokens/s, each stream of 40 tokens takes ~1 s (little of it CPU, so a busy machine
     # changes it little); five in sequence would take ~5 s
     assert elapsed < 3.0, elapsed
+
+
+@pytest.mark.serial  # three 0.1 s heartbeats within 0.6 s of stall
+@pytest.mark.parametrize("client_type", CLIENTS)
+def test_a_stalled_stream_keeps_sending_heartbeats(demo_server: DemoServer, client_type: str) -> None:
+    # a server writes a heartbeat while its model says nothing (MMSP's keep-alive, a gateway's every
+    # 15 s): a stalled stream is silent, not dead, and no proxy on the way times it out
+    paths = {"mmsp": "/stream", "openai-chat": "/chat/completions", "openai-responses": "/responses", "ant-messages": "/messages"}
+    bodies = {
+        "mmsp": {"model": "demo+stall", "messages": [user("hello")], "config": {}},
+        "openai-chat": {"model": "demo+stall", "messages": [{"role": "user", "content": "hello"}], "stream": True},
+        "openai-responses": {"model": "demo+stall", "input": "hello", "stream": True},
+        "ant-messages": {"model": "demo+stall", "max_tokens": 100, "messages": [{"role": "user", "content": "hello"}], "stream": True},
+    }
+    received = b""
+    with httpx.Client(base_url=demo_server.base_url, timeout=httpx.Timeout(10, read=2)) as http:
+        with http.stream("POST", paths[client_type], json=bodies[client_type]) as response:
+            started = time.monotonic()
+            for chunk in response.iter_raw():
+                received += chunk
+                if time.monotonic() - started > 0.6:
+                    break
+    first_content = {"mmsp": b"thinking.delta", "openai-chat": b"reasoning_details", "openai-responses": b"reasoning_summary_text.delta", "ant-messages": b"thinking_delta"}
+    after_first = received[received.index(first_content[client_type]):]
+    assert after_first.count(HEARTBEATS[client_type]) >= 3, received[-300:]
 
 
 @pytest.mark.serial  # heartbeats and pacing measured in ms

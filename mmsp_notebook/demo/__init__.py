@@ -116,7 +116,8 @@ Responses client does not read, so its stream ends without a stop), Messages' ``
 ``[DONE]``). On the MMSP wire ``bad-args`` is the error object an MMSP server sends when its
 upstream's arguments do not parse. ``401`` / ``429`` answer before the stream in the protocol's
 error shape with ``x-should-retry: false`` (so the SDKs do not retry behind the caller) and, for
-429, ``Retry-After``. ``stall`` sends its first fragment, then nothing until the client goes away. A client that goes
+429, ``Retry-After``. ``stall`` sends its first fragment, then
+only heartbeats (one each ``heartbeat`` interval, as for any silence) until the client goes away. A client that goes
 away mid-stream ends the stream at once (its record's outcome is ``client_gone``).
 
 Replay and transcripts

@@ -345,10 +345,12 @@ class ResponsesEncoder(Encoder):
             return item
         if block.kind == "text":
             content = [{"type": "output_text", "text": block.joined, "annotations": []}] if done else []
+            # the message max_output_tokens cut short is incomplete, as the response that ends with it is
+            cut = self.plan.finish_reason == "length" and index == len(self.plan.blocks) - 1
             return {
                 "id": item_id,
                 "type": "message",
-                "status": "completed" if done else "in_progress",
+                "status": ("incomplete" if cut else "completed") if done else "in_progress",
                 "role": "assistant",
                 "content": content,
             }

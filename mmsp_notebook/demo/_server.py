@@ -103,10 +103,12 @@ class _Pacer:
                 await self._sleep(remaining)
                 return
 
-    async def stall(self) -> None:
-        """Wait until the server stops (the client going away cancels the wait)."""
-        await self._shutdown.wait()
-        raise AbruptClose("server stopping")
+    async def stall(self) -> AsyncIterator[bytes]:
+        """Wait until the server stops (the client going away cancels the wait), yielding a heartbeat
+        every interval meanwhile: a server keeps a silent stream alive while its model says nothing."""
+        while True:
+            await self._sleep(self._heartbeat)
+            yield self._encoder.heartbeat()
 
 
 # frames written between two turns of the loop, at most: fewer than the writes into a closed socket
@@ -463,7 +465,8 @@ async def _drive(
                             yield frame
                         return
                     if spec.fault == "stall":
-                        await pacer.stall()
+                        async for heartbeat in pacer.stall():
+                            yield heartbeat
             for frame in encoder.end(index, block):
                 yield frame
     except StreamEnds as ending:
