@@ -781,6 +781,40 @@ def test_a_true_false_column_is_searched_with_true_and_false(big):
         assert eval(nullable.filter_code, {"turns": frame}).index.tolist() == nullable.filtered.index.tolist(), text
 
 
+def test_a_time_column_is_searched_with_dates_and_times(big):
+    """``started>2026-01-31``, ``ended<=…T10:30``, ``started=<day>`` (that day): times in UTC unless they name
+    their offset, the pandas code giving the same rows; a value that is no date is refused, saying so."""
+    explorer = traces.explore(big)
+    turns = explorer.turns
+    started = turns["started"]
+    assert isinstance(started.dtype, pd.DatetimeTZDtype) and started.notna().all()
+    middle = started.sort_values().iloc[len(started) // 2]
+    day = middle.strftime("%Y-%m-%d")
+    on_day = ((started >= pd.Timestamp(day, tz="UTC")) & (started < pd.Timestamp(day, tz="UTC") + pd.Timedelta(days=1)))
+    naive = middle.tz_localize(None).isoformat()
+    shifted = (middle + pd.Timedelta(hours=2)).tz_localize(None).isoformat() + "+02:00"  # the same instant
+    for text, want in ((f"started>{naive}", started > middle), (f"started>={naive}", started >= middle),
+                       (f"started<{shifted}", started < middle), (f"started<={naive}Z", started <= middle),
+                       (f"started={day}", on_day), (f"started!={day}", ~on_day),
+                       (f"started={naive}", started == middle),
+                       (f"ended>{naive} model:glm", (turns["ended"] > middle) & (turns["model"] == "glm-5.3"))):
+        explorer.filter(text=text)
+        assert explorer.filtered.index.tolist() == turns.index[want.fillna(False).to_numpy()].tolist(), text
+        assert text in (f"started={day}", f"started!={day}") or 0 < len(explorer.filtered) < len(turns), text
+        assert eval(explorer.filter_code, {"turns": turns}).index.tolist() == explorer.filtered.index.tolist(), text
+    next_day = (pd.Timestamp(day) + pd.Timedelta(days=1)).strftime("%Y-%m-%d")
+    explorer.filter(text=f"started={next_day}")
+    assert explorer.filtered.index.tolist() == turns.index[(started.dt.strftime("%Y-%m-%d") == next_day).to_numpy()].tolist()
+    before = explorer.query
+    with pytest.raises(OptionError, match="'soon' is not a date or time"):
+        explorer.filter(text="started>soon")
+    assert explorer.query == before
+    # a hand-made frame's times without a zone are taken as UTC
+    plain = traces.explore(turns.assign(started=started.dt.tz_localize(None)))
+    plain.filter(text=f"started>{shifted}")
+    assert plain.filtered.index.tolist() == turns.index[(started > middle).to_numpy()].tolist()
+
+
 def test_a_query_that_cannot_be_answered_leaves_the_explorer_as_it_was(big, monkeypatch):
     explorer = traces.explore(big, page_size=10)
     capture(explorer)

@@ -283,6 +283,8 @@ def term(df: pd.DataFrame, col: str, op: str, raw: str) -> tuple[np.ndarray, str
     series = df[col]
     if op != ":" and pd.api.types.is_bool_dtype(series.dtype) and not isinstance(series.dtype, pd.CategoricalDtype):
         return _bool_term(series, col, op, raw)
+    if op != ":" and pd.api.types.is_datetime64_any_dtype(series.dtype):
+        return _time_term(series, col, op, raw)
     numeric = pd.api.types.is_numeric_dtype(series.dtype) and not isinstance(series.dtype, pd.CategoricalDtype)
     if numeric and op != ":":
         value = number(raw, col)
@@ -303,6 +305,35 @@ def term(df: pd.DataFrame, col: str, op: str, raw: str) -> tuple[np.ndarray, str
             return eq, f'({_ref(col)}.astype("string") == {_js(raw)}).fillna(False)'
         return ~eq & series.notna().to_numpy(), f'({_ref(col)}.astype("string") != {_js(raw)}).fillna(False)'
     raise OptionError(f"{col}{op}{raw}: {col} is not a number column (use {col}:text or {col}=text)")
+
+
+def _time_term(series: pd.Series, col: str, op: str, raw: str) -> tuple[np.ndarray, str]:
+    """``started>2026-01-01``, ``ended<=2026-03-02T10:30``, ``started=2026-01-31`` (that day): a
+    date and time as pandas reads it, in UTC unless it names its offset; a missing time is left out."""
+    try:
+        when = pd.Timestamp(raw)
+    except (ValueError, TypeError, OverflowError):
+        when = pd.NaT
+    if when is pd.NaT:
+        raise OptionError(f"{col}{op}{raw}: {raw!r} is not a date or time (e.g. {col}{op}2026-01-31 or "
+                          f"{col}{op}2026-01-31T09:30)")
+    when = when.tz_localize("UTC") if when.tzinfo is None else when.tz_convert("UTC")
+    if not isinstance(series.dtype, pd.DatetimeTZDtype):  # (a hand-made frame's times without a zone: taken as UTC)
+        when = when.tz_localize(None)
+    ref = _ref(col)
+    if op in ("=", "!="):  # a date alone is that day; a time, that instant
+        day = re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", raw) is not None
+        end = when + pd.Timedelta(days=1) if day else None
+        hit = ((series >= when) & (series < end)) if end is not None else (series == when)
+        test = (f"({ref} >= {_js(when.isoformat())}) & ({ref} < {_js(end.isoformat())})" if end is not None
+                else f"{ref} == {_js(when.isoformat())}")
+        if op == "=":
+            return np.asarray(hit.fillna(False), dtype=bool), f"({test}).fillna(False)"
+        mask = ~np.asarray(hit.fillna(False), dtype=bool) & series.notna().to_numpy()
+        return mask, f"(~({test}).fillna(False) & {ref}.notna())"
+    ops = {">": "__gt__", ">=": "__ge__", "<": "__lt__", "<=": "__le__"}
+    mask = np.asarray(getattr(series, ops[op])(when).fillna(False), dtype=bool)
+    return mask, f"({ref} {op} {_js(when.isoformat())}).fillna(False)"
 
 
 def _bool_term(series: pd.Series, col: str, op: str, raw: str) -> tuple[np.ndarray, str]:
