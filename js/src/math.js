@@ -18,7 +18,10 @@
 // The module is kept for the whole page (under a global symbol, since every widget bundle, and every
 // widget, is a module of its own), so it is fetched once. Until it is there (or when no kernel
 // answers), a formula shows its TeX source escaped in <code class="mmsp-math-pending">; the Markdown
-// that held one is drawn again once it is (markdown.js: StreamingMarkdown).
+// that held one is drawn again once it is (markdown.js: StreamingMarkdown), whichever bundle loads
+// it: a bundle with drawings waiting is in a page-wide set of callbacks (READY), which the bundle
+// that loads the module calls, so formulas one bundle drew while nothing was loading (its kernel
+// did not answer) are drawn again when another bundle loads the renderer later.
 // What drew a formula as pending is kept until then, unless it is released first (releaseMath: its
 // view was destroyed), so a page where no kernel ever answers holds no view that is gone.
 // A TeX error shows the source, delimiters included, escaped in <span class="mmsp-math-error">.
@@ -45,6 +48,11 @@ const RULES = {
 // ---------------------------------------------------------------- the lazily loaded engine
 
 const SHARED = Symbol.for("mmsp_notebook.math.v1");
+// The bundles waiting for the module: a Set of functions, each called with the module ({mathml})
+// once it is loaded, by whichever copy of this file loaded it. A bundle is in it only while drawings
+// of its own wait (it leaves once they are drawn or released), so it keeps no view that is gone.
+// Kept apart from SHARED, whose shape copies of this file from before it do not change.
+const READY = Symbol.for("mmsp_notebook.math.ready.v1");
 const ANSWER_TIMEOUT_MS = 60_000; // a kernel busy with a cell answers when the cell is done
 
 /** What every widget on the page shares: the loaded module, the load in flight, the kernels to ask. */
@@ -54,14 +62,41 @@ function shared() {
   return g[SHARED];
 }
 
+/** The page-wide set of the bundles waiting for the module (READY). */
+function readySet() {
+  const g = globalThis;
+  if (!(g[READY] instanceof Set)) g[READY] = new Set();
+  return g[READY];
+}
+
+/** The module is loaded (`s.module`): every bundle waiting for it, this one or another, draws again. */
+function announce(mod) {
+  for (const fn of Array.from(readySet())) {
+    try {
+      fn(mod);
+    } catch (e) {
+      console.error("mmsp: redrawing math failed", e);
+    }
+  }
+}
+
 let engine = null; // this bundle's view of shared().module
 let watched = null; // the load in flight this bundle waits on
 const waiting = new Set(); // what drew a formula as pending: redraw() once the engine is here
+const onReady = (mod) => {
+  if (mod && typeof mod.mathml === "function") ready(mod);
+};
+
+/** Leave the page-wide set once nothing of this bundle waits. */
+function unlisten() {
+  if (!waiting.size) readySet().delete(onReady);
+}
 
 function ready(mod) {
   engine = mod;
   const redraw = Array.from(waiting);
   waiting.clear();
+  unlisten();
   for (const r of redraw) {
     try {
       r.redraw();
@@ -95,6 +130,7 @@ async function load(s, sources) {
     try {
       const mod = await importCode(await src.fetch());
       s.module = mod;
+      announce(mod);
       return mod;
     } catch (e) {
       src.failed = true;
@@ -117,7 +153,10 @@ function watch(s) {
 /** Load the math engine unless it is loaded or loading; `who.redraw()` is called once it is there. */
 export function requestMath(who) {
   if (currentEngine()) return;
-  if (who) waiting.add(who);
+  if (who) {
+    waiting.add(who);
+    readySet().add(onReady);
+  }
   const s = shared();
   if (!s.loading && s.sources.some((src) => !src.failed)) s.loading = load(s, s.sources);
   watch(s);
@@ -126,6 +165,7 @@ export function requestMath(who) {
 /** `who` is gone (its view destroyed, or drawn again without it): it is not redrawn, nor kept, any more. */
 export function releaseMath(who) {
   waiting.delete(who);
+  unlisten();
 }
 
 /** How many drawings of this bundle wait for the engine, to be drawn again once it is loaded. */
@@ -143,6 +183,7 @@ export function useMathEngine(mod) {
   const s = shared();
   s.module = mod;
   ready(mod);
+  announce(mod);
 }
 
 /**
@@ -184,8 +225,8 @@ export function connectMath(model, timeout = ANSWER_TIMEOUT_MS) {
   model.on("msg:custom", onMsg);
   const s = shared();
   s.sources.push(source);
-  // what this bundle drew before any kernel could be asked
-  if (waiting.size) requestMath(null);
+  // what this bundle, or another one, drew before any kernel could be asked (or while none answered)
+  if (waiting.size || readySet().size) requestMath(null);
   return () => {
     if (typeof model.off === "function") model.off("msg:custom", onMsg);
     const list = shared().sources;
