@@ -270,3 +270,24 @@ def test_a_view_says_a_provider_sdk_is_retrying_after_a_429(fresh_session, monke
     assert words == "retrying after HTTP 429… 0 s"
     assert turn.status == "complete" and turn.text == "Here" and len(asked) == 2
     assert turn.retrying_after is None and model.waiting_text(turn) == ""
+
+
+def test_a_stream_cut_after_its_stop_event_completes_and_is_recorded(fresh_session):
+    """An MMSP server that sends the stop event, then loses the connection inside its closing
+    ``[DONE]``: the answer is whole, so the turn completes, the conversation keeps it and the
+    sidecar says so (it was ``incomplete``, "ended without a stop event", and left out of the history)."""
+    seen: list[int] = []
+
+    def script(request, auth):
+        seen.append(len(request["messages"]))
+        return mmsp_text("Whole", " answer") + [mmsp_event(stop=True), b"data: [DO"]
+
+    with script_server(script) as url:
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type="mmsp", base_url=url, chat="after-stop", stream=out)
+        assert turn.status == "complete" and turn.text == "Whole answer" and turn.error is None
+        assert "incomplete" not in out.getvalue() and "without a stop event" not in out.getvalue()
+        [record] = list(read_sidecar(sidecar_path(turn.trace_id)))
+        assert record["status"] == "complete" and record["error"] is None
+        mn.ask("and?", model="m", client_type="mmsp", base_url=url, chat="after-stop", stream=io.StringIO())
+    assert seen == [1, 3]  # the second request carries the first turn
