@@ -291,3 +291,24 @@ def test_a_stream_cut_after_its_stop_event_completes_and_is_recorded(fresh_sessi
         assert record["status"] == "complete" and record["error"] is None
         mn.ask("and?", model="m", client_type="mmsp", base_url=url, chat="after-stop", stream=io.StringIO())
     assert seen == [1, 3]  # the second request carries the first turn
+
+
+@pytest.mark.parametrize("client_type", ["mmsp", "openai-chat", "openai-responses", "ant-messages"])
+def test_a_200_page_that_is_no_event_stream_is_an_error_that_says_so(fresh_session, monkeypatch, client_type):
+    """A --base-url that answers with a web page (HTTP 200, text/html): no event came of it, and the
+    error says what came instead, not "cut short before its stop event; worth retrying"."""
+    from sse_scripts import Reply
+
+    from mmsp_notebook import NotAnEventStreamError
+
+    page = Reply(200, {"content-type": "text/html; charset=utf-8"}, b"<html><body>Sign in</body></html>")
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(lambda request, auth: page) as url:
+        base = url.removesuffix("/v1") if client_type == "ant-messages" else url
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type=client_type, base_url=base, api_key_env="LOOPBACK_API_KEY",
+                      timeout="none", stream=out)
+    assert turn.status == "error" and isinstance(turn.error, NotAnEventStreamError), (turn.status, turn.error)
+    assert type(turn.error.__cause__).__name__ == "IncompleteStreamError"
+    assert "HTTP 200 with text/html; charset=utf-8, not an event stream" in turn.error_message
+    assert "check --base-url" in out.getvalue() and "worth retrying" not in out.getvalue()

@@ -109,6 +109,7 @@ class TurnRun(Watched):
         turn.retrying_after = None
         self.pulse = 0  # chunks of response bodies received (counted by the engine; bytes are signs of life)
         self.pulse_at: float | None = None  # the time.monotonic() of the last of them
+        self.content_type: str | None = None  # the Content-Type of the step's last response (counted as bytes are)
 
     @property
     def idle_timeout(self) -> float | None:

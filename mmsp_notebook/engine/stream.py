@@ -13,8 +13,9 @@ import sys
 import time
 from typing import Any, Literal
 
-from .._errors import IdleTimeoutError
+from .._errors import IdleTimeoutError, NotAnEventStreamError
 from ..core.chars import mend_surrogates
+from ..core.endings import error_type
 from ..core.redact import redact, redact_data, redact_exception
 from ..core.run import TurnRun
 from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
@@ -271,6 +272,8 @@ async def _on_response(response: Any) -> None:
     if run is None:
         return
     run.waiting_since = time.monotonic()  # the response's head arrived
+    headers = getattr(response, "headers", None)
+    run.content_type = headers.get("content-type", "") if headers is not None else None
     # a provider SDK retries a 408, 409, 429 or 5xx (after the Retry-After it names, within its
     # retry budget): the views say what it waits for meanwhile; a client that does not retry fails
     # at once, so the words are never seen
@@ -341,8 +344,8 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
     failure: list[BaseException] = []
     clock = state._clock
     idle = run.idle_timeout
-    if idle is not None:
-        watch_bytes(client)
+    watch_bytes(client)  # (also without a limit: the response's content type tells a page from a stream)
+    run.content_type = None
 
     def flush() -> None:
         nonlocal scheduled
@@ -406,7 +409,19 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
         flush()  # what arrived before the error is kept
     if failure:
         raise failure[0]
-    reader.result()
+    try:
+        reader.result()
+    except Exception as exc:
+        if state.n_events == 0 and _not_a_stream(run.content_type) and error_type(exc) == "IncompleteStreamError":
+            raise NotAnEventStreamError(run.content_type or "", 200) from exc
+        raise
+
+
+def _not_a_stream(content_type: str | None) -> bool:
+    """Whether a response's Content-Type says its body is something else than an event stream."""
+    if content_type is None:  # (not known: the client's HTTP layer is not watched)
+        return False
+    return content_type.split(";")[0].strip().lower() != "text/event-stream"
 
 
 def _report_listener_error(run: TurnRun, listener: Any, exc: Exception) -> None:

@@ -129,6 +129,8 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
         return f"No API key: set {env} {_SET_KEY}"
     if status == 429 or name == "RateLimitError":
         return "Rate limited: wait a moment and run the cell again."
+    if name == "NotAnEventStreamError":
+        return "Check --base-url (the API's endpoint, which streams events) and --client-type."
     if name == "IncompleteStreamError":
         return "The stream was cut short before its stop event; the request is worth retrying."
     ending = tool_arguments_ending(exc)
