@@ -26,7 +26,9 @@ Errors of the ``mmsp`` library itself (``UpstreamError``, ``IncompleteStreamErro
 ``ToolCallArgumentParseError``, ...) are never wrapped: a turn records them as they are, and
 strict mode raises :class:`TurnError` with the original as ``__cause__``. The one exception is the
 ``IncompleteStreamError`` of a response that was no event stream at all: a
-:class:`NotAnEventStreamError` says so, with it as ``__cause__``.
+:class:`NotAnEventStreamError` says so, with it as ``__cause__``; so does mmsp's ``UpstreamError``
+with the server's message for a Responses stream that reported an ``error`` or ``response.failed``
+event, which mmsp's client passes over.
 """
 
 from __future__ import annotations

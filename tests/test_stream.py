@@ -312,3 +312,44 @@ def test_a_200_page_that_is_no_event_stream_is_an_error_that_says_so(fresh_sessi
     assert type(turn.error.__cause__).__name__ == "IncompleteStreamError"
     assert "HTTP 200 with text/html; charset=utf-8, not an event stream" in turn.error_message
     assert "check --base-url" in out.getvalue() and "worth retrying" not in out.getvalue()
+
+
+def _responses_frame(**event) -> bytes:
+    """One Responses stream frame: its ``event:`` line and its data."""
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+_RESPONSES_START = [
+    _responses_frame(type="response.created", sequence_number=0,
+                     response={"id": "r", "object": "response", "created_at": 1, "status": "in_progress",
+                               "model": "m", "output": []}),
+    _responses_frame(type="response.output_item.added", output_index=0, sequence_number=1,
+                     item={"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant",
+                           "content": []}),
+    _responses_frame(type="response.output_text.delta", item_id="msg_1", output_index=0, content_index=0,
+                     delta="Partial", sequence_number=2),
+]
+
+
+@pytest.mark.parametrize("reported", [
+    _responses_frame(type="error", code="context_length_exceeded", message="Your input exceeds the context window",
+                     param=None, sequence_number=3),
+    _responses_frame(type="response.failed", sequence_number=3,
+                     response={"id": "r", "object": "response", "created_at": 1, "status": "failed", "model": "m",
+                               "output": [], "error": {"code": "server_error",
+                                                       "message": "Your input exceeds the context window"}}),
+], ids=["error", "response.failed"])
+def test_an_error_a_responses_stream_reports_is_the_turn_s_error(fresh_session, monkeypatch, reported):
+    """mmsp's Responses client passes over a stream's ``error`` and ``response.failed`` events and then
+    finds no stop event: the server's message was lost, the turn "incomplete, worth retrying"."""
+    from mmsp import UpstreamError
+
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(lambda request, auth: [*_RESPONSES_START, reported, b"data: [DONE]\n\n"]) as url:
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type="openai-responses", base_url=url, api_key_env="LOOPBACK_API_KEY",
+                      stream=out)
+    assert turn.status == "error" and turn.text == "Partial", (turn.status, turn.error)
+    assert isinstance(turn.error, UpstreamError) and type(turn.error.__cause__).__name__ == "IncompleteStreamError"
+    assert turn.error_message == "Your input exceeds the context window"
+    assert "Your input exceeds the context window" in out.getvalue() and "worth retrying" not in out.getvalue()
