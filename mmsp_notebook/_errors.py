@@ -140,11 +140,21 @@ class IdleTimeoutError(MMSPNotebookError, httpx.ReadTimeout):
     """The server sent nothing (no byte, no event) for the turn's idle timeout (``--timeout``).
 
     A read timeout: the step ends ``incomplete`` when events had arrived (they are kept), else
-    ``error``. ``seconds`` is the limit that was reached.
+    ``error``. ``seconds`` is the limit that was reached. ``status`` is the HTTP status (429, 5xx…)
+    the server had answered with when a provider SDK was waiting to retry it, else None: the server
+    was not silent then, it had refused the request.
     """
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float, status: int | None = None) -> None:
+        self.seconds, self.status = seconds, status
+        if status is not None:
+            why = {429: "rate limited", 408: "request timeout", 409: "conflict"}.get(status, "server error")
+            super().__init__(
+                f"HTTP {status} ({why}): the server refused the request and the provider's SDK was waiting to retry "
+                f"it (as its Retry-After asked, or backing off) when the turn's --timeout of {seconds:g} s ended it; "
+                "what arrived is kept. Wait a moment and run it again, or allow the retry longer with --timeout "
+                "SECONDS (%mmsp config timeout=..., ask(timeout=...), Chat(timeout=...))")
+            return
         super().__init__(
             f"no data for {seconds:g} s: the server sent nothing (no byte, no event) for that long, so the turn "
             f"was ended; what arrived is kept. Allow longer with --timeout SECONDS (%mmsp config timeout=..., "

@@ -353,3 +353,21 @@ def test_an_error_a_responses_stream_reports_is_the_turn_s_error(fresh_session, 
     assert isinstance(turn.error, UpstreamError) and type(turn.error.__cause__).__name__ == "IncompleteStreamError"
     assert turn.error_message == "Your input exceeds the context window"
     assert "Your input exceeds the context window" in out.getvalue() and "worth retrying" not in out.getvalue()
+
+
+def test_a_timeout_while_the_sdk_waits_out_a_429_says_rate_limited_not_silent(fresh_session, monkeypatch):
+    """The OpenAI SDK waits out a 429's Retry-After before retrying; the turn's --timeout ending that
+    wait said the server "sent nothing" and "went silent", when it had answered: rate limited."""
+    from sse_scripts import Reply
+
+    from mmsp_notebook import IdleTimeoutError
+
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(lambda request, auth: Reply(429, {"retry-after": "5", "content-type": "application/json"})) as url:
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type="openai-chat", base_url=url, api_key_env="LOOPBACK_API_KEY",
+                      timeout=0.5, stream=out)
+    assert turn.status == "error" and isinstance(turn.error, IdleTimeoutError) and turn.error.status == 429
+    assert turn.error_message.startswith("HTTP 429 (rate limited): the server refused the request")
+    assert "sent nothing" not in out.getvalue() and "went silent" not in out.getvalue()
+    assert "Refused with HTTP 429: wait a moment" in out.getvalue()

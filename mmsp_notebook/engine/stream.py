@@ -424,7 +424,7 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
         flush()  # what arrived before the abort or the silence is kept
         if outcome == "aborted":
             raise asyncio.CancelledError(run.signal.reason)
-        raise IdleTimeoutError(idle or 0.0)
+        raise IdleTimeoutError(idle or 0.0, turn.retrying_after)  # (a provider SDK waiting to retry a 429, a 5xx)
     if not reader.cancelled() and reader.exception() is not None:  # (retrieved, so asyncio does not log it)
         flush()  # what arrived before the error is kept
     if failure:

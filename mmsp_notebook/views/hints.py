@@ -106,6 +106,8 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
         return fault
     if name == "LoopBlockedError":
         return str(getattr(exc, "hint", "") or "")
+    if name == "IdleTimeoutError" and status is not None:
+        return f"Refused with HTTP {status}: wait a moment and run the cell again (--timeout bounds the SDK's retries)."
     if name == "IdleTimeoutError":
         return "The server went silent: retry, or allow it longer with --timeout SECONDS (none for no limit)."
     if name == "ApiKeyRequiredError":
