@@ -129,6 +129,9 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
         # a provider SDK that found no key raises before sending anything
         env = api_key_env or _key_env(client_type) or "the provider's API key variable"
         return f"No API key: set {env} {_SET_KEY}"
+    if "the wire proxy could not reach the upstream" in text:  # (--wire: the proxy answers 502 for the upstream)
+        return ("Could not connect (the wire proxy could not reach it): check the network, --base-url if you set "
+                "one, and that the server is reachable.")
     if status == 429 or name == "RateLimitError":
         return "Rate limited: wait a moment and run the cell again."
     if name == "NotAnEventStreamError":
