@@ -9,6 +9,8 @@ Hierarchy (every class is exported from ``mmsp_notebook``)::
     ├── DemoServerError          the demo model server cannot start or was misused
     ├── TurnError                a turn did not complete and strict mode asked to raise
     ├── IdleTimeoutError         the server sent nothing for the turn's --timeout (also httpx.ReadTimeout)
+    ├── NotAnEventStreamError    an HTTP 200 whose body is no event stream (an HTML page) and gave no
+    │                            event (also a ValueError); ``content_type`` says what came
     ├── LoopBlockedError         code on the worker event loop (an async tool that blocks) held it until the
     │                            turn was interrupted or reached its --timeout (also a TimeoutError)
     ├── BusyError                a conversation already has a turn streaming
@@ -22,7 +24,11 @@ Hierarchy (every class is exported from ``mmsp_notebook``)::
 
 Errors of the ``mmsp`` library itself (``UpstreamError``, ``IncompleteStreamError``,
 ``ToolCallArgumentParseError``, ...) are never wrapped: a turn records them as they are, and
-strict mode raises :class:`TurnError` with the original as ``__cause__``.
+strict mode raises :class:`TurnError` with the original as ``__cause__``. The one exception is the
+``IncompleteStreamError`` of a response that was no event stream at all: a
+:class:`NotAnEventStreamError` says so, with it as ``__cause__``; so does mmsp's ``UpstreamError``
+with the server's message for a Responses stream that reported an ``error`` or ``response.failed``
+event, which mmsp's client passes over.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import httpx
 
 __all__ = ["MMSPNotebookError", "ProtocolError", "OptionError", "OptionTypeError", "DemoServerError", "TurnError",
            "BusyError", "TraceError", "TraceNotFoundError", "IdleTimeoutError",
-           "LoopBlockedError", "ManifestError", "SyncBusyError"]
+           "LoopBlockedError", "ManifestError", "NotAnEventStreamError", "SyncBusyError"]
 
 
 class MMSPNotebookError(Exception):
@@ -98,6 +104,20 @@ class TraceNotFoundError(TraceError, FileNotFoundError):
     """No trace file where one was looked for: catchable as :class:`TraceError` and as ``FileNotFoundError``."""
 
 
+class NotAnEventStreamError(MMSPNotebookError, ValueError):
+    """The server answered a streaming request with a body that is no event stream (an HTML page, a
+    JSON document) and no event came of it: ``content_type`` is what it said it sent, ``status`` its
+    HTTP status. Its ``__cause__`` is the client's own error (mmsp's ``IncompleteStreamError``)."""
+
+    def __init__(self, content_type: str, status: int | None) -> None:
+        self.content_type, self.status = content_type, status
+        shown = "".join(c for c in content_type[:80] if c.isprintable()) or "no content type"
+        super().__init__(
+            f"the server answered HTTP {status or 200} with {shown}, not an event stream (text/event-stream): "
+            "--base-url is likely not this client type's API endpoint (a web page, a proxy's login or error page) "
+            "or the server does not stream; check --base-url and --client-type (--wire shows what it sent)")
+
+
 class ManifestError(MMSPNotebookError, RuntimeError):
     """A trace dataset's manifest cannot be used (damaged, or written by another version): the sync
     changes nothing. ``path`` is the manifest file (or None)."""
@@ -120,11 +140,21 @@ class IdleTimeoutError(MMSPNotebookError, httpx.ReadTimeout):
     """The server sent nothing (no byte, no event) for the turn's idle timeout (``--timeout``).
 
     A read timeout: the step ends ``incomplete`` when events had arrived (they are kept), else
-    ``error``. ``seconds`` is the limit that was reached.
+    ``error``. ``seconds`` is the limit that was reached. ``status`` is the HTTP status (429, 5xx…)
+    the server had answered with when a provider SDK was waiting to retry it, else None: the server
+    was not silent then, it had refused the request.
     """
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self, seconds: float, status: int | None = None) -> None:
+        self.seconds, self.status = seconds, status
+        if status is not None:
+            why = {429: "rate limited", 408: "request timeout", 409: "conflict"}.get(status, "server error")
+            super().__init__(
+                f"HTTP {status} ({why}): the server refused the request and the provider's SDK was waiting to retry "
+                f"it (as its Retry-After asked, or backing off) when the turn's --timeout of {seconds:g} s ended it; "
+                "what arrived is kept. Wait a moment and run it again, or allow the retry longer with --timeout "
+                "SECONDS (%mmsp config timeout=..., ask(timeout=...), Chat(timeout=...))")
+            return
         super().__init__(
             f"no data for {seconds:g} s: the server sent nothing (no byte, no event) for that long, so the turn "
             f"was ended; what arrived is kept. Allow longer with --timeout SECONDS (%mmsp config timeout=..., "

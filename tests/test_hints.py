@@ -288,3 +288,20 @@ def test_a_key_refused_inside_a_stream_says_the_server_refused_it_not_that_none_
     assert turn.status == "error" and "Incorrect API key" in turn.error_message
     assert error_hint(turn.error, "MY_SECRET_VAR", "openai-chat") == "The server refused the key: check MY_SECRET_VAR."
     assert "The server refused the key: check MY_SECRET_VAR." in out.getvalue() and "No API key" not in out.getvalue()
+
+
+@pytest.mark.parametrize("client_type", ["mmsp", "openai-chat"])
+def test_an_upstream_the_wire_proxy_cannot_reach_says_could_not_connect(fresh_session, monkeypatch, client_type):
+    # through --wire the client gets the proxy's 502, not a connection error: its hint was "Run %mmsp error"
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    import socket
+
+    import mmsp_notebook as mn
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # (closed: nothing listens there)
+    turn = mn.ask("hi", model="m", client_type=client_type, base_url=f"http://127.0.0.1:{port}/v1",
+                  api_key_env="LOOPBACK_API_KEY", wire=True, stream=io.StringIO())
+    assert turn.status == "error" and "the wire proxy could not reach the upstream" in turn.error_message
+    assert error_hint(turn.error).startswith("Could not connect (the wire proxy could not reach it)")

@@ -258,3 +258,31 @@ def test_an_interrupt_raised_in_the_task_awaiting_a_turn_cancels_the_turn(fresh_
     assert turn.status == "cancelled"  # not streaming on unseen
     run, future = launch("still there?", trace=False)
     assert drive(run, future, Recorder()).status == "complete"
+
+
+class InterruptedOnce(Recorder):
+    """A view the interrupt (Ctrl-C, ■) reaches at its first repaint once the answer has begun."""
+
+    def update(self, turn) -> None:
+        super().update(turn)
+        if turn.events and not getattr(self, "interrupted", False):
+            self.interrupted = True
+            raise KeyboardInterrupt
+
+
+def test_an_interrupted_turn_keeps_its_wire_when_capturing_it_outlasts_the_abort_grace(fresh_session, monkeypatch):
+    # the request ends at once; capturing a long stream's wire may take longer than the grace
+    # the worker is given to end the turn, and was then cancelled: --wire showed nothing of it
+    from mmsp_notebook.engine import wiretap
+
+    real = wiretap.build_wire
+
+    def slow(turn, records):
+        time.sleep(1.0)
+        return real(turn, records)
+
+    monkeypatch.setattr(wiretap, "build_wire", slow)
+    run, future = launch("hello", model="demo+stall", wire=True, trace=False, timeout=10, sess=fresh_session)
+    turn = drive(run, future, InterruptedOnce(), abort_grace=0.3)
+    assert turn.status == "cancelled" and turn.wire is not None and turn.wire.exchanges
+    assert turn.wire.exchanges[0].record.outcome == "client_gone"

@@ -352,3 +352,19 @@ def test_a_usage_bucket_that_is_no_count_is_unknown_and_the_message_keeps_what_w
         assert turn.cost_at({"demo": {"prompt_tokens": 1.0, "response_tokens": 2.0}}) is not None
         assert usage_row(turn)["response_tokens"] == counts["response_tokens"]
         assert f"response {counts['response_tokens']}" in turn_bundle(turn)["text/html"]
+
+
+def test_a_connection_lost_after_the_stop_event_leaves_the_turn_complete():
+    # an MMSP server's stream cut after its stop event, before its closing [DONE] (or inside it):
+    # the answer is whole; a ProtocolError or an error the server reports after it still counts
+    import httpx
+
+    for exc in (httpx.ReadError(""), json.JSONDecodeError("Expecting value", "[", 1)):
+        s = TurnState()
+        s.feed(delta({"type": "text.delta", "text": "x"}))
+        s.feed(delta({"type": "text.done", "text": "x"}))
+        s.feed(stop())
+        assert s.fail(exc) == "complete" and s.error is None and s.finish_reason == "stop", exc
+    s = TurnState()
+    s.feed(stop())
+    assert s.fail(UpstreamError("MmspClient", None, "ServerError", "late")) == "error"

@@ -270,3 +270,104 @@ def test_a_view_says_a_provider_sdk_is_retrying_after_a_429(fresh_session, monke
     assert words == "retrying after HTTP 429… 0 s"
     assert turn.status == "complete" and turn.text == "Here" and len(asked) == 2
     assert turn.retrying_after is None and model.waiting_text(turn) == ""
+
+
+def test_a_stream_cut_after_its_stop_event_completes_and_is_recorded(fresh_session):
+    """An MMSP server that sends the stop event, then loses the connection inside its closing
+    ``[DONE]``: the answer is whole, so the turn completes, the conversation keeps it and the
+    sidecar says so (it was ``incomplete``, "ended without a stop event", and left out of the history)."""
+    seen: list[int] = []
+
+    def script(request, auth):
+        seen.append(len(request["messages"]))
+        return mmsp_text("Whole", " answer") + [mmsp_event(stop=True), b"data: [DO"]
+
+    with script_server(script) as url:
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type="mmsp", base_url=url, chat="after-stop", stream=out)
+        assert turn.status == "complete" and turn.text == "Whole answer" and turn.error is None
+        assert "incomplete" not in out.getvalue() and "without a stop event" not in out.getvalue()
+        [record] = list(read_sidecar(sidecar_path(turn.trace_id)))
+        assert record["status"] == "complete" and record["error"] is None
+        mn.ask("and?", model="m", client_type="mmsp", base_url=url, chat="after-stop", stream=io.StringIO())
+    assert seen == [1, 3]  # the second request carries the first turn
+
+
+@pytest.mark.parametrize("client_type", ["mmsp", "openai-chat", "openai-responses", "ant-messages"])
+def test_a_200_page_that_is_no_event_stream_is_an_error_that_says_so(fresh_session, monkeypatch, client_type):
+    """A --base-url that answers with a web page (HTTP 200, text/html): no event came of it, and the
+    error says what came instead, not "cut short before its stop event; worth retrying"."""
+    from sse_scripts import Reply
+
+    from mmsp_notebook import NotAnEventStreamError
+
+    page = Reply(200, {"content-type": "text/html; charset=utf-8"}, b"<html><body>Sign in</body></html>")
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(lambda request, auth: page) as url:
+        base = url.removesuffix("/v1") if client_type == "ant-messages" else url
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type=client_type, base_url=base, api_key_env="LOOPBACK_API_KEY",
+                      timeout="none", stream=out)
+    assert turn.status == "error" and isinstance(turn.error, NotAnEventStreamError), (turn.status, turn.error)
+    assert type(turn.error.__cause__).__name__ == "IncompleteStreamError"
+    assert "HTTP 200 with text/html; charset=utf-8, not an event stream" in turn.error_message
+    assert "check --base-url" in out.getvalue() and "worth retrying" not in out.getvalue()
+
+
+def _responses_frame(**event) -> bytes:
+    """One Responses stream frame: its ``event:`` line and its data."""
+    return f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+
+
+_RESPONSES_START = [
+    _responses_frame(type="response.created", sequence_number=0,
+                     response={"id": "r", "object": "response", "created_at": 1, "status": "in_progress",
+                               "model": "m", "output": []}),
+    _responses_frame(type="response.output_item.added", output_index=0, sequence_number=1,
+                     item={"id": "msg_1", "type": "message", "status": "in_progress", "role": "assistant",
+                           "content": []}),
+    _responses_frame(type="response.output_text.delta", item_id="msg_1", output_index=0, content_index=0,
+                     delta="Partial", sequence_number=2),
+]
+
+
+@pytest.mark.parametrize("reported", [
+    _responses_frame(type="error", code="context_length_exceeded", message="Your input exceeds the context window",
+                     param=None, sequence_number=3),
+    _responses_frame(type="response.failed", sequence_number=3,
+                     response={"id": "r", "object": "response", "created_at": 1, "status": "failed", "model": "m",
+                               "output": [], "error": {"code": "server_error",
+                                                       "message": "Your input exceeds the context window"}}),
+], ids=["error", "response.failed"])
+def test_an_error_a_responses_stream_reports_is_the_turn_s_error(fresh_session, monkeypatch, reported):
+    """mmsp's Responses client passes over a stream's ``error`` and ``response.failed`` events and then
+    finds no stop event: the server's message was lost, the turn "incomplete, worth retrying"."""
+    from mmsp import UpstreamError
+
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(lambda request, auth: [*_RESPONSES_START, reported, b"data: [DONE]\n\n"]) as url:
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type="openai-responses", base_url=url, api_key_env="LOOPBACK_API_KEY",
+                      stream=out)
+    assert turn.status == "error" and turn.text == "Partial", (turn.status, turn.error)
+    assert isinstance(turn.error, UpstreamError) and type(turn.error.__cause__).__name__ == "IncompleteStreamError"
+    assert turn.error_message == "Your input exceeds the context window"
+    assert "Your input exceeds the context window" in out.getvalue() and "worth retrying" not in out.getvalue()
+
+
+def test_a_timeout_while_the_sdk_waits_out_a_429_says_rate_limited_not_silent(fresh_session, monkeypatch):
+    """The OpenAI SDK waits out a 429's Retry-After before retrying; the turn's --timeout ending that
+    wait said the server "sent nothing" and "went silent", when it had answered: rate limited."""
+    from sse_scripts import Reply
+
+    from mmsp_notebook import IdleTimeoutError
+
+    monkeypatch.setenv("LOOPBACK_API_KEY", "loopback-key-0000")
+    with script_server(lambda request, auth: Reply(429, {"retry-after": "5", "content-type": "application/json"})) as url:
+        out = io.StringIO()
+        turn = mn.ask("hi", model="m", client_type="openai-chat", base_url=url, api_key_env="LOOPBACK_API_KEY",
+                      timeout=0.5, stream=out)
+    assert turn.status == "error" and isinstance(turn.error, IdleTimeoutError) and turn.error.status == 429
+    assert turn.error_message.startswith("HTTP 429 (rate limited): the server refused the request")
+    assert "sent nothing" not in out.getvalue() and "went silent" not in out.getvalue()
+    assert "Refused with HTTP 429: wait a moment" in out.getvalue()

@@ -91,4 +91,6 @@ def frame_cut_off(exc: BaseException | None) -> bool:
     if not isinstance(exc, json.JSONDecodeError) or not isinstance(exc.doc, str):
         return False
     doc = exc.doc.rstrip()
+    if doc and "[DONE]".startswith(doc):  # the closing ``data: [DONE]`` of a stream, cut inside it
+        return True
     return doc[:1] in ("{", "[") and (exc.msg.startswith("Unterminated string") or exc.pos >= len(doc))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -109,6 +110,9 @@ class TurnRun(Watched):
         turn.retrying_after = None
         self.pulse = 0  # chunks of response bodies received (counted by the engine; bytes are signs of life)
         self.pulse_at: float | None = None  # the time.monotonic() of the last of them
+        self.content_type: str | None = None  # the Content-Type of the step's last response (counted as bytes are)
+        self.tail: deque[bytes] = deque()  # the last chunks of a Responses stream's body (see the engine)
+        self.tail_size = 0
 
     @property
     def idle_timeout(self) -> float | None:

@@ -469,8 +469,13 @@ class TurnState:
         """The stream raised ``exc``: record it and end in ``incomplete``, ``cancelled`` or ``error``."""
         if self.status not in ("streaming",) and self.error is exc:
             return self.status
+        status = classify_exception(exc, self._n)
+        if self.status == "complete" and status == "incomplete":
+            # the connection was lost, or its last frame cut, after the stop event (before an MMSP
+            # server's closing ``[DONE]``): the answer is whole, its stop event arrived
+            return self.status
         self.error = exc
-        self.status = classify_exception(exc, self._n)
+        self.status = status
         usage = getattr(exc, "usage_metadata", None)
         if self.usage is None and isinstance(usage, dict):
             self.usage = usage_counts(usage)

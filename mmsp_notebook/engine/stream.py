@@ -13,8 +13,9 @@ import sys
 import time
 from typing import Any, Literal
 
-from .._errors import IdleTimeoutError
+from .._errors import IdleTimeoutError, NotAnEventStreamError
 from ..core.chars import mend_surrogates
+from ..core.endings import error_type
 from ..core.redact import redact, redact_data, redact_exception
 from ..core.run import TurnRun
 from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
@@ -222,11 +223,11 @@ class _Beating:
     """A response body that counts its chunks into ``run.pulse`` as they arrive (made a subclass of
     the ``AsyncByteStream`` of the response's own httpx, see :func:`_beating_class`)."""
 
-    def __init__(self, stream: Any, run: TurnRun) -> None:
-        self._stream, self._run = stream, run
+    def __init__(self, stream: Any, run: TurnRun, tail: bool = False) -> None:
+        self._stream, self._run, self._tail = stream, run, tail
 
     def __aiter__(self) -> Any:
-        return _BeatingChunks(self._stream.__aiter__(), self._run)
+        return (_TailChunks if self._tail else _BeatingChunks)(self._stream.__aiter__(), self._run)
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -253,6 +254,23 @@ class _BeatingChunks:
         return self._next()
 
 
+class _TailChunks(_BeatingChunks):
+    """:class:`_BeatingChunks` that also keep the last :data:`TAIL` bytes or so in ``run.tail`` (for a
+    Responses stream only: see :func:`_reported_error`)."""
+
+    __slots__ = ()
+
+    async def __anext__(self) -> Any:
+        chunk = await super().__anext__()
+        tail = self._run.tail
+        tail.append(chunk)
+        self._run.tail_size += len(chunk)
+        while len(tail) > 1 and self._run.tail_size - len(tail[0]) >= TAIL:
+            self._run.tail_size -= len(tail.popleft())
+        return chunk
+
+
+TAIL = 256 * 1024
 _monotonic = time.monotonic
 _beating_classes: dict[type, type] = {}
 
@@ -271,6 +289,8 @@ async def _on_response(response: Any) -> None:
     if run is None:
         return
     run.waiting_since = time.monotonic()  # the response's head arrived
+    headers = getattr(response, "headers", None)
+    run.content_type = headers.get("content-type", "") if headers is not None else None
     # a provider SDK retries a 408, 409, 429 or 5xx (after the Retry-After it names, within its
     # retry budget): the views say what it waits for meanwhile; a client that does not retry fails
     # at once, so the words are never seen
@@ -278,7 +298,8 @@ async def _on_response(response: Any) -> None:
     run.turn.retrying_after = status if isinstance(status, int) and (status in (408, 409, 429) or status >= 500) else None
     base = getattr(sys.modules.get(type(response).__module__.partition(".")[0]), "AsyncByteStream", None)
     if isinstance(base, type) and isinstance(response.stream, base):
-        response.stream = _beating_class(base)(response.stream, run)
+        path = str(getattr(getattr(response, "request", None), "url", "")).split("?")[0]
+        response.stream = _beating_class(base)(response.stream, run, path.rstrip("/").endswith("/responses"))
 
 
 def _is_http_client(value: Any) -> bool:
@@ -341,8 +362,10 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
     failure: list[BaseException] = []
     clock = state._clock
     idle = run.idle_timeout
-    if idle is not None:
-        watch_bytes(client)
+    watch_bytes(client)  # (also without a limit: the response's content type tells a page from a stream)
+    run.content_type = None
+    run.tail.clear()
+    run.tail_size = 0
 
     def flush() -> None:
         nonlocal scheduled
@@ -401,12 +424,64 @@ async def _consume(run: TurnRun, client: Any, messages: list[dict[str, Any]], co
         flush()  # what arrived before the abort or the silence is kept
         if outcome == "aborted":
             raise asyncio.CancelledError(run.signal.reason)
-        raise IdleTimeoutError(idle or 0.0)
+        raise IdleTimeoutError(idle or 0.0, turn.retrying_after)  # (a provider SDK waiting to retry a 429, a 5xx)
     if not reader.cancelled() and reader.exception() is not None:  # (retrieved, so asyncio does not log it)
         flush()  # what arrived before the error is kept
     if failure:
         raise failure[0]
-    reader.result()
+    try:
+        reader.result()
+    except Exception as exc:
+        if error_type(exc) != "IncompleteStreamError":
+            raise
+        if state.n_events == 0 and _not_a_stream(run.content_type):
+            raise NotAnEventStreamError(run.content_type or "", 200) from exc
+        reported = _reported_error(run, exc)
+        if reported is not None:
+            raise reported from exc
+        raise
+
+
+def _reported_error(run: TurnRun, exc: BaseException) -> BaseException | None:
+    """The error a Responses stream reported in an ``error`` or ``response.failed`` event, as mmsp's
+    ``UpstreamError``, or None.
+
+    mmsp's Responses client passes over both events (the OpenAI SDK raises only for an ``error``
+    event whose data nests an ``error`` object), then finds the stream ended without its stop event:
+    the turn would be ``incomplete``, "worth retrying", and the server's message lost. The last bytes
+    of the response are read for it (``run.tail``).
+    """
+    from mmsp import UpstreamError
+
+    from ..wire.sse import parse_frame, split_frames
+
+    if not run.tail:
+        return None
+    for raw in reversed(split_frames(b"".join(run.tail))):
+        payload = parse_frame(0, 0.0, raw).json()
+        if not isinstance(payload, dict):
+            continue
+        kind = payload.get("type")
+        error = payload.get("error") if kind == "error" else None
+        if kind == "response.failed":
+            response = payload.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+        if kind == "error" and not isinstance(error, dict):
+            error = payload  # (the event itself: {"type": "error", "code": ..., "message": ...})
+        if isinstance(error, dict):
+            message = error.get("message")
+            code = error.get("code") or error.get("type")
+            return UpstreamError(getattr(exc, "client", None) or "OpenaiResponsesClient", None,
+                                 str(code) if code else kind, str(message or f"the server reported {kind}"),
+                                 {k: v for k, v in error.items() if k != "sequence_number"})
+    return None
+
+
+def _not_a_stream(content_type: str | None) -> bool:
+    """Whether a response's Content-Type says its body is something else than an event stream."""
+    if content_type is None:  # (not known: the client's HTTP layer is not watched)
+        return False
+    return content_type.split(";")[0].strip().lower() != "text/event-stream"
 
 
 def _report_listener_error(run: TurnRun, listener: Any, exc: Exception) -> None:

@@ -109,6 +109,8 @@ async def capture_wire(turn: Turn, tap: WireTap, settle: float = 1.0) -> Wire:
         if all(r.outcome != "streaming" for r in records) or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.01)
-    wire = build_wire(turn, records)
+    # (off the worker loop: a long answer's frames take a while to cut, redact and pair, and the
+    # kernel's other streams go on meanwhile)
+    wire = await asyncio.to_thread(build_wire, turn, records)
     turn.wire = wire
     return wire

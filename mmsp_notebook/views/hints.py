@@ -106,6 +106,8 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
         return fault
     if name == "LoopBlockedError":
         return str(getattr(exc, "hint", "") or "")
+    if name == "IdleTimeoutError" and status is not None:
+        return f"Refused with HTTP {status}: wait a moment and run the cell again (--timeout bounds the SDK's retries)."
     if name == "IdleTimeoutError":
         return "The server went silent: retry, or allow it longer with --timeout SECONDS (none for no limit)."
     if name == "ApiKeyRequiredError":
@@ -127,8 +129,13 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
         # a provider SDK that found no key raises before sending anything
         env = api_key_env or _key_env(client_type) or "the provider's API key variable"
         return f"No API key: set {env} {_SET_KEY}"
+    if "the wire proxy could not reach the upstream" in text:  # (--wire: the proxy answers 502 for the upstream)
+        return ("Could not connect (the wire proxy could not reach it): check the network, --base-url if you set "
+                "one, and that the server is reachable.")
     if status == 429 or name == "RateLimitError":
         return "Rate limited: wait a moment and run the cell again."
+    if name == "NotAnEventStreamError":
+        return "Check --base-url (the API's endpoint, which streams events) and --client-type."
     if name == "IncompleteStreamError":
         return "The stream was cut short before its stop event; the request is worth retrying."
     ending = tool_arguments_ending(exc)

@@ -246,6 +246,11 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
             if watch.due(interrupted):
                 break
             if deadline is not None and time.monotonic() > deadline:
+                if _streams_ended(run) and time.monotonic() < deadline + WRAP_UP:
+                    # the request is ended; what is left (the wire captured, the client released)
+                    # is bounded and would be lost to a cancel: wait for it (a second interrupt breaks)
+                    ended.wait(0.05)
+                    continue
                 future.cancel()
                 break
             # idle until something changes (the first delta is drawn at once) ...
@@ -284,6 +289,16 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
         turn.mark_cancelled("interrupted (kernel interrupt)")
     live.finish(turn)
     return turn
+
+
+#: seconds an interrupted turn whose streams have ended is given to wrap up (its --wire captured)
+WRAP_UP = 30.0
+
+
+def _streams_ended(run: Any) -> bool:
+    """Whether every stream of ``run`` (a turn's, or each of a comparison's ``runs``) has ended."""
+    runs = getattr(run, "runs", None) or [run]
+    return all(getattr(getattr(one, "finished", None), "is_set", lambda: False)() for one in runs)
 
 
 @contextmanager

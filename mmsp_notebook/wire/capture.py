@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OptionError, OptionTypeError
-from ..core.redact import cut_from_frame, redact_bytes, redact_streamed, secret_values
+from ..core.redact import cut_from_frame, held_secrets, redact_bytes, redact_streamed, secret_values
 from .pairing import pair_events
 from .sse import Frame, parse_frame, split_timed_frames
 
@@ -216,6 +216,12 @@ def build_wire(turn: Turn, records: list[WireTranscript]) -> Wire:
         for state in turn.steps:
             if state.request_sent is not None:
                 steps.append((state.request_sent, list(state.events), list(state.event_times)))
+    with held_secrets():  # (the environment read once for the whole wire, not twice per frame)
+        return Wire(_exchanges(steps, records))
+
+
+def _exchanges(steps: list[tuple[float, list[dict[str, Any]], list[float]]],
+               records: list[WireTranscript]) -> list[Exchange]:
     exchanges: list[Exchange] = []
     for i, (start, events, times) in enumerate(steps):
         end = steps[i + 1][0] if i + 1 < len(steps) else float("inf")
@@ -231,4 +237,4 @@ def build_wire(turn: Turn, records: list[WireTranscript]) -> Wire:
                 exchange.frames = [kept if new is old else _redacted_frame(new)
                                    for new, old, kept in zip(cut, received, frames)]
             exchanges.append(exchange)
-    return Wire(exchanges)
+    return exchanges
