@@ -59,6 +59,8 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
     for key, g in groups:
         if isinstance(key, tuple) and len(keys) == 1:
             key = key[0]
+        if (isinstance(key, float) and key != key) or key is pd.NA:  # (the group of missing values: None, as DuckDB gives it for a dataset)
+            key = None
         row: dict[str, Any] = {"count": len(g)}
         for col in ("latency", "ttft", "tokens_per_s"):
             s = pd.to_numeric(g[col], errors="coerce").dropna() if col in g else pd.Series(dtype=float)
