@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import time
 
+import pandas as pd
 import pytest
 from helpers import html_of, text_of
 from test_magic import notebook, run_notebook, shell
@@ -292,3 +293,22 @@ def test_a_trace_id_for_every_model_is_refused_before_anything_is_sent(fresh_ses
     assert not (tmp_path / "cache").exists()
     c = compare("hi", "demo,demo+nothink", trace=True, stream=io.StringIO(), display=False)
     assert c.frame["trace_id"].nunique() == 2
+
+
+def test_a_comparisons_frame_has_the_dtypes_of_the_usage_frame_and_the_loaded_turns(fresh_session, tmp_path):
+    from mmsp_notebook import traces
+    from mmsp_notebook.front.frames import usage_frame
+
+    c = compare("Tell me about rivers", "demo+tps=2000,demo+error", stream=io.StringIO())
+    df = c.frame
+    usage = usage_frame(fresh_session.usage.rows())
+    for col in set(df.columns) & set(usage.columns):
+        assert df[col].dtype == usage[col].dtype or (
+            isinstance(df[col].dtype, pd.CategoricalDtype) and isinstance(usage[col].dtype, pd.CategoricalDtype)), col
+    loaded = traces.load_turns(tmp_path / "cache", progress=False)
+    for col in ("model", "status", "finish_reason", "comparison"):
+        assert isinstance(df[col].dtype, pd.CategoricalDtype), col
+        assert df[col].cat.categories.dtype == loaded[col].cat.categories.dtype, col
+    mine = loaded[loaded["comparison"] == c.name]
+    assert sorted(df["model"].astype(str)) == sorted(mine["model"].astype(str))
+    assert df.groupby("status", observed=True).size().to_dict() == {"complete": 1, "error": 1}

@@ -1361,7 +1361,7 @@ def test_dask_cluster_executor_and_dask_reader(corpus: Path, tmp_path: Path) -> 
 # --------------------------------------------------------------------------- DuckDB
 
 
-@pytest.mark.parametrize("by", ["model", None, ["model", "status"], "client_type", "source", ["source", "model"]])
+@pytest.mark.parametrize("by", ["model", None, ["model", "status"], "client_type", "source", ["source", "model"], "comparison", "finish_reason"])
 def test_summary_in_duckdb_equals_pandas(corpus: Path, tmp_path: Path, by: Any) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)

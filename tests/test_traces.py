@@ -966,6 +966,32 @@ def test_plots(tmp_path: Path) -> None:
             call()
 
 
+def test_wrong_plot_and_summary_arguments_are_named(tmp_path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    save(tmp_path, "a", [user("q", T0), answer("a", T0 + 3000)])
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    for call, error, said in (
+            # a metric that is no column: named, never an empty panel titled after it
+            (lambda: traces.plot_latency(df, metrics="latncy"), OptionError, "no column 'latncy' to plot"),
+            (lambda: traces.plot_latency(df, metrics=["latency", "tfft"]), OptionError, "no column 'tfft' to plot"),
+            # a bin width that is none: never a ZeroDivisionError or pandas' own TypeError
+            (lambda: traces.plot_usage_over_time(df, freq="0s"), OptionError, "freq '0s' is no positive fixed width"),
+            (lambda: traces.plot_usage_over_time(df, freq="-1h"), OptionError, "freq '-1h' is no positive"),
+            (lambda: traces.plot_usage_over_time(df, freq="bogus"), OptionError, "freq 'bogus' is no positive"),
+            (lambda: traces.plot_usage_over_time(df, freq="1M"), OptionError, "freq '1M' is no positive fixed"),
+            (lambda: traces.plot_usage_over_time(df, freq=5), OptionTypeError, "freq takes a pandas frequency .* not int"),
+            # a group key that is no column name: never "'int' object is not iterable"
+            (lambda: traces.summary(df, by=3), OptionTypeError, "by takes a column name or a list of them .* not int 3"),
+            (lambda: traces.summary(df, by=["model", None]), OptionTypeError, "by takes a column name")):
+        with pytest.raises(error, match=said):
+            call()
+    assert traces.plot_usage_over_time(df, freq="1h") is not None
+    assert list(traces.summary(df, by=("model", "status")).index.names) == ["model", "status"]
+    assert list(traces.summary(df, by=[]).index) == ["all"]
+
+
 def test_core_import_pulls_no_ipython() -> None:
     code = "import sys; from mmsp_notebook import traces; traces.load_turns; print('IPython' in sys.modules, 'ipywidgets' in sys.modules, 'matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

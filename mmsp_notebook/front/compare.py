@@ -28,6 +28,7 @@ from ..core.turn import Turn
 from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message
 from ..engine.session import Session, session
 from .finish import check_door, finish_turn
+from .frames import typed_frame
 
 __all__ = ["Comparison", "compare", "parse_models"]
 
@@ -158,9 +159,7 @@ class Comparison:
     @property
     def frame(self) -> Any:
         """One row per model: status, finish, TTFT, latency, tokens/s, tokens per bucket, cost, text
-        length, tool calls, error (pandas imported here only)."""
-        import pandas as pd
-
+        length, tool calls, error (pandas imported here only), typed as ``%mmsp usage`` is."""
         rows = []
         for name, turn in zip(self.labels, self.turns):
             usage = turn.usage or {}
@@ -175,12 +174,9 @@ class Comparison:
                 f"{type(turn.error).__name__}: {turn.error_message}",
                 "trace_id": turn.trace_id, "comparison": self.name,
             })
-        df = pd.DataFrame(rows)
-        for col in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "text_chars", "tool_calls"):
-            df[col] = df[col].astype("Int64")
-        for col in ("ttft_s", "total_s", "tokens_per_s", "cost"):
-            df[col] = df[col].astype("Float64")
-        return df
+        return typed_frame(rows, ["model", "status", "finish_reason", "ttft_s", "total_s", "tokens_per_s", "cached_tokens",
+                                  "prompt_tokens", "thoughts_tokens", "response_tokens", "cost", "text_chars",
+                                  "tool_calls", "error", "trace_id", "comparison"])
 
     def summary(self) -> str:
         return printable(f"<Comparison {isolate(self.name)}: " + " · ".join(

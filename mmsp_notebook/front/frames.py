@@ -9,26 +9,49 @@ from ..core.chars import isolate
 from ..core.redact import redact_secrets, redact_value
 from ..core.turn import Turn
 
-__all__ = ["usage_frame", "models_frame", "history_frame"]
+__all__ = ["usage_frame", "typed_frame", "models_frame", "history_frame"]
+
+
+#: the dtype of each column of the turns frames (``%mmsp usage``, ``chat.turns``, ``Comparison.frame``), as
+#: ``traces.load_turns`` types its columns: nullable integers, categories of text, strings
+_TURN_DTYPES = {
+    "turn": "str", "chat": "str", "model": "category", "client_type": "category", "status": "category",
+    "finish_reason": "category", "steps": "int64", "cached_tokens": "Int64", "prompt_tokens": "Int64",
+    "thoughts_tokens": "Int64", "response_tokens": "Int64", "ttft_s": "Float64", "total_s": "Float64",
+    "tokens_per_s": "Float64", "cost": "Float64", "text_chars": "Int64", "tool_calls": "Int64", "error": "str",
+    "trace_id": "str", "comparison": "category",
+}
+
+
+def typed_frame(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> Any:
+    """A DataFrame of ``rows`` with :data:`_TURN_DTYPES`' dtypes, also when there is no row (a new chat's
+    turns): categories sorted and of text as ``traces.load_turns`` makes them (none for a column
+    without a value), text in pandas' string dtype (missing = NA)."""
+    import pandas as pd
+
+    from ..traces._columns import cat_col, str_col
+
+    data: dict[str, Any] = {}
+    for col in columns:
+        values = [row.get(col) for row in rows]
+        kind = _TURN_DTYPES[col]
+        if kind == "category":
+            data[col] = cat_col(values)
+        elif kind == "str":
+            data[col] = str_col(values)
+        else:
+            data[col] = pd.array(values, dtype=kind)
+    return pd.DataFrame(data, columns=list(columns))
 
 
 def usage_frame(turns: Sequence[Turn | dict[str, Any]]) -> Any:
     """A DataFrame of turns (or of the session's usage rows): tokens per bucket, cost, latency (pandas imported here only)."""
-    import pandas as pd
-
     from ..engine.session import usage_row
 
     rows = [turn if isinstance(turn, dict) else usage_row(turn) for turn in turns]
-    df = pd.DataFrame(rows, columns=["turn", "chat", "model", "client_type", "status", "finish_reason", "steps",
-                                     "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "ttft_s",
-                                     "total_s", "tokens_per_s", "cost", "trace_id"])
-    for col in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"):
-        df[col] = df[col].astype("Int64")
-    for col in ("ttft_s", "total_s", "tokens_per_s", "cost"):
-        df[col] = df[col].astype("Float64")
-    for col in ("model", "client_type", "status", "finish_reason"):
-        df[col] = df[col].astype("category")
-    return df
+    return typed_frame(rows, ["turn", "chat", "model", "client_type", "status", "finish_reason", "steps",
+                              "cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens", "ttft_s",
+                              "total_s", "tokens_per_s", "cost", "trace_id"])
 
 
 def models_frame(aliases: Any = None) -> Any:

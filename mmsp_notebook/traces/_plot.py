@@ -61,7 +61,11 @@ def plot_latency(
     metrics = [FROM_OTEL.get(m, m) for m in ([metrics] if isinstance(metrics, str) else metrics)]
     if not metrics:
         raise OptionError("plot_latency: give at least one metric (such as 'latency' or 'ttft')")
-    panels = [m for m in metrics if m in df and df[m].notna().any()]
+    unknown = [m for m in metrics if m not in df.columns]
+    if unknown:
+        raise OptionError(f"plot_latency: no column {', '.join(map(repr, unknown))} to plot; metrics are columns of "
+                          f"seconds such as 'latency' and 'ttft'")
+    panels = [m for m in metrics if df[m].notna().any()]
     if not panels:
         panels = [metrics[0]]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False)
@@ -102,6 +106,24 @@ def _auto_freq(span: pd.Timedelta) -> str:
     return f"{max(7, math.ceil(span / pd.Timedelta('1D') / 60))}D"
 
 
+def _check_freq(freq: Any) -> None:
+    """A ``freq`` the bins can be made of: a pandas frequency of a fixed, positive width, else a
+    clear error (a ``"0s"`` would divide by zero, ``"1M"`` has no fixed width, ``5`` is no text)."""
+    if freq is None:
+        return
+    if not isinstance(freq, str):
+        raise OptionTypeError(f"plot_usage_over_time: freq takes a pandas frequency such as '1min' or '1h', not "
+                              f"{type(freq).__name__} {freq!r:.60}")
+    try:
+        pd.tseries.frequencies.to_offset(freq)
+        width = pd.Timedelta(freq)
+    except ValueError:
+        width = None
+    if width is None or width is pd.NaT or width <= pd.Timedelta(0):
+        raise OptionError(f"plot_usage_over_time: freq {freq!r:.60} is no positive fixed width; give a pandas "
+                          f"frequency such as '10s', '1min', '1h' or '1D'")
+
+
 def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str | None = None) -> Figure:
     """Tokens (input and output) and cost over time, binned by ``started`` (else ``ended``).
 
@@ -111,6 +133,7 @@ def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str |
     Requires matplotlib (the ``plot`` extra). Returns the figure.
     """
     plt = _pyplot()
+    _check_freq(freq)
     df, by = _frame(turns, "plot_usage_over_time", ("started", "ended", "input_tokens", "output_tokens", "cost"), by)
     t = df["started"].where(df["started"].notna(), df["ended"])
     df = df.assign(_t=t).dropna(subset=["_t"]).sort_values("_t")

@@ -38,7 +38,10 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
     """
     keys: list[str] = []
     if by is not None:
-        keys = [by] if isinstance(by, str) else list(by)
+        keys = [by] if isinstance(by, str) else list(by) if isinstance(by, Iterable) else [by]
+        if not all(isinstance(k, str) for k in keys):
+            raise OptionTypeError(f"summary: by takes a column name or a list of them (None for one row of all "
+                                  f"turns), not {type(by).__name__} {by!r:.80}")
         keys = [FROM_OTEL.get(k, k) for k in keys]
     if not isinstance(turns, pd.DataFrame):
         return _finish(_sql_rows(turns, keys), keys)
@@ -56,6 +59,8 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
     for key, g in groups:
         if isinstance(key, tuple) and len(keys) == 1:
             key = key[0]
+        if (isinstance(key, float) and key != key) or key is pd.NA:  # (the group of missing values: None, as DuckDB gives it for a dataset)
+            key = None
         row: dict[str, Any] = {"count": len(g)}
         for col in ("latency", "ttft", "tokens_per_s"):
             s = pd.to_numeric(g[col], errors="coerce").dropna() if col in g else pd.Series(dtype=float)
