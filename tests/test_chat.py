@@ -880,6 +880,26 @@ async def _hold_worker():
     return release
 
 
+@pytest.mark.parametrize("door", ["send", "asend"])
+def test_an_interrupt_as_the_start_is_submitted_stops_the_turn(fresh_session, monkeypatch, door):
+    """The interrupt lands just after the start went to the worker loop, before it is awaited."""
+    from mmsp_notebook.front import chat as chat_module
+
+    real_submit = chat_module._worker.submit
+
+    def submit(coro):
+        monkeypatch.setattr(chat_module._worker, "submit", real_submit)  # (once: the start itself submits too)
+        started = real_submit(coro)
+        wait_for(lambda: chat.busy or started.done())  # the worker launched the turn before this thread went on
+        raise KeyboardInterrupt
+
+    chat = Chat(model="demo+tps=40", trace=False)
+    monkeypatch.setattr(chat_module._worker, "submit", submit)
+    with pytest.raises(KeyboardInterrupt):
+        chat.send("Tell me about lighthouses") if door == "send" else asyncio.run(chat.asend("Tell me about lighthouses"))
+    _assert_cancelled_with_the_chat_free(fresh_session, chat)
+
+
 def test_an_interrupt_of_send_while_its_turn_starts_stops_the_turn_started(fresh_session, monkeypatch):
     """As for asend: the KeyboardInterrupt comes as the worker launches the turn, before send has it."""
     import signal

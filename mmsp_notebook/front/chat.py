@@ -47,7 +47,6 @@ HEARTBEAT = 2.0
 #: How a turn ends that Retry sends again (js/src/chat.js shows its Retry button on the last answer then).
 _RETRYABLE = ("error", "incomplete", "cancelled")
 
-
 #: The traits a front end sets (its pickers), each with the trait that holds its choices; every
 #: other trait is the kernel's (see Chat.set_state).
 _PICKERS = {"model": "models", "thinking": "thinking_levels"}
@@ -334,11 +333,11 @@ class Chat(MarkdownWidget):
         ``strict`` defaults to the kernel's setting, as for ``%%mmsp`` and ``ask``.
         """
         ticket = _Start()
-        started = _worker.submit(self._start(text, list(images), ticket))
-        try:
-            run, future, shown = started.result()
+        try:  # (an interrupt as the start is submitted, as it is awaited: the same)
+            ticket.started = _worker.submit(self._start(text, list(images), ticket))
+            run, future, shown = ticket.started.result()
         except KeyboardInterrupt:  # (the worker loop is blocked, or launching) the turn is not started, or is stopped
-            ticket.drop(started)
+            ticket.drop()
             raise
         turn = self._wait(run, future, shown)
         if self._options.get("wire"):
@@ -387,11 +386,11 @@ class Chat(MarkdownWidget):
         :class:`~mmsp_notebook.LoopBlockedError` that names the tool; what arrived is kept.
         """
         ticket = _Start()
-        started = _worker.submit(self._start(text, list(images), ticket))
         try:
-            run, future, shown = await asyncio.wrap_future(started)
+            ticket.started = _worker.submit(self._start(text, list(images), ticket))
+            run, future, shown = await asyncio.wrap_future(ticket.started)
         except BaseException:  # cancelled (a kernel interrupt) as the turn started: it is not started, or is stopped
-            ticket.drop(started)
+            ticket.drop()
             raise
         turn = await await_turn(run, future, _worker.stalled, shown=shown)
         return finish_turn(turn, strict)
@@ -543,13 +542,14 @@ class _Start:
     the worker loop runs it: one not begun sends nothing; a turn it launched (lost to the caller,
     which could not stop it) is aborted, its partial answer kept as cancelled, the chat free."""
 
-    def __init__(self) -> None:
-        self.dropped, self.run = False, None  # type: bool, TurnRun | None
+    def __init__(self) -> None:  # (started: the start on the worker loop, once submitted)
+        self.dropped, self.run, self.started = False, None, None  # type: bool, TurnRun | None, concurrent.futures.Future[Any] | None
 
-    def drop(self, started: concurrent.futures.Future[Any]) -> None:
+    def drop(self) -> None:
         """The caller was interrupted (any thread): stop what the start launched, or will."""
         self.dropped = True
-        started.cancel()  # (a start waiting for a stopped turn to wind down ends there)
+        if self.started is not None:  # (a start waiting for a stopped turn to wind down ends there)
+            self.started.cancel()
         _worker.loop().call_soon_threadsafe(self._abort)  # (after the start's step that may be launching)
 
     def launched(self, run: TurnRun) -> None:
