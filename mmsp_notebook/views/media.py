@@ -21,6 +21,11 @@ def pcm_to_wav(data: bytes, mime_type: str) -> bytes:
             rate = int(value)
         elif key == "channels" and value.isdigit():
             channels = int(value)
+    # a rate or channel count no WAV header holds (0, or beyond its 16/32-bit fields) is the default
+    if not 1 <= channels <= 0xFFFF:
+        channels = 1
+    if not 1 <= rate * channels * 2 <= 0xFFFFFFFF:
+        rate = 24000
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(channels)
