@@ -224,3 +224,52 @@ def test_a_conversation_with_a_long_name_is_traced_under_a_shortened_id(fresh_se
     assert turn.status == "complete" and len(part) <= 242 and part.startswith("c" * 200 + "-")
     assert tracer_path(turn.trace_id).is_file() and traces.show(turn.trace_id).turns
     assert ask("hi", chat="c" * 301, max_tokens=5).trace_id != turn.trace_id
+
+
+def _sent(image):
+    import base64
+
+    from PIL import Image
+
+    from mmsp_notebook.engine.session import image_item
+
+    url = image_item(image)["image_url"]
+    assert url.startswith("data:image/png;base64,")
+    return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+
+
+def test_pil_images_of_premultiplied_alpha_keep_their_alpha():
+    from PIL import Image
+
+    assert _sent(Image.new("La", (2, 2), (10, 100))).getpixel((0, 0)) == (25, 100)  # 10 premultiplied by 100/255
+    sent = _sent(Image.new("RGBa", (2, 2), (10, 20, 30, 100)))
+    assert sent.mode == "RGBA" and sent.getpixel((0, 0))[3] == 100
+
+
+def test_pil_float_and_32_bit_images_are_scaled_not_clipped():
+    from PIL import Image
+
+    unit = Image.new("F", (2, 1))
+    unit.putpixel((0, 0), 0.0)
+    unit.putpixel((1, 0), 1.0)  # a float image of 0–1: was sent black (clipped to 0–255)
+    assert [_sent(unit).getpixel((x, 0)) for x in (0, 1)] == [0, 255]
+    depth = Image.new("I", (2, 1))
+    depth.putpixel((0, 0), -1000)
+    depth.putpixel((1, 0), 100_000)  # beyond 16 bits: was white everywhere
+    assert [_sent(depth).getpixel((x, 0)) for x in (0, 1)] == [0, 255]
+    twelve_bit = Image.new("I", (1, 1), 4000)
+    assert _sent(twelve_bit).getpixel((0, 0)) == 4000  # 16-bit values are kept as 16-bit grey
+
+
+def test_an_empty_or_unreadable_pil_image_is_an_option_error():
+    from PIL import Image
+
+    from mmsp_notebook.engine.launch import interpolate
+
+    with pytest.raises(mn.OptionError, match=r"this PIL image is empty \(0×0 pixels\)"):
+        interpolate("see {img}", {"img": Image.new("RGB", (0, 0))})
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(buf, format="PNG")
+    truncated = Image.open(io.BytesIO(buf.getvalue()[:60]))  # opened lazily: the damage shows on load
+    with pytest.raises(mn.OptionError, match=r"^this PIL image cannot be sent: OSError: image file is truncated"):
+        interpolate("see {img}", {"img": truncated})

@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import hashlib
 import inspect
+import math
 import os
 import re
 import threading
@@ -83,15 +84,7 @@ def image_item(value: Any) -> dict[str, Any] | None:
     data: bytes | None = None
     mime = None
     if hasattr(value, "save") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
-        import io
-
-        buf = io.BytesIO()
-        try:
-            value.save(buf, format="PNG")
-        except (OSError, ValueError):  # a mode PNG cannot hold (CMYK, YCbCr, float...): sent as RGB(A)
-            buf = io.BytesIO()
-            value.convert("RGBA" if "A" in value.mode else "RGB").save(buf, format="PNG")
-        data, mime = buf.getvalue(), "image/png"
+        data, mime = _pil_png(value), "image/png"
     elif isinstance(value, (bytes, bytearray)):
         data = bytes(value)
     elif isinstance(value, Path) or (isinstance(value, str) and len(value) < 1024 and re.search(
@@ -106,6 +99,48 @@ def image_item(value: Any) -> dict[str, Any] | None:
         if mime is None:
             return None
     return {"type": "image_url.done", "image_url": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"}
+
+
+def _pil_png(image: Any) -> bytes:
+    """A PIL image of any mode as PNG bytes; one that is empty or cannot be read is an :class:`OptionError`."""
+    import io
+
+    if not all(image.size):
+        raise OptionError(f"not an image to send: this PIL image is empty ({image.size[0]}×{image.size[1]} pixels)")
+    try:
+        image.load()  # an image opened from a damaged file fails here, not half-way through a save
+        mode = image.mode
+        if mode in ("La", "RGBa"):  # premultiplied alpha: PNG holds straight alpha
+            image = image.convert(mode.upper())
+        elif mode == "F" or (mode.startswith("I") and mode != "I;16"):
+            image = _scaled(image)
+        buf = io.BytesIO()
+        try:
+            image.save(buf, format="PNG")
+        except (OSError, ValueError):  # a mode PNG cannot hold (CMYK, YCbCr, LAB, HSV...): sent as RGB(A)
+            buf = io.BytesIO()
+            image.convert("RGBA" if image.mode.endswith("A") else "RGB").save(buf, format="PNG")
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise OptionError(f"this PIL image cannot be sent: {type(exc).__name__}: {exc}") from None
+    return buf.getvalue()
+
+
+def _scaled(image: Any) -> Any:
+    """A float or 32-bit integer image as 8 or 16-bit grey: values of 0–1 (float), 0–255 or 0–65535 kept
+    to scale, any other range stretched over 0–255 (never clipped to black or white)."""
+    if image.mode != "F" and image.mode != "I":
+        image = image.convert("I")
+    lo, hi = image.getextrema()
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo, hi = 0.0, 1.0
+    if image.mode == "I" and 0 <= lo and hi <= 65535:
+        return image.convert("I;16") if hi > 255 else image.convert("L")
+    if image.mode == "F" and 0 <= lo and hi <= 1:
+        lo, hi = 0.0, 1.0
+    elif (0 <= lo and hi <= 255) or lo == hi:  # a constant image keeps its value, clipped to 0–255
+        lo, hi = min(lo, 0.0), max(hi, 255.0)
+    scale = 255.0 / (hi - lo) if hi > lo else 0.0
+    return image.convert("F").point(lambda v: (v - lo) * scale).convert("L")
 
 
 def _sniff(data: bytes) -> str | None:
