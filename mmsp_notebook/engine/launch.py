@@ -25,7 +25,7 @@ from ..core.turn import Turn
 from . import worker as _worker
 from .messages import check_prompt_message
 from .options import TurnOptions, idle_limit
-from .session import Lease, Session, image_item, is_demo_model, session
+from .session import Lease, Session, data_url_item, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
 
@@ -116,9 +116,11 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
         images = [images]  # one image, not a sequence of its characters (images="cat.png")
     for image in images:
         if isinstance(image, dict) and image.get("type") == "image_url.done":
-            items.append(image)
-        elif isinstance(image, str) and image.startswith("data:image/"):
-            items.append({"type": "image_url.done", "image_url": image})
+            url = image.get("image_url")
+            items.append({**image, **data_url_item(url)} if isinstance(url, str) and url[:5].lower() == "data:"
+                         else image)
+        elif isinstance(image, str) and image[:5].lower() == "data:":
+            items.append(data_url_item(image))
         else:
             if isinstance(image, str) and len(image) < 1024 and Path(image).expanduser().is_file():
                 image = Path(image).expanduser()  # named as an image: read whatever its name ends with

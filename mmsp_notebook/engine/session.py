@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import DemoServerError, OptionError
-from ..core.redact import redact_value, register_secret_env
+from ..core.redact import redact, redact_value, register_secret_env
 from ..wire.proxies import WireProxies
 from .options import Settings
 
@@ -99,6 +99,35 @@ def image_item(value: Any) -> dict[str, Any] | None:
         if mime is None:
             return None
     return {"type": "image_url.done", "image_url": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"}
+
+
+_DATA_URL = re.compile(r"data:([^,;]*)((?:;[^,;]*)*),(.*)", re.S | re.I)
+
+
+def data_url_item(url: str) -> dict[str, Any]:
+    """The ``image_url.done`` item of an image's ``data:`` URL, checked as a provider would check it: base64
+    that decodes to PNG, JPEG, GIF or WebP, labelled with the type its bytes are (a PNG called
+    ``image/jpeg`` is refused by some providers); anything else is an :class:`OptionError` before sending."""
+    match = _DATA_URL.match(url)
+    said = redact(repr(url[:60] + ("…" if len(url) > 60 else "")))
+    if not match:
+        raise OptionError(f"not an image: {said} is not a data URL (data:image/png;base64,...)")
+    declared = match.group(1).strip().lower() or "text/plain"
+    if not declared.startswith("image/"):
+        raise OptionError(f"not an image: a data URL of type {declared}, not an image ({said})")
+    if ";base64" not in match.group(2).lower():
+        raise OptionError(f"not an image: the data URL {said} is not base64 (data:{declared};base64,...)")
+    payload = re.sub(r"\s+", "", match.group(3))
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except ValueError:  # binascii.Error: a character out of the alphabet, or cut short
+        raise OptionError(f"not an image: the data URL {said} holds damaged base64 "
+                          f"({len(payload):,} characters)") from None
+    mime = _sniff(data)
+    if mime is None:
+        raise OptionError(f"not an image: the {len(data):,} bytes of the data URL {said} are not PNG, JPEG, GIF "
+                          "or WebP data")
+    return {"type": "image_url.done", "image_url": f"data:{mime};base64,{payload}"}
 
 
 def _pil_png(image: Any) -> bytes:
