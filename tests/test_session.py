@@ -273,3 +273,21 @@ def test_an_empty_or_unreadable_pil_image_is_an_option_error():
     truncated = Image.open(io.BytesIO(buf.getvalue()[:60]))  # opened lazily: the damage shows on load
     with pytest.raises(mn.OptionError, match=r"^this PIL image cannot be sent: OSError: image file is truncated"):
         interpolate("see {img}", {"img": truncated})
+
+
+@pytest.mark.parametrize("fmt", ["BMP", "TIFF", "ICO"])
+def test_image_bytes_of_a_format_pil_reads_are_sent_as_png_not_as_their_repr(fmt, tmp_path):
+    """{bmp} put b'BM\\x00...' into the prompt: the bytes' repr, a megabyte of it for a photograph."""
+    from PIL import Image
+
+    from mmsp_notebook.engine.launch import interpolate, user_message
+
+    buf = io.BytesIO()
+    Image.new("RGB", (3, 2), (200, 10, 10)).save(buf, format=fmt)
+    text, images = interpolate("look at {data}", {"data": buf.getvalue()})
+    assert text == "look at [image 1]" and len(images) == 1
+    assert _sent(buf.getvalue()).getpixel((0, 0))[:3] == (200, 10, 10)
+    path = tmp_path / f"picture.{fmt.lower()}"
+    path.write_bytes(buf.getvalue())
+    assert user_message("look", [str(path)])["content_items"][1]["image_url"].startswith("data:image/png;base64,")
+    assert interpolate("say {b}", {"b": b"hello"}) == ("say b'hello'", [])  # bytes that are no image stay text

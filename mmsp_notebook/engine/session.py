@@ -80,7 +80,8 @@ def provide_local_server(factory: LocalServerFactory) -> None:
 
 
 def image_item(value: Any) -> dict[str, Any] | None:
-    """An ``image_url.done`` item for a PIL image, PNG/JPEG/GIF/WebP bytes or a path to one; else ``None``."""
+    """An ``image_url.done`` item for a PIL image, image bytes or a path to one (PNG, JPEG, GIF, WebP as they are,
+    another format PIL reads as PNG); else ``None``."""
     data: bytes | None = None
     mime = None
     if hasattr(value, "save") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
@@ -96,9 +97,28 @@ def image_item(value: Any) -> dict[str, Any] | None:
         return None
     if mime is None:
         mime = _sniff(data)
-        if mime is None:
-            return None
+        if mime is None:  # another format PIL reads (BMP, TIFF, ICO...): sent as PNG, not as the bytes' repr
+            data = _other_format_png(data)
+            if data is None:
+                return None
+            mime = "image/png"
     return {"type": "image_url.done", "image_url": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"}
+
+
+def _other_format_png(data: bytes) -> bytes | None:
+    """PNG bytes of an image of a format no provider takes that PIL reads (BMP, TIFF...), else ``None``."""
+    try:
+        import io
+
+        from PIL import Image
+    except ImportError:
+        return None
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except Exception:  # not an image PIL knows (text, a PDF...), or a damaged one
+        return None
+    return _pil_png(image)
 
 
 _DATA_URL = re.compile(r"data:([^,;]*)((?:;[^,;]*)*),(.*)", re.S | re.I)
