@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import wave
 
@@ -41,3 +42,25 @@ def test_a_turn_with_pcm_of_a_rate_no_wav_holds_still_renders():
     turn = _turn_with({"type": "inline_data.done", "data": b"\x01\x02" * 10, "mime_type": "audio/L16;rate=0"})
     assert '<audio class="mmsp-audio-player" controls src="data:audio/wav;base64,' in render_html(turn)
     assert "[audio] audio/L16;rate=0" in render_text(turn)
+
+
+def test_an_audio_file_under_a_type_of_another_name_plays_as_what_it_is_not_wrapped_again():
+    """audio/wave (WAV's registered name), audio/opus, audio/x-flac were taken for raw PCM: a WAV inside a WAV."""
+    from mmsp_notebook.views.media import media_src
+
+    with wave.open(buf := io.BytesIO(), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(b"\x00\x00" * 4000)
+    wav = buf.getvalue()
+    for mime, data, src_type, seconds in (("audio/wave", wav, "audio/wav", 0.5), ("audio/vnd.wave", wav, "audio/wav", 0.5),
+                                          ("audio/opus", b"OggS\x00\x02" + b"\x00" * 30, "audio/ogg", None),
+                                          ("audio/x-flac", b"fLaC\x00\x00\x00\x22", "audio/flac", None),
+                                          ("audio/x-m4a", b"\x00\x00\x00\x20ftypM4A ", "audio/mp4", None)):
+        turn = _turn_with({"type": "inline_data.done", "data": data, "mime_type": mime})
+        src, secs = media_src(turn.items[0])
+        assert src.startswith(f"data:{src_type};base64,") and secs == seconds, mime
+        assert base64.b64decode(src.split(",", 1)[1]) == data
+    pcm = _turn_with({"type": "inline_data.done", "data": b"\x10\x00" * 2400, "mime_type": "audio/L16;rate=24000"})
+    assert media_src(pcm.items[0])[1] == 0.1  # raw PCM is still wrapped
