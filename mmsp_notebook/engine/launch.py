@@ -23,9 +23,9 @@ from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
 from . import worker as _worker
-from .messages import check_prompt_message
+from .messages import check_prompt_message, data_url_item
 from .options import TurnOptions, idle_limit
-from .session import Lease, Session, data_url_item, image_item, is_demo_model, session
+from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
 from .tools import ToolSet
 

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import DemoServerError, OptionError
-from ..core.redact import redact, redact_value, register_secret_env
+from ..core.redact import redact_value, register_secret_env
 from ..wire.proxies import WireProxies
+from .messages import sniff_image
 from .options import Settings
 
 __all__ = ["Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env", "LocalServer",
@@ -96,7 +97,7 @@ def image_item(value: Any) -> dict[str, Any] | None:
     if data is None:
         return None
     if mime is None:
-        mime = _sniff(data)
+        mime = sniff_image(data)
         if mime is None:  # another format PIL reads (BMP, TIFF, ICO...): sent as PNG, not as the bytes' repr
             data = _other_format_png(data)
             if data is None:
@@ -119,35 +120,6 @@ def _other_format_png(data: bytes) -> bytes | None:
     except Exception:  # not an image PIL knows (text, a PDF...), or a damaged one
         return None
     return _pil_png(image)
-
-
-_DATA_URL = re.compile(r"data:([^,;]*)((?:;[^,;]*)*),(.*)", re.S | re.I)
-
-
-def data_url_item(url: str) -> dict[str, Any]:
-    """The ``image_url.done`` item of an image's ``data:`` URL, checked as a provider would check it: base64
-    that decodes to PNG, JPEG, GIF or WebP, labelled with the type its bytes are (a PNG called
-    ``image/jpeg`` is refused by some providers); anything else is an :class:`OptionError` before sending."""
-    match = _DATA_URL.match(url)
-    said = redact(repr(url[:60] + ("…" if len(url) > 60 else "")))
-    if not match:
-        raise OptionError(f"not an image: {said} is not a data URL (data:image/png;base64,...)")
-    declared = match.group(1).strip().lower() or "text/plain"
-    if not declared.startswith("image/"):
-        raise OptionError(f"not an image: a data URL of type {declared}, not an image ({said})")
-    if ";base64" not in match.group(2).lower():
-        raise OptionError(f"not an image: the data URL {said} is not base64 (data:{declared};base64,...)")
-    payload = re.sub(r"\s+", "", match.group(3))
-    try:
-        data = base64.b64decode(payload, validate=True)
-    except ValueError:  # binascii.Error: a character out of the alphabet, or cut short
-        raise OptionError(f"not an image: the data URL {said} holds damaged base64 "
-                          f"({len(payload):,} characters)") from None
-    mime = _sniff(data)
-    if mime is None:
-        raise OptionError(f"not an image: the {len(data):,} bytes of the data URL {said} are not PNG, JPEG, GIF "
-                          "or WebP data")
-    return {"type": "image_url.done", "image_url": f"data:{mime};base64,{payload}"}
 
 
 def _pil_png(image: Any) -> bytes:
@@ -190,18 +162,6 @@ def _scaled(image: Any) -> Any:
         lo, hi = min(lo, 0.0), max(hi, 255.0)
     scale = 255.0 / (hi - lo) if hi > lo else 0.0
     return image.convert("F").point(lambda v: (v - lo) * scale).convert("L")
-
-
-def _sniff(data: bytes) -> str | None:
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 class RecentTurns(list[Any]):
