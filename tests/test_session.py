@@ -266,12 +266,12 @@ def test_an_empty_or_unreadable_pil_image_is_an_option_error():
 
     from mmsp_notebook.engine.launch import interpolate
 
-    with pytest.raises(mn.OptionError, match=r"this PIL image is empty \(0×0 pixels\)"):
+    with pytest.raises(mn.OptionError, match=r"^\{img\}: not an image to send: an empty PIL image \(0×0 pixels\)$"):
         interpolate("see {img}", {"img": Image.new("RGB", (0, 0))})
     buf = io.BytesIO()
     Image.new("RGB", (64, 64)).save(buf, format="PNG")
     truncated = Image.open(io.BytesIO(buf.getvalue()[:60]))  # opened lazily: the damage shows on load
-    with pytest.raises(mn.OptionError, match=r"^this PIL image cannot be sent: OSError: image file is truncated"):
+    with pytest.raises(mn.OptionError, match=r"^\{img\}: not an image to send: a PIL image that cannot be read \(OSError: image file is"):
         interpolate("see {img}", {"img": truncated})
 
 

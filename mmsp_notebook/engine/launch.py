@@ -71,7 +71,10 @@ def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[
             if ok and (inspect.isroutine(value) or inspect.isclass(value) or inspect.ismodule(value)):
                 ok = False  # {print} or {json}: pasted code, not a value to put in the prompt
             if ok:
-                item = image_item(value)
+                try:
+                    item = image_item(value)
+                except OptionError as exc:  # an image that cannot be sent: say which of the prompt's values
+                    raise OptionError(f"{{{expr.strip()}}}: {exc}") from None
                 if item is not None:
                     images.append(item)
                     out.append(f"[image {len(images)}]")

@@ -127,7 +127,7 @@ def _pil_png(image: Any) -> bytes:
     import io
 
     if not all(image.size):
-        raise OptionError(f"not an image to send: this PIL image is empty ({image.size[0]}×{image.size[1]} pixels)")
+        raise OptionError(f"not an image to send: an empty PIL image ({image.size[0]}×{image.size[1]} pixels)")
     try:
         image.load()  # an image opened from a damaged file fails here, not half-way through a save
         mode = image.mode
@@ -142,7 +142,7 @@ def _pil_png(image: Any) -> bytes:
             buf = io.BytesIO()
             image.convert("RGBA" if image.mode.endswith("A") else "RGB").save(buf, format="PNG")
     except (OSError, ValueError, SyntaxError) as exc:
-        raise OptionError(f"this PIL image cannot be sent: {type(exc).__name__}: {exc}") from None
+        raise OptionError(f"not an image to send: a PIL image that cannot be read ({type(exc).__name__}: {exc})") from None
     return buf.getvalue()
 
 
