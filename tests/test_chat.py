@@ -11,7 +11,7 @@ import pytest
 from helpers import apply_ops
 from tools import get_weather, weather_in
 
-from mmsp_notebook import Chat, MMSPNotebookError
+from mmsp_notebook import Chat, MMSPNotebookError, OptionError
 from mmsp_notebook.views.model import view_model
 
 
@@ -923,3 +923,35 @@ def test_an_interrupt_of_send_while_its_turn_starts_stops_the_turn_started(fresh
         chat.send("Tell me about lighthouses")
     monkeypatch.setattr(chat_module, "launch", real_launch)
     _assert_cancelled_with_the_chat_free(fresh_session, chat)
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("data:image/png;base64,!!!not-base64!!!", r"holds damaged base64"),
+    ("data:image/png;base64,iVBORw0KGgoAAAANSU", r"holds damaged base64"),  # cut inside a 4-character group
+    ("data:image/svg+xml;base64,PHN2ZyBvbmxvYWQ9YWxlcnQoMSk+", r"are not PNG, JPEG, GIF or WebP data"),
+    ("data:image/png;base64,", r"the 0 bytes of the data URL"),
+    ("data:image/png,rawbytes", r"is not base64"),
+    ("data:text/plain;base64,aGk=", r"a data URL of type text/plain, not an image"),
+    ("data:image/", r"is not a data URL"),
+])
+def test_a_pasted_image_that_is_no_image_is_refused_and_kept_out_of_the_history(fresh_session, url, why):
+    """Such a URL went into the history as it was: the demo answered, a provider refused every later turn."""
+    chat = Chat(trace=False, model="demo+tps=5000")
+    with pytest.raises(OptionError, match=r"^not an image: .*" + why):
+        chat.send("what is this?", images=[url])
+    assert chat.history == [] and chat.transcript == [] and not fresh_session.turns
+
+
+def test_a_pasted_image_is_labelled_with_the_type_its_bytes_are(fresh_session):
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (2, 2)).save(buf, format="JPEG")
+    payload = base64.b64encode(buf.getvalue()).decode()
+    chat = Chat(trace=False, model="demo+tps=5000")
+    turn = chat.send("what is this?", images=[f"DATA:image/png;base64,{payload[:20]}\n{payload[20:]}"])
+    assert turn.status == "complete"
+    assert chat.history[0]["content_items"][1]["image_url"] == f"data:image/jpeg;base64,{payload}"

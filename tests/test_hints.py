@@ -305,3 +305,21 @@ def test_an_upstream_the_wire_proxy_cannot_reach_says_could_not_connect(fresh_se
                   api_key_env="LOOPBACK_API_KEY", wire=True, stream=io.StringIO())
     assert turn.status == "error" and "the wire proxy could not reach the upstream" in turn.error_message
     assert error_hint(turn.error).startswith("Could not connect (the wire proxy could not reach it)")
+
+
+@pytest.mark.parametrize("data", ["iVBORw0KGgoAAAANSU", "QUJDRA"])
+def test_media_of_damaged_base64_says_the_server_sent_it(data):
+    """It said only "Error: Incorrect padding" and "Run %mmsp error for the full detail"."""
+    from sse_scripts import mmsp_event, mmsp_text, script_server
+
+    import mmsp_notebook as mn
+
+    def script(request, authorization):
+        item = {"type": "inline_data.delta", "data": data, "mime_type": "image/png"}
+        return mmsp_text("hi") + [mmsp_event(item), mmsp_event({**item, "type": "inline_data.done"}),
+                                  mmsp_event(stop=True)]
+
+    with script_server(script) as url:
+        turn = mn.ask("draw", model="x", client_type="mmsp", base_url=url, trace=False, stream=io.StringIO())
+    assert turn.status == "error" and turn.text == "hi"
+    assert error_hint(turn.error).startswith("The server sent an image or audio whose base64 is damaged")

@@ -39,3 +39,15 @@ def test_a_history_is_checked_whole_each_fault_named_by_its_place():
         check_history([ok[0], {"role": "assistant", "content_items": [{"type": "text.delta", "text": "x"}]}])
     with pytest.raises(OptionError, match=r"^history takes a list of UniMessages"):
         check_history(ok[0])
+
+
+def test_an_image_data_url_in_a_given_history_or_prompt_message_is_checked():
+    """A damaged data URL in chat.history or a prompt message went to the provider, which refused every turn."""
+    bad = {"role": "user", "content_items": [{"type": "text.done", "text": "see"},
+                                             {"type": "image_url.done", "image_url": "data:image/png;base64,!!!"}]}
+    with pytest.raises(OptionError, match=r"^history\[1\]\.content_items\[1\]: not an image: .* holds damaged base64"):
+        check_history([{"role": "user", "content_items": [{"type": "text.done", "text": "hi"}]}, bad])
+    with pytest.raises(OptionError, match=r"^the prompt message\.content_items\[1\]: not an image: "):
+        check_prompt_message(bad)
+    url = "https://example.com/cat.png"  # a URL the provider fetches stays as it is
+    assert check_prompt_message({"role": "user", "content_items": [{"type": "image_url.done", "image_url": url}]})

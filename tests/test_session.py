@@ -224,3 +224,70 @@ def test_a_conversation_with_a_long_name_is_traced_under_a_shortened_id(fresh_se
     assert turn.status == "complete" and len(part) <= 242 and part.startswith("c" * 200 + "-")
     assert tracer_path(turn.trace_id).is_file() and traces.show(turn.trace_id).turns
     assert ask("hi", chat="c" * 301, max_tokens=5).trace_id != turn.trace_id
+
+
+def _sent(image):
+    import base64
+
+    from PIL import Image
+
+    from mmsp_notebook.engine.session import image_item
+
+    url = image_item(image)["image_url"]
+    assert url.startswith("data:image/png;base64,")
+    return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+
+
+def test_pil_images_of_premultiplied_alpha_keep_their_alpha():
+    from PIL import Image
+
+    assert _sent(Image.new("La", (2, 2), (10, 100))).getpixel((0, 0)) == (25, 100)  # 10 premultiplied by 100/255
+    sent = _sent(Image.new("RGBa", (2, 2), (10, 20, 30, 100)))
+    assert sent.mode == "RGBA" and sent.getpixel((0, 0))[3] == 100
+
+
+def test_pil_float_and_32_bit_images_are_scaled_not_clipped():
+    from PIL import Image
+
+    unit = Image.new("F", (2, 1))
+    unit.putpixel((0, 0), 0.0)
+    unit.putpixel((1, 0), 1.0)  # a float image of 0–1: was sent black (clipped to 0–255)
+    assert [_sent(unit).getpixel((x, 0)) for x in (0, 1)] == [0, 255]
+    depth = Image.new("I", (2, 1))
+    depth.putpixel((0, 0), -1000)
+    depth.putpixel((1, 0), 100_000)  # beyond 16 bits: was white everywhere
+    assert [_sent(depth).getpixel((x, 0)) for x in (0, 1)] == [0, 255]
+    twelve_bit = Image.new("I", (1, 1), 4000)
+    assert _sent(twelve_bit).getpixel((0, 0)) == 4000  # 16-bit values are kept as 16-bit grey
+
+
+def test_an_empty_or_unreadable_pil_image_is_an_option_error():
+    from PIL import Image
+
+    from mmsp_notebook.engine.launch import interpolate
+
+    with pytest.raises(mn.OptionError, match=r"^\{img\}: not an image to send: an empty PIL image \(0×0 pixels\)$"):
+        interpolate("see {img}", {"img": Image.new("RGB", (0, 0))})
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64)).save(buf, format="PNG")
+    truncated = Image.open(io.BytesIO(buf.getvalue()[:60]))  # opened lazily: the damage shows on load
+    with pytest.raises(mn.OptionError, match=r"^\{img\}: not an image to send: a PIL image that cannot be read \(OSError: image file is"):
+        interpolate("see {img}", {"img": truncated})
+
+
+@pytest.mark.parametrize("fmt", ["BMP", "TIFF", "ICO"])
+def test_image_bytes_of_a_format_pil_reads_are_sent_as_png_not_as_their_repr(fmt, tmp_path):
+    """{bmp} put b'BM\\x00...' into the prompt: the bytes' repr, a megabyte of it for a photograph."""
+    from PIL import Image
+
+    from mmsp_notebook.engine.launch import interpolate, user_message
+
+    buf = io.BytesIO()
+    Image.new("RGB", (3, 2), (200, 10, 10)).save(buf, format=fmt)
+    text, images = interpolate("look at {data}", {"data": buf.getvalue()})
+    assert text == "look at [image 1]" and len(images) == 1
+    assert _sent(buf.getvalue()).getpixel((0, 0))[:3] == (200, 10, 10)
+    path = tmp_path / f"picture.{fmt.lower()}"
+    path.write_bytes(buf.getvalue())
+    assert user_message("look", [str(path)])["content_items"][1]["image_url"].startswith("data:image/png;base64,")
+    assert interpolate("say {b}", {"b": b"hello"}) == ("say b'hello'", [])  # bytes that are no image stay text

@@ -368,3 +368,17 @@ def test_a_connection_lost_after_the_stop_event_leaves_the_turn_complete():
     s = TurnState()
     s.feed(stop())
     assert s.fail(UpstreamError("MmspClient", None, "ServerError", "late")) == "error"
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ({"type": "inline_data.delta", "data": 12, "mime_type": "image/png"}, "inline_data.delta carries data of type int, not bytes"),
+    ({"type": "inline_data.delta", "data": "iVBORw0KGgo=", "mime_type": "image/png"}, "inline_data.delta carries data of type str, not bytes"),
+    ({"type": "inline_thinking.delta", "data": ["x"]}, "inline_thinking.delta carries data of type list, not bytes"),
+    ({"type": "embedding.delta", "embedding": 0.5}, "embedding.delta carries embedding of type float, not a list of numbers"),
+])
+def test_media_of_the_wrong_type_is_a_protocol_error_not_a_crash_later(item, said):
+    """Such data was kept, and reading the turn (turn.images, its view) raised TypeError from bytes.join."""
+    state = TurnState()
+    with pytest.raises(ProtocolError, match=f"^event 0: {said}"):
+        state.feed(delta(item))
+    assert state.items == [] and state.status == "error"

@@ -1993,3 +1993,18 @@ def test_since_after_until_is_refused_by_every_loader(tmp_path: Path) -> None:
         with pytest.raises(OptionError, match="since .* is after until .*: no turn is in between; swap them"):
             load(tmp_path, since="2026-02-01", until="2026-01-01")
     assert len(traces.load_turns(tmp_path, since=T0 / 1000, until=T0 / 1000 + 1)) == 1  # one instant apart: kept
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_an_upper_case_media_type_is_counted_as_an_image_or_audio(tmp_path, monkeypatch, fast):
+    """MIME types are case-insensitive: IMAGE/PNG and Audio/WAV were counted as neither (turn.images has them)."""
+    from mmsp_notebook.traces import _load
+
+    reply = answer("here", T0 + 5)
+    reply["content_items"] += [{"type": "inline_data.done", "data": PNG, "mime_type": mime}
+                               for mime in ("IMAGE/PNG", "image/png", "Audio/WAV", "application/pdf")]
+    save(tmp_path, "media", [user("draw", T0), reply])
+    if not fast:
+        monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert (df["n_images"].tolist(), df["n_audio"].tolist()) == ([2], [1])

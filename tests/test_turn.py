@@ -119,3 +119,18 @@ def test_text_split_between_the_halves_of_a_surrogate_pair_is_printable():
     assert turn.thinking == "hm \U0001F600"
     assert turn.text == "smile \U0001F600 and \ufffd"
     turn.text.encode("utf-8")  # (raised UnicodeEncodeError: surrogates not allowed)
+
+
+def test_every_image_and_audio_type_is_in_images_and_audio_also_one_the_views_do_not_draw():
+    """An SVG, BMP or AVIF image was in no list of the turn (the traces counted it an image)."""
+    turn = Turn(model="demo")
+    step = turn.new_step()
+    sent = [("image/png", b"\x89PNG"), ("image/svg+xml", b"<svg/>"), ("image/bmp", b"BM"), ("IMAGE/AVIF", b"av"),
+            ("audio/L16;rate=24000", b"\x00\x00"), ("audio/flac", b"fLaC"), ("application/pdf", b"%PDF"), (None, b"?")]
+    for mime, data in sent:
+        item = {"type": "inline_data.delta", "data": data, **({"mime_type": mime} if mime else {})}
+        step.feed(_delta(item))
+        step.feed(_delta({**item, "type": "inline_data.done"}))
+    step.feed(_stop({"prompt_tokens": 1, "response_tokens": 1}))
+    assert [(i["mime_type"], i["data"]) for i in turn.images] == sent[:4]
+    assert [(a["mime_type"], a["data"]) for a in turn.audio] == sent[4:6]

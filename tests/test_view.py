@@ -421,3 +421,18 @@ def test_surrogates_a_model_sent_are_mended_in_every_view(fresh_session, monkeyp
     html.encode("utf-8")
     assert "a smile \U0001f600 and half \ufffd a <strong>pair</strong>" in html
     assert shown in render_text(turn)
+
+
+def test_an_embedding_preview_names_nan_and_infinity_and_writes_large_values_short():
+    """NaN and ±inf were shown as "null", and 1e308 as its 309 digits."""
+    from mmsp_notebook.core.turn import Turn
+
+    turn = Turn(model="demo-embed")
+    step = turn.new_step()
+    vector = [float("nan"), 1.0, float("-inf"), float("inf"), 1e308, -0.25]
+    for kind in ("embedding.delta", "embedding.done"):
+        step.feed({"role": "assistant", "event_type": "delta", "content_items": [{"type": kind, "embedding": vector}],
+                   "usage_metadata": None, "finish_reason": None})
+    emb = _item(view_model(turn), "embedding")
+    assert emb["preview"] == "[NaN, 1.000, -inf, inf, 1.000e+308, -0.250]"
+    assert emb["meta"] == "6 dims"  # no norm of such a vector

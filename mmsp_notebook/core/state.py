@@ -308,6 +308,10 @@ class TurnState:
         chunk = item.get(growing) if growing else {k: v for k, v in item.items() if k not in ("type", "fidelity")}
         if growing and chunk is None:
             chunk = b"" if kind in ("inline_data", "inline_thinking") else ([] if kind == "embedding" else "")
+        elif (growing == "data" and not isinstance(chunk, (bytes, bytearray))) or (
+                growing == "embedding" and not isinstance(chunk, list)):
+            raise self._violation(index, f"{item['type']} carries {growing} of type {type(chunk).__name__}, not "
+                                         f"{'bytes' if growing == 'data' else 'a list of numbers'}", event)
         if current is None:
             if self.first_delta is None:
                 self.first_delta = now

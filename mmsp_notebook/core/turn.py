@@ -188,20 +188,22 @@ class Turn:
         return out
 
     def _media(self, kind: str) -> list[dict[str, Any]]:
+        # every image/* or audio/* item, as the traces count them: those a page does not show (SVG, BMP,
+        # AVIF...) are the user's to save or convert all the same
         return [
             {"mime_type": item.mime_type, "data": item.content(), "done": item.status == "done"}
             for item in self.items
-            if item.kind == "inline_data" and media_kind(item) == kind
+            if item.kind == "inline_data" and (item.mime_type or "").strip().lower().startswith(kind + "/")
         ]
 
     @property
     def images(self) -> list[dict[str, Any]]:
-        """Each image: ``{"mime_type", "data" (bytes), "done"}``."""
+        """Each image (every ``image/*`` type, also one the views do not draw): ``{"mime_type", "data" (bytes), "done"}``."""
         return self._media("image")
 
     @property
     def audio(self) -> list[dict[str, Any]]:
-        """Each audio clip: ``{"mime_type", "data" (bytes as streamed), "done"}``."""
+        """Each audio clip (every ``audio/*`` type): ``{"mime_type", "data" (bytes as streamed), "done"}``."""
         return self._media("audio")
 
     @property

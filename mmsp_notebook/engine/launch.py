@@ -23,7 +23,7 @@ from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ..core.turn import Turn
 from . import worker as _worker
-from .messages import check_prompt_message
+from .messages import check_prompt_message, data_url_item
 from .options import TurnOptions, idle_limit
 from .session import Lease, Session, image_item, is_demo_model, session
 from .stream import run_turn
@@ -71,7 +71,10 @@ def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[
             if ok and (inspect.isroutine(value) or inspect.isclass(value) or inspect.ismodule(value)):
                 ok = False  # {print} or {json}: pasted code, not a value to put in the prompt
             if ok:
-                item = image_item(value)
+                try:
+                    item = image_item(value)
+                except OptionError as exc:  # an image that cannot be sent: say which of the prompt's values
+                    raise OptionError(f"{{{expr.strip()}}}: {exc}") from None
                 if item is not None:
                     images.append(item)
                     out.append(f"[image {len(images)}]")
@@ -116,9 +119,11 @@ def user_message(text: str, images: Sequence[Any] = ()) -> dict[str, Any]:
         images = [images]  # one image, not a sequence of its characters (images="cat.png")
     for image in images:
         if isinstance(image, dict) and image.get("type") == "image_url.done":
-            items.append(image)
-        elif isinstance(image, str) and image.startswith("data:image/"):
-            items.append({"type": "image_url.done", "image_url": image})
+            url = image.get("image_url")
+            items.append({**image, **data_url_item(url)} if isinstance(url, str) and url[:5].lower() == "data:"
+                         else image)
+        elif isinstance(image, str) and image[:5].lower() == "data:":
+            items.append(data_url_item(image))
         else:
             if isinstance(image, str) and len(image) < 1024 and Path(image).expanduser().is_file():
                 image = Path(image).expanduser()  # named as an image: read whatever its name ends with

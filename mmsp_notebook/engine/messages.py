@@ -3,12 +3,15 @@ each fault named by its place (``history[1].content_items[0]: text.done needs it
 
 from __future__ import annotations
 
+import base64
+import re
 from typing import Any
 
 from .._errors import OptionError
 from ..core.chars import refuse_lone_surrogate
+from ..core.redact import redact
 
-__all__ = ["check_history", "check_prompt_message"]
+__all__ = ["check_history", "check_prompt_message", "data_url_item", "sniff_image"]
 
 _TEXT = ((str,), "text")
 #: what each UniMessage item must carry (mmsp.types): a message missing one is refused, not sent
@@ -64,3 +67,51 @@ def _check(message: Any, where: str, roles: tuple[str, ...]) -> None:
             if not isinstance(item.get(field), kinds):
                 raise OptionError(f"{where}.content_items[{k}]: {item['type']} needs its "
                                   f"{field!r} ({what}), not {item.get(field)!r:.60}")
+        url = item.get("image_url") if item["type"] == "image_url.done" else None
+        if isinstance(url, str) and url[:5].lower() == "data:":
+            try:
+                data_url_item(url)  # an image a provider would refuse, with every later turn of the chat
+            except OptionError as exc:
+                raise OptionError(f"{where}.content_items[{k}]: {exc}") from None
+
+
+_DATA_URL = re.compile(r"data:([^,;]*)((?:;[^,;]*)*),(.*)", re.S | re.I)
+
+
+def data_url_item(url: str) -> dict[str, Any]:
+    """The ``image_url.done`` item of an image's ``data:`` URL, checked as a provider would check it: base64
+    that decodes to PNG, JPEG, GIF or WebP, labelled with the type its bytes are (a PNG called
+    ``image/jpeg`` is refused by some providers); anything else is an :class:`OptionError` before sending."""
+    match = _DATA_URL.match(url)
+    said = redact(repr(url[:60] + ("…" if len(url) > 60 else "")))
+    if not match:
+        raise OptionError(f"not an image: {said} is not a data URL (data:image/png;base64,...)")
+    declared = match.group(1).strip().lower() or "text/plain"
+    if not declared.startswith("image/"):
+        raise OptionError(f"not an image: a data URL of type {declared}, not an image ({said})")
+    if ";base64" not in match.group(2).lower():
+        raise OptionError(f"not an image: the data URL {said} is not base64 (data:{declared};base64,...)")
+    payload = re.sub(r"\s+", "", match.group(3))
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except ValueError:  # binascii.Error: a character out of the alphabet, or cut short
+        raise OptionError(f"not an image: the data URL {said} holds damaged base64 "
+                          f"({len(payload):,} characters)") from None
+    mime = sniff_image(data)
+    if mime is None:
+        raise OptionError(f"not an image: the {len(data):,} bytes of the data URL {said} are not PNG, JPEG, GIF "
+                          "or WebP data")
+    return {"type": "image_url.done", "image_url": f"data:{mime};base64,{payload}"}
+
+
+def sniff_image(data: bytes) -> str | None:
+    """The image type ``data`` is (PNG, JPEG, GIF or WebP, the types every provider takes), else ``None``."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None

@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import hashlib
 import inspect
+import math
 import os
 import re
 import threading
@@ -25,6 +26,7 @@ from typing import Any, Protocol
 from .._errors import DemoServerError, OptionError
 from ..core.redact import redact_value, register_secret_env
 from ..wire.proxies import WireProxies
+from .messages import sniff_image
 from .options import Settings
 
 __all__ = ["Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env", "LocalServer",
@@ -79,19 +81,12 @@ def provide_local_server(factory: LocalServerFactory) -> None:
 
 
 def image_item(value: Any) -> dict[str, Any] | None:
-    """An ``image_url.done`` item for a PIL image, PNG/JPEG/GIF/WebP bytes or a path to one; else ``None``."""
+    """An ``image_url.done`` item for a PIL image, image bytes or a path to one (PNG, JPEG, GIF, WebP as they are,
+    another format PIL reads as PNG); else ``None``."""
     data: bytes | None = None
     mime = None
     if hasattr(value, "save") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
-        import io
-
-        buf = io.BytesIO()
-        try:
-            value.save(buf, format="PNG")
-        except (OSError, ValueError):  # a mode PNG cannot hold (CMYK, YCbCr, float...): sent as RGB(A)
-            buf = io.BytesIO()
-            value.convert("RGBA" if "A" in value.mode else "RGB").save(buf, format="PNG")
-        data, mime = buf.getvalue(), "image/png"
+        data, mime = _pil_png(value), "image/png"
     elif isinstance(value, (bytes, bytearray)):
         data = bytes(value)
     elif isinstance(value, Path) or (isinstance(value, str) and len(value) < 1024 and re.search(
@@ -102,22 +97,71 @@ def image_item(value: Any) -> dict[str, Any] | None:
     if data is None:
         return None
     if mime is None:
-        mime = _sniff(data)
-        if mime is None:
-            return None
+        mime = sniff_image(data)
+        if mime is None:  # another format PIL reads (BMP, TIFF, ICO...): sent as PNG, not as the bytes' repr
+            data = _other_format_png(data)
+            if data is None:
+                return None
+            mime = "image/png"
     return {"type": "image_url.done", "image_url": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"}
 
 
-def _sniff(data: bytes) -> str | None:
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if data.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if data[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+def _other_format_png(data: bytes) -> bytes | None:
+    """PNG bytes of an image of a format no provider takes that PIL reads (BMP, TIFF...), else ``None``."""
+    try:
+        import io
+
+        from PIL import Image
+    except ImportError:
+        return None
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+    except Exception:  # not an image PIL knows (text, a PDF...), or a damaged one
+        return None
+    return _pil_png(image)
+
+
+def _pil_png(image: Any) -> bytes:
+    """A PIL image of any mode as PNG bytes; one that is empty or cannot be read is an :class:`OptionError`."""
+    import io
+
+    if not all(image.size):
+        raise OptionError(f"not an image to send: an empty PIL image ({image.size[0]}×{image.size[1]} pixels)")
+    try:
+        image.load()  # an image opened from a damaged file fails here, not half-way through a save
+        mode = image.mode
+        if mode in ("La", "RGBa"):  # premultiplied alpha: PNG holds straight alpha
+            image = image.convert(mode.upper())
+        elif mode == "F" or (mode.startswith("I") and mode != "I;16"):
+            image = _scaled(image)
+        buf = io.BytesIO()
+        try:
+            image.save(buf, format="PNG")
+        except (OSError, ValueError):  # a mode PNG cannot hold (CMYK, YCbCr, LAB, HSV...): sent as RGB(A)
+            buf = io.BytesIO()
+            image.convert("RGBA" if image.mode.endswith("A") else "RGB").save(buf, format="PNG")
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise OptionError(f"not an image to send: a PIL image that cannot be read ({type(exc).__name__}: {exc})") from None
+    return buf.getvalue()
+
+
+def _scaled(image: Any) -> Any:
+    """A float or 32-bit integer image as 8 or 16-bit grey: values of 0–1 (float), 0–255 or 0–65535 kept
+    to scale, any other range stretched over 0–255 (never clipped to black or white)."""
+    if image.mode != "F" and image.mode != "I":
+        image = image.convert("I")
+    lo, hi = image.getextrema()
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo, hi = 0.0, 1.0
+    if image.mode == "I" and 0 <= lo and hi <= 65535:
+        return image.convert("I;16") if hi > 255 else image.convert("L")
+    if image.mode == "F" and 0 <= lo and hi <= 1:
+        lo, hi = 0.0, 1.0
+    elif (0 <= lo and hi <= 255) or lo == hi:  # a constant image keeps its value, clipped to 0–255
+        lo, hi = min(lo, 0.0), max(hi, 255.0)
+    scale = 255.0 / (hi - lo) if hi > lo else 0.0
+    return image.convert("F").point(lambda v: (v - lo) * scale).convert("L")
 
 
 class RecentTurns(list[Any]):

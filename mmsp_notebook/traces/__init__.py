@@ -164,7 +164,7 @@ total_tokens       Int64            input + output (NA when both are NA, or beyo
 n_items            Int64            content items of the assistant message (NA for failed turns)
 n_text, n_thinking, n_tool_calls
                    Int64            ``text.done``, ``thinking.done``, ``tool_call.done`` items
-n_images, n_audio  Int64            ``inline_data.done`` items with an ``image/*`` / ``audio/*`` type
+n_images, n_audio  Int64            ``inline_data.done`` items with an ``image/*`` / ``audio/*`` type (any case)
 text_chars, thinking_chars
                    Int64            characters of text / thinking
 n_tool_errors      Int64            results of this turn's tool calls (the next message) that

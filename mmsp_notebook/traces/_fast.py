@@ -106,9 +106,10 @@ def _counts(items: Any) -> tuple[int, int, int, int, int, int, int, int]:
         elif t in INLINE:
             mt = it.get("mime_type")
             if mt.__class__ is str:
-                if mt.startswith("image/"):
+                head = mt.lstrip()[:6].lower()  # a MIME type is case-insensitive: IMAGE/PNG is an image
+                if head == "image/":
                     n_img += 1
-                elif mt.startswith("audio/"):
+                elif head == "audio/":
                     n_aud += 1
     return len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars
 
@@ -423,9 +424,10 @@ if msgspec is not None:
                         elif k == 3:
                             n_tool += 1
                         elif (mt := it.mime_type).__class__ is str:
-                            if mt.startswith("image/"):
+                            head = mt.lstrip()[:6].lower()
+                            if head == "image/":
                                 n_img += 1
-                            elif mt.startswith("audio/"):
+                            elif head == "audio/":
                                 n_aud += 1
                     append((i, before, m.created_at, m.finish_reason or None, u0, u1, u2, u3,  # type: ignore[union-attr]
                             len(items), n_text, n_think, n_tool, n_img, n_aud, text_chars, think_chars, 0))

@@ -35,7 +35,7 @@ from ..core.redact import redact, redact_value
 from ..core.stamps import created_ms
 from ..core.state import TurnState
 from ..core.store import tool_error
-from ..core.turn import Turn
+from ..core.turn import Turn, media_kind
 from . import format as fmt
 from .html import CSS, render_html, render_text
 from .model import STATUS_TEXT, present_turn, present_view, view_model
@@ -273,7 +273,7 @@ def step_lines(turn: Turn) -> list[str]:
             parts.append(footer_line(present_turn({"status": "complete", "footer": facts})["footer"]))
         for item in state.items:
             if item.duration is not None:
-                name = fmt.isolate(item.name) if item.kind == "tool_call" else "image" if item.kind == "inline_data" else item.kind
+                name = fmt.isolate(item.name) if item.kind == "tool_call" else media_kind(item) if item.kind == "inline_data" else item.kind
                 parts.append(f"{name} {fmt.seconds(item.duration)}")
         lines.append((f"step {k + 1}: " if len(turn.steps) > 1 else "timing: ") + " · ".join(p for p in parts if p)
                      if any(parts) else "")

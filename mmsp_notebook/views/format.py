@@ -12,7 +12,7 @@ from typing import Any, TypeGuard
 
 from ..core.chars import BIDI_CONTROLS, isolate  # (the views' names for them)
 
-__all__ = ["is_number", "seconds", "whole_seconds", "size", "integer", "fixed", "isolate", "BIDI_CONTROLS"]
+__all__ = ["is_number", "component", "seconds", "whole_seconds", "size", "integer", "fixed", "isolate", "BIDI_CONTROLS"]
 
 
 def is_number(value: Any) -> TypeGuard[int | float]:
@@ -26,6 +26,15 @@ def fixed(value: Any, digits: int) -> str:
         return ""
     text = f"{value:.{digits}f}"
     return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.000"
+
+
+def component(value: Any) -> str:
+    """One number of a vector's preview: 3 decimals, a large one in e-notation, NaN and ±inf by name."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "inf" if value > 0 else "-inf"
+    if is_number(value):
+        return fixed(value, 3) if abs(value) < 1e6 else f"{value:.3e}"
+    return "null" if value is None else str(value)
 
 
 def seconds(value: Any) -> str:

@@ -164,6 +164,9 @@ def error_hint(exc: BaseException | None, api_key_env: str | None = None, client
     if names & {"RemoteProtocolError", "ReadError", "ReadTimeout"} or re.search(r"\bclosed\b", said) \
             or "incomplete chunked" in said:
         return "The connection dropped before the stream ended; the request is worth retrying."
+    if any(type(e).__module__ == "binascii" for e in chain):  # mmsp decodes an inline_data frame's base64
+        return ("The server sent an image or audio whose base64 is damaged (cut short or not base64), so it could "
+                "not be decoded: a fault of the server, not of your prompt; retry (--wire shows the frame).")
     if name in ("ConnectError", "APIConnectionError", "ConnectTimeout"):
         return "Could not connect: check the network, --base-url if you set one, and that the server is reachable."
     return "Run %mmsp error for the full detail."

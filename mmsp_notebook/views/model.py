@@ -300,8 +300,7 @@ def _preview(facts: Mapping[str, Any]) -> str:
         return ""
     dims = facts.get("dims")
     more = dims > len(shown) if fmt.is_number(dims) else values is not None and len(values) > len(shown)
-    cells = ", ".join(fmt.fixed(x, 3) if fmt.is_number(x) else "null" if x is None or isinstance(x, float) else str(x)
-                      for x in shown)
+    cells = ", ".join(fmt.component(x) for x in shown)
     return f"[{cells}{', …' if more else ''}]"
 
 
