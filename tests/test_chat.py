@@ -942,6 +942,18 @@ def test_a_pasted_image_that_is_no_image_is_refused_and_kept_out_of_the_history(
     assert chat.history == [] and chat.transcript == [] and not fresh_session.turns
 
 
+def test_a_pasted_image_of_another_type_is_sent_as_it_is_labelled(fresh_session):
+    import base64
+
+    heic = base64.b64encode(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic" + bytes(64)).decode()
+    chat = Chat(trace=False, model="demo+tps=5000")
+    assert chat.send("what is this?", images=[f"data:image/heic;base64,{heic}"]).status == "complete"
+    assert chat.history[0]["content_items"][1]["image_url"] == f"data:image/heic;base64,{heic}"
+    svg = base64.b64encode(b"  <svg xmlns='http://www.w3.org/2000/svg'/>").decode()
+    with pytest.raises(OptionError, match="are not PNG, JPEG, GIF or WebP data"):  # markup, whatever its label
+        chat.send("and this?", images=[f"data:image/png;base64,{svg}"])
+
+
 def test_a_pasted_image_is_labelled_with_the_type_its_bytes_are(fresh_session):
     import base64
     import io

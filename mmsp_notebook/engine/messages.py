@@ -79,9 +79,11 @@ _DATA_URL = re.compile(r"data:([^,;]*)((?:;[^,;]*)*),(.*)", re.S | re.I)
 
 
 def data_url_item(url: str) -> dict[str, Any]:
-    """The ``image_url.done`` item of an image's ``data:`` URL, checked as a provider would check it: base64
-    that decodes to PNG, JPEG, GIF or WebP, labelled with the type its bytes are (a PNG called
-    ``image/jpeg`` is refused by some providers); anything else is an :class:`OptionError` before sending."""
+    """The ``image_url.done`` item of an image's ``data:`` URL, checked as a provider would check it:
+    base64 that decodes to an image, labelled with the type its bytes are when they are PNG, JPEG,
+    GIF or WebP (a PNG called ``image/jpeg`` is refused by some providers), else as it is labelled
+    (HEIC, AVIF… some providers take); damaged base64, no bytes, SVG or other markup, a URL that is
+    not base64 or not of an image is an :class:`OptionError` before sending."""
     match = _DATA_URL.match(url)
     said = redact(repr(url[:60] + ("…" if len(url) > 60 else "")))
     if not match:
@@ -98,9 +100,11 @@ def data_url_item(url: str) -> dict[str, Any]:
         raise OptionError(f"not an image: the data URL {said} holds damaged base64 "
                           f"({len(payload):,} characters)") from None
     mime = sniff_image(data)
-    if mime is None:
+    if mime is None and (not data or declared == "image/svg+xml" or data.lstrip()[:1] == b"<"):  # (markup: SVG)
         raise OptionError(f"not an image: the {len(data):,} bytes of the data URL {said} are not PNG, JPEG, GIF "
                           "or WebP data")
+    if mime is None:  # another image type (HEIC, AVIF…), which some providers take: sent as it is labelled
+        mime = declared
     return {"type": "image_url.done", "image_url": f"data:{mime};base64,{payload}"}
 
 
