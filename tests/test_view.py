@@ -193,6 +193,22 @@ def test_labels_that_depend_on_the_turn_follow_it_in_the_ops(fresh_session):
     assert tracker.ops(turn, final=True) == []  # nothing changed, nothing sent
 
 
+def test_an_error_with_no_message_is_named_once_and_said_to_have_none():
+    import httpx
+
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.views.text import render_text
+
+    turn = Turn({"role": "user", "content_items": [{"type": "text.done", "text": "hi"}]}, model="demo")
+    turn.fail_before_stream(httpx.ReadError(""))  # (a transport error raised with no message)
+    banner = view_model(turn)["banner"]
+    assert banner["lead"] == "ReadError: " and banner["text"] == "it came with no message"  # was "ReadError: ReadError"
+    assert "ReadError: it came with no message" in render_text(turn)
+    turn = Turn({"role": "user", "content_items": [{"type": "text.done", "text": "hi"}]}, model="demo")
+    turn.fail_before_stream(httpx.ReadError("peer closed the connection"))
+    assert view_model(turn)["banner"]["text"] == "peer closed the connection"
+
+
 def test_the_banner_and_footer_are_ready_made_strings(fresh_session):
     turn, _ = run_with_tracker("hi", model="demo+401")
     vm = view_model(turn)

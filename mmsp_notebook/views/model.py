@@ -432,8 +432,10 @@ def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
     if status == "streaming":
         return {"kind": "streaming", "text": text or STATUS_TEXT["streaming"]}
     if status == "error":
-        banner = {"kind": "error", "lead": f"{fmt.isolate(err.get('type') or 'Error')}: ",
-                  "text": str(err.get("message") or text or STATUS_TEXT["error"])}
+        kind = err.get("type") or "Error"
+        message = err.get("message")  # (an exception with no message gives its name: said once, in the lead)
+        message = "it came with no message" if message == kind else message
+        banner = {"kind": "error", "lead": f"{fmt.isolate(kind)}: ", "text": str(message or text or STATUS_TEXT["error"])}
     elif status == "incomplete":
         banner = {"kind": "warn", "text": text or STATUS_TEXT["incomplete"]}
         detail = ": ".join(str(x) for x in (fmt.isolate(err.get("type")), err.get("message")) if x)
