@@ -32,7 +32,7 @@ from starlette.requests import Request
 
 from ._errors import DemoServerError
 
-__all__ = ["AbruptClose", "KEEP_REQUEST", "LoopbackServer", "MAX_BODY", "Served", "Transcript", "TranscriptLog",
+__all__ = ["AbruptClose", "KEEP_REQUEST", "LoopbackServer", "MAX_BODY", "MAX_LOG_BYTES", "Served", "Transcript", "TranscriptLog",
            "body_limit", "is_loopback", "read_body", "scrub", "until_disconnect"]
 
 _STARTUP_TIMEOUT = 10.0
@@ -210,16 +210,36 @@ class Transcript:
 T = TypeVar("T", bound=Transcript)
 
 
-class TranscriptLog(Generic[T]):
-    """The records of the last ``limit`` requests a server answered, oldest first (thread-safe)."""
+#: the bytes of response bodies a :class:`TranscriptLog` keeps at most (beyond, the oldest records go)
+MAX_LOG_BYTES = 256 * 1024 * 1024
 
-    def __init__(self, limit: int = 200) -> None:
+
+class TranscriptLog(Generic[T]):
+    """The records of the last ``limit`` requests a server answered, oldest first (thread-safe).
+
+    Their response bodies are kept to about ``max_bytes`` in all: as a record is added, the oldest
+    finished ones are dropped while the bodies come to more (the newest record and those still
+    streaming are kept, whatever their size), so that a kernel streaming images or long answers
+    through the proxy for hours holds the last few hundred megabytes, not every body."""
+
+    def __init__(self, limit: int = 200, max_bytes: int = MAX_LOG_BYTES) -> None:
         self._records: deque[T] = deque(maxlen=limit)
         self._lock = threading.Lock()
+        self.max_bytes = max_bytes
 
     def add(self, record: T) -> None:
         with self._lock:
             self._records.append(record)
+            total = sum(len(r._body) for r in self._records)
+            if total <= self.max_bytes:
+                return
+            kept: deque[T] = deque(maxlen=self._records.maxlen)
+            for r in self._records:  # oldest first
+                if total > self.max_bytes and r is not record and r.outcome != "streaming":
+                    total -= len(r._body)
+                else:
+                    kept.append(r)
+            self._records = kept
 
     def find(self, request_id: str) -> T | None:
         with self._lock:
