@@ -13,6 +13,38 @@ from helpers import fresh_session, kernel, serve_posts  # noqa: F401  (fixtures 
 
 from mmsp_notebook.demo import DemoServer
 
+#: what jupyter_client says when a kernel it started exited before answering: with two test
+#: processes starting kernels and servers at once, the kernel can lose one of the free ports
+#: jupyter_client picked for it to another process ("Address already in use")
+KERNEL_LOST_ITS_PORT = "Kernel died before replying to kernel_info"
+
+
+def _start_retried(execute):
+    """``NotebookClient.execute`` starting its kernel again, on fresh ports, when the kernel died
+    before replying (nothing of the notebook has run then); any other failure is raised."""
+
+    def execute_retried(self, **kwargs):
+        for attempt in range(3):
+            try:
+                return execute(self, **kwargs)
+            except RuntimeError as exc:
+                if KERNEL_LOST_ITS_PORT not in str(exc) or not self.owns_km or attempt == 2:
+                    raise
+                self.km = self.kc = None  # (a new kernel manager: new ports)
+
+    return execute_retried
+
+
+def _install_kernel_start_retry() -> None:
+    from nbclient import NotebookClient
+
+    if not getattr(NotebookClient.execute, "retried", False):
+        NotebookClient.execute = _start_retried(NotebookClient.execute)
+        NotebookClient.execute.retried = True
+
+
+_install_kernel_start_retry()
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:

@@ -58,3 +58,30 @@ def test_the_executed_traces_notebook_is_used_in_one_module(request: pytest.Fixt
     notebooks/traces.ipynb (~40 s) runs once only while the tests using it share a module."""
     using = {item.path.name for item in request.session.items if "traces_notebook" in getattr(item, "fixturenames", ())}
     assert len(using) <= 1, using
+
+
+def test_a_notebook_whose_kernel_lost_its_port_starts_it_again_and_nothing_else_is_retried():
+    import conftest
+
+    calls = []
+
+    class Client:
+        owns_km = True
+        km = kc = "the first kernel's"
+
+    def execute(self, fail=("lost",)):
+        calls.append((self.km, self.kc))
+        if len(calls) <= len(fail):
+            raise RuntimeError(conftest.KERNEL_LOST_ITS_PORT if fail[len(calls) - 1] == "lost" else "a cell failed")
+        return "executed"
+
+    assert conftest._start_retried(execute)(Client()) == "executed"
+    assert calls == [("the first kernel's", "the first kernel's"), (None, None)]  # a new kernel manager: new ports
+    calls.clear()
+    with pytest.raises(RuntimeError, match="a cell failed"):
+        conftest._start_retried(execute)(Client(), fail=("other",))
+    assert len(calls) == 1
+    calls.clear()
+    with pytest.raises(RuntimeError, match=conftest.KERNEL_LOST_ITS_PORT):
+        conftest._start_retried(execute)(Client(), fail=("lost",) * 3)
+    assert len(calls) == 3
