@@ -1,14 +1,17 @@
 """The one check of an on/off option, for every door (the magic's functions, the chat, the trace
-loaders and ``sync``): a string such as ``"false"`` would be taken as true."""
+loaders and ``sync``): a string such as ``"false"`` would be taken as true; and the one refusal of
+a keyword a door does not take."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._errors import OptionTypeError
 from .redact import redact
 
-__all__ = ["check_flag", "is_flag"]
+__all__ = ["check_flag", "is_flag", "refuse_unknown"]
 
 
 def is_flag(value: Any) -> bool:
@@ -26,3 +29,14 @@ def check_flag(name: str, value: Any, *, none: str | None = "", door: str = "") 
     said = f" (None: {none})" if none else ""
     raise OptionTypeError(f"{door + ': ' if door else ''}{name} takes True or False{said}, "
                           f"not {type(value).__name__} {redact(repr(value))[:40]}")
+
+
+def refuse_unknown(door: str, given: Iterable[str], known: Sequence[str], *, more: str = "") -> None:
+    """A ``TypeError`` naming the front door (not :func:`launch`) for a keyword it does not take, with
+    the nearest one it does and the list of them."""
+    for key in given:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise TypeError(f"{door}() got an unexpected keyword argument {key!r}{hint}; it takes "
+                            f"{', '.join(known)}{more}")

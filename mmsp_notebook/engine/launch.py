@@ -6,10 +6,9 @@ Every front door (the magic, ``ask``/``aask``, the chat) starts its turns with :
 from __future__ import annotations
 
 import concurrent.futures
-import difflib
 import inspect
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -17,7 +16,7 @@ from mmsp.credentials import routed_client_type
 
 from .._errors import OptionError, OptionTypeError
 from ..core.chars import refuse_lone_surrogate
-from ..core.flags import check_flag
+from ..core.flags import check_flag, refuse_unknown
 from ..core.redact import redact
 from ..core.run import TurnRun
 from ..core.store import SIDECAR_SUFFIX, tracer_path
@@ -263,17 +262,6 @@ def door_options(*own: str, without: Collection[str] = ()) -> list[str]:
     """The options a front door takes: its own keywords, then those it passes on to :func:`launch`."""
     passed = [n for n in inspect.signature(launch).parameters if n not in _ENGINE_ONLY and n not in without]
     return [*own, *(n for n in passed if n not in own)]
-
-
-def refuse_unknown(door: str, given: Iterable[str], known: Sequence[str], *, more: str = "") -> None:
-    """A ``TypeError`` naming the front door (not :func:`launch`) for a keyword it does not take, with
-    the nearest one it does and the list of them."""
-    for key in given:
-        if key not in known:
-            near = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise TypeError(f"{door}() got an unexpected keyword argument {key!r}{hint}; it takes "
-                            f"{', '.join(known)}{more}")
 
 
 #: The longest file name most file systems take, in bytes (a trace id's parts are ASCII).

@@ -36,7 +36,6 @@ pandas code on ``turns``). A saved notebook shows the page and the open conversa
 
 from __future__ import annotations
 
-import difflib
 import html
 import inspect
 import json
@@ -53,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from .._errors import MMSPNotebookError, OptionError, OptionTypeError, TraceError, TraceNotFoundError
+from ..core.flags import refuse_unknown
 from ..core.pricing import format_cost
 from ..core.redact import redact
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_trace
@@ -501,12 +501,8 @@ def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = Non
     elif isinstance(source, (str, os.PathLike)) or (isinstance(source, Iterable) and not isinstance(source, bytes)):
         from ._load import load_turns
 
-        known = ["root", "page_size", *list(inspect.signature(load_turns).parameters)[1:]]
-        for key in load_options:  # (named as explore's, not load_turns', with the nearest one)
-            if key not in known:
-                near = difflib.get_close_matches(key, known, n=1)
-                raise TypeError(f"explore() got an unexpected keyword argument {key!r}"
-                                f"{f' (did you mean {near[0]!r}?)' if near else ''}; it takes {', '.join(known)}")
+        # (a keyword named as explore's, not load_turns', with the nearest one)
+        refuse_unknown("explore", load_options, ["root", "page_size", *list(inspect.signature(load_turns).parameters)[1:]])
         turns = plain(load_turns(source, **load_options))  # (otel=True: read as a loaded frame of it is)
         roots, files = _sources(source)
         roots += _roots(root)
