@@ -460,7 +460,7 @@ class ResponsesEncoder(Encoder):
         usage = self.plan.usage
         body = {
             "input_tokens": usage.prompt,
-            "input_tokens_details": {"cached_tokens": usage.cached},
+            "input_tokens_details": {"cached_tokens": usage.cached, "cache_write_tokens": 0},
             "output_tokens": usage.thoughts + usage.response,
             "output_tokens_details": {"reasoning_tokens": usage.thoughts},
             "total_tokens": usage.prompt + usage.thoughts + usage.response,
