@@ -267,7 +267,8 @@ class TranscriptLog(Generic[T]):
             DemoServerError: No record has that id, or the response was not a stream.
         """
         record = self.get(request_id)
-        if record.protocol == "embeddings" or record.status != 200:
+        if record.protocol == "embeddings" or record.status != 200 or record.response.startswith(b"{"):
+            # a refusal, or the JSON body of a request that asked for no stream
             raise DemoServerError(f"transcript {request_id} is not an SSE stream (status {record.status})")
         target = Path(path)
         target.write_bytes(record.response)

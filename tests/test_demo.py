@@ -564,7 +564,8 @@ def test_wire_shapes(demo_server: DemoServer) -> None:
         assert names[-2:] == [b"event: response.completed", b"data: [DONE]"]
         assert b"event: response.reasoning_summary_text.delta" in names and b"event: response.output_text.delta" in names
 
-        messages = http.post("/messages", json={"model": "demo", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]})
+        messages = http.post("/messages", json={"model": "demo", "max_tokens": 100, "stream": True,
+                                                "messages": [{"role": "user", "content": "hi"}]})
         names = [frame.split(b"\n")[0] for frame in split_frames(messages.content)]
         assert names[0] == b"event: message_start" and names[-2:] == [b"event: message_delta", b"event: message_stop"]
         assert b"[DONE]" not in messages.content and b"signature_delta" in messages.content

@@ -66,6 +66,22 @@ Endpoints
 | `GET /v1/models` | all | `demo`, `demo-embed`; `GET /v1/models/{id}` is a 404 `NotFoundError` for an unknown model |
 | `GET /v1/_demo/transcripts[/{id}]` | - | the records kept / the raw bytes sent for one request |
 
+A Chat Completions or Responses request without ``"stream": true`` (``false``, or no ``stream``
+key) and a Messages request without ``"stream": true`` get the protocol's non-streaming JSON body,
+as the official SDKs' ``create()`` without ``stream=True`` and curl expect: a ``chat.completion``
+(``choices[0].message`` with ``content``, ``tool_calls`` and ``reasoning_details``,
+``finish_reason``, ``usage``), a ``response`` (``output`` items, ``status``, ``usage``) or a
+``message`` (``thinking``/``text``/``tool_use`` blocks, ``stop_reason``, ``usage``). The body is
+folded from the frames the same request with ``"stream": true`` gets (paced alike), so its text,
+calls and usage are the stream's (``_whole``). Faults: ``401``/``429`` keep their status and error
+body; ``error`` is an HTTP 404 with the in-stream error object; ``nostop`` is a 502 in the
+protocol's error shape (``server_error`` / ``api_error``, ``demo_fault`` set), and so is
+``bad-args`` on Messages, whose ``tool_use.input`` must be an object (Chat and Responses carry the
+arguments string as streamed); ``cut-text``/``cut-args`` close the connection half way through
+the JSON body; ``stall`` answers nothing until the client goes away; ``silence`` delays the body.
+``POST /v1/stream`` always streams, and a replay is served as captured whatever the request asks.
+Such a JSON answer is recorded, but ``save_transcript`` refuses it: it is not a stream.
+
 A request body over ``max_body`` bytes (32 MiB by default, ``--max-body-mb``) is refused with HTTP
 413 in the protocol's error shape (MMSP's ``InvalidRequestError``, OpenAI's ``request_too_large``
 code, Anthropic's ``request_too_large`` type), and is not kept: it is read no further than four

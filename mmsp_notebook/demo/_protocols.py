@@ -3,7 +3,8 @@
 An encoder turns the steps of a stream (open, begin a block, one fragment, end a block, finish,
 an in-stream error, a heartbeat) into the bytes of that protocol's server-sent events; each call
 returns whole SSE frames, each frame sent as one chunk. The JSON bodies of a request answered
-without a stream (a refusal, embeddings) are built in ``_bodies``.
+without a stream are built in ``_bodies`` (a refusal, embeddings) and ``_whole`` (an answer to a
+request without ``"stream": true``, folded from these frames).
 
 ============  ==========================  =========================================================
 protocol      endpoint                    shape
@@ -460,7 +461,7 @@ class ResponsesEncoder(Encoder):
         usage = self.plan.usage
         body = {
             "input_tokens": usage.prompt,
-            "input_tokens_details": {"cached_tokens": usage.cached},
+            "input_tokens_details": {"cached_tokens": usage.cached, "cache_write_tokens": 0},
             "output_tokens": usage.thoughts + usage.response,
             "output_tokens_details": {"reasoning_tokens": usage.thoughts},
             "total_tokens": usage.prompt + usage.thoughts + usage.response,

@@ -48,6 +48,7 @@ from ._requests import (
 )
 from ._scenario import DEMO_MODELS, SILENCE_HEARTBEAT, ModelSpec, Plan, Usage, parse_model, request_seed
 from ._trace import RequestTrace, trace_request
+from ._whole import WholeResponse, wants_stream
 
 __all__ = ["DemoServer", "Transcript"]
 
@@ -164,6 +165,9 @@ class _SSEResponse:
             raise error
 
 
+_Answer = Response | _SSEResponse | WholeResponse
+
+
 class _App:
     """The routes, over the server's settings, replay, records and shutdown event."""
 
@@ -259,8 +263,7 @@ class _App:
         record.request = scrub(body) if len(raw) <= KEEP_REQUEST else {"bytes": len(raw), "model": record.model}
         return body
 
-    async def _answer(self, raw: bytes, answer: Callable[..., Response | _SSEResponse], *args: Any
-                      ) -> Response | _SSEResponse:
+    async def _answer(self, raw: bytes, answer: Callable[..., _Answer], *args: Any) -> _Answer:
         """``answer(*args)``: on the loop for a small body, in a worker thread for a larger one.
 
         Reading and planning a request costs time in proportion to its size (about a fifth of a
@@ -270,8 +273,9 @@ class _App:
             return answer(*args)
         return await asyncio.to_thread(answer, *args)
 
-    async def stream(self, request: Request) -> Response | _SSEResponse:
-        """The four streaming endpoints."""
+    async def stream(self, request: Request) -> _Answer:
+        """The four answer endpoints: a stream, or one JSON body for a vendor protocol's request without
+        ``"stream": true`` (``_whole``)."""
         protocol = _PATHS[request.url.path]
         begun = await self._begin(request, protocol)
         if isinstance(begun, JSONResponse):
@@ -279,7 +283,7 @@ class _App:
         record, raw = begun
         return await self._answer(raw, self._stream, record, raw, protocol, request.url.path)
 
-    def _stream(self, record: Transcript, raw: bytes, protocol: str, path: str) -> Response | _SSEResponse:
+    def _stream(self, record: Transcript, raw: bytes, protocol: str, path: str) -> _Answer:
         body = self._parse(record, raw, protocol)
         if isinstance(body, JSONResponse):
             return body
@@ -316,7 +320,10 @@ class _App:
             message = "Nothing to embed: the request ends with the model's answer; send a user message to embed."
             return self._refuse(protocol, 400, "invalid_request", message, record)
         encoder = encoder_class(plan, spec.name, record.id)
-        return self._sse(_drive(encoder, plan, spec, settings, self._shutdown_event(), tracing), record)
+        frames = _drive(encoder, plan, spec, settings, self._shutdown_event(), tracing)
+        if not wants_stream(protocol, body):  # the same frames, folded into the protocol's JSON body
+            return WholeResponse(frames, record, protocol, spec.name, spec.fault)
+        return self._sse(frames, record)
 
     def _refuse_fault(self, protocol: str, spec: ModelSpec, record: Transcript) -> JSONResponse | None:
         """The refusal of an injected ``+401`` or ``+429`` fault (the error object names it in ``demo_fault``)."""
