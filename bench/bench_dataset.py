@@ -10,6 +10,9 @@ one fresh process measures, side by side:
   the worker figure must not grow with the corpus;
 * **re-sync with nothing changed** (best of ``--repeat``), against the first sync (goal ≥ 20×
   faster);
+* **1 % new conversations**, each written beside others in its directory, as a folder of traces
+  grows: only the directories whose mtime changed are listed again, measured against the whole
+  folder listed (best of 2, alternating);
 * **1 % of the files changed** as mmsp's Tracer changes them — a turn appended to a conversation
   (its trace file rewritten whole, a record appended to its sidecar) — against the first sync
   (goal ≤ 5 % of its time); and, as the worst case, 1 % of the conversations with a changed
@@ -157,6 +160,25 @@ def change(files, how):
     return saved
 
 
+def add_new(files):
+    """A new conversation beside each file (in its directory, under a new name): the file's history
+    with its times a second later and its first message another text, so that it repeats none of
+    the corpus' messages. Returns the files written."""
+    made = []
+    for f in files:
+        d = orjson.loads(open(f, "rb").read())
+        for m in d["history"]:
+            if isinstance(m.get("created_at"), (int, float)):
+                m["created_at"] += 1000
+        first = d["history"][0]["content_items"][0]
+        first["text"] = "a new conversation: " + str(first.get("text", ""))
+        d["config"]["trace_id"] = None
+        new = f[:-5] + "_new.json"
+        open(new, "wb").write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
+        made.append(new)
+    return made
+
+
 if __name__ == "__main__":
     out = {{}}
     shutil.rmtree(DS, ignore_errors=True)
@@ -213,6 +235,26 @@ if __name__ == "__main__":
             open(f, "wb").write(raw)
         time.sleep(2.1)
         traces.sync(SRC, DS, progress=False)  # back to the corpus as generated
+    # 1 % new conversations, each in a directory of others (those directories' mtimes change): only
+    # they are listed again, against the whole folder listed (as before), alternating
+    from mmsp_notebook.traces import _scan
+    real_partial = _scan._partial
+    for label in ("new", "new_full", "new_again", "new_full_again"):
+        made = add_new(rng.sample(files, n))
+        time.sleep(2.1)
+        if "full" in label:
+            _scan._partial = lambda *a, **k: None
+        try:
+            t, r = timed(lambda: traces.sync(SRC, DS, progress=False))
+        finally:
+            _scan._partial = real_partial
+        key = label.replace("_again", "")
+        out[key] = min(out.get(key, t), t)
+        out[key + "_converted"] = r.converted
+        for f in made:
+            os.remove(f)
+        time.sleep(2.1)
+        traces.sync(SRC, DS, progress=False)
     # the Tracer's change again, SERIES syncs in a row (other files each time, as a sync run every
     # so often finds them): what a dataset kept up to date costs, the merging of small files included
     series, saved = [], {{}}
@@ -285,6 +327,9 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
         f"first sync, slowest {1000 * max(r['series']):.0f} ms",
         f"  re-sync, 1% of files with a changed config (rows replaced): {r['config'] * 1000:.0f} ms = "
         f"{100 * r['config'] / r['first']:.1f}% of the first sync",
+        f"  re-sync, 1% new conversations beside others ({r['new_converted']} converted; best of 2): {r['new'] * 1000:.0f} ms = "
+        f"{100 * r['new'] / r['first']:.1f}% of the first sync; the directories that changed listed again, against the "
+        f"whole folder listed: {r['new'] * 1000:.0f} vs {r['new_full'] * 1000:.0f} ms ({r['new_full'] / r['new']:.2f}x)",
         f"  re-sync, new prices for every model ({r['repriced']} files' cost columns recomputed, no trace read): "
         f"{r['reprice'] * 1000:.0f} ms = {100 * r['reprice'] / r['first']:.1f}% of the first sync",
         f"  p50/p90/p99 latency by model: DuckDB over the dataset {r['duckdb'] * 1000:.0f} ms, pandas on the loaded "
@@ -362,6 +407,9 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "* Nothing changed: the scan stats the files it knows while no directory's mtime changed since the last full "
             "listing (no file added, removed or renamed), comparing them in NumPy with the copy of their signatures "
             "kept beside the manifest (`_scan.arrow`), and converts nothing.",
+            "* New conversations: a file added to a directory changes its mtime; the directories whose mtime changed "
+            "are listed again, as the loaders list a directory, and the copy gives every other trace (the whole folder "
+            "is listed when a directory was added, removed or linked to).",
             "* 1 % changed: the Tracer's way — a conversation rewritten with one more turn — converts those files again "
             "and writes only their new rows (the rows a trace still has are recognized by a digest); a changed config "
             "changes every row of the trace: its new rows are written under a hidden name, its old rows removed from "

@@ -310,7 +310,7 @@ class _Sync:
             with self.m.transaction() as db:
                 if scan.dirs is not None:  # the listing is complete: later scans may trust it
                     self.m.put_dirs(db, scan.dirs)
-                    self.m.set_meta(db, {"unnamed": scan.unnamed})
+                    self.m.set_meta(db, {"unnamed": scan.unnamed, "links": scan.linked})
                 self.m.settle(db)
         return result, fresh
 

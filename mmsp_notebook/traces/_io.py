@@ -17,7 +17,7 @@ from ..core.store import SIDECAR_SUFFIX, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
 from ._walk import Pattern, walk_dirs
 
-__all__ = ["Source", "collect_sources", "find_sources", "iter_sources", "latest_run", "config_trace_id", "deeper_match"]
+__all__ = ["Source", "collect_sources", "find_sources", "iter_sources", "sources_in", "latest_run", "config_trace_id", "deeper_match"]
 
 #: Files the Tracer (and this project) write next to a trace that are not traces themselves.
 _COMPANION_SUFFIXES = (SIDECAR_SUFFIX, ".txt")
@@ -137,6 +137,14 @@ def iter_sources(root: str, pattern: str = "**/*.json", skip: Iterable[tuple[int
     pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
     for found, regular in walk_dirs(root, pat, problems if problems is not None else [], set(skip)):
         yield sorted(_pair(root, found, regular, pat, side_pat, set()), key=lambda src: src.trace_id)
+
+
+def sources_in(root: str, pattern: str, files: list[str], regular: set[str]) -> list[Source]:
+    """The traces of one directory's entries that are not directories (``files``; ``regular``:
+    those the listing says are regular files), as :func:`iter_sources` finds them in it (sorted
+    by trace id)."""
+    pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
+    return sorted(_pair(os.path.abspath(root), files, regular, pat, side_pat, set()), key=lambda src: src.trace_id)
 
 
 def deeper_match(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], pattern: str) -> str | None:

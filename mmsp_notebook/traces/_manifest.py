@@ -5,7 +5,8 @@ One SQLite file per dataset kind, ``<dataset>/<kind>/_manifest.sqlite`` (readers
 skip names starting with ``_``). Tables:
 
 ``meta``       the kind, the options the rows were made with, the source directory, the token of
-               the scan's copy of ``sources`` that matches it (``_snapshot``)
+               the scan's copy of ``sources`` that matches it (``_snapshot``), the skip notes of
+               the last listing and whether a directory was reached by a link (``links``)
 ``sources``    one row per trace (its trace id): the stat signature of its trace file and sidecar
                (size, and the later of mtime and ctime in ns: see ``_scan``), a content hash when
                the files were modified within

@@ -5,21 +5,30 @@ A trace is unchanged while the size and change time of its trace file and sideca
 content hash for files changed within :data:`~._manifest.RACY_S` of a scan). The change time is
 the later of the file's mtime and ctime: a file copied with its mtime kept (``cp -p``, ``rsync -a``,
 a synced folder) or renamed over another has a new ctime, which no program can set, so a new
-content of the same size and mtime is seen too (a ``chmod`` converts a trace again, harmlessly). While no directory's mtime
-changed since the last full listing, no file was added, removed or renamed, and the manifest's list
-of files is the list (read from the scan's copy of the records, ``_snapshot``, when the sync that
-wrote it ended; else from the manifest); otherwise the directories are listed again (``_io.iter_sources``, as the
-loaders find traces).
+content of the same size and mtime is seen too (a ``chmod`` converts a trace again, harmlessly).
+
+While no directory's mtime changed since the last full listing, no file was added, removed or
+renamed, and the manifest's list of files is the list (read from the scan's copy of the records,
+``_snapshot``, when the sync that wrote it ended; else from the manifest). When some directories'
+mtimes changed and none of them holds a directory the listing did not record (none added, none
+removed, no link to one), only those are listed again, as the loaders list a directory
+(``_io.sources_in``): their traces are taken from that listing, every other trace from the copy.
+Otherwise the whole folder is listed again (``_io.iter_sources``, as the loaders find traces); so
+it always is while a directory is reached by a link or by a second way (``meta.links``, from the
+last full listing: which way the loaders' breadth-first walk takes into it decides its traces'
+ids).
 
 The scan goes a window of traces at a time and writes what it finds into the manifest's work
 tables (``todo``: the traces to convert or remove; ``seen``; ``settled``): its memory is a window
-and the list of directories, whatever the number of traces.
+and the list of directories, whatever the number of traces (and, listing some directories, what
+they hold, at most :data:`PARTIAL` traces).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat as stat_mode
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,9 +36,10 @@ from typing import Any
 
 from .._errors import TraceError
 from ..core.store import MAX_FILE_SIZE, read_regular
-from ._io import iter_sources
+from ._io import iter_sources, sources_in
 from ._manifest import RACY_S, Manifest
 from ._snapshot import Draft, Snapshot
+from ._walk import Pattern
 
 __all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "DELETED", "AGAIN"]
 
@@ -67,6 +77,9 @@ class Scan:
     #: after a full listing, its own skip notes (None: not listed): traces whose file names are not
     #: UTF-8, directories that could not be listed (as the loaders report them)
     unnamed: list[dict[str, str]] | None = None
+    #: after a listing: whether a directory was reached by a link, or by a second way (then every
+    #: listing is a full one: which way the loaders take into it decides its traces' ids)
+    linked: bool | None = None
 
 
 #: why a trace whose path is not UTF-8 is left out of a dataset
@@ -91,16 +104,18 @@ def shown(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> dict[str, int]:
+def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> tuple[dict[str, int], bool]:
     """Every directory below ``src`` (through links, each real one once) with its mtime; -1 for
     one modified within the racy window, so that the next scan does not trust it. ``skip`` (the
     dataset's own directories by device and inode, should they lie below ``src``) change with
     every sync and are left out.
+    With them, whether a directory was reached by a link or by a second way (a bind mount).
     None are returned when a directory's name is not UTF-8: its mtime cannot be kept (the
     manifest holds text), so every scan lists the folder again (a change in it is seen, and a
     link to it, by a name that is, is not passed over as a directory seen before)."""
     out: dict[str, int] = {}
     seen = set(skip)
+    linked = False
     stack = [src]
     while stack:
         d = stack.pop()
@@ -110,31 +125,39 @@ def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> dict[str, 
         except OSError:
             continue
         if (st.st_dev, st.st_ino) in seen:
+            linked = linked or (st.st_dev, st.st_ino) not in skip
             continue
         seen.add((st.st_dev, st.st_ino))
         if not _utf8(d):
-            return {}
+            return {}, linked
         out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
         for e in entries:
             try:
                 if e.is_dir():
                     stack.append(e.path)
+                    linked = linked or e.is_symlink()
             except OSError:
                 pass
-    return out
+    return out, linked
 
 
-def _same_dirs(dirs: dict[str, int]) -> bool:
-    """Whether no directory changed since the last full scan (no file added, removed, renamed)."""
+def _changed_dirs(dirs: dict[str, int]) -> dict[str, int] | None:
+    """The directories of the last full listing whose mtime changed (a file added, removed or
+    renamed in them), with their mtime now (taken before they are listed again); None when there
+    was no listing, or a directory is gone or is no directory any more."""
     if not dirs:
-        return False
+        return None
+    out: dict[str, int] = {}
     for d, mtime in dirs.items():
         try:
-            if os.stat(d).st_mtime_ns != mtime:
-                return False
+            st = os.stat(d)
         except OSError:
-            return False
-    return True
+            return None
+        if not stat_mode.S_ISDIR(st.st_mode):
+            return None
+        if st.st_mtime_ns != mtime:
+            out[d] = st.st_mtime_ns
+    return out
 
 
 class _Window:
@@ -193,16 +216,28 @@ class _Window:
             self.settled += len(settled)
 
 
-def _from_copy(snap: Snapshot, m: Manifest, w: _Window) -> None:
+def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None = None) -> dict[str, str]:
     """The known traces against the scan's copy of their records (``_snapshot``): every file is
     stat'ed and compared in NumPy; the few traces that differ, or keep a content hash, or were
     modified within the racy window, go through :meth:`_Window.add` with their records as the
-    manifest holds them."""
+    manifest holds them. The traces of the directories ``within`` (listed again) are left to
+    their listing: returned (trace id -> directory)."""
     import numpy as np
 
-    racy_ns, stat = w.racy_ns, os.stat
+    racy_ns, stat, sep = w.racy_ns, os.stat, os.sep
     none = (None,) * 5
+    aside: dict[str, str] = {}
     for tids, paths, sidecars, rec in snap.windows(WINDOW):
+        if within:
+            where = [(p if p is not None else s or "").rpartition(sep)[0] for p, s in zip(paths, sidecars)]
+            inside = [i for i, d in enumerate(where) if d in within]
+            if inside:
+                aside.update((tids[i], where[i]) for i in inside)
+                keep = np.ones(len(tids), bool)
+                keep[inside] = False
+                kept = np.flatnonzero(keep).tolist()
+                tids, paths, sidecars, rec = ([tids[i] for i in kept], [paths[i] for i in kept],
+                                              [sidecars[i] for i in kept], rec[keep])
         got = array("q")
         put = got.append
         for path, sidecar in zip(paths, sidecars):  # (once per file of the corpus: inlined)
@@ -232,6 +267,100 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window) -> None:
             ids = [tids[i] for i in which]
             known = m.known(ids)
             w.add([(tids[i], paths[i], sidecars[i], *known.get(tids[i], none)) for i in which])
+    return aside
+
+
+#: traces the directories listed again may hold at most for a scan to list only them (what it
+#: holds of them meanwhile); with more, and with more than a quarter of the traces, the whole
+#: folder is listed (it costs no more)
+PARTIAL = 65536
+
+
+def _listing(d: str, recorded: dict[str, int], skipped: set[tuple[int, int]]) -> tuple[list[str], set[str]] | None:
+    """The entries of the directory ``d`` that are not directories, and those of them the listing
+    says are regular files (as ``_walk.walk_dirs`` lists a directory); None when it holds a
+    directory the last full listing did not record, or a link to one, or cannot be listed (a full
+    listing decides, and reports)."""
+    try:
+        with os.scandir(d) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return None
+    files: list[str] = []
+    regular: set[str] = set()
+    for e in entries:
+        try:
+            if e.is_file(follow_symlinks=False):
+                files.append(e.path)
+                regular.add(e.path)
+                continue
+            is_dir = e.is_dir()
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            files.append(e.path)
+            continue
+        if e.is_symlink():
+            return None
+        if e.path in recorded:
+            continue
+        try:
+            st = e.stat()
+        except OSError:
+            return None
+        if (st.st_dev, st.st_ino) not in skipped:
+            return None
+    return files, regular
+
+
+def _walked(root: str, d: str, pat: Pattern) -> bool:
+    """Whether the loaders' walk enters the directory ``d`` (below ``root``, or ``root``)."""
+    if d == root:
+        return True
+    parts = d[len(root) + 1:].split(os.sep)
+    if pat.depth is not None and len(parts) + 1 > pat.depth:
+        return False
+    return pat.hidden or not any(p.startswith(".") for p in parts)
+
+
+def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, recorded: dict[str, int],
+             changed: dict[str, int], skipped: set[tuple[int, int]]) -> Scan | None:
+    """A scan that lists again only the directories whose mtime changed (files were added, removed
+    or renamed in them, and nothing else: no directory added, removed or linked to) and takes the
+    other traces from the copy; None when a full listing is needed (nothing is written then)."""
+    root = os.path.abspath(src)
+    if not all(d == root or d.startswith(root + os.sep) for d in changed):
+        return None
+    pat = Pattern(pattern)
+    listed: dict[str, tuple[str | None, str | None]] = {}
+    unnamed = [n for n in m.meta().get("unnamed") or [] if os.path.dirname(n["path"]) not in changed]
+    limit = min(PARTIAL, copy.rows // 4)
+    for d in sorted(changed):
+        if not _walked(root, d, pat):
+            continue
+        got = _listing(d, recorded, skipped)
+        if got is None:
+            return None
+        for s in sources_in(root, pattern, *got):
+            if not _utf8(s.trace_id, s.path, s.sidecar):
+                unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
+                continue
+            listed.setdefault(s.trace_id, (s.path, s.sidecar))
+        if len(listed) > limit:
+            return None
+    aside = _from_copy(copy, m, w, set(changed))
+    gone = [t for t in aside if t not in listed]
+    if gone:
+        m.put_todo([(t, DELETED, *(None,) * 7) for t in gone])
+    ids = list(listed)
+    none = (None,) * 5
+    for i in range(0, len(ids), WINDOW):
+        part = ids[i : i + WINDOW]
+        known = m.known(part)
+        w.add((t, *listed[t], *known.get(t, none)) for t in part)
+    racy_ns = w.racy_ns
+    dirs = {**recorded, **{d: mtime if mtime < racy_ns else -1 for d, mtime in changed.items()}}
+    return Scan(w.new, w.changed, len(gone), w.unchanged, dirs, w.settled, unnamed, linked=False)
 
 
 def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iterable[str] = (),
@@ -240,7 +369,9 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     the manifest's work tables a window at a time.
 
     When no directory changed since the last full scan the manifest's list of files is the
-    list (only their stats are taken); else the directories are listed again, after their
+    list (only their stats are taken). When some did (files added, removed or renamed in them)
+    and nothing else about the directories did, those are listed again and the copy gives the
+    rest. Otherwise the directories are listed again, after their
     mtimes are taken (a file added meanwhile changes them again). A directory that cannot be
     listed is reported as the loaders report it, and every scan lists the folder again until it
     can be (made readable, its mtime need not change). Nothing under the directories
@@ -252,7 +383,9 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     dirs: dict[str, int] | None = None
     unnamed: list[dict[str, str]] | None = None
     deleted = 0
-    if _same_dirs(m.dirs()):
+    recorded = m.dirs()
+    changed = _changed_dirs(recorded)
+    if changed == {}:
         if copy is not None:
             _from_copy(copy, m, w)
         else:
@@ -260,33 +393,37 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
                 w.add(page)
                 if draft is not None:
                     draft.add(page)
-    else:
-        skipped = set()
-        for d in skip:
-            try:
-                st = os.stat(d)
-            except OSError:
+        return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
+    skipped = set()
+    for d in skip:
+        try:
+            st = os.stat(d)
+        except OSError:
+            continue
+        skipped.add((st.st_dev, st.st_ino))
+    if changed and copy is not None and m.meta().get("links") is False:
+        partial = _partial(src, pattern, m, w, copy, recorded, changed, skipped)
+        if partial is not None:
+            return partial
+    dirs, linked = _walk_dirs(src, racy_ns, skipped)
+    batch: dict[str, tuple[str | None, str | None]] = {}
+    unnamed = []
+    unlisted: list[dict[str, str]] = []
+    for found in iter_sources(src, pattern, skipped, unlisted):
+        for s in found:
+            if not _utf8(s.trace_id, s.path, s.sidecar):
+                unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
                 continue
-            skipped.add((st.st_dev, st.st_ino))
-        dirs = _walk_dirs(src, racy_ns, skipped)
-        batch: dict[str, tuple[str | None, str | None]] = {}
-        unnamed = []
-        unlisted: list[dict[str, str]] = []
-        for found in iter_sources(src, pattern, skipped, unlisted):
-            for s in found:
-                if not _utf8(s.trace_id, s.path, s.sidecar):
-                    unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
-                    continue
-                batch.setdefault(s.trace_id, (s.path, s.sidecar))  # (a trace id named twice: the first)
-            if len(batch) >= WINDOW:
-                _listed(m, w, batch, draft)
-                batch = {}
-        _listed(m, w, batch, draft)
-        deleted = m.unseen(DELETED)
-        if unlisted:  # reported as the loaders do; the listing is not trusted while one stays unreadable
-            unnamed += [{"path": shown(u["path"]), "reason": u["reason"]} for u in unlisted]
-            dirs = {}
-    return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
+            batch.setdefault(s.trace_id, (s.path, s.sidecar))  # (a trace id named twice: the first)
+        if len(batch) >= WINDOW:
+            _listed(m, w, batch, draft)
+            batch = {}
+    _listed(m, w, batch, draft)
+    deleted = m.unseen(DELETED)
+    if unlisted:  # reported as the loaders do; the listing is not trusted while one stays unreadable
+        unnamed += [{"path": shown(u["path"]), "reason": u["reason"]} for u in unlisted]
+        dirs = {}
+    return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed, linked)
 
 
 def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | None]], draft: Draft | None) -> None:
