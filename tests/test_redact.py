@@ -378,6 +378,23 @@ def test_redacting_is_linear_in_the_text():
         "see https://u:[redacted]@host/x and http://a:[redacted]@c")
 
 
+def test_a_key_is_found_in_any_ascii_case_in_non_ascii_text_and_only_there(key):
+    text = f"Ünïcödé — {key.upper()} and {key.lower()[:9]}… then {key[:5]}é ok"
+    assert redact_secrets(text) == f"Ünïcödé — [redacted] and [redacted]… then {key[:5]}é ok"
+
+
+@pytest.mark.serial  # a 10 MB non-ASCII answer redacted within 1.5 s
+def test_redacting_a_long_non_ascii_answer_is_cheap(key):
+    import time
+
+    text = "Ünïcödé words — and more words here. " * 270_000 + key  # 10 MB, the key at the very end
+    started = time.perf_counter()
+    shown = redact_secrets(text)
+    took = time.perf_counter() - started
+    assert shown.endswith(" here. [redacted]") and len(shown) == len(text) - len(key) + len("[redacted]")
+    assert took < 1.5, f"{took:.2f} s"  # (it translated the whole text: ~2.5 s on the same machine)
+
+
 def test_a_key_in_the_users_chat_message_is_kept_out_of_the_saved_transcript(fresh_session, key):
     chat = mn.Chat(model="demo")
     chat.send(f"why is my key {key} refused?")

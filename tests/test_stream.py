@@ -371,3 +371,36 @@ def test_a_timeout_while_the_sdk_waits_out_a_429_says_rate_limited_not_silent(fr
     assert turn.error_message.startswith("HTTP 429 (rate limited): the server refused the request")
     assert "sent nothing" not in out.getvalue() and "went silent" not in out.getvalue()
     assert "Refused with HTTP 429: wait a moment" in out.getvalue()
+
+
+def test_the_timing_sidecar_is_built_and_written_off_the_worker_loop(fresh_session, monkeypatch):
+    """A long turn's sidecar record (100,000 events: ~0.6 s to list, encode and write) would stall
+    every stream on the worker loop: it is built and appended in a thread where no loop runs."""
+    import asyncio
+    import threading
+
+    from mmsp_notebook.engine import stream
+
+    seen: list[tuple[str, str, bool]] = []
+
+    def where(name, fn):
+        def wrapped(*args, **kwargs):
+            try:
+                asyncio.get_running_loop()
+                on_loop = True
+            except RuntimeError:
+                on_loop = False
+            seen.append((name, threading.current_thread().name, on_loop))
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(stream, "append_sidecar", where("append", stream.append_sidecar))
+    monkeypatch.setattr(stream, "sidecar_record", where("record", stream.sidecar_record))
+    with script_server(lambda request, auth: _answer("Hello", " world")) as url:
+        _, future = launch("hi", model="m", client_type="mmsp", base_url=url)
+        turn = future.result(timeout=15)
+    assert turn.status == "complete" and turn.text == "Hello world"
+    assert [name for name, _, _ in seen] == ["record", "append"]
+    assert not any(on_loop for _, _, on_loop in seen), seen  # neither ran on the worker loop
+    [record] = list(read_sidecar(sidecar_path(turn.trace_id)))
+    assert record["status"] == "complete" and len(record["events"]) == turn.steps[0].n_events

@@ -93,6 +93,13 @@ _UNPRINTABLE = {c: 0x2400 + c for c in range(32) if c not in (9, 10)} | {0x7F: 0
     | dict.fromkeys(range(0xD800, 0xE000), 0xFFFD)
 
 
+_UNPRINTABLE_CHAR = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def printable(text: str) -> str:
-    """``text`` safe to write to a terminal or a ``text/plain`` output: control characters made visible."""
+    """``text`` safe to write to a terminal or a ``text/plain`` output: control characters made visible.
+
+    (Text with none is returned as it is: one scan, where translating a long non-ASCII text is slow.)"""
+    if not _UNPRINTABLE_CHAR.search(text):
+        return text
     return text.translate(_UNPRINTABLE)

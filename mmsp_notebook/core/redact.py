@@ -100,28 +100,53 @@ def _any_case(secret: str) -> bool:
     return len(secret) >= 12 and any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)
 
 
+def _head_pattern(head: str) -> re.Pattern[str]:
+    """The first characters of a key, found in any case of their ASCII letters (only theirs: re.ASCII)."""
+    pattern = _HEADS.get(head)
+    if pattern is None:
+        if len(_HEADS) > 64:
+            _HEADS.clear()
+        pattern = _HEADS[head] = re.compile(re.escape(head), re.IGNORECASE | re.ASCII)
+    return pattern
+
+
+_HEADS: dict[str, re.Pattern[str]] = {}
+
+
 def _spans(text: str, secret: str) -> list[tuple[int, int]]:
     """Where ``secret`` is in ``text``, whole or as a prefix left by a cut (at least
     :data:`MIN_PREFIX` characters, ending the text or followed by a character no key has); a
     generated-looking key in any case of its ASCII letters (a model that echoes it capitalized
-    still shows it): ``(start, end)`` each."""
-    if _any_case(secret):
-        low, key = text.translate(_ASCII_LOWER), secret.translate(_ASCII_LOWER)
-    else:
-        low, key = text, secret
-    head = key[:MIN_PREFIX]
-    at = low.find(head)
+    still shows it): ``(start, end)`` each.
+
+    Linear in the text and cheap on a long one: the key's head is found by ``str.find`` (in the
+    text, or in its lower case when it is ASCII) or, in non-ASCII text, by a case-blind pattern,
+    and only the characters after a hit are lowered; the text is never translated whole."""
+    any_case = _any_case(secret)
+    key = secret.translate(_ASCII_LOWER) if any_case else secret
+    head, size = key[:MIN_PREFIX], len(key)
+    low: str | None = text if not any_case else text.lower() if text.isascii() else None
+    pattern = _head_pattern(head) if low is None else None
+
+    def find(start: int) -> int:
+        if low is not None:
+            return low.find(head, start)
+        found = pattern.search(text, start) if pattern is not None else None
+        return found.start() if found else -1
+
     spans: list[tuple[int, int]] = []
-    n, size = len(text), len(key)
+    n = len(text)
+    at = find(0)
     while at >= 0:
+        window = low[at:at + size] if low is not None else text[at:at + size].translate(_ASCII_LOWER)
         k = MIN_PREFIX
-        while k < size and at + k < n and low[at + k] == key[k]:
+        while k < len(window) and window[k] == key[k]:
             k += 1
         if k == size or at + k == n or text[at + k] not in _KEY_CHARS:
             spans.append((at, at + k))
-            at = low.find(head, at + k)
+            at = find(at + k)
         else:  # another token that begins like the key
-            at = low.find(head, at + 1)
+            at = find(at + 1)
     return spans
 
 

@@ -18,7 +18,7 @@ from ..core.chars import mend_surrogates
 from ..core.endings import error_type
 from ..core.redact import redact, redact_data, redact_exception
 from ..core.run import TurnRun
-from ..core.store import SidecarError, append_sidecar, save_trace, sidecar_record, to_ms
+from ..core.store import SidecarError, SidecarRecord, append_sidecar, save_trace, sidecar_record, to_ms
 from ..core.turn import Turn
 from .session import Conversation
 from .tools import ToolSet
@@ -98,8 +98,8 @@ async def run_turn(
             finally:
                 run.waiting_since = None
                 run.notify()
-                if trace_id:
-                    _write_sidecar(turn, state, trace_id, turn_index, len(request))
+                if trace_id:  # (off the loop: a long turn's record is a second of work that would stall every stream)
+                    await asyncio.to_thread(_write_sidecar, turn, state, trace_id, turn_index, len(request))
             if state.status != "complete":
                 break
             # (surrogates a model sent mended: a raw half pair would fail every later request's body)
@@ -508,10 +508,21 @@ def _save_trace(history: list[dict[str, Any]], turn: Turn, config: dict[str, Any
 
 
 def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, message_index: int) -> None:
+    """Append the step's timing record to the sidecar; run in a thread, not on the worker loop
+    (100,000 events take ~0.6 s to list, encode and write), the step's state read under the turn's lock."""
+    with turn.lock:
+        record = _sidecar_record(turn, state, trace_id, turn_index, message_index)
+    try:
+        append_sidecar(record)
+    except OSError:
+        pass  # timing is a bonus; the turn itself must not fail for it
+
+
+def _sidecar_record(turn: Turn, state: Any, trace_id: str, turn_index: int, message_index: int) -> SidecarRecord:
     error: SidecarError | None = None
     if state.error is not None and state.status != "complete":
         error = {"type": type(state.error).__name__, "message": redact(str(state.error) or type(state.error).__name__)}
-    record = sidecar_record(
+    return sidecar_record(
         trace_id=trace_id,
         turn=turn_index,
         message_index=message_index if state.status == "complete" else None,
@@ -527,7 +538,3 @@ def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, messa
         events=state.sidecar_events(),
         comparison=turn.comparison,
     )
-    try:
-        append_sidecar(record)
-    except OSError:
-        pass  # timing is a bonus; the turn itself must not fail for it

@@ -37,7 +37,7 @@ from ..core.state import TurnState
 from ..core.store import tool_error
 from ..core.turn import Turn, media_kind
 from . import format as fmt
-from .html import CSS, render_html, render_text
+from .html import _IMAGE_SRC, CSS, render_html, render_text
 from .model import STATUS_TEXT, present_turn, present_view, view_model
 from .text import footer_line, printable
 from .waterfall import number as _number
@@ -47,7 +47,6 @@ from .waterfall import waterfall, waterfall_html
 __all__ = ["build_conversation", "conversation_html", "conversation_text", "step_lines", "waterfall", "waterfall_html",
            "tool_error", "message_turn", "CONVERSATION_CSS"]
 
-_IMAGE_SRC = re.compile(r"data:image/(?:png|jpeg|gif|webp);base64,[A-Za-z0-9+/=\s]*")
 _IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _LEGACY = {"text": "text.done", "thinking": "thinking.done", "tool_call": "tool_call.done",
            "inline_data": "inline_data.done", "tool_result": "tool_result.done", "image_url": "image_url.done"}

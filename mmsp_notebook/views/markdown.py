@@ -70,6 +70,7 @@ def _rules() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return inline, block
 
 
+@lru_cache(maxsize=4096)  # (a long answer repeats its formulas: each converted once)
 def render_math(tex: str, display: bool, open_: str) -> str:
     """The MathML of ``tex``, or its source (with ``open_`` and its closer) escaped when it cannot be converted."""
     from markdown_it.common.utils import escapeHtml

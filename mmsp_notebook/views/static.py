@@ -31,9 +31,11 @@ def turn_bundle(turn: Turn) -> dict[str, str]:
     if turn.drawn_in_cell is not None and running_cell() == turn.drawn_in_cell:
         return {"text/plain": turn.summary()}
     from .html import render_html
+    from .model import view_model
     from .text import PLAIN_TEXT_LIMIT, render_text
 
-    return {"text/plain": render_text(turn, limit=PLAIN_TEXT_LIMIT), "text/html": render_html(turn)}
+    vm = view_model(turn)  # once for both: it redacts each whole text, a long answer's
+    return {"text/plain": render_text(turn, vm, limit=PLAIN_TEXT_LIMIT), "text/html": render_html(turn, vm)}
 
 
 def register_formatters(shell: Any = None) -> bool:
