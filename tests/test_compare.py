@@ -312,3 +312,41 @@ def test_a_comparisons_frame_has_the_dtypes_of_the_usage_frame_and_the_loaded_tu
     mine = loaded[loaded["comparison"] == c.name]
     assert sorted(df["model"].astype(str)) == sorted(mine["model"].astype(str))
     assert df.groupby("status", observed=True).size().to_dict() == {"complete": 1, "error": 1}
+
+
+def test_times_speeds_and_costs_have_one_dtype_in_every_frame(fresh_session, tmp_path):
+    """A usage or cost column has the dtype ``traces.load_turns`` gives it (times, speeds and costs
+    ``float64``, token counts ``Int64``) in ``%mmsp usage``, ``Comparison.frame``, ``summary``, a
+    dataset's ``query`` and its pyarrow frame."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mmsp_notebook import traces
+    from mmsp_notebook.front.frames import usage_frame
+
+    c = compare("Tell me about rivers", "demo+tps=2000,demo+error", stream=io.StringIO())
+    loaded = traces.load_turns(tmp_path / "cache", progress=False)
+    with ThreadPoolExecutor(1) as pool:
+        traces.sync(tmp_path / "cache", tmp_path / "ds", executor=pool)
+    queried = traces.query("SELECT * FROM turns", tmp_path / "ds")
+    arrow = traces.dataset(tmp_path / "ds").to_table().to_pandas()  # pyarrow's own conversion
+    frames = {"usage": usage_frame(fresh_session.usage.rows()), "compare": c.frame, "query": queried}
+    floats = {"cost": "cost", "tokens_per_s": "tokens_per_s", "ttft_s": "ttft", "total_s": "latency"}
+    counts = ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens")
+    assert all(str(loaded[col].dtype) == "float64" for col in floats.values())
+    assert all(str(loaded[col].dtype) == "Int64" for col in counts)
+    for name, df in frames.items():
+        shared = [(col, like) for col, like in floats.items() if col in df.columns]
+        assert shared, name
+        for col, like in shared:
+            assert df[col].dtype == loaded[like].dtype, (name, col, df[col].dtype)
+        for col in counts:
+            assert df[col].dtype == loaded[col].dtype, (name, col, df[col].dtype)
+    for col in floats.values():  # (pyarrow gives its own dtypes, but these are the loader's)
+        assert arrow[col].dtype == loaded[col].dtype, col
+    for summarized in (traces.summary(loaded), traces.summary(tmp_path / "ds")):
+        for col in ("cost_total", "cost_mean", "latency_p50", "ttft_p90", "tokens_per_s_p99"):
+            assert summarized[col].dtype == loaded["cost"].dtype, col
+    # the frames of a new chat's turns (no row) too, and one turn's row of the usage frame adds to the loaded turns
+    assert usage_frame([])["cost"].dtype == loaded["cost"].dtype
+    both = pd.concat([loaded["cost"], frames["usage"]["cost"]], ignore_index=True)
+    assert both.dtype == loaded["cost"].dtype

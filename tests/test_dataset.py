@@ -1730,6 +1730,40 @@ def test_a_query_of_no_row_has_the_loaders_dtypes(corpus: Path, tmp_path: Path) 
             assert got[got["model"].str.startswith("glm")].empty
 
 
+def test_a_corpus_of_no_turn_or_of_no_model_and_finish_reads_back_with_the_loaders_frames(tmp_path: Path) -> None:
+    """A dataset of a corpus without turns, or whose ``model``, ``client_type`` and ``finish_reason``
+    are all missing, reads back as each loader's frame: dtypes, category columns holding no
+    category (of text) included."""
+    (tmp_path / "none").mkdir()
+    nulls = tmp_path / "nulls"
+    history = [user("q", T0), answer("a", T0 + 900), user("q2", T0 + 5_000), answer("b", T0 + 5_900)]
+    for message in history:
+        message.pop("finish_reason", None)
+    save(nulls, "n/1", history, model=None)
+    rec = record("n/1", 0, 1, started=T0 + 3.0)
+    rec.update(model=None, client_type=None, finish_reason=None)
+    append_sidecar(rec, base=nulls)
+    orders = {"turns": ["trace_id", "turn", "message_index", "started", "status"],
+              "items": ["trace_id", "message_index", "item_index"], "events": ["trace_id", "turn", "started", "event_index"]}
+    for src in (tmp_path / "none", nulls):
+        ds_dir = tmp_path / f"ds_{src.name}"
+        for kind, order in orders.items():
+            with ThreadPoolExecutor(1) as pool:
+                quiet_sync(src, ds_dir, kind=kind, executor=pool)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", traces.TraceLoadWarning)
+                want = LOADERS[kind](src, progress=False)
+            assert (len(want) == 0) == (src.name == "none"), (src.name, kind)
+            got = traces.query(f"SELECT * FROM {kind}", ds_dir).drop(columns="month")
+            got, want = (f.sort_values(order).reset_index(drop=True) for f in (got, want))
+            pd.testing.assert_frame_equal(got, want, obj=f"{kind} of {src.name}")
+            for col in [c for c in ("model", "client_type", "finish_reason") if c in want.columns]:
+                assert want[col].isna().all() and got[col].dtype == want[col].dtype, (src.name, kind, col)
+                assert len(got[col].cat.categories) == 0 and pd.api.types.is_string_dtype(got[col].cat.categories.dtype)
+        assert_same(ds_dir, src)  # the files hold what to_arrow makes of the loader's frame
+        assert traces.summary(ds_dir).equals(traces.summary(traces.load_turns(src, progress=False)))
+
+
 def test_summary_of_an_empty_dataset_equals_that_of_an_empty_frame(tmp_path: Path) -> None:
     (tmp_path / "none").mkdir()
     traces.sync(tmp_path / "none", tmp_path / "ds")

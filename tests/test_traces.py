@@ -556,6 +556,48 @@ def test_filters_since_until_models(tmp_path: Path) -> None:
             traces.load_events(tmp_path, **kw)
 
 
+def category_values(df: pd.DataFrame) -> dict[str, tuple[list[str], list[str]]]:
+    """Each category column but ``source`` (fixed three): (its categories, the values its rows hold, sorted)."""
+    return {c: (list(df[c].cat.categories), sorted(df[c].dropna().astype(str).unique()))
+            for c in df.columns if isinstance(df[c].dtype, pd.CategoricalDtype) and c != "source"}
+
+
+def test_a_filtered_frame_holds_only_the_categories_of_its_rows(tmp_path: Path) -> None:
+    """A filter (``since`` / ``until`` / ``models``) or a copy left out leaves no category that no
+    row has, as an unfiltered load has none: ``groupby(observed=False)`` and ``value_counts`` show
+    no empty group."""
+    events = [[10.0, "text.delta", 1], [20.0, "stop", 0]]
+    save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100, finish="length"), user("q", T0 + 60_000), answer("y", T0 + 60_100)])
+    append_sidecar(sidecar_record("a", 0, 1, started_at=T0 + 1, total_ms=99.0, events=events), base=tmp_path)
+    save(tmp_path, "b", [user("q", T0 + 30_000), answer("z", T0 + 30_100, finish="tool_call")], model="local-model")
+    append_sidecar(sidecar_record("b", 0, 1, model="local-model", client_type="ant-messages", started_at=T0 + 30_001,
+                                  total_ms=99.0, events=[[10.0, "thinking.delta", 1], [20.0, "stop", 0]]), base=tmp_path)
+    filters: list[dict[str, Any]] = [dict(models="local-model"), dict(since="2026-01-01 00:00:59"),
+                                     dict(until="2026-01-01 00:00:20"), dict(since="2027-01-01")]
+    for load in (traces.load_turns, traces.load_items, traces.load_events):
+        for kw in [{}, *filters]:
+            df = no_warnings_load(load, tmp_path, **kw)
+            for col, (cats, values) in category_values(df).items():
+                assert cats == values, (load.__name__, kw, col)
+    only = traces.load_turns(tmp_path, models="local-model")
+    assert only["model"].value_counts().to_dict() == {"local-model": 1}
+    assert only.groupby("finish_reason", observed=False).size().to_dict() == {"tool_call": 1}
+    assert list(only["client_type"].cat.categories) == ["ant-messages"]
+    assert list(only["source"].cat.categories) == ["trace", "trace+sidecar", "sidecar"]  # fixed, filter or not
+    none = traces.load_turns(tmp_path, since="2027-01-01")
+    assert len(none) == 0 and none["model"].dtype == pd.CategoricalDtype(pd.Index([""])[:0])  # no category, of text
+    # a copy left out (another file, of another model, holds the same answer timed by its sidecar)
+    copies = tmp_path / "copies"
+    save(copies, "c/1", [user("q", T0), answer("x", T0 + 100, finish="length")], model="old-model")
+    save(copies, "c/2", [user("q", T0), answer("x", T0 + 100, finish="length")], model="new-model")
+    append_sidecar(sidecar_record("c/2", 0, 1, model="new-model", started_at=T0 + 1, total_ms=99.0), base=copies)
+    for load in (traces.load_turns, traces.load_items):
+        df = no_warnings_load(load, copies)
+        assert df.attrs["duplicates"] and set(df["trace_id"]) == {"c/2"}, load.__name__
+        assert list(df["model"].cat.categories) == ["new-model"], load.__name__
+        assert all(cats == values for cats, values in category_values(df).values()), load.__name__
+
+
 def test_since_until_numbers_are_unix_seconds_or_ms(tmp_path: Path) -> None:
     save(tmp_path, "a", [user("q", T0), answer("x", T0 + 100), user("q", T0 + 60_000), answer("y", T0 + 60_100)])
     # a number is a Unix time (as time.time() gives, or in ms as traces store it), not pandas' nanoseconds

@@ -13,12 +13,13 @@ __all__ = ["usage_frame", "typed_frame", "models_frame", "history_frame"]
 
 
 #: the dtype of each column of the turns frames (``%mmsp usage``, ``chat.turns``, ``Comparison.frame``), as
-#: ``traces.load_turns`` types its columns: nullable integers, categories of text, strings
+#: ``traces.load_turns`` types its columns: nullable integers, categories of text, strings, and times, speeds
+#: and costs as ``float64`` (missing = NaN), as its ``latency``, ``ttft``, ``tokens_per_s`` and ``cost`` are
 _TURN_DTYPES = {
     "turn": "str", "chat": "str", "model": "category", "client_type": "category", "status": "category",
     "finish_reason": "category", "steps": "int64", "cached_tokens": "Int64", "prompt_tokens": "Int64",
-    "thoughts_tokens": "Int64", "response_tokens": "Int64", "ttft_s": "Float64", "total_s": "Float64",
-    "tokens_per_s": "Float64", "cost": "Float64", "text_chars": "Int64", "tool_calls": "Int64", "error": "str",
+    "thoughts_tokens": "Int64", "response_tokens": "Int64", "ttft_s": "float64", "total_s": "float64",
+    "tokens_per_s": "float64", "cost": "float64", "text_chars": "Int64", "tool_calls": "Int64", "error": "str",
     "trace_id": "str", "comparison": "category",
 }
 

@@ -331,3 +331,19 @@ def cat_col(values: Any) -> pd.Categorical:
         return pd.Categorical.from_codes(codes, categories=pd.Index(uniques.tolist()))
     except UnicodeEncodeError:
         return pd.Categorical([utf8_safe(v) if v.__class__ is str else v for v in arr])
+
+
+def keep_rows(df: pd.DataFrame, keep: np.ndarray, fixed: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The rows of ``df`` where ``keep`` is True, reindexed, each category column holding only the
+    categories its rows still have (as a frame built from those rows alone has them: a filter, or
+    copies left out, leave no empty group in ``groupby`` / ``value_counts``); the columns named in
+    ``fixed`` keep all theirs (``source``'s fixed three)."""
+    out = df.loc[keep].reset_index(drop=True)
+    for i, (name, dtype) in enumerate(out.dtypes.items()):
+        if isinstance(dtype, pd.CategoricalDtype) and name not in fixed and len(dtype.categories):
+            col = out.iloc[:, i]
+            used = np.zeros(len(dtype.categories) + 1, dtype=bool)
+            used[col.cat.codes.to_numpy()] = True  # (a missing value's -1 marks the last place)
+            if not used[:-1].all():
+                out.isetitem(i, col.cat.remove_unused_categories())
+    return out

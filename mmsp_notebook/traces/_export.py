@@ -132,7 +132,10 @@ def to_parquet(df_or_path: pd.DataFrame | Paths, out: PathLike, **load_kwargs: A
 
     ``df_or_path`` is a DataFrame, or trace path(s) loaded first with :func:`load_turns`
     (``load_kwargs`` are passed on). Read it back with ``pandas.read_parquet`` or query it with
-    DuckDB (``SELECT model, avg(latency) FROM 'turns.parquet' GROUP BY model``).
+    DuckDB (``SELECT model, avg(latency) FROM 'turns.parquet' GROUP BY model``). ``read_parquet``
+    gives the frame's dtypes but for a category column holding no value (no row, all missing): no
+    category, of ``object`` dtype where the loaders' have none of text (pyarrow's conversion of an
+    empty dictionary).
     """
     import pyarrow.parquet as pq
 

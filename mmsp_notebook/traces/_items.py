@@ -22,6 +22,7 @@ from ._columns import (
     data_url_info,
     dumps,
     int_col,
+    keep_rows,
     obj_col,
     obj_series,
     payload_size,
@@ -258,7 +259,7 @@ class ItemBuilder(Window):
             keep = np.ones(len(df), dtype=bool)
             for start, n in self.dropped:
                 keep[start:start + n] = False
-            df = df.loc[keep].reset_index(drop=True)
+            df = keep_rows(df, keep)
         df.attrs["duplicates"] = self.duplicates
         return df
 

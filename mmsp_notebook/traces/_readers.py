@@ -195,7 +195,9 @@ def dataset(dataset_dir: PathLike, kind: str = "turns") -> pads.Dataset:
     missing values as ``float64``, lists as arrays, ``model`` as text, and a category column's
     categories those of the files read, in the order pyarrow unifies the files' dictionaries (each
     file's sorted, a later file's new values after them; a filter keeps the categories of the rows
-    it drops), where the loaders' are sorted. :func:`query` gives the loaders' dtypes.
+    it drops), where the loaders' are sorted; a category column holding no value (no row, all
+    missing) has no category of ``object`` dtype, where the loaders' have none of text.
+    :func:`query` gives the loaders' dtypes, these included.
 
     Reads verify the pages' checksums: a data file damaged in place fails with an ``OSError``
     ("CRC checksum verification failed"), never gives other values; pyarrow does not name the

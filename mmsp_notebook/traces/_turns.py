@@ -30,6 +30,7 @@ from ._columns import (
     count_or_na,
     float_col,
     int_col,
+    keep_rows,
     obj_col,
     obj_series,
     sidecar_timing,
@@ -307,7 +308,7 @@ class TurnBuilder(Window):
             if n_dup or keep is not None:
                 keep = ~drop if keep is None else keep & ~drop
         if keep is not None and not keep.all():
-            df = df.loc[keep].reset_index(drop=True)
+            df = keep_rows(df, keep, fixed=("source",))
         df.attrs["duplicates"] = n_dup
         return df
 
