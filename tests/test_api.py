@@ -218,6 +218,28 @@ def test_missing_key_for_a_real_provider_says_which_variable(fresh_session, monk
     assert "sk-test-0123456789abcdefXYZ" not in printed
 
 
+def test_a_turn_refused_before_any_request_is_a_row_of_its_trace(fresh_session, monkeypatch):
+    import os
+
+    from mmsp_notebook import traces
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    turn, _ = quiet_ask("hi", model="gpt-5.6-sol", client_type="openai-chat", chat="refused")
+    assert turn.status == "error"
+    df = traces.load_turns(os.environ["MMSP_CACHE_DIR"], progress=False)
+    [row] = df[df["trace_id"] == turn.trace_id].itertuples()
+    assert (row.status, row.model, row.client_type) == ("error", "gpt-5.6-sol", "openai-chat")
+    assert row.error_type == type(turn.error).__name__ and "OPENAI_API_KEY" in row.error_message
+    # a second attempt in the same conversation is the same turn tried again; then one that answers
+    quiet_ask("hi again", model="gpt-5.6-sol", client_type="openai-chat", chat="refused")
+    done, _ = quiet_ask("hi", model="demo", chat="refused")
+    assert done.status == "complete" and done.trace_id == turn.trace_id
+    df = traces.load_turns(os.environ["MMSP_CACHE_DIR"], progress=False)
+    rows = df[df["trace_id"] == turn.trace_id]
+    assert sorted(rows["status"]) == ["complete", "error", "error"]
+    assert list(rows.loc[rows["status"] == "complete", "turn"]) == [0]
+
+
 def test_interpolation_expressions_escapes_json_and_images(tmp_path):
     ns = {"city": "Paris", "n": 3}
     assert interpolate("Weather in {city} x{n + 1}", ns)[0] == "Weather in Paris x4"
