@@ -12,7 +12,15 @@ from helpers import serve_posts
 from sse_scripts import chat_chunk, mmsp_event, mmsp_text, script_server
 
 import mmsp_notebook as mn
-from mmsp_notebook.core.redact import MIN_PREFIX, redact, redact_bytes, redact_data, redact_secrets
+from mmsp_notebook.core.redact import (
+    MIN_PREFIX,
+    REDACTED,
+    held_secrets,
+    redact,
+    redact_bytes,
+    redact_data,
+    redact_secrets,
+)
 from mmsp_notebook.core.store import sidecar_path, tracer_path
 from mmsp_notebook.demo import DemoServer, WireProxy
 from mmsp_notebook.views.static import turn_bundle
@@ -421,3 +429,45 @@ def test_held_secrets_reads_the_keys_once_for_a_block_on_its_thread(monkeypatch)
         with held_secrets():  # nested: the outer block's keys
             assert "tok-later-9876543210x" in redact("tok-later-9876543210x")
     assert redact("tok-later-9876543210x") == "[redacted]"  # after the block: read again
+
+
+def _chat_frames(n: int, pieces: list[str] | None = None) -> list[bytes]:
+    """A Chat Completions stream of ``n`` one-word frames (``pieces``, when given, as its deltas)."""
+    words = pieces or [("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog.")[i % 9]
+                       for i in range(n)]
+    return [b"data: " + json.dumps({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                                    "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}).encode()
+            + b"\n\n" for w in words]
+
+
+@pytest.mark.serial
+def test_redacting_a_large_transcript_scales_as_one_search(monkeypatch):
+    """A long answer's wire (tens of thousands of small SSE frames) with keys configured: its frames
+    are redacted as one search over the stream, not one redaction per frame."""
+    import time
+
+    from mmsp_notebook.core.redact import redact_parts
+    from mmsp_notebook.wire.sse import split_frames
+
+    monkeypatch.setenv("BENCH_ONE_API_KEY", "sk-bench-7f3a9c2e1b4d6f8a0c2e4b6d8f0a1c3e")
+    monkeypatch.setenv("BENCH_TWO_TOKEN", "tok-91ab23cd45ef67ab89cd01ef23ab45cd")
+
+    def best(fn, rounds=3):
+        times = []
+        for _ in range(rounds):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    small, large = _chat_frames(5_000), _chat_frames(20_000)
+    large[7_000] = _chat_frames(1, [" sk-bench-7f3a9c2e1b4d6f8a0c2e4b6d8f0a1c3e"])[0]  # one frame to redact
+    with held_secrets():
+        out = redact_parts(large)
+        t_small, t_large = best(lambda: redact_parts(small)), best(lambda: redact_parts(large))
+    t_cut = best(lambda: split_frames(b"".join(large)))
+    assert b"sk-bench" not in out[7_000] and REDACTED.encode() in out[7_000]
+    assert all(a is b for i, (a, b) in enumerate(zip(out, large)) if i != 7_000)  # the clean frames as they were
+    assert t_large < 4 * 2.5 * t_small + 0.02, (t_small, t_large)  # linear (4x the frames), with slack
+    # about the cost of cutting the stream into frames (a redaction per frame cost 10-20x that)
+    assert t_large < 3 * t_cut + 0.02, (t_large, t_cut)

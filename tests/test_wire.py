@@ -733,3 +733,51 @@ def test_a_key_in_the_endpoint_s_path_is_never_shown(fresh_session, monkeypatch)
     assert "/chat/completions" in shown[0]
     for text in shown:
         assert CANARY not in text
+
+
+@pytest.mark.parametrize("client_type", ["openai-chat", "mmsp"])
+def test_an_endpoint_with_a_query_gets_the_same_request_through_the_wire_and_its_key_is_never_shown(
+        fresh_session, monkeypatch, caplog, capfd, client_type):
+    """An Azure-style base URL (``...?api-version=...``, a gateway's ``&key=...``): the client appends
+    its path after the query, and the upstream gets that same request line with ``--wire``; the key
+    in the query shows in no wire view, record or log line."""
+    from sse_scripts import mmsp_event, mmsp_text
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("WIRE_TEST_KEY", "k-local-123456")
+    paths: list[str] = []
+
+    def answer(handler):
+        handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        paths.append(handler.path)
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.end_headers()
+        frames = (mmsp_text("fine") + [mmsp_event(stop=True)] if client_type == "mmsp"
+                  else _answering("fine"))
+        handler.wfile.write(b"".join(frames))
+
+    with contextlib.contextmanager(serve_posts)(answer) as base_url:
+        keyed = f"{base_url}?api-version=2024-06-01&key={CANARY}"
+        turns = [ask("hi", model="m", client_type=client_type, base_url=keyed, api_key_env="WIRE_TEST_KEY",
+                     wire=wire, stream=io.StringIO()) for wire in (False, True)]
+    assert [t.status for t in turns] == ["complete", "complete"] and turns[1].text == "fine"
+    assert len(paths) == 2 and paths[0] == paths[1]  # the same request line, query and all
+    assert f"key={CANARY}" in paths[0] and "api-version=2024-06-01" in paths[0]
+    wire = turns[1].wire
+    assert wire.exchanges and wire.exchanges[0].record.status == 200
+    shown = [render_wire_html(wire), render_wire_text(wire), repr(wire), json.dumps(wire, default=str),
+             repr([vars(e.record) for e in wire.exchanges]), repr(fresh_session.wire_proxies.running())]
+    out, err = capfd.readouterr()
+    for text in [*shown, caplog.text, out, err]:
+        assert CANARY not in text
+    assert "key=[redacted]" in caplog.text  # the request to the proxy's tap, and the proxy's upstream request
+
+
+def test_an_upstream_with_a_fragment_is_refused_saying_what_to_do():
+    with pytest.raises(DemoServerError, match="without its #fragment"):
+        WireProxy(f"http://127.0.0.1:9/v1?key={CANARY}#part")
+    with WireProxy(f"http://127.0.0.1:9/v1?api-version=1&key={CANARY}") as proxy:
+        assert proxy.base_url == f"{proxy.root_url}/v1?api-version=1&key={CANARY}"
+        assert proxy.tap_url("t") == f"{proxy.root_url}/_tap/t/v1?api-version=1&key={CANARY}"
+        assert CANARY not in repr(proxy) + proxy.upstream_display

@@ -27,6 +27,8 @@ The rule
 
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import os
 import re
@@ -36,7 +38,7 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["held_secrets", "redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
-           "redact_url_secrets",
+           "redact_url_secrets", "redact_parts",
            "register_secret_env", "secret_values", "cut_from_frame", "redact_streamed", "MIN_PREFIX", "REDACTED",
            "STREAMED_KEEP"]
 
@@ -150,6 +152,20 @@ def _spans(text: str, secret: str) -> list[tuple[int, int]]:
     return spans
 
 
+@functools.lru_cache(maxsize=16)
+def _heads(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """What a text must hold for :func:`_spans` to find one of ``secrets`` in it: the first
+    :data:`MIN_PREFIX` characters of each, in any case of their ASCII letters for a generated-looking
+    key (as :func:`_spans` matches it). One search of a text replaces a pass per key."""
+    alts = [(f"(?i:{re.escape(k[:MIN_PREFIX])})" if _any_case(k) else re.escape(k[:MIN_PREFIX])) for k in secrets]
+    return re.compile("|".join(alts) or r"(?!)", re.ASCII)  # (ASCII: case folds as _ASCII_LOWER does)
+
+
+def _may_hold(text: str, secrets: list[str]) -> bool:
+    """Whether ``text`` may hold one of ``secrets`` (whole or cut): False only when it holds none."""
+    return bool(secrets) and _heads(tuple(secrets)).search(text) is not None
+
+
 def _without(text: str, secret: str) -> str:
     """``text`` with ``secret`` and each prefix of it left by a cut replaced by :data:`REDACTED`."""
     spans = _spans(text, secret)
@@ -174,6 +190,8 @@ def redact_fragment(before: str, fragment: str, secrets: list[str] | None = None
         return fragment
     context = before[max(0, len(before) - (len(secrets[0]) - 1)):]  # (longest key first)
     text = context + fragment
+    if not _may_hold(text, secrets):  # (the common case, one search: a long answer has tens of thousands)
+        return fragment
     off = len(context)
     cover = sorted((max(a, off) - off, b - off) for secret in secrets for a, b in _spans(text, secret) if b > off)
     if not cover:
@@ -234,6 +252,8 @@ def _taken_out(original: str, shown: str) -> list[str]:
 
 
 def _redact_known(text: str, secrets: list[str]) -> str:
+    if not _may_hold(text, secrets):
+        return text
     for secret in secrets:
         text = _without(text, secret)
     return text
@@ -256,8 +276,9 @@ def redact_secrets(text: str, secrets: list[str] | None = None) -> str:
 #: match scans no further than the next URL, so redacting is linear in the text
 _URL_PASSWORD = re.compile(r"(://[^/\s:@'\"]*:)(?:(?!://)[^\s'\"])+@")
 #: the value of a URL's query parameter named like a credential (``?key=...``, ``&api_key=...``)
+_QUERY_NAMES = r"key|api[_-]?key|apikey|access[_-]?token|token|secret|password|auth|sig|signature|x-goog-api-key"
 _URL_QUERY_SECRET = re.compile(
-    r"([?&](?:key|api[_-]?key|apikey|access[_-]?token|token|secret|password|auth|sig|signature|x-goog-api-key)=)"
+    rf"([?&](?:{_QUERY_NAMES})=)"
     r"[^&#\s\"'\\]*", re.IGNORECASE)  # (not past a backslash: a JSON string's escape stays whole)
 
 
@@ -281,13 +302,84 @@ def redact_bytes(data: bytes) -> bytes:
 
     Bytes that are not UTF-8 pass through unchanged (decoded with ``surrogateescape``).
     """
+    secrets = tuple(secret_values())
+    if _screened(data, secrets):  # (the common case: a frame of a long answer)
+        return data
+    return _redact_bytes(data, secrets)
+
+
+def _redact_bytes(data: bytes, secrets: tuple[str, ...]) -> bytes:
     text = data.decode("utf-8", errors="surrogateescape")
-    # a capture is JSON: a key with a quote, a backslash or non-ASCII is also written escaped there
-    escaped = {form for secret in secret_values()
-               for form in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])
-               if form != secret and len(form) >= MIN_PREFIX}
-    clean = redact(_redact_known(text, sorted(escaped, key=len, reverse=True)) if escaped else text)
+    escaped = _escaped(secrets)
+    clean = redact(_redact_known(text, escaped) if escaped else text)
     return data if clean == text else clean.encode("utf-8", errors="surrogateescape")
+
+
+def redact_parts(parts: list[bytes]) -> list[bytes]:
+    """Each of ``parts`` (the frames of a captured stream) as :func:`redact_bytes` gives it, the same
+    object when clean. The parts are searched together, in one pass over their bytes per trigger
+    (:func:`_triggers`: what a part must hold for :func:`redact_bytes` to change it), and only the
+    parts a trigger is found in are redacted one by one: a stream of tens of thousands of frames costs
+    a few searches, not a redaction per frame."""
+    secrets = tuple(secret_values())
+    triggers = _triggers(secrets)
+    if triggers is None:
+        return [_redact_bytes(part, secrets) for part in parts]
+    ends: list[int] = []
+    total = 0
+    for part in parts:
+        total += len(part)
+        ends.append(total)
+    low = b"".join(parts).lower()  # (ASCII letters only, as a key in any case is matched: lengths kept)
+    marked: set[int] = set()
+    for trigger in triggers:
+        at = low.find(trigger)
+        while at >= 0:  # each part the trigger overlaps
+            first = bisect.bisect_right(ends, at)
+            last = bisect.bisect_left(ends, at + len(trigger), lo=first)
+            marked.update(range(first, min(last, len(parts) - 1) + 1))
+            at = low.find(trigger, at + 1)
+    return [_redact_bytes(part, secrets) if i in marked else part for i, part in enumerate(parts)]
+
+
+#: the characters other than ASCII letters that Python's case-insensitive matching of text takes for
+#: one (dotted and dotless i, long s, Kelvin sign): bytes holding one may hold a key shape or a
+#: credential's name that :func:`redact` matches in any case
+_FOLDED_LETTERS = ("\u0130", "\u0131", "\u017f", "\u212a")
+#: what bytes hold where :func:`redact` finds a key shape (``sk-``, ``AIza``, ``xai-``, ``Bearer``),
+#: a URL's user info (``://``) or a credential in a URL's query (every name it takes ends so), lower case
+_SHAPE_TRIGGERS = (b"sk-", b"aiza", b"xai-", b"bearer", b"://", b"key=", b"token=", b"secret=", b"password=",
+                   b"auth=", b"sig=", b"signature=", *(c.encode("utf-8") for c in _FOLDED_LETTERS))
+
+
+@functools.lru_cache(maxsize=16)
+def _escaped(secrets: tuple[str, ...]) -> list[str]:
+    """A capture is JSON: a key with a quote, a backslash or non-ASCII is also written escaped there."""
+    forms = {form for secret in secrets
+             for form in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])
+             if form != secret and len(form) >= MIN_PREFIX}
+    return sorted(forms, key=len, reverse=True)
+
+
+@functools.lru_cache(maxsize=16)
+def _triggers(secrets: tuple[str, ...]) -> tuple[bytes, ...] | None:
+    """What bytes, their ASCII letters in lower case, must hold for :func:`redact_bytes` to change
+    them: the head of a configured key or of its JSON-escaped form, or a :data:`_SHAPE_TRIGGERS`.
+    ``None`` when a key cannot be written as UTF-8 (then every part is redacted)."""
+    try:
+        heads = {k[:MIN_PREFIX].encode("utf-8", "surrogateescape").lower() for k in (*secrets, *_escaped(secrets))}
+    except UnicodeEncodeError:
+        return None
+    return tuple(sorted(heads | set(_SHAPE_TRIGGERS)))
+
+
+def _screened(data: bytes, secrets: tuple[str, ...]) -> bool:
+    """Whether ``data`` holds none of :func:`_triggers` (nothing :func:`redact_bytes` would change)."""
+    triggers = _triggers(secrets)
+    if triggers is None:
+        return False
+    low = data.lower()
+    return not any(trigger in low for trigger in triggers)
 
 
 def redact_data(value: Any, secrets: list[str] | None = None) -> Any:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .._errors import DemoServerError
-from ..wire.proxy import WireProxy
+from ..wire.proxy import WireProxy, mask_query
 from ..wire.sse import PROTOCOLS
 from ._server import DemoServer
 
@@ -128,10 +128,14 @@ def _run_proxy(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     stopped = _Stop()
-    # the upstream with its path, as the client would have been given it (no credentials, no query)
-    upstream = proxy.upstream_display + urlsplit(proxy.upstream).path
-    print(f"mmsp wire proxy listening on {proxy.base_url} -> {upstream}", flush=True)
-    print(f"  hand the client {proxy.base_url} in place of {upstream}; Ctrl-C stops.", flush=True)
+    # the upstream with its path and query, as the client would have been given it (a key in the
+    # query or the user info masked: the user has the URL they gave)
+    query = urlsplit(proxy.upstream).query
+    upstream = mask_query(proxy.upstream_display + proxy.upstream_path + (f"?{query}" if query else ""))
+    base_url = mask_query(proxy.base_url)
+    print(f"mmsp wire proxy listening on {base_url} -> {upstream}", flush=True)
+    print(f"  hand the client {base_url} in place of {upstream}"
+          + (" (with the query's values as you gave them)" if query else "") + "; Ctrl-C stops.", flush=True)
     reported: set[str] = set()
     try:
         while not stopped.wait(0.2):

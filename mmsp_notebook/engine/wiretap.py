@@ -88,7 +88,10 @@ async def wire_client(sess: Session, conv: Conversation, model: str, client_type
         upstream = resolved or CLIENT_CREDENTIALS[kind].default_base_url
     proxy = await asyncio.to_thread(sess.wire_proxies.get, upstream)
     tap = tap_name(conv.name)
-    url = proxy.tap_url(tap, root=kind in _ROOT_TYPES and proxy.base_url.endswith("/v1"))
+    # (a Messages client appends /v1/messages: the demo server's /v1 is dropped; never with a query,
+    # which the client's path goes after, as it does without the proxy)
+    root = kind in _ROOT_TYPES and proxy.upstream_path.endswith("/v1") and "?" not in proxy.upstream
+    url = proxy.tap_url(tap, root=root)
     key = ("wire", model, client_type or kind, url, api_key_env, key_digest(api_key))
     if key not in sess.clients:  # (a provider's SDK is imported off the loop: see Session.lease_client)
         await asyncio.to_thread(import_client_class, model, client_type or kind, url)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._errors import OptionError, OptionTypeError
-from ..core.redact import cut_from_frame, held_secrets, redact_bytes, redact_streamed, secret_values
+from ..core.redact import cut_from_frame, held_secrets, redact_bytes, redact_parts, redact_streamed, secret_values
 from .pairing import pair_events
 from .sse import Frame, parse_frame, split_timed_frames
 
@@ -39,6 +39,13 @@ def _redacted_frame(frame: Frame) -> Frame:
     """A frame as shown and saved: an upstream that quotes a key back (a 401 body) shows ``[redacted]``."""
     raw = redact_bytes(frame.raw)
     return frame if raw is frame.raw else parse_frame(frame.index, frame.t, raw)
+
+
+def _redacted_frames(frames: list[Frame]) -> list[Frame]:
+    """Every frame of a response as :func:`_redacted_frame` gives it, the response searched once
+    (:func:`~mmsp_notebook.core.redact.redact_parts`): a long answer's frames are not redacted one by one."""
+    raws = redact_parts([frame.raw for frame in frames])
+    return [frame if raw is frame.raw else parse_frame(frame.index, frame.t, raw) for frame, raw in zip(frames, raws)]
 
 
 #: what a saved or listed frame becomes when it carries a piece of a configured key that could not
@@ -228,7 +235,7 @@ def _exchanges(steps: list[tuple[float, list[dict[str, Any]], list[float]]],
         mine = [r for r in records if start <= r.started < end]
         for j, record in enumerate(mine):
             received = split_timed_frames(record.response, list(record.chunks), list(record.times))
-            frames = [_redacted_frame(f) for f in received]
+            frames = _redacted_frames(received)
             exchange = Exchange(i, record, frames, t0=start)
             if j == len(mine) - 1:
                 exchange.events, exchange.event_times = events, times

@@ -41,6 +41,15 @@ Server stack
     (:class:`WireTranscript` adds the arrival clock), so ``transcripts``, ``transcript(id)`` and
     ``save_transcript(id, path)`` work as on the demo server.
 
+Query strings
+    An upstream may carry a query (``...?api-version=2024-06-01``, a gateway's ``?key=``): mmsp's
+    clients append their path to the base URL as it is written, query and all (``/v1?key=K`` gives
+    ``/v1?key=K/stream``, ``/v1/?key=Kchat/completions`` for the OpenAI SDKs), so the proxy's
+    :attr:`~WireProxy.base_url` and :meth:`~WireProxy.tap_url` keep the upstream's query in the same
+    place, and the request line the client makes is forwarded as it is: the upstream gets what the
+    client would have sent it directly. The query is never stored (a record's ``endpoint`` is the
+    path) and is masked in every log line (:func:`mask_query`).
+
 Taps
     A path beginning with ``/_tap/NAME/`` is forwarded without that prefix and its record is tagged
     ``tap=NAME``: several conversations can share one proxy and each find its own requests
@@ -149,7 +158,9 @@ class _MaskQueryKeys(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.args and isinstance(record.args, tuple):
-            record.args = tuple(mask_query(str(a)) if isinstance(a, (str, httpx.URL)) else a for a in record.args)
+            # (httpx's URL, or the URL of its copy the OpenAI SDK uses, httpx2's)
+            record.args = tuple(mask_query(str(a)) if isinstance(a, str) or type(a).__name__ == "URL" else a
+                                for a in record.args)
         elif isinstance(record.msg, str):
             record.msg = mask_query(record.msg)
         return True
@@ -159,8 +170,9 @@ _mask = _MaskQueryKeys()
 
 
 def install_log_filter() -> None:
-    """Mask query keys in what httpx and httpcore log (installed when a proxy starts)."""
-    for name in ("httpx", "httpcore"):
+    """Mask query keys in what httpx and httpcore log (installed when a proxy starts), and their
+    copies the OpenAI SDK logs under (``httpx2``: its request to a tap URL holding the upstream's query)."""
+    for name in ("httpx", "httpcore", "httpx2", "httpcore2"):
         logger = logging.getLogger(name)
         if _mask not in logger.filters:
             logger.addFilter(_mask)
@@ -357,7 +369,9 @@ class WireProxy(Served):
     Args:
         upstream: The endpoint's base URL, as a client would be given it
             (``https://api.openai.com/v1``, ``https://api.anthropic.com``, a demo server's
-            ``base_url``). Paths are forwarded unchanged to its scheme, host and port.
+            ``base_url``, ``https://res.openai.azure.com/openai/deployments/d?api-version=2024-06-01``).
+            Paths are forwarded unchanged to its scheme, host and port; a query is kept on
+            :attr:`base_url` (see *Query strings* in the module docstring).
         host: A loopback address (``127.0.0.1`` default, ``::1``, ``localhost``); nothing else.
         port: The port; 0 picks a free one.
         max_transcripts: How many request records are kept (oldest dropped first).
@@ -365,11 +379,13 @@ class WireProxy(Served):
             larger one is answered HTTP 413 with a JSON error, and not forwarded.
 
     Attributes:
-        upstream: The upstream base URL, normalised (no trailing slash).
+        upstream: The upstream base URL, normalised (no trailing slash on its path; its query, a
+            key in it too: show it through :func:`mask_query`).
         upstream_display: The upstream's scheme, host and port only (what messages show).
 
     Raises:
-        DemoServerError: ``upstream`` is not an http(s) URL, or ``host`` is not a loopback address.
+        DemoServerError: ``upstream`` is not an http(s) URL, has a ``#fragment``, or ``host`` is not
+            a loopback address.
     """
 
     def __init__(self, upstream: str, host: str = "127.0.0.1", port: int = 0, *, max_transcripts: int = 200,
@@ -379,9 +395,13 @@ class WireProxy(Served):
         parts = urlsplit(str(upstream))
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise DemoServerError(f"the upstream must be an http(s) URL, not {upstream!r}")
-        if parts.query or parts.fragment:
-            raise DemoServerError("give the upstream without a query string (a client adds its own)")
-        self.upstream = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+        if parts.fragment:
+            raise DemoServerError("give the upstream without its #fragment (a client never sends one; a query "
+                                  "string is taken)")
+        # a query stays on the base URL handed the client, which appends its path as it would to the
+        # upstream's, so the same request line reaches the upstream (see "Query strings" above)
+        self._query = f"?{parts.query}" if parts.query else ""
+        self.upstream = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}{self._query}"
         self._upstream_origin = f"{parts.scheme}://{parts.netloc}"
         self._upstream_path = parts.path.rstrip("/")
         self.upstream_display = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
@@ -395,9 +415,15 @@ class WireProxy(Served):
         return self._server.host
 
     @property
+    def upstream_path(self) -> str:
+        """The upstream's path (no trailing slash, no query)."""
+        return self._upstream_path
+
+    @property
     def base_url(self) -> str:
-        """The proxy's root plus the upstream's path: the base URL to hand a client instead of ``upstream``."""
-        return f"{self.root_url}{self._upstream_path}"
+        """The proxy's root plus the upstream's path and query: the base URL to hand a client instead
+        of ``upstream`` (it holds the upstream's query, a key in it too: show it through :func:`mask_query`)."""
+        return f"{self.root_url}{self._upstream_path}{self._query}"
 
     def tap_url(self, tap: str, root: bool = False) -> str:
         """The base URL of a tap: requests through it are tagged ``tap`` in :attr:`transcripts`.
@@ -408,7 +434,7 @@ class WireProxy(Served):
         """
         if not re.fullmatch(r"[A-Za-z0-9_.~-]{1,80}", tap):
             raise DemoServerError(f"invalid tap name {tap!r}")
-        return f"{self.root_url}/_tap/{tap}" + ("" if root else self._upstream_path)
+        return f"{self.root_url}/_tap/{tap}" + ("" if root else self._upstream_path) + self._query
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -440,9 +466,10 @@ class WireProxy(Served):
         """
         from mmsp import AutoLLMClient
 
-        base_url = self.base_url
-        if client_type in ("ant-messages", "anthropic-official") and self._upstream_path.endswith("/v1"):
-            base_url = base_url[: -len("/v1")]
+        path = self._upstream_path
+        if client_type in ("ant-messages", "anthropic-official") and path.endswith("/v1"):
+            path = path[: -len("/v1")]
+        base_url = f"{self.root_url}{path}{self._query}"
         return AutoLLMClient(model=model, api_key=api_key, base_url=base_url, client_type=client_type)
 
     # -- records -------------------------------------------------------------------------------
