@@ -471,3 +471,67 @@ def test_redacting_a_large_transcript_scales_as_one_search(monkeypatch):
     assert t_large < 4 * 2.5 * t_small + 0.02, (t_small, t_large)  # linear (4x the frames), with slack
     # about the cost of cutting the stream into frames (a redaction per frame cost 10-20x that)
     assert t_large < 3 * t_cut + 0.02, (t_large, t_cut)
+
+
+def _growing_pieces(rng, keys):
+    """Random pieces of a text holding keys whole, cut and in upper case, words that begin like a
+    key (near-keys), separators, non-ASCII and the redaction mark itself."""
+    pieces = []
+    for _ in range(rng.randrange(5, 40)):
+        key = rng.choice(keys)
+        pick = rng.randrange(9)
+        if pick == 0:
+            pieces.append(key)
+        elif pick == 1:
+            pieces.append(key[:rng.randrange(1, len(key))])  # a prefix, maybe long enough to be a cut
+        elif pick == 2:
+            pieces.append(key[:rng.randrange(MIN_PREFIX, len(key) + 1)] + rng.choice(["Z", "zz", "_x", "-9"]))
+        elif pick == 3:
+            pieces.append(key.upper())
+        elif pick == 4:
+            pieces.append(rng.choice([" ", "\n", ".", ", ", "/", "=", "。", "\t"]))
+        elif pick == 5:
+            pieces.append(rng.choice(["Ünïcödé", "words", "[redacted]", "x", "-", "_"]))
+        else:
+            pieces.append("".join(rng.choice("ab .-_/Zk9\n") for _ in range(rng.randrange(1, 12))))
+    return pieces
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_growing_text_is_redacted_as_the_whole_text_at_every_read(seed):
+    """A streaming area is redacted as it grows (only what came since its last settled point): each
+    read, the final one included, is what redacting the whole text so far gives, over random splits
+    of texts holding keys (split across deltas, cut at the end, in upper case), near-keys and
+    separators, with keys that hold some of the characters a text is settled at."""
+    import random
+
+    from mmsp_notebook.core.redact import GrowingRedaction
+
+    rng = random.Random(seed)
+    keys = sorted([KEY, "ollama", "Ab3.d/Ef=9gH+2kL", "qq.rr ss-tt_77", "zk9-ab"], key=len, reverse=True)
+    secrets = keys[:rng.randrange(1, len(keys) + 1)]
+    secrets.sort(key=len, reverse=True)
+    text = "".join(_growing_pieces(rng, keys))
+    growing = GrowingRedaction()
+    at = 0
+    while at < len(text):
+        at = min(len(text), at + rng.randrange(1, 9))
+        assert growing(text[:at], secrets) == redact_secrets(text[:at], secrets), (seed, text[:at])
+    assert growing(text, secrets) == redact_secrets(text, secrets)
+    other = [KEY[::-1]]  # other keys configured meanwhile: redacted from the start again
+    assert growing(text, other) == redact_secrets(text, other)
+
+
+def test_a_growing_text_redacts_only_what_came_since_its_last_settled_point(monkeypatch):
+    from mmsp_notebook.core import redact as module
+
+    sizes = []
+    whole = module._redact_known
+    monkeypatch.setattr(module, "_redact_known", lambda text, secrets: sizes.append(len(text)) or whole(text, secrets))
+    line = f"a line of a long answer, then {KEY[:20]}"
+    text = "".join(f"{line}{n} and more words.\n" for n in range(2000))  # 150,000 characters
+    growing = module.GrowingRedaction()
+    for at in range(0, len(text) + 1, 997):
+        assert growing(text[:at], [KEY]) == whole(text[:at], [KEY])  # (redact_secrets, not counted)
+        assert max(sizes, default=0) < 997 + len(line) + 20, sizes  # the new part and what follows the last settled point
+        sizes.clear()

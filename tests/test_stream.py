@@ -373,6 +373,47 @@ def test_a_timeout_while_the_sdk_waits_out_a_429_says_rate_limited_not_silent(fr
     assert "Refused with HTTP 429: wait a moment" in out.getvalue()
 
 
+def test_the_trace_is_saved_off_the_worker_loop_and_before_the_turn_is_over(fresh_session, monkeypatch):
+    """The trace (the whole conversation, rewritten at each turn: seconds for a long one) is saved in
+    a thread where no loop runs, so it stalls no other stream; a turn cancelled while it is saved
+    ends only once it is on disk."""
+    import asyncio
+    import threading
+
+    from mmsp_notebook.core.store import tracer_path
+    from mmsp_notebook.engine import stream
+
+    seen: list[tuple[str, bool]] = []
+    saving, release, saved = threading.Event(), threading.Event(), threading.Event()
+    save = stream.save_trace
+
+    def slow_save(*args, **kwargs):
+        try:
+            asyncio.get_running_loop()
+            on_loop = True
+        except RuntimeError:
+            on_loop = False
+        seen.append((threading.current_thread().name, on_loop))
+        saving.set()
+        release.wait(5)
+        path = save(*args, **kwargs)
+        saved.set()
+        return path
+
+    monkeypatch.setattr(stream, "save_trace", slow_save)
+    with script_server(lambda request, auth: _answer("Hello", " world")) as url:
+        run, future = launch("hi", model="m", client_type="mmsp", base_url=url)
+        assert saving.wait(15)
+        future.cancel()  # (the turn's task, cancelled while its trace is written)
+        time.sleep(0.2)
+        assert not run.finished.is_set()  # the save is waited for
+        release.set()
+        assert run.finished.wait(15)
+    assert saved.is_set() and tracer_path(run.turn.trace_id).exists()  # on disk before the turn was over
+    assert seen and not any(on_loop for _, on_loop in seen), seen
+    assert json.loads(tracer_path(run.turn.trace_id).read_text())["history"][1]["content_items"][0]["text"] == "Hello world"
+
+
 def test_the_timing_sidecar_is_built_and_written_off_the_worker_loop(fresh_session, monkeypatch):
     """A long turn's sidecar record (100,000 events: ~0.6 s to list, encode and write) would stall
     every stream on the worker loop: it is built and appended in a thread where no loop runs."""

@@ -452,3 +452,94 @@ def test_an_embedding_preview_names_nan_and_infinity_and_writes_large_values_sho
     emb = _item(view_model(turn), "embedding")
     assert emb["preview"] == "[NaN, 1.000, -inf, inf, 1.000e+308, -0.250]"
     assert emb["meta"] == "6 dims"  # no norm of such a vector
+
+
+def _walk_recorded(turn, start, reads):
+    """``turn_events(turn, start)`` over copies of the turn's steps whose events record each index read."""
+    from types import SimpleNamespace
+
+    from mmsp_notebook.views.model import turn_events
+
+    class Recorded(list):
+        def __getitem__(self, j):
+            reads.append((k, j))
+            return super().__getitem__(j)
+
+    steps = []
+    for k, step in enumerate(turn.steps):
+        events = Recorded(step.events)
+        events.k = k
+        steps.append(SimpleNamespace(event_times=step.event_times, n_events=step.n_events,
+                                     request_sent=step.request_sent, events=events))
+    reads.clear()
+    return list(turn_events(SimpleNamespace(steps=steps), start))
+
+
+def test_the_events_of_a_turn_are_walked_from_the_first_not_sent(fresh_session):
+    """A repaint of the events table walks only the events it has not sent (a turn of 100,000 took
+    seconds per repaint to walk from the start): those before are not read, nor a step all before."""
+    from mmsp_notebook.views.model import turn_events
+
+    run, future = launch("What's the weather in Paris and Rome?", tools=[get_weather])
+    turn = future.result(timeout=30)
+    every = list(turn_events(turn))
+    first = turn.steps[0].n_events
+    assert len(turn.steps) >= 2 and [n for n, _, _ in every] == list(range(len(every)))
+    reads: list[tuple[int, int]] = []
+    for start in range(len(every) + 2):
+        walked = _walk_recorded(turn, start, reads)
+        assert walked == every[start:]
+        numbers = [k * first + j if k == 0 else first + j for k, j in reads]  # (two steps: the second's numbers)
+        assert not reads or min(numbers) >= start, (start, reads)
+        assert all(k > 0 for k, _ in reads) or start < first  # a step all before start is not read
+
+
+def _tracked_ops(events_table):
+    """The ops of a manually fed turn whose text holds a configured key, cut and whole, split at
+    random across deltas, with a repaint after every few events."""
+    import random
+
+    from mmsp_notebook.core.turn import Turn
+
+    rng = random.Random(7)
+    key = "sk-live-growing-0123456789abcdef"
+    text = "".join(rng.choice([key, key[:9], key[:12] + "Z", " ", "\n", "Ünï", "words, ", "k"]) for _ in range(400))
+    turn = Turn(None, model="demo")
+    state = turn.new_step()
+    state.mark_request_sent()
+    state.request_sent = 0.0  # (event times given: the rows' milliseconds are the same in both runs)
+    tracker = OpsTracker(events=events_table)
+    ops, at = [], 0
+    while at < len(text):
+        piece = text[at:at + rng.randrange(1, 14)]
+        at += len(piece)
+        state.feed({"role": "assistant", "event_type": "delta", "content_items": [{"type": "text.delta", "text": piece}],
+                    "usage_metadata": None, "finish_reason": None}, at=at / 1000)
+        if rng.random() < 0.4:
+            ops.append(tracker.ops(turn))
+    state.feed({"role": "assistant", "event_type": "delta", "content_items": [{"type": "text.done", "text": text}],
+                "usage_metadata": None, "finish_reason": None}, at=1.0)
+    ops.append(tracker.ops(turn, final=True))
+    for batch in ops:  # (each run's turn has its own id)
+        for op in batch:
+            if op[0] == "turn":
+                op[1].pop("id", None)
+    return turn, ops
+
+
+@pytest.mark.parametrize("events_table", [False, True])
+def test_a_growing_answer_is_sent_as_when_each_repaint_redacted_it_whole(monkeypatch, events_table):
+    """Each repaint redacts only what came since the text's last settled point: the ops (text and
+    events table) are those of repaints that redacted the whole text so far, and so is the view."""
+    from mmsp_notebook.core.redact import redact_secrets
+    from mmsp_notebook.views import model
+
+    monkeypatch.setenv("VIEW_GROWING_API_KEY", "sk-live-growing-0123456789abcdef")
+    turn, ops = _tracked_ops(events_table)
+    assert turn.steps[0].n_events > 100 and len(ops) > 30
+    monkeypatch.setattr(model, "GrowingRedaction", lambda: lambda text, secrets: redact_secrets(text, secrets))
+    _, whole = _tracked_ops(events_table)
+    assert ops == whole
+    assert any(op[0] == "event" for batch in ops for op in batch) == events_table
+    final = apply_ops({"items": []}, [op for batch in ops for op in batch if op[0] != "event"])
+    assert "[redacted]" in final["items"][0]["text"] and "sk-live-growing-0" not in json.dumps(ops)

@@ -39,8 +39,8 @@ from typing import Any
 
 __all__ = ["held_secrets", "redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
            "redact_url_secrets", "redact_parts",
-           "register_secret_env", "secret_values", "cut_from_frame", "redact_streamed", "MIN_PREFIX", "REDACTED",
-           "STREAMED_KEEP"]
+           "register_secret_env", "secret_values", "cut_from_frame", "redact_streamed", "GrowingRedaction",
+           "MIN_PREFIX", "REDACTED", "STREAMED_KEEP"]
 
 REDACTED = "[redacted]"
 #: The shortest prefix of a configured key that is redacted where a cut left it.
@@ -102,6 +102,14 @@ def _any_case(secret: str) -> bool:
     return len(secret) >= 12 and any(c.isdigit() for c in secret) and any(c.isalpha() for c in secret)
 
 
+@functools.lru_cache(maxsize=64)
+def _key_form(secret: str) -> tuple[bool, str]:
+    """Whether a key is matched in any case, and the key as matched (lower case then): worked out
+    once per key, not once per string redacted (an events table redacts each row)."""
+    any_case = _any_case(secret)
+    return any_case, secret.translate(_ASCII_LOWER) if any_case else secret
+
+
 def _head_pattern(head: str) -> re.Pattern[str]:
     """The first characters of a key, found in any case of their ASCII letters (only theirs: re.ASCII)."""
     pattern = _HEADS.get(head)
@@ -124,8 +132,7 @@ def _spans(text: str, secret: str) -> list[tuple[int, int]]:
     Linear in the text and cheap on a long one: the key's head is found by ``str.find`` (in the
     text, or in its lower case when it is ASCII) or, in non-ASCII text, by a case-blind pattern,
     and only the characters after a hit are lowered; the text is never translated whole."""
-    any_case = _any_case(secret)
-    key = secret.translate(_ASCII_LOWER) if any_case else secret
+    any_case, key = _key_form(secret)
     head, size = key[:MIN_PREFIX], len(key)
     low: str | None = text if not any_case else text.lower() if text.isascii() else None
     pattern = _head_pattern(head) if low is None else None
@@ -269,6 +276,53 @@ def redact_secrets(text: str, secrets: list[str] | None = None) -> str:
     if not text:
         return text
     return _redact_known(text, secret_values() if secrets is None else secrets)
+
+
+#: characters a growing text's settled part may end with (:class:`GrowingRedaction`): no letter
+#: or digit, and only those that are in no configured key count
+_CUT_CHARS = " \n\t\r.,;:!?()[]{}<>\"'`/\\|+=*&^%$#@~\u3002\uff0c\u3001\uff1a\uff1b\uff01\uff1f"
+
+
+class GrowingRedaction:
+    """:func:`redact_secrets` of a text that only grows (an area of a streaming turn, read again at
+    each repaint), redacting only what came since the last settled point instead of the whole text.
+
+    The text is settled up to the last character that is in no configured key (a space, a newline,
+    a punctuation mark: see ``_CUT_CHARS``): no key, whole or cut, can span such a character, and
+    whether a key's prefix just before it is a cut (followed by a character no key has) is decided
+    by it, so the redaction of the text is the redaction of the part up to it followed by that of
+    the rest, whatever comes after (at every step of :func:`redact_secrets`, one key after the
+    other). Each call redacts the rest: what came since, and the few characters before it back to
+    that point, so a key split across deltas is masked, and a key's prefix at the very end of the
+    text is treated as :func:`redact_secrets` treats it (it is part of the rest until the text goes
+    on past it). A call returns what :func:`redact_secrets` returns for the whole text.
+
+    The text given must begin with the text given at the last call; other keys configured since
+    start it over.
+    """
+
+    def __init__(self) -> None:
+        self._secrets: list[str] | None = None
+        self._cuts = ""  # the cut characters in no key
+        self._raw = 0  # characters of the text settled
+        self._shown = ""  # their redaction
+
+    def __call__(self, text: str, secrets: list[str] | None = None) -> str:
+        secrets = secret_values() if secrets is None else secrets
+        if not secrets:
+            return text
+        if secrets != self._secrets or len(text) < self._raw:
+            self._secrets = list(secrets)
+            self._cuts = "".join(c for c in _CUT_CHARS if not any(c in secret for secret in secrets))
+            self._raw, self._shown = 0, ""
+        start = self._raw
+        cut = max((text.rfind(c, start) for c in self._cuts), default=-1) + 1
+        if cut > start:
+            self._shown += _redact_known(text[start:cut], secrets)
+            self._raw = start = cut
+        if start == len(text):
+            return self._shown
+        return self._shown + _redact_known(text[start:], secrets)
 
 
 #: the password of a URL's user info (``https://user:password@host``)

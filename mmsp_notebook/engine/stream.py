@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from .._errors import IdleTimeoutError, NotAnEventStreamError
@@ -99,13 +100,13 @@ async def run_turn(
                 run.waiting_since = None
                 run.notify()
                 if trace_id:  # (off the loop: a long turn's record is a second of work that would stall every stream)
-                    await asyncio.to_thread(_write_sidecar, turn, state, trace_id, turn_index, len(request))
+                    await _off_loop(_write_sidecar, turn, state, trace_id, turn_index, len(request))
             if state.status != "complete":
                 break
             # (surrogates a model sent mended: a raw half pair would fail every later request's body)
             history = request + [mend_surrogates(state.message())]
-            if trace_id:
-                _save_trace(history, turn, config)
+            if trace_id:  # (off the loop too: the whole conversation is encoded and written, each turn)
+                await _off_loop(_save_trace, history, turn, config)
                 conversation.traced = True
             calls = [item for item in state.items if item.kind == "tool_call" and item.done is not None]
             if not calls:
@@ -498,9 +499,27 @@ def _report_listener_error(run: TurnRun, listener: Any, exc: Exception) -> None:
         name, type(exc).__name__, redact(str(exc)))
 
 
+async def _off_loop(work: Callable[..., None], *args: Any) -> None:
+    """``work(*args)`` in a thread, not on the worker loop, waited for to its end even when the turn
+    is cancelled meanwhile (the cancellation goes on once it has ended): what a turn writes is on
+    disk before the turn is reported over, and one write of a conversation ends before the next
+    begins."""
+    task = asyncio.ensure_future(asyncio.to_thread(work, *args))
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    if cancelled is not None:
+        raise cancelled
+    task.result()
+
+
 def _save_trace(history: list[dict[str, Any]], turn: Turn, config: dict[str, Any]) -> None:
     """Save the conversation's trace through mmsp's Tracer, configured keys redacted; a disk error
-    does not fail the turn (the sidecar says it completed)."""
+    does not fail the turn (the sidecar says it completed). Run in a thread (:func:`_off_loop`): a
+    long conversation, rewritten whole at each turn, takes seconds to redact, encode and write."""
     try:
         save_trace(turn.model, redact_data(history), config["trace_id"], redact_data(config))
     except OSError:

@@ -24,15 +24,22 @@ from typing import Any
 from ..core.chars import is_high_surrogate, mend_surrogates
 from ..core.items import ItemState
 from ..core.pricing import format_cost
-from ..core.redact import redact, redact_data, redact_secrets, redact_streamed, redact_value, secret_values
+from ..core.redact import (
+    GrowingRedaction,
+    redact,
+    redact_data,
+    redact_secrets,
+    redact_streamed,
+    redact_value,
+    secret_values,
+)
 from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
 from .hints import error_hint
 from .media import media_src
 
 __all__ = ["status_text", "shown_status", "waiting_text", "WAIT_SHOWN_AFTER", "view_model", "present_item", "present_turn", "present_view", "OpsTracker",
-           "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT", "SIGNATURE_KEYS",
-           "REDACTED_THINKING", "redacted_blocks"]
+           "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT", "SIGNATURE_KEYS", "REDACTED_THINKING", "redacted_blocks"]
 
 _TEXT_KINDS = ("text", "thinking", "tool_call")
 
@@ -145,9 +152,7 @@ def shown_status(turn: Turn, final: bool = True) -> str:
     if final or status != "complete" or not turn.steps:
         return status  # a turn that is over is what its state says (a replayed step keeps its tool results)
     calls = [item for item in turn.steps[-1].items if item.kind == "tool_call"]
-    if any(item.tool_run is not None for item in calls):
-        return "streaming"
-    if calls and turn.config.get("tools") and not turn.max_steps_reached:
+    if any(item.tool_run is not None for item in calls) or (calls and turn.config.get("tools") and not turn.max_steps_reached):
         return "streaming"
     return status
 
@@ -466,12 +471,6 @@ def present_view(facts: Mapping[str, Any]) -> dict[str, Any]:
     return {"id": facts.get("id"), "model": redact_value(facts.get("model")), "items": items, **present_turn(facts)}
 
 
-def _shown_text(text: Any) -> Any:
-    """An item's text as the views show it: configured keys redacted wherever they appear (see
-    :mod:`mmsp_notebook.core.redact`; the Turn keeps the text as received)."""
-    return redact_secrets(text) if isinstance(text, str) else text
-
-
 def view_model(turn: Turn) -> dict[str, Any]:
     """The whole turn as every view draws it."""
     with turn.lock:
@@ -480,7 +479,7 @@ def view_model(turn: Turn) -> dict[str, Any]:
         for i, item in enumerate(turn.items):
             f = _header_facts(i, item)
             if item.kind in _TEXT_KINDS:
-                f["text"] = _shown_text(item.content())
+                f["text"] = redact_secrets(text) if isinstance(text := item.content(), str) else text  # (the Turn keeps it as received)
                 if item.kind == "thinking" and redacted_blocks(f["text"]):
                     f["redacted"] = redacted_blocks(f["text"])
             if item.status == "done":
@@ -548,14 +547,17 @@ def events_label(count: int) -> str:
     return f"({fmt.integer(count)})"
 
 
-def turn_events(turn: Turn) -> Iterator[tuple[int, float | None, dict[str, Any]]]:
-    """Every UniEvent of a turn with its number and milliseconds since its step's request."""
+def turn_events(turn: Turn, start: int = 0) -> Iterator[tuple[int, float | None, dict[str, Any]]]:
+    """Every UniEvent of a turn from the one numbered ``start`` (those before not walked), with its number and ms since its step's request."""
     n = 0
     for step in turn.steps:
-        base = step.request_sent
-        for event, at in zip(step.events, step.event_times):
-            yield n, None if base is None else (at - base) * 1000.0, event
-            n += 1
+        times, base = step.event_times, step.request_sent
+        count = min(len(times), step.n_events)
+        if n + count > start:
+            events = step.events
+            for j in range(max(0, start - n), count):
+                yield n + j, None if base is None else (times[j] - base) * 1000.0, events[j]
+        n += count
 
 
 # ---------------------------------------------------------------------------------------------- ops
@@ -570,6 +572,7 @@ class OpsTracker:
         self._facts: list[dict[str, Any]] = []
         self._views: list[dict[str, Any]] = []
         self._text_len: list[int] = []  # characters of each item's shown (redacted) text sent
+        self._redacted: list[GrowingRedaction] = []  # each item's text redacted as it grows
         self._streamed: dict[str, str] = {}  # the events table's redaction state (event_row)
         self._raw_len: list[int] = []  # the item's size when its text was last read
         self._status: str | None = None
@@ -579,6 +582,7 @@ class OpsTracker:
     def ops(self, turn: Turn, final: bool = False) -> list[list[Any]]:
         """The ops that bring the front end to ``turn`` as it is now; ``final`` once the turn is over."""
         out: list[list[Any]] = []
+        secrets = secret_values()
         with turn.lock:
             facts_of_turn = _turn_facts(turn, final)
             status = facts_of_turn["status"]
@@ -590,6 +594,7 @@ class OpsTracker:
                     self._facts.append(_header_facts(i, item))
                     self._views.append({})
                     self._text_len.append(0)
+                    self._redacted.append(GrowingRedaction())
                     self._raw_len.append(0)
                 facts = self._facts[i]
                 changed = new
@@ -604,9 +609,8 @@ class OpsTracker:
                 appended = None
                 if item.kind in _TEXT_KINDS and item.size != self._raw_len[i]:
                     self._raw_len[i] = item.size
-                    text = _shown_text(item.content())
-                    if text and not final and is_high_surrogate(text[-1]):
-                        # half a pair, whose other half may open the next delta: sent with it, joined
+                    text = self._redacted[i](raw, secrets) if isinstance(raw := item.content(), str) else raw  # (what is new redacted)
+                    if text and not final and is_high_surrogate(text[-1]):  # half a pair, whose other half may open the next delta: sent with it, joined
                         text = text[:-1]
                         self._raw_len[i] = -1  # (read again at the next repaint, the final one included)
                     blocks = redacted_blocks(text) if item.kind == "thinking" else 0
@@ -631,12 +635,10 @@ class OpsTracker:
                         self._views[i] = view
             if self.events:
                 last = None
-                secrets = secret_values()
-                for n, ms, event in turn_events(turn):
-                    if n >= self._events_sent:
-                        last = ["event", event_view(event_row(n, ms, event, self._streamed, secrets=secrets))]
-                        out.append(last)
-                        self._events_sent = n + 1
+                for n, ms, event in turn_events(turn, self._events_sent):  # (only the events not sent yet)
+                    last = ["event", event_view(event_row(n, ms, event, self._streamed, secrets=secrets))]
+                    out.append(last)
+                    self._events_sent = n + 1
                 if last is not None:
                     last.append(events_label(self._events_sent))
             # id and model once (a view that gets them covers the finished turn: no redraw at the end)
