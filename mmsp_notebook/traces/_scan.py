@@ -332,6 +332,8 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
     or renamed in them, and nothing else: no directory added, removed or linked to) and takes the
     other traces from the copy; None when a full listing is needed (nothing is written then)."""
     root = os.path.abspath(src)
+    if os.path.dirname(root) == root:  # a file system's root ("/", "D:\\"): its entries are not root + sep + name
+        return None
     if not all(d == root or d.startswith(root + os.sep) for d in changed):
         return None
     pat = Pattern(pattern)
