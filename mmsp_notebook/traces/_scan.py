@@ -7,13 +7,14 @@ the later of the file's mtime and ctime: a file copied with its mtime kept (``cp
 a synced folder) or renamed over another has a new ctime, which no program can set, so a new
 content of the same size and mtime is seen too (a ``chmod`` converts a trace again, harmlessly).
 
-While no directory's mtime changed since the last full listing, no file was added, removed or
-renamed, and the manifest's list of files is the list (read from the scan's copy of the records,
-``_snapshot``, when the sync that wrote it ended; else from the manifest). When some directories'
-mtimes changed and none of them holds a directory the listing did not record (none added, none
-removed, no link to one), only those are listed again, as the loaders list a directory
-(``_io.sources_in``): their traces are taken from that listing, every other trace from the copy.
-Otherwise the whole folder is listed again (``_io.iter_sources``, as the loaders find traces); so
+While no directory's change time changed since the last full listing (the later of its mtime and
+ctime, as for a file: a ``chmod`` that makes it unreadable changes its ctime only), no file was
+added, removed or renamed, and the manifest's list of files is the list (read from the scan's copy
+of the records, ``_snapshot``, when the sync that wrote it ended; else from the manifest). When
+some directories' change times changed and none of them holds a directory the listing did not
+record (none added, none removed, no link to one), only those are listed again, as the loaders
+list a directory (``_io.sources_in``): their traces are taken from that listing, every other trace
+from the copy. Otherwise the whole folder is listed again (``_io.iter_sources``, as the loaders find traces); so
 it always is while a directory is reached by a link or by a second way (``meta.links``, from the
 last full listing: which way the loaders' breadth-first walk takes into it decides its traces'
 ids).
@@ -72,7 +73,7 @@ class Scan:
     changed: int
     deleted: int
     unchanged: int
-    dirs: dict[str, int] | None  # directory -> mtime, after a full listing
+    dirs: dict[str, int] | None  # directory -> change time, after a full listing
     settled: int  # unchanged traces whose content hash is no longer needed
     #: after a full listing, its own skip notes (None: not listed): traces whose file names are not
     #: UTF-8, directories that could not be listed (as the loaders report them)
@@ -105,7 +106,7 @@ def shown(path: str) -> str:
 
 
 def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> tuple[dict[str, int], bool]:
-    """Every directory below ``src`` (through links, each real one once) with its mtime; -1 for
+    """Every directory below ``src`` (through links, each real one once) with its change time; -1 for
     one modified within the racy window, so that the next scan does not trust it. ``skip`` (the
     dataset's own directories by device and inode, should they lie below ``src``) change with
     every sync and are left out.
@@ -130,7 +131,8 @@ def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> tuple[dict
         seen.add((st.st_dev, st.st_ino))
         if not _utf8(d):
             return {}, linked
-        out[d] = st.st_mtime_ns if st.st_mtime_ns < racy_ns else -1
+        changed = max(st.st_mtime_ns, st.st_ctime_ns)
+        out[d] = changed if changed < racy_ns else -1
         for e in entries:
             try:
                 if e.is_dir():
@@ -142,8 +144,8 @@ def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> tuple[dict
 
 
 def _changed_dirs(dirs: dict[str, int]) -> dict[str, int] | None:
-    """The directories of the last full listing whose mtime changed (a file added, removed or
-    renamed in them), with their mtime now (taken before they are listed again); None when there
+    """The directories of the last full listing whose change time changed (a file added, removed or
+    renamed in them, or their mode changed), with it now (taken before they are listed again); None when there
     was no listing, or a directory is gone or is no directory any more."""
     if not dirs:
         return None
@@ -155,8 +157,9 @@ def _changed_dirs(dirs: dict[str, int]) -> dict[str, int] | None:
             return None
         if not stat_mode.S_ISDIR(st.st_mode):
             return None
-        if st.st_mtime_ns != mtime:
-            out[d] = st.st_mtime_ns
+        now = max(st.st_mtime_ns, st.st_ctime_ns)
+        if now != mtime:
+            out[d] = now
     return out
 
 
@@ -329,6 +332,8 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
     or renamed in them, and nothing else: no directory added, removed or linked to) and takes the
     other traces from the copy; None when a full listing is needed (nothing is written then)."""
     root = os.path.abspath(src)
+    if os.path.dirname(root) == root:  # a file system's root ("/", "D:\\"): its entries are not root + sep + name
+        return None
     if not all(d == root or d.startswith(root + os.sep) for d in changed):
         return None
     pat = Pattern(pattern)
