@@ -250,6 +250,16 @@ class Manifest:
                 f"SELECT trace_id, t_size, t_mtime, s_size, s_mtime, hash FROM sources WHERE trace_id IN ({marks})", part))
         return out
 
+    def records(self, trace_ids: list[str]) -> list[tuple[Any, ...]]:
+        """(trace id, trace file, sidecar, t_size, t_mtime, s_size, s_mtime, content hash or None)
+        of the given traces that were converted, as recorded."""
+        out: list[tuple[Any, ...]] = []
+        for part, marks in _in_parts(trace_ids):
+            out += self.db.execute(
+                "SELECT trace_id, path, sidecar, t_size, t_mtime, s_size, s_mtime, hash FROM sources"
+                f" WHERE trace_id IN ({marks})", part).fetchall()
+        return out
+
     def known_pages(self, size: int) -> Iterator[list[tuple[Any, ...]]]:
         """Every converted trace, ``size`` at a time (in the table's order): (trace id, trace file,
         sidecar, t_size, t_mtime, s_size, s_mtime, content hash or None, rowid)."""

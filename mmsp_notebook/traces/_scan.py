@@ -436,8 +436,11 @@ def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | No
         return
     ids = list(batch)  # (a trace id is one directory's: no window repeats another's)
     m.put_seen(ids)
-    known = m.known(ids)
-    if draft is not None and known:
-        draft.add_known(m, list(known))
+    if draft is not None:  # the records read once, for the window and the draft
+        records = m.records(ids)
+        known = {r[0]: r[3:] for r in records}
+        draft.add(records)
+    else:
+        known = m.known(ids)
     none = (None,) * 5
     w.add((t, *batch[t], *known.get(t, none)) for t in ids)

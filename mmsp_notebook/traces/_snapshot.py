@@ -147,13 +147,6 @@ class Draft:
             self._out.write_batch(_batch(rows))
             self.rows += len(rows)
 
-    def add_known(self, m: Manifest, trace_ids: list[str]) -> None:
-        """The records of these traces, those the manifest holds (a listing's window)."""
-        rows = _records(m, trace_ids)
-        if rows:
-            self._out.write_batch(_batch(rows))
-            self.rows += len(rows)
-
     def finish(self) -> Snapshot | None:
         """The draft as a copy to mend (None: it could not be written or read back)."""
         try:
