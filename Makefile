@@ -70,6 +70,9 @@ bench: install-test
 	$(PY) bench/bench_traces.py
 	$(PY) bench/bench_memory.py
 	$(PY) bench/bench_explore.py
+	$(PY) bench/bench_first_cell.py
+	$(PY) bench/bench_finish.py
+	$(PY) bench/bench_wire_redact.py 20000 80000
 
 clean:
 	rm -rf $(VENV) $(OUT) js/node_modules cache
