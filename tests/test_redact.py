@@ -551,6 +551,9 @@ def test_a_growing_text_is_settled_at_every_character_no_key_has():
     assert growing("漢字かな漢字", [KEY]) == "漢字かな漢字" and growing.settled == 6
     assert growing("漢字かな漢字" + KEY[:8], [KEY]) == "漢字かな漢字[redacted]" and growing.settled == 6
     assert growing("漢字かな漢字" + KEY[:8] + "é", [KEY]) == "漢字かな漢字[redacted]é" and growing.settled == 17
+    run = GrowingRedaction()  # a long run of characters keys have (looked for past the last 64 characters)
+    assert run("a" * 100, [KEY]) == "a" * 100 and run.settled == 0
+    assert run("a" * 100 + "漢" + "a" * 100, [KEY]) == "a" * 100 + "漢" + "a" * 100 and run.settled == 101
     other = GrowingRedaction()
     assert other("say yes", ["zq-secret"]) == "say yes" and other.settled == 5  # (up to the last y: no key has it)
     bare = GrowingRedaction()

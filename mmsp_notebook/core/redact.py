@@ -290,10 +290,26 @@ def _key_chars(secrets: list[str]) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _last_settled(secrets: tuple[str, ...]) -> re.Pattern[str]:
-    """The last character of a text that is in no configured key (as :func:`_key_chars` has them)."""
-    chars = "".join(re.escape(c) for c in _key_chars(list(secrets)))
-    return re.compile(f"[^{chars}][{chars}]*+\\Z" if chars else r".\Z", re.DOTALL)
+def _settling(secrets: tuple[str, ...]) -> tuple[frozenset[str], re.Pattern[str]]:
+    """The characters a configured key may be matched with (:func:`_key_chars`), and a pattern of
+    the last character of a text that is none of them."""
+    chars = _key_chars(list(secrets))
+    escaped = "".join(re.escape(c) for c in chars)
+    return frozenset(chars), re.compile(f"[^{escaped}][{escaped}]*+\\Z", re.DOTALL)
+
+
+def _settle_point(text: str, start: int, secrets: list[str]) -> int:
+    """Where ``text`` is settled (:class:`GrowingRedaction`): just past its last character from
+    ``start`` on that is in no configured key, else ``start``. A text mostly ends a few characters
+    past one, looked for backwards; a long run of key characters is searched by the pattern."""
+    chars, pattern = _settling(tuple(secrets))
+    n = len(text)
+    near = max(start, n - 64)
+    for j in range(n - 1, near - 1, -1):
+        if text[j] not in chars:
+            return j + 1
+    found = pattern.search(text, start, near) if near > start else None
+    return found.start() + 1 if found else start
 
 
 class GrowingRedaction:
@@ -337,8 +353,7 @@ class GrowingRedaction:
             self._secrets = list(secrets)
             self._raw, self._shown = 0, ""
         start = self._raw
-        last = _last_settled(tuple(secrets)).search(text, start)
-        cut = last.start() + 1 if last else start
+        cut = _settle_point(text, start, secrets)
         if cut > start:
             self._shown += _redact_known(text[start:cut], secrets)
             self._raw = start = cut

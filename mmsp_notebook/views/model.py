@@ -544,24 +544,22 @@ class OpsTracker:
                 if item.kind in _TEXT_KINDS and (item.size != self._raw_len[i] or (self._held[i] and (final or item.status == "done"))):
                     self._raw_len[i] = item.size
                     growing = self._redacted[i]
-                    full = growing(raw, secrets) if isinstance(raw := item.content(), str) else raw  # (what is new redacted)
-                    text = full
+                    text = growing(raw, secrets) if isinstance(raw := item.content(), str) else raw  # (what is new redacted)
                     # what follows the settled part may yet become a key or stop being one: sent once it
                     # settles, or whole when the item or the turn is over (text is only ever appended)
-                    self._held[i] = isinstance(full, str) and not final and item.status != "done" and growing.settled < len(full)
-                    if self._held[i]:
-                        text = full[:growing.settled]
-                    if text and not final and is_high_surrogate(text[-1]):  # half a pair, whose other half may open the next delta: sent with it, joined
-                        text = text[:-1]
+                    self._held[i] = isinstance(text, str) and not final and item.status != "done" and growing.settled < len(text)
+                    end = growing.settled if self._held[i] else len(text)
+                    if end and not final and is_high_surrogate(text[end - 1]):  # half a pair, whose other half may open the next delta: sent with it, joined
+                        end -= 1
                         self._raw_len[i] = -1  # (read again at the next repaint, the final one included)
-                    blocks = redacted_blocks(full) if item.kind == "thinking" else 0
+                    blocks = redacted_blocks(text) if item.kind == "thinking" else 0
                     if blocks:  # mmsp's placeholder is not shown: the label says what it is
                         if facts.get("redacted") != blocks:
                             facts["redacted"] = blocks
                             changed = True
-                    elif len(text) > self._text_len[i]:  # (what is new, its surrogates mended: see view_model)
-                        appended = mend_surrogates(text[self._text_len[i]:])
-                    self._text_len[i] = len(text)
+                    elif end > self._text_len[i]:  # (what is new, its surrogates mended: see view_model)
+                        appended = mend_surrogates(text[self._text_len[i]:end])
+                    self._text_len[i] = end
                 if new:
                     self._views[i] = view = present_item(facts, status)
                     out.append(["item", i, view])
