@@ -80,13 +80,24 @@ async def stall_while(work) -> float:
     return worst
 
 
+class _Whole:
+    """Each whole text redacted at each repaint, all of it sent (as before)."""
+
+    settled = 0
+
+    def __call__(self, text: str, secrets: list[str]) -> str:
+        shown = redact_secrets(text, secrets)
+        self.settled = len(shown)
+        return shown
+
+
 def live(events: bool, before: bool) -> tuple[list[float], float]:
     """Each repaint's seconds while the 10 MB answer streams (100 repaints), and the final one's."""
     tracker = model.OpsTracker(events=events)
     took: list[float] = []
     grown, walk = model.GrowingRedaction, model.turn_events
     if before:  # each repaint redacts each whole text, and walks the events from the first
-        model.GrowingRedaction = lambda: lambda text, secrets: redact_secrets(text, secrets)  # type: ignore[assignment,misc]
+        model.GrowingRedaction = _Whole  # type: ignore[assignment,misc]
         model.turn_events = lambda turn, start=0: (e for e in walk(turn) if e[0] >= start)  # type: ignore[assignment]
 
     def repaint(turn: Turn, final: bool = False) -> None:

@@ -286,3 +286,49 @@ def test_an_interrupted_turn_keeps_its_wire_when_capturing_it_outlasts_the_abort
     turn = drive(run, future, InterruptedOnce(), abort_grace=0.3)
     assert turn.status == "cancelled" and turn.wire is not None and turn.wire.exchanges
     assert turn.wire.exchanges[0].record.outcome == "client_gone"
+
+
+def test_a_view_that_says_hello_mid_stream_gets_what_the_ops_sent_and_the_ops_continue_it(monkeypatch):
+    """The end of a text held back (a key's first characters, a cut key so far) is in no snapshot:
+    the snapshot of the turn view and of the comparison's columns holds what the ops sent, and the
+    ops after it, the held text among them, make the whole redacted turn."""
+    from types import SimpleNamespace
+
+    from helpers import apply_ops
+
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.views.model import OpsTracker, view_model
+    from mmsp_notebook.views.widget import CompareView, TurnView
+
+    key = "sk-hello-Ab12Cd34Ef56Gh78"
+    monkeypatch.setenv("LIVE_HELLO_API_KEY", key)
+    turn = Turn(None, model="demo")
+    state = turn.new_step()
+    state.mark_request_sent()
+
+    def delta(text):
+        state.feed({"role": "assistant", "event_type": "delta", "usage_metadata": None, "finish_reason": None,
+                    "content_items": [{"type": "text.delta", "text": text}]})
+
+    tracker, columns = OpsTracker(), [OpsTracker()]
+    turn_view = TurnView(source=turn, tracker=tracker)
+    compare = CompareView(source=SimpleNamespace(labels=["demo"], turns=[turn]), trackers=columns)
+    snapshots = []
+    for widget in (turn_view, compare):
+        widget.send = lambda msg, buffers=None: snapshots.append(msg) if msg.get("type") == "snapshot" else None
+    delta("the key sk-hel")
+    first = [tracker.ops(turn), columns[0].ops(turn)]
+    delta("lo-Ab12")  # a cut key so far, held back
+    first = [first[0] + tracker.ops(turn), first[1] + columns[0].ops(turn)]
+    for widget in (turn_view, compare):
+        widget._on_front_end_msg(widget, {"type": "hello"}, [])
+    shown = [snapshots[0]["turn"], snapshots[1]["turns"][0]]
+    assert [vm["items"][0]["text"] for vm in shown] == ["the key "] * 2
+    assert [apply_ops({"items": []}, ops)["items"][0]["text"] for ops in first] == ["the key "] * 2
+    delta("Cd34Ef56Gh78 and more")
+    state.feed({"role": "assistant", "event_type": "delta", "usage_metadata": None, "finish_reason": None,
+                "content_items": [{"type": "text.done", "text": "the key " + key + " and more"}]})
+    apply_ops(shown[0], tracker.ops(turn))  # (the text is done: sent whole, the turn still streaming)
+    apply_ops(shown[1], columns[0].ops(turn))
+    assert shown[0]["items"] == shown[1]["items"] == view_model(turn)["items"]
+    assert shown[0]["items"][0]["text"] == "the key [redacted] and more" and key[:6] not in str(snapshots)

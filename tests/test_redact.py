@@ -513,10 +513,14 @@ def test_a_growing_text_is_redacted_as_the_whole_text_at_every_read(seed):
     secrets.sort(key=len, reverse=True)
     text = "".join(_growing_pieces(rng, keys))
     growing = GrowingRedaction()
-    at = 0
+    at, settled = 0, ""
     while at < len(text):
         at = min(len(text), at + rng.randrange(1, 9))
-        assert growing(text[:at], secrets) == redact_secrets(text[:at], secrets), (seed, text[:at])
+        shown = growing(text[:at], secrets)
+        assert shown == redact_secrets(text[:at], secrets), (seed, text[:at])
+        # what is settled stays as it is however the text goes on: a live view may send it
+        assert shown.startswith(settled) and growing.settled >= len(settled), (seed, text[:at], settled)
+        settled = shown[:growing.settled]
     assert growing(text, secrets) == redact_secrets(text, secrets)
     other = [KEY[::-1]]  # other keys configured meanwhile: redacted from the start again
     assert growing(text, other) == redact_secrets(text, other)
@@ -535,3 +539,22 @@ def test_a_growing_text_redacts_only_what_came_since_its_last_settled_point(monk
         assert growing(text[:at], [KEY]) == whole(text[:at], [KEY])  # (redact_secrets, not counted)
         assert max(sizes, default=0) < 997 + len(line) + 20, sizes  # the new part and what follows the last settled point
         sizes.clear()
+
+
+def test_a_growing_text_is_settled_at_every_character_no_key_has():
+    """Non-ASCII text (no key has it) and letters no key has settle as they come; a key's first
+    characters at the end are not settled (they may yet be a key, or stop being one); with no key
+    configured, all of it is."""
+    from mmsp_notebook.core.redact import GrowingRedaction
+
+    growing = GrowingRedaction()
+    assert growing("漢字かな漢字", [KEY]) == "漢字かな漢字" and growing.settled == 6
+    assert growing("漢字かな漢字" + KEY[:8], [KEY]) == "漢字かな漢字[redacted]" and growing.settled == 6
+    assert growing("漢字かな漢字" + KEY[:8] + "é", [KEY]) == "漢字かな漢字[redacted]é" and growing.settled == 17
+    run = GrowingRedaction()  # a long run of characters keys have (looked for past the last 64 characters)
+    assert run("a" * 100, [KEY]) == "a" * 100 and run.settled == 0
+    assert run("a" * 100 + "漢" + "a" * 100, [KEY]) == "a" * 100 + "漢" + "a" * 100 and run.settled == 101
+    other = GrowingRedaction()
+    assert other("say yes", ["zq-secret"]) == "say yes" and other.settled == 5  # (up to the last y: no key has it)
+    bare = GrowingRedaction()
+    assert bare("any " + KEY[:8], []) == "any " + KEY[:8] and bare.settled == 12

@@ -531,15 +531,106 @@ def _tracked_ops(events_table):
 def test_a_growing_answer_is_sent_as_when_each_repaint_redacted_it_whole(monkeypatch, events_table):
     """Each repaint redacts only what came since the text's last settled point: the ops (text and
     events table) are those of repaints that redacted the whole text so far, and so is the view."""
-    from mmsp_notebook.core.redact import redact_secrets
+    from mmsp_notebook.core.redact import GrowingRedaction, redact_secrets
     from mmsp_notebook.views import model
 
     monkeypatch.setenv("VIEW_GROWING_API_KEY", "sk-live-growing-0123456789abcdef")
     turn, ops = _tracked_ops(events_table)
     assert turn.steps[0].n_events > 100 and len(ops) > 30
-    monkeypatch.setattr(model, "GrowingRedaction", lambda: lambda text, secrets: redact_secrets(text, secrets))
+
+    class Whole:  # each repaint redacts the whole text so far, at once
+        def __call__(self, text, secrets):
+            at_once = GrowingRedaction()
+            shown = at_once(text, secrets)
+            self.settled = at_once.settled
+            assert shown == redact_secrets(text, secrets)
+            return shown
+
+    monkeypatch.setattr(model, "GrowingRedaction", Whole)
     _, whole = _tracked_ops(events_table)
     assert ops == whole
     assert any(op[0] == "event" for batch in ops for op in batch) == events_table
     final = apply_ops({"items": []}, [op for batch in ops for op in batch if op[0] != "event"])
     assert "[redacted]" in final["items"][0]["text"] and "sk-live-growing-0" not in json.dumps(ops)
+
+
+_PROP_KEYS = ("sk-prop-Ab12Cd34Ef56Gh78", "zq-secret")  # generated-looking (any case) and a word set as a key
+
+
+def _prop_text(rng):
+    """Pieces around configured keys: whole, cut, in upper case, near-keys that start like a key and
+    go on otherwise, CJK, punctuation and words; each key-like piece after a separator."""
+    out = []
+    for _ in range(rng.randrange(4, 30)):
+        key = rng.choice(_PROP_KEYS)
+        sep = rng.choice([" ", "\n", ", ", "「", "漢"])
+        pick = rng.randrange(7)
+        if pick == 0:
+            out.append(sep + key)
+        elif pick == 1:
+            out.append(sep + key[:rng.randrange(1, len(key))])  # cut where the next piece's separator follows
+        elif pick == 2:
+            k = rng.randrange(6, len(key))
+            out.append(sep + key[:k] + ("Q" if key[k] != "Q" else "R") + rng.choice(["", "uux", "-9"]))
+        elif pick == 3:
+            out.append(sep + key.upper())
+        elif pick == 4:
+            out.append(rng.choice(["漢字かな", "。", "！", "words", ".", ";", "(x)", "ü"]))
+        else:
+            out.append("".join(rng.choice("ab .-Zk9\n字") for _ in range(rng.randrange(1, 10))))
+    return "".join(out)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_every_repaint_shows_a_prefix_of_the_redacted_text_so_far(monkeypatch, seed):
+    """A repaint that lands inside what may be a key (its first characters, a cut key so far) sends
+    none of it until the text settles: what each live view holds of an area is always a prefix of the
+    text so far redacted, the final repaint all of it, and no key or cut key is ever sent."""
+    import io
+    import random
+
+    from mmsp_notebook.core.redact import redact_secrets, secret_values
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.views.live import TextLive
+
+    for n, key in enumerate(_PROP_KEYS):
+        monkeypatch.setenv(f"VIEW_PROP_{n}_API_KEY", key)
+    secrets = secret_values()
+    rng = random.Random(seed)
+    areas = [("thinking", _prop_text(rng)), ("text", _prop_text(rng))]
+    turn = Turn(None, model="demo")
+    state = turn.new_step()
+    state.mark_request_sent()
+    tracker, terminal = OpsTracker(), TextLive(stream=io.StringIO(), color=False)
+    vm, sent, so_far = {"items": []}, [], ["", ""]
+
+    def repaint(final=False):
+        ops = tracker.ops(turn, final)
+        sent.append(json.dumps(ops, ensure_ascii=False))
+        apply_ops(vm, ops)
+        terminal.update(turn, final)
+        snapshot = tracker.view(turn)  # (a view that says hello: the ops to come continue it)
+        assert [item["text"] for item in snapshot["items"]] == [item["text"] for item in vm["items"]]
+        for i, item in enumerate(vm["items"]):
+            shown, whole = item["text"], redact_secrets(so_far[i], secrets)
+            assert whole.startswith(shown), (seed, i, so_far[i], shown)
+            assert all(redact_secrets(shown, [key]) == shown for key in secrets), (seed, shown)  # no key, whole or cut
+
+    for i, (kind, text) in enumerate(areas):
+        at = 0
+        while at < len(text):
+            piece = text[at:at + rng.randrange(1, 9)]
+            at += len(piece)
+            so_far[i] += piece
+            state.feed({"role": "assistant", "event_type": "delta", "usage_metadata": None, "finish_reason": None,
+                        "content_items": [{"type": f"{kind}.delta", kind: piece}]})
+            repaint()
+        state.feed({"role": "assistant", "event_type": "delta", "usage_metadata": None, "finish_reason": None,
+                    "content_items": [{"type": f"{kind}.done", kind: text}]})
+        repaint()  # (a finished area is shown whole, the turn still streaming)
+        assert vm["items"][i]["text"] == redact_secrets(text, secrets)
+    repaint(final=True)
+    assert [item["text"] for item in vm["items"]] == [redact_secrets(text, secrets) for _, text in areas]
+    everything = "".join(sent) + terminal.stream.getvalue()
+    assert _PROP_KEYS[0].lower() not in everything.lower() and _PROP_KEYS[1] not in everything
+    assert redact_secrets(areas[1][1], secrets) in terminal.stream.getvalue()

@@ -278,24 +278,54 @@ def redact_secrets(text: str, secrets: list[str] | None = None) -> str:
     return _redact_known(text, secret_values() if secrets is None else secrets)
 
 
-#: characters a growing text's settled part may end with (:class:`GrowingRedaction`): no letter
-#: or digit, and only those that are in no configured key count
-_CUT_CHARS = " \n\t\r.,;:!?()[]{}<>\"'`/\\|+=*&^%$#@~\u3002\uff0c\u3001\uff1a\uff1b\uff01\uff1f"
+def _key_chars(secrets: list[str]) -> str:
+    """Every character a configured key may be matched with (:func:`_spans`): its own, and for a key
+    matched in any case the other case of its ASCII letters."""
+    chars: set[str] = set()
+    for secret in secrets:
+        chars.update(secret)
+        if _any_case(secret):
+            chars.update(c.swapcase() for c in secret if c.isascii() and c.isalpha())
+    return "".join(sorted(chars))
+
+
+@functools.lru_cache(maxsize=16)
+def _settling(secrets: tuple[str, ...]) -> tuple[frozenset[str], re.Pattern[str]]:
+    """The characters a configured key may be matched with (:func:`_key_chars`), and a pattern of
+    the last character of a text that is none of them."""
+    chars = _key_chars(list(secrets))
+    escaped = "".join(re.escape(c) for c in chars)
+    return frozenset(chars), re.compile(f"[^{escaped}][{escaped}]*+\\Z", re.DOTALL)
+
+
+def _settle_point(text: str, start: int, secrets: list[str]) -> int:
+    """Where ``text`` is settled (:class:`GrowingRedaction`): just past its last character from
+    ``start`` on that is in no configured key, else ``start``. A text mostly ends a few characters
+    past one, looked for backwards; a long run of key characters is searched by the pattern."""
+    chars, pattern = _settling(tuple(secrets))
+    n = len(text)
+    near = max(start, n - 64)
+    for j in range(n - 1, near - 1, -1):
+        if text[j] not in chars:
+            return j + 1
+    found = pattern.search(text, start, near) if near > start else None
+    return found.start() + 1 if found else start
 
 
 class GrowingRedaction:
     """:func:`redact_secrets` of a text that only grows (an area of a streaming turn, read again at
     each repaint), redacting only what came since the last settled point instead of the whole text.
 
-    The text is settled up to the last character that is in no configured key (a space, a newline,
-    a punctuation mark: see ``_CUT_CHARS``): no key, whole or cut, can span such a character, and
-    whether a key's prefix just before it is a cut (followed by a character no key has) is decided
-    by it, so the redaction of the text is the redaction of the part up to it followed by that of
-    the rest, whatever comes after (at every step of :func:`redact_secrets`, one key after the
-    other). Each call redacts the rest: what came since, and the few characters before it back to
-    that point, so a key split across deltas is masked, and a key's prefix at the very end of the
-    text is treated as :func:`redact_secrets` treats it (it is part of the rest until the text goes
-    on past it). A call returns what :func:`redact_secrets` returns for the whole text.
+    The text is settled up to the last character that is in no configured key (a space, a
+    punctuation mark, any non-ASCII character, a letter no key has): no key, whole or cut, can span
+    such a character, and whether a key's prefix just before it is a cut (followed by a character no
+    key has) is decided by it, so the redaction of the text is the redaction of the part up to it
+    followed by that of the rest, whatever comes after (at every step of :func:`redact_secrets`, one
+    key after the other). Each call redacts the rest: what came since, and the few characters before
+    it back to that point, so a key split across deltas is masked, and a key's prefix at the very
+    end of the text is treated as :func:`redact_secrets` treats it (it is part of the rest until the
+    text goes on past it). A call returns what :func:`redact_secrets` returns for the whole text;
+    :attr:`settled` says how much of it no text that follows can change.
 
     The text given must begin with the text given at the last call; other keys configured since
     start it over.
@@ -303,20 +333,27 @@ class GrowingRedaction:
 
     def __init__(self) -> None:
         self._secrets: list[str] | None = None
-        self._cuts = ""  # the cut characters in no key
         self._raw = 0  # characters of the text settled
         self._shown = ""  # their redaction
+
+    @property
+    def settled(self) -> int:
+        """Characters at the start of the last call's result that stay as they are however the text
+        goes on: the redaction of its settled part (all of it when no key is configured). What
+        follows them may still become a key, or stop being one (a key's first characters at the end
+        of the text are redacted as a cut key until the text goes on otherwise)."""
+        return len(self._shown)
 
     def __call__(self, text: str, secrets: list[str] | None = None) -> str:
         secrets = secret_values() if secrets is None else secrets
         if not secrets:
+            self._secrets, self._raw, self._shown = [], len(text), text
             return text
         if secrets != self._secrets or len(text) < self._raw:
             self._secrets = list(secrets)
-            self._cuts = "".join(c for c in _CUT_CHARS if not any(c in secret for secret in secrets))
             self._raw, self._shown = 0, ""
         start = self._raw
-        cut = max((text.rfind(c, start) for c in self._cuts), default=-1) + 1
+        cut = _settle_point(text, start, secrets)
         if cut > start:
             self._shown += _redact_known(text[start:cut], secrets)
             self._raw = start = cut

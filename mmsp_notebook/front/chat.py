@@ -495,10 +495,10 @@ class Chat(MarkdownWidget):
                 self._heard = True
                 live = None
                 if self._run is not None and self._live is not None and self._streaming:
-                    # what the views have not been sent yet goes first: the ops after the snapshot
-                    # then continue it (they carry only what is new), in this view and the others
+                    # what the views have not been sent yet goes first: the snapshot holds what they
+                    # were sent, which the ops after it continue, in this view and the others
                     self._live.update(self._run.turn)
-                    live = view_model(self._run.turn)
+                    live = self._live.tracker.view(self._run.turn)
                 self._send_msg({"type": "chat_snapshot", "chat": {"transcript": self.transcript, "live": live}})
             elif kind == "send":
                 text, images = content.get("text") or "", content.get("images") or []

@@ -149,7 +149,7 @@ class ColumnsLive(LiveView):
         from .widget import CompareView
 
         self.trackers = [OpsTracker() for _ in comparison.turns]
-        self.widget = CompareView(source=comparison)
+        self.widget = CompareView(source=comparison, trackers=self.trackers)
         ref = {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
         bundle = {"application/vnd.jupyter.widget-view+json": ref, "text/plain": "<mmsp comparison: streaming…>"}
         self.handle = display(bundle, raw=True, display_id=True)

@@ -7,12 +7,25 @@ Each function takes anything and gives ``""`` for what is not a finite number.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, TypeGuard
 
 from ..core.chars import BIDI_CONTROLS, isolate  # (the views' names for them)
 
-__all__ = ["is_number", "component", "seconds", "whole_seconds", "size", "integer", "fixed", "isolate", "BIDI_CONTROLS"]
+__all__ = ["as_text", "is_number", "component", "seconds", "whole_seconds", "size", "integer", "fixed", "isolate", "BIDI_CONTROLS"]
+
+
+def as_text(value: Any) -> str:
+    """A string as it is, anything else as indented JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def is_number(value: Any) -> TypeGuard[int | float]:

@@ -57,7 +57,7 @@ class LiveView:
 _shared_view: Any = None
 
 
-def _turn_view(turn: Turn) -> Any:
+def _turn_view(turn: Turn, tracker: OpsTracker | None = None) -> Any:
     """The kernel's one TurnView, reused turn after turn.
 
     Each turn's finished output is static HTML, so the widget is only needed while a turn streams;
@@ -68,9 +68,9 @@ def _turn_view(turn: Turn) -> Any:
     from .widget import TurnView
 
     if _shared_view is None or getattr(_shared_view, "comm", None) is None:
-        _shared_view = TurnView(source=turn)
+        _shared_view = TurnView(source=turn, tracker=tracker)
     else:
-        _shared_view.reset(turn)
+        _shared_view.reset(turn, tracker)
     return _shared_view
 
 
@@ -91,7 +91,7 @@ class WidgetLive(LiveView):
     def start(self, turn: Turn) -> None:
         from IPython.display import display
 
-        self.widget = _turn_view(turn)
+        self.widget = _turn_view(turn, self.tracker)
         ref = {"version_major": 2, "version_minor": 0, "model_id": self.widget.model_id}
         bundle = {WIDGET_MIME: ref, "text/plain": "<mmsp turn: streaming…>"}
         self.handle = display(bundle, raw=True, display_id=True)

@@ -15,10 +15,9 @@ answer crosses the comm about once, never the whole text per update.
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..core.chars import is_high_surrogate, mend_surrogates
@@ -29,12 +28,12 @@ from ..core.redact import (
     redact,
     redact_data,
     redact_secrets,
-    redact_streamed,
     redact_value,
     secret_values,
 )
 from ..core.turn import STATUS_TEXT, Turn, media_kind
 from . import format as fmt
+from .events import event_row, event_view, events_label, turn_events
 from .hints import error_hint
 from .media import media_src
 
@@ -216,16 +215,7 @@ def _turn_facts(turn: Turn, final: bool = True) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- the view
-def _str(value: Any) -> str:
-    """A string as it is, anything else as indented JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+_str = fmt.as_text
 
 
 def _join(*parts: str) -> str:
@@ -491,75 +481,6 @@ def view_model(turn: Turn) -> dict[str, Any]:
         return mend_surrogates({"id": turn.id, "model": redact_value(turn.model), "items": items, **present_turn(facts)})
 
 
-# ---------------------------------------------------------------------------------------------- events
-def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[str, str] | None = None,
-              changed: list[tuple[str, str]] | None = None, secrets: list[str] | None = None) -> dict[str, Any]:
-    """A row of the events table: what the UniEvent was, with a short preview, configured keys
-    redacted. ``streamed``: the state of a run of events shown in order (a dict the caller keeps),
-    so that a key split across the deltas of a group shows in none of them; ``changed`` collects
-    each delta string so redacted, with what it became (the wire view hides it in the raw frame)."""
-    items = event.get("content_items") or []
-    secrets = secret_values() if secrets is None else secrets  # (a caller with many rows reads them once)
-    if event.get("event_type") == "stop":
-        preview = json.dumps({"finish_reason": event.get("finish_reason"), "usage": event.get("usage_metadata")})
-        item_type = ""
-    elif items:
-        item = items[0]
-        item_type = item.get("type", "?")
-        delta = isinstance(item_type, str) and item_type.endswith(".delta") and streamed is not None
-        shown = {}
-        for key, value in item.items():
-            if key == "type":
-                continue
-            if isinstance(value, (bytes, bytearray)):
-                value = f"<{len(value)} bytes>"
-            elif isinstance(value, list) and len(value) > 4:
-                value = f"<{len(value)} values>"
-            elif isinstance(value, str) and delta:
-                shown_value = redact_streamed(streamed, key, value, secrets)  # type: ignore[arg-type]
-                if changed is not None and shown_value != value:
-                    changed.append((value, shown_value))
-                value = shown_value
-            else:
-                value = redact_data(value, secrets)
-            shown[key] = value
-        if not delta and streamed:
-            streamed.clear()  # the group is done
-        preview = json.dumps(shown, ensure_ascii=False, default=str)
-    else:
-        item_type, preview = "", ""
-    preview = redact_secrets(preview, secrets)  # (anything else, before the cut: a key is never left half shown)
-    if len(preview) > 120:
-        preview = preview[:117] + "…"
-    return {"n": n, "ms": None if ms is None else round(ms, 1), "event_type": event.get("event_type"),
-            "type": item_type, "preview": preview}
-
-
-def event_view(row: Mapping[str, Any]) -> dict[str, str]:
-    """An events-table row as its cells show it: every value a string."""
-    ms = row.get("ms")
-    return {"n": str(row.get("n", "")), "ms": fmt.fixed(ms, 1), "event_type": _str(row.get("event_type")),
-            "type": _str(row.get("type")), "preview": _str(row.get("preview"))}
-
-
-def events_label(count: int) -> str:
-    """The count beside the events table's title."""
-    return f"({fmt.integer(count)})"
-
-
-def turn_events(turn: Turn, start: int = 0) -> Iterator[tuple[int, float | None, dict[str, Any]]]:
-    """Every UniEvent of a turn from the one numbered ``start`` (those before not walked), with its number and ms since its step's request."""
-    n = 0
-    for step in turn.steps:
-        times, base = step.event_times, step.request_sent
-        count = min(len(times), step.n_events)
-        if n + count > start:
-            events = step.events
-            for j in range(max(0, start - n), count):
-                yield n + j, None if base is None else (times[j] - base) * 1000.0, events[j]
-        n += count
-
-
 # ---------------------------------------------------------------------------------------------- ops
 _MISSING = object()
 
@@ -575,9 +496,21 @@ class OpsTracker:
         self._redacted: list[GrowingRedaction] = []  # each item's text redacted as it grows
         self._streamed: dict[str, str] = {}  # the events table's redaction state (event_row)
         self._raw_len: list[int] = []  # the item's size when its text was last read
+        self._held: list[bool] = []  # whether the end of the item's text was held back (not settled)
         self._status: str | None = None
         self._turn: dict[str, Any] = {}
         self._events_sent = 0
+
+    def view(self, turn: Turn) -> dict[str, Any]:
+        """The view model of ``turn`` as far as this front end has been sent it, for a snapshot that
+        the ops to come continue: the items it was sent, each text as far as it was sent (the
+        end of a text held back until it settles is sent with the ops, not twice)."""
+        vm = view_model(turn)
+        vm["items"] = vm["items"][:len(self._text_len)]
+        for item, sent in zip(vm["items"], self._text_len):
+            if isinstance(item.get("text"), str):
+                item["text"] = item["text"][:sent]
+        return vm
 
     def ops(self, turn: Turn, final: bool = False) -> list[list[Any]]:
         """The ops that bring the front end to ``turn`` as it is now; ``final`` once the turn is over."""
@@ -595,6 +528,7 @@ class OpsTracker:
                     self._views.append({})
                     self._text_len.append(0)
                     self._redacted.append(GrowingRedaction())
+                    self._held.append(False)
                     self._raw_len.append(0)
                 facts = self._facts[i]
                 changed = new
@@ -607,20 +541,25 @@ class OpsTracker:
                         facts["result"] = result
                         changed = True
                 appended = None
-                if item.kind in _TEXT_KINDS and item.size != self._raw_len[i]:
+                if item.kind in _TEXT_KINDS and (item.size != self._raw_len[i] or (self._held[i] and (final or item.status == "done"))):
                     self._raw_len[i] = item.size
-                    text = self._redacted[i](raw, secrets) if isinstance(raw := item.content(), str) else raw  # (what is new redacted)
-                    if text and not final and is_high_surrogate(text[-1]):  # half a pair, whose other half may open the next delta: sent with it, joined
-                        text = text[:-1]
+                    growing = self._redacted[i]
+                    text = growing(raw, secrets) if isinstance(raw := item.content(), str) else raw  # (what is new redacted)
+                    # what follows the settled part may yet become a key or stop being one: sent once it
+                    # settles, or whole when the item or the turn is over (text is only ever appended)
+                    self._held[i] = isinstance(text, str) and not final and item.status != "done" and growing.settled < len(text)
+                    end = growing.settled if self._held[i] else len(text)
+                    if end and not final and is_high_surrogate(text[end - 1]):  # half a pair, whose other half may open the next delta: sent with it, joined
+                        end -= 1
                         self._raw_len[i] = -1  # (read again at the next repaint, the final one included)
                     blocks = redacted_blocks(text) if item.kind == "thinking" else 0
                     if blocks:  # mmsp's placeholder is not shown: the label says what it is
                         if facts.get("redacted") != blocks:
                             facts["redacted"] = blocks
                             changed = True
-                    elif len(text) > self._text_len[i]:  # (what is new, its surrogates mended: see view_model)
-                        appended = mend_surrogates(text[self._text_len[i]:])
-                    self._text_len[i] = len(text)
+                    elif end > self._text_len[i]:  # (what is new, its surrogates mended: see view_model)
+                        appended = mend_surrogates(text[self._text_len[i]:end])
+                    self._text_len[i] = end
                 if new:
                     self._views[i] = view = present_item(facts, status)
                     out.append(["item", i, view])

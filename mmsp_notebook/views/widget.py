@@ -86,24 +86,29 @@ class TurnView(MarkdownWidget):
     _esm = STATIC / "turn.js"
     _css = STATIC / "widget.css"
 
-    def __init__(self, source: Any = None, **kwargs: Any) -> None:
+    def __init__(self, source: Any = None, tracker: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._source = source  # the Turn, for snapshots
+        self._tracker = tracker  # what the views have been sent of it (the OpsTracker of the ops pushed)
         self.sent_bytes = 0
         self.on_msg(self._on_front_end_msg)
 
-    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        if isinstance(content, dict) and content.get("type") == "hello" and self._source is not None:
-            from .model import view_model
-
-            self.send({"type": "snapshot", "turn": view_model(self._source)})
-
-    def reset(self, source: Any) -> None:
-        """Show another turn: views still on the page start over from its (empty) snapshot."""
+    def _snapshot(self) -> dict[str, Any]:
+        """The turn as far as the ops pushed have drawn it: the ops to come continue it."""
         from .model import view_model
 
-        self._source = source
-        self.send({"type": "snapshot", "turn": view_model(source)})
+        source = self._source
+        return {"type": "snapshot", "turn": self._tracker.view(source) if self._tracker is not None else view_model(source)}
+
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "hello" and self._source is not None:
+            self.send(self._snapshot())
+
+    def reset(self, source: Any, tracker: Any = None) -> None:
+        """Show another turn (``tracker``: the OpsTracker of the ops pushed for it): views still on
+        the page start over from its (empty) snapshot."""
+        self._source, self._tracker = source, tracker
+        self.send(self._snapshot())
 
     def push(self, ops: list[Any]) -> None:
         if ops:
@@ -123,17 +128,20 @@ class CompareView(MarkdownWidget):
 
     labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
 
-    def __init__(self, source: Any = None, **kwargs: Any) -> None:
+    def __init__(self, source: Any = None, trackers: Any = None, **kwargs: Any) -> None:
         super().__init__(labels=list(getattr(source, "labels", []) or []), **kwargs)
         self._source = source
+        self._trackers = trackers  # the OpsTracker of each column's ops pushed, when they stream
         self.sent_bytes = 0
         self.on_msg(self._on_front_end_msg)
 
     def _snapshot(self) -> dict[str, Any]:
+        """Every column as far as the ops pushed have drawn it: the ops to come continue it."""
         from .model import view_model
 
-        source = self._source
-        return {"type": "snapshot", "labels": list(source.labels), "turns": [view_model(t) for t in source.turns]}
+        source, trackers = self._source, self._trackers
+        turns = [trackers[i].view(t) if trackers else view_model(t) for i, t in enumerate(source.turns)]
+        return {"type": "snapshot", "labels": list(source.labels), "turns": turns}
 
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and content.get("type") == "hello" and self._source is not None:
