@@ -373,11 +373,21 @@ def test_a_timeout_while_the_sdk_waits_out_a_429_says_rate_limited_not_silent(fr
     assert "Refused with HTTP 429: wait a moment" in out.getvalue()
 
 
+def _on_a_loop() -> bool:
+    """Whether the calling thread runs an event loop."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def test_the_trace_is_saved_off_the_worker_loop_and_before_the_turn_is_over(fresh_session, monkeypatch):
     """The trace (the whole conversation, rewritten at each turn: seconds for a long one) is saved in
     a thread where no loop runs, so it stalls no other stream; a turn cancelled while it is saved
     ends only once it is on disk."""
-    import asyncio
     import threading
 
     from mmsp_notebook.core.store import tracer_path
@@ -388,12 +398,7 @@ def test_the_trace_is_saved_off_the_worker_loop_and_before_the_turn_is_over(fres
     save = stream.save_trace
 
     def slow_save(*args, **kwargs):
-        try:
-            asyncio.get_running_loop()
-            on_loop = True
-        except RuntimeError:
-            on_loop = False
-        seen.append((threading.current_thread().name, on_loop))
+        seen.append((threading.current_thread().name, _on_a_loop()))
         saving.set()
         release.wait(5)
         path = save(*args, **kwargs)
@@ -417,7 +422,6 @@ def test_the_trace_is_saved_off_the_worker_loop_and_before_the_turn_is_over(fres
 def test_the_timing_sidecar_is_built_and_written_off_the_worker_loop(fresh_session, monkeypatch):
     """A long turn's sidecar record (100,000 events: ~0.6 s to list, encode and write) would stall
     every stream on the worker loop: it is built and appended in a thread where no loop runs."""
-    import asyncio
     import threading
 
     from mmsp_notebook.engine import stream
@@ -426,12 +430,7 @@ def test_the_timing_sidecar_is_built_and_written_off_the_worker_loop(fresh_sessi
 
     def where(name, fn):
         def wrapped(*args, **kwargs):
-            try:
-                asyncio.get_running_loop()
-                on_loop = True
-            except RuntimeError:
-                on_loop = False
-            seen.append((name, threading.current_thread().name, on_loop))
+            seen.append((name, threading.current_thread().name, _on_a_loop()))
             return fn(*args, **kwargs)
         return wrapped
 
