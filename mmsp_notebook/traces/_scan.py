@@ -40,7 +40,7 @@ from ..core.store import MAX_FILE_SIZE, read_regular
 from ._io import iter_sources, sources_in
 from ._manifest import RACY_S, Manifest
 from ._snapshot import Draft, Snapshot
-from ._walk import Pattern
+from ._walk import Pattern, list_dir
 
 __all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "DELETED", "AGAIN"]
 
@@ -236,11 +236,9 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None 
             inside = [i for i, d in enumerate(where) if d in within]
             if inside:
                 aside.update((tids[i], where[i]) for i in inside)
-                keep = np.ones(len(tids), bool)
-                keep[inside] = False
-                kept = np.flatnonzero(keep).tolist()
+                kept = [i for i, d in enumerate(where) if d not in within]
                 tids, paths, sidecars, rec = ([tids[i] for i in kept], [paths[i] for i in kept],
-                                              [sidecars[i] for i in kept], rec[keep])
+                                              [sidecars[i] for i in kept], rec[kept])
         got = array("q")
         put = got.append
         for path, sidecar in zip(paths, sidecars):  # (once per file of the corpus: inlined)
@@ -281,28 +279,14 @@ PARTIAL = 65536
 
 def _listing(d: str, recorded: dict[str, int], skipped: set[tuple[int, int]]) -> tuple[list[str], set[str]] | None:
     """The entries of the directory ``d`` that are not directories, and those of them the listing
-    says are regular files (as ``_walk.walk_dirs`` lists a directory); None when it holds a
-    directory the last full listing did not record, or a link to one, or cannot be listed (a full
-    listing decides, and reports)."""
+    says are regular files (``_walk.list_dir``, as the loaders' walk lists a directory); None when
+    it holds a directory the last full listing did not record, or a link to one, or cannot be
+    listed (a full listing decides, and reports)."""
     try:
-        with os.scandir(d) as it:
-            entries = sorted(it, key=lambda e: e.name)
+        files, regular, dirs = list_dir(d)
     except OSError:
         return None
-    files: list[str] = []
-    regular: set[str] = set()
-    for e in entries:
-        try:
-            if e.is_file(follow_symlinks=False):
-                files.append(e.path)
-                regular.add(e.path)
-                continue
-            is_dir = e.is_dir()
-        except OSError:
-            is_dir = False
-        if not is_dir:
-            files.append(e.path)
-            continue
+    for e in dirs:
         if e.is_symlink():
             return None
         if e.path in recorded:

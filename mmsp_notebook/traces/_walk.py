@@ -26,7 +26,7 @@ from typing import Any
 
 from .._errors import OptionError
 
-__all__ = ["Pattern", "walk_dirs"]
+__all__ = ["Pattern", "walk_dirs", "list_dir"]
 
 _NAME = attrgetter("name")
 
@@ -135,26 +135,12 @@ def walk_dirs(root: str, pattern: Pattern, problems: list[dict[str, str]],
     while queue:
         d, depth = queue.popleft()
         try:
-            with os.scandir(d) as it:
-                entries = sorted(it, key=_NAME)
+            files, regular, dirs = list_dir(d)
         except OSError as exc:
             problems.append({"path": d, "reason": _unlisted(exc)})
             continue
         deeper = max_depth is None or depth < max_depth
-        files: list[str] = []
-        regular: set[str] = set()
-        for e in entries:
-            try:
-                if e.is_file(follow_symlinks=False):  # the common case, known from the listing
-                    files.append(e.path)
-                    regular.add(e.path)
-                    continue
-                is_dir = e.is_dir()  # follows a link
-            except OSError:  # a link in a loop of links (ELOOP): reading it will say so
-                is_dir = False
-            if not is_dir:
-                files.append(e.path)
-                continue
+        for e in dirs:
             if not deeper or (not hidden and e.name.startswith(".")):
                 continue
             try:
@@ -168,6 +154,31 @@ def walk_dirs(root: str, pattern: Pattern, problems: list[dict[str, str]],
                 queue.append((e.path, depth + 1))
         if files:
             yield files, regular
+
+
+def list_dir(d: str) -> tuple[list[str], set[str], list[os.DirEntry[str]]]:
+    """One directory's entries, name-sorted: those that are not directories (links to none
+    included), those of them the listing says are regular files, and the directories (links to
+    one included). Raises ``OSError`` when it cannot be listed."""
+    with os.scandir(d) as it:
+        entries = sorted(it, key=_NAME)
+    files: list[str] = []
+    regular: set[str] = set()
+    dirs: list[os.DirEntry[str]] = []
+    for e in entries:
+        try:
+            if e.is_file(follow_symlinks=False):  # the common case, known from the listing
+                files.append(e.path)
+                regular.add(e.path)
+                continue
+            is_dir = e.is_dir()  # follows a link
+        except OSError:  # a link in a loop of links (ELOOP): reading it will say so
+            is_dir = False
+        if is_dir:
+            dirs.append(e)
+        else:
+            files.append(e.path)
+    return files, regular, dirs
 
 
 def _unlisted(exc: OSError) -> str:
