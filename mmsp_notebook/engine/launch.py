@@ -5,7 +5,6 @@ Every front door (the magic, ``ask``/``aask``, the chat) starts its turns with :
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import inspect
 import re
@@ -26,7 +25,7 @@ from . import worker as _worker
 from .messages import check_prompt_message, data_url_item
 from .options import TurnOptions, idle_limit
 from .session import Lease, Session, image_item, is_demo_model, session
-from .stream import run_turn, write_refused_sidecar
+from .stream import record_refused, run_turn
 from .tools import ToolSet
 
 __all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_chat_name", "door_options", "refuse_unknown"]
@@ -230,7 +229,7 @@ def launch(
             except Exception as exc:  # a refused configuration: no step ever started
                 turn.fail_before_stream(exc)
                 if trace_id:  # (the attempt in the trace's rows, as a failed request's)
-                    await asyncio.to_thread(write_refused_sidecar, turn, trace_id, conv.messages())
+                    await record_refused(turn, trace_id, conv.messages())
                 run.notify()
                 run.finished.set()
                 return turn

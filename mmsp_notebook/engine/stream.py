@@ -531,35 +531,36 @@ def _write_sidecar(turn: Turn, state: Any, trace_id: str, turn_index: int, messa
     (100,000 events take ~0.6 s to list, encode and write), the step's state read under the turn's lock."""
     with turn.lock:
         record = _sidecar_record(turn, state, trace_id, turn_index, message_index)
+    _append(record)
+
+
+async def record_refused(turn: Turn, trace_id: str, history: list[dict[str, Any]]) -> None:
+    """Append the timing record of a turn refused before any request (its client could not be
+    made: a missing key, a model no provider serves) to the conversation's sidecar, so that the
+    trace's rows show the attempt as they show a failed one; off the loop, as every sidecar write.
+    The error is the turn's, redacted."""
+    record = sidecar_record(
+        trace_id=trace_id, turn=_assistant_count(history), message_index=None, model=turn.model,
+        client_type=turn.client_type, status=turn.status, error=_sidecar_error(turn.error),
+        started_at=to_ms(time.time()), ttft_ms=None, total_ms=0.0, usage=None, finish_reason=None, events=[],
+        comparison=turn.comparison)
+    await _off_loop(_append, record)
+
+
+def _append(record: SidecarRecord) -> None:
     try:
         append_sidecar(record)
     except OSError:
         pass  # timing is a bonus; the turn itself must not fail for it
 
 
-def write_refused_sidecar(turn: Turn, trace_id: str, history: list[dict[str, Any]]) -> None:
-    """Append the timing record of a turn refused before any request (its client could not be
-    made: a missing key, a model no provider serves) to the conversation's sidecar, so that the
-    trace's rows show the attempt as they show a failed one; run in a thread, as every sidecar
-    write. The error is the turn's, redacted."""
-    exc = turn.error
-    error: SidecarError | None = None
-    if exc is not None:
-        error = {"type": type(exc).__name__, "message": redact(str(exc) or type(exc).__name__)}
-    record = sidecar_record(
-        trace_id=trace_id, turn=_assistant_count(history), message_index=None, model=turn.model,
-        client_type=turn.client_type, status=turn.status, error=error, started_at=to_ms(time.time()),
-        ttft_ms=None, total_ms=0.0, usage=None, finish_reason=None, events=[], comparison=turn.comparison)
-    try:
-        append_sidecar(record)
-    except OSError:
-        pass  # timing is a bonus; the error is shown whatever happens here
+def _sidecar_error(exc: BaseException | None) -> SidecarError | None:
+    if exc is None:
+        return None
+    return {"type": type(exc).__name__, "message": redact(str(exc) or type(exc).__name__)}
 
 
 def _sidecar_record(turn: Turn, state: Any, trace_id: str, turn_index: int, message_index: int) -> SidecarRecord:
-    error: SidecarError | None = None
-    if state.error is not None and state.status != "complete":
-        error = {"type": type(state.error).__name__, "message": redact(str(state.error) or type(state.error).__name__)}
     return sidecar_record(
         trace_id=trace_id,
         turn=turn_index,
@@ -567,7 +568,7 @@ def _sidecar_record(turn: Turn, state: Any, trace_id: str, turn_index: int, mess
         model=turn.model,
         client_type=turn.client_type,
         status=state.status,
-        error=error,
+        error=_sidecar_error(state.error if state.status != "complete" else None),
         started_at=to_ms(state.started_at),
         ttft_ms=to_ms(state.ttft),
         total_ms=to_ms(state.total),
