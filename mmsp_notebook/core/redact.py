@@ -110,17 +110,10 @@ def _key_form(secret: str) -> tuple[bool, str]:
     return any_case, secret.translate(_ASCII_LOWER) if any_case else secret
 
 
+@functools.lru_cache(maxsize=64)
 def _head_pattern(head: str) -> re.Pattern[str]:
     """The first characters of a key, found in any case of their ASCII letters (only theirs: re.ASCII)."""
-    pattern = _HEADS.get(head)
-    if pattern is None:
-        if len(_HEADS) > 64:
-            _HEADS.clear()
-        pattern = _HEADS[head] = re.compile(re.escape(head), re.IGNORECASE | re.ASCII)
-    return pattern
-
-
-_HEADS: dict[str, re.Pattern[str]] = {}
+    return re.compile(re.escape(head), re.IGNORECASE | re.ASCII)
 
 
 def _spans(text: str, secret: str) -> list[tuple[int, int]]:
