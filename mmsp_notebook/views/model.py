@@ -215,7 +215,6 @@ def _turn_facts(turn: Turn, final: bool = True) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------- the view
-_str = fmt.as_text
 
 
 def _join(*parts: str) -> str:
@@ -285,7 +284,7 @@ def _result_view(result: Any, state: str) -> dict[str, Any] | None:
     error = result.get("error")
     return {"state": "ok" if ok else "err", "label": "result" if ok else "error",
             "took": fmt.seconds(result.get("duration")),
-            "text": _str(result.get("output") if ok or error is None else error)}
+            "text": fmt.as_text(result.get("output") if ok or error is None else error)}
 
 
 def _preview(facts: Mapping[str, Any]) -> str:
@@ -352,7 +351,7 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
         arguments = facts.get("arguments")
         out.update(tag="tool call", title=f"id {fmt.isolate(ident)}" if ident else None, state=state,
                    state_text=TOOL_STATE_TEXT[state],
-                   args=None if streaming or arguments is None else _str(arguments),
+                   args=None if streaming or arguments is None else fmt.as_text(arguments),
                    result=_result_view(facts.get("result"), state))
     elif kind == "image":
         out["tag"] = "image"
@@ -420,7 +419,7 @@ def _footer_view(facts: Any) -> dict[str, Any] | None:
 
 
 def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
-    err: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": _str(error)} if error else {}
+    err: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": fmt.as_text(error)} if error else {}
     if isinstance(err.get("message"), str):
         err = {**err, "message": _shown(err["message"], ERROR_LIMIT, "the error itself has them all")}
     hint = str(err.get("hint") or "")
