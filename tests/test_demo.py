@@ -742,7 +742,11 @@ def test_replay_file_errors(tmp_path: Path) -> None:
     unknown.write_bytes(b"data: hello\n\n")
     with DemoServer(replay=unknown, replay_protocol="chat", instant=True) as named:  # served as Chat, as named
         with httpx.Client(base_url=named.base_url) as http:
-            assert http.post("/chat/completions", json={"model": "x", "messages": []}).content == b"data: hello\n\n"
+            asked = {"model": "x", "messages": [], "stream": True}
+            assert http.post("/chat/completions", json=asked).content == b"data: hello\n\n"
+            # without a stream it is folded, and "hello" is no Chat event: a 502 that says so, not a success
+            plain = http.post("/chat/completions", json={"model": "x", "messages": []})
+            assert plain.status_code == 502 and "frame 1 is not an event" in plain.json()["error"]["message"]
             assert http.post("/stream", json={"model": "demo", "messages": [user("hi")]}).content != b"data: hello\n\n"
 
 

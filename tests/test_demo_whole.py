@@ -328,3 +328,104 @@ def test_a_json_answer_is_not_saved_as_a_replayable_stream(demo_server: DemoServ
         demo_server.save_transcript(plain.headers["x-demo-request-id"], tmp_path / "plain.sse")
     saved = demo_server.save_transcript(flowing.headers["x-demo-request-id"], tmp_path / "flowing.sse")
     assert saved.read_bytes() == flowing.content
+
+
+# ---------------------------------------------------------------------------------------------
+# a replayed transcript: folded for a request without a stream, verbatim for a streamed one
+
+
+def captured(server: DemoServer, protocol: str, body: dict[str, Any], path: Any) -> bytes:
+    """A transcript of `server`'s stream for `body`, saved at `path` as ``--replay`` reads it; its bytes."""
+    flowing = httpx.post(server.base_url + PATHS[protocol], json={**body, "stream": True}, timeout=30)
+    assert flowing.status_code == 200
+    return server.save_transcript(flowing.headers["x-demo-request-id"], path).read_bytes()
+
+
+def parsed(said: dict[str, Any]) -> dict[str, Any]:
+    """`said` with each call's arguments parsed (Messages carries them as an object, the others as a string)."""
+    calls = [[name, json.loads(arguments) if isinstance(arguments, str) else arguments] for name, arguments in said["calls"]]
+    return {**said, "calls": calls}
+
+
+def sdk_answer(server: DemoServer, protocol: str) -> Any:
+    """The official SDK's non-streaming call of `protocol` on `server`, over HTTP: its parsed answer."""
+    prompt = [{"role": "user", "content": "something else entirely"}]
+    if protocol == "messages":
+        with anthropic.Anthropic(base_url=server.root_url, api_key="demo-key", max_retries=0) as an:
+            return an.messages.create(model="claude-x", max_tokens=1024, messages=prompt)
+    with openai.OpenAI(base_url=server.base_url, api_key="demo-key", max_retries=0) as oa:
+        if protocol == "chat":
+            return oa.chat.completions.create(model="gpt-x", messages=prompt, stream=False)
+        return oa.responses.create(model="gpt-x", input="something else entirely")
+
+
+@pytest.mark.parametrize("tools", [False, True])
+@pytest.mark.parametrize("protocol", list(PATHS))
+def test_a_replay_answers_a_request_without_a_stream_with_its_transcript_folded(demo_server: DemoServer, tmp_path,
+                                                                                protocol: str, tools: bool) -> None:
+    prompt = "What is the weather in Paris?" if tools else "Tell me about tides"
+    capture = captured(demo_server, protocol, request(protocol, "demo", prompt, tools=tools), tmp_path / "t.sse")
+    heard = parsed(streamed(protocol, capture))
+    assert heard["thinking"] and heard["usage"] and (heard["calls"] if tools else "Tell me about tides" in heard["text"])
+    with DemoServer(instant=True, replay=tmp_path / "t.sse") as replaying:
+        plain, flowing = both(replaying, protocol, request(protocol, "any-model", "something else"))
+        also, _ = both(replaying, protocol, request(protocol, "any-model", "something else"), stream=False)
+        answer = sdk_answer(replaying, protocol)
+        record = replaying.transcript(plain.headers["x-demo-request-id"])
+    assert plain.status_code == also.status_code == 200 and plain.headers["content-type"] == "application/json"
+    assert parsed(whole(protocol, plain.json())) == parsed(whole(protocol, also.json())) == heard
+    assert (record.status, record.outcome, record.response) == (200, "complete", plain.content)
+    # the SDK's own parse of the body it read says the same (its fields as set from the JSON)
+    assert parsed(whole(protocol, answer.model_dump(exclude_unset=True))) == heard
+    # a streamed request still gets the transcript byte for byte
+    assert flowing.headers["content-type"].startswith("text/event-stream") and flowing.content == capture
+
+
+@pytest.mark.parametrize("protocol", list(PATHS))
+def test_a_replay_cut_short_is_not_a_success(demo_server: DemoServer, tmp_path, protocol: str) -> None:
+    frames = split_frames(captured(demo_server, protocol, request(protocol, "demo", "hi"), tmp_path / "whole.sse"))
+    half = len(frames) // 2
+    broken = frames[half][: frames[half].index(b"data:") + 12]  # a capture that stopped mid-frame
+    cuts = {"ended": b"".join(frames[:half]), "mid-frame": b"".join(frames[:half]) + broken}
+    for cut, data in cuts.items():
+        path = tmp_path / f"{cut}.sse"
+        path.write_bytes(data)
+        with DemoServer(instant=True, replay=path) as replaying:
+            plain, flowing = both(replaying, protocol, request(protocol, "any-model", "hi"))
+            with pytest.raises((openai.InternalServerError, anthropic.InternalServerError), match="Replayed transcript"):
+                sdk_answer(replaying, protocol)
+            record = replaying.transcript(plain.headers["x-demo-request-id"])
+        assert plain.status_code == 502 and (record.status, record.outcome) == (502, "error")
+        error = plain.json()["error"]
+        assert error["message"].startswith(f"Replayed transcript {path}: ") and "not answered as a success" in error["message"]
+        assert error["type"] == ("api_error" if protocol == "messages" else "server_error") and "demo_fault" not in error
+        if cut == "mid-frame":
+            assert f"frame {half + 1} is not an event" in error["message"]
+        assert flowing.status_code == 200 and flowing.content == data  # streamed as captured, cut and all
+
+
+@pytest.mark.parametrize("protocol", list(PATHS))
+def test_a_replays_in_stream_error_is_the_http_error_the_demo_answers(demo_server: DemoServer, tmp_path,
+                                                                      protocol: str) -> None:
+    body = request(protocol, "demo+error", "hi")
+    own, _ = both(demo_server, protocol, body)
+    capture = captured(demo_server, protocol, body, tmp_path / "error.sse")
+    with DemoServer(instant=True, replay=tmp_path / "error.sse") as replaying:
+        plain, flowing = both(replaying, protocol, request(protocol, "any-model", "hi"))
+    assert plain.status_code == own.status_code == 404 and plain.json() == own.json()
+    assert "Injected fault +error" in json.dumps(plain.json()) and flowing.content == capture
+
+
+def test_a_replayed_response_failed_without_an_error_event_is_an_http_error(demo_server: DemoServer, tmp_path) -> None:
+    body = request("responses", "demo+error", "hi")
+    own, _ = both(demo_server, "responses", body)
+    frames = split_frames(captured(demo_server, "responses", body, tmp_path / "error.sse"))
+    failed = b"".join(frame for frame in frames if not frame.startswith(b"event: error"))
+    assert b"response.failed" in failed
+    for code, status, kind in (("model_not_found", 404, "invalid_request_error"), ("server_error", 500, "server_error")):
+        path = tmp_path / f"{code}.sse"
+        path.write_bytes(failed.replace(b'"code":"model_not_found"', f'"code":"{code}"'.encode()))
+        with DemoServer(instant=True, replay=path) as replaying:
+            plain, _ = both(replaying, "responses", request("responses", "any-model", "hi"))
+        assert plain.status_code == status
+        assert plain.json()["error"] == {**own.json()["error"], "code": code, "type": kind}

@@ -79,7 +79,8 @@ protocol's error shape (``server_error`` / ``api_error``, ``demo_fault`` set), a
 ``bad-args`` on Messages, whose ``tool_use.input`` must be an object (Chat and Responses carry the
 arguments string as streamed); ``cut-text``/``cut-args`` close the connection half way through
 the JSON body; ``stall`` answers nothing until the client goes away; ``silence`` delays the body.
-``POST /v1/stream`` always streams, and a replay is served as captured whatever the request asks.
+``POST /v1/stream`` always streams; a replay answers a request without ``"stream": true`` with
+its transcript folded the same way (see Replay and transcripts).
 Such a JSON answer is recorded, but ``save_transcript`` refuses it: it is not a stream.
 
 A request body over ``max_body`` bytes (32 MiB by default, ``--max-body-mb``) is refused with HTTP
@@ -142,8 +143,16 @@ Replay and transcripts
 ``DemoServer(replay=PATH)`` / ``--replay FILE`` serves a captured SSE transcript verbatim (paced
 one frame per token unless instant; a byte order mark at its start, an editor's, is dropped, and a
 file re-saved as UTF-16 is served as the UTF-8 it was) to
-every request on its protocol's endpoint, whatever the model; the other endpoints keep serving
-the live demo. A file with no ``data:`` line (JSON, say) is refused: it is not a captured stream.
+every streamed request on its protocol's endpoint, whatever the model; the other endpoints keep serving
+the live demo. A Chat Completions, Responses or Messages request without ``"stream": true`` gets
+the protocol's JSON body folded from the transcript's frames, as the demo's own answers are
+(``_whole``): its text, reasoning, tool calls and usage are the transcript's. An in-stream error in
+the transcript is the same HTTP error as the ``error`` fault's (404 for ``model_not_found`` /
+``not_found_error``, 500 for any other; a Responses ``response.failed`` alone too), and a transcript
+that ends before its protocol's end (no finish reason and usage, no ``response.completed``, no
+``message_stop``) or holds a frame that is not one of its events (cut mid-frame) is a 502 in the
+protocol's error shape whose message names the file: a cut-short capture is never a success.
+A file with no ``data:`` line (JSON, say) is refused: it is not a captured stream.
 The protocol is recognised from the content (``event: message_start``: Messages, ``event: response.``: Responses, ``chat.completion.chunk``:
 Chat, ``"event_type"``: MMSP) or named with ``replay_protocol`` / ``--replay-protocol``. Every
 request is recorded in ``srv.transcripts`` (request id, endpoint, protocol, model, body without any

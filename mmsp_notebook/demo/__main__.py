@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; loopback only without --allow-remote)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: a free port)")
-    parser.add_argument("--replay", metavar="FILE", help="serve this captured SSE transcript to every request on its protocol's endpoint")
+    parser.add_argument("--replay", metavar="FILE", help="serve this captured SSE transcript to every request on its protocol's endpoint "
+                        "(folded into one JSON body for a request without \"stream\": true)")
     parser.add_argument("--replay-protocol", choices=PROTOCOLS, help="the transcript's protocol (recognised from its content by default)")
     parser.add_argument("--instant", action="store_true", help="stream without any pacing")
     parser.add_argument("--tokens-per-second", type=float, default=40.0, help="fragments per second (default 40)")

@@ -3,7 +3,8 @@
 A transcript is the raw bytes a server sent for one streamed response (what
 ``DemoServer.save_transcript`` and ``turn.save_wire`` write, or what ``curl -N`` prints). Its
 protocol is recognised from its content, or named; it is cut into frames as the wire inspector
-cuts a capture (:mod:`mmsp_notebook.wire.sse`).
+cuts a capture (:mod:`mmsp_notebook.wire.sse`). A streamed request gets the bytes as captured; one
+without a stream gets the frames folded into the protocol's JSON body (:mod:`._whole`).
 """
 
 from __future__ import annotations

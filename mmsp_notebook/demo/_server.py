@@ -290,7 +290,10 @@ class _App:
         settings = self.settings
         replay = self.replay
         if replay is not None and replay.protocol == protocol:
-            return self._sse(_replay_frames(replay, settings, self._shutdown_event()), record)
+            frames = _replay_frames(replay, settings, self._shutdown_event())
+            if not wants_stream(protocol, body):  # the transcript's frames, folded as the demo's own are
+                return WholeResponse(frames, record, protocol, record.model, None, replay=replay.source)
+            return self._sse(frames, record)
         try:
             demo_request = _READERS[protocol](body)
         except BadRequest as exc:
@@ -517,7 +520,8 @@ class DemoServer(Served):
         tokens_per_second: Fragments per second after the first.
         first_token_delay: Seconds before the first fragment.
         heartbeat: Seconds of silence after which a heartbeat frame is written.
-        replay: A captured SSE transcript served verbatim to every request on its protocol's endpoint.
+        replay: A captured SSE transcript served verbatim to every streamed request on its protocol's
+            endpoint, folded into the protocol's JSON body for one without ``"stream": true``.
         replay_protocol: The transcript's protocol; recognised from its content when None.
         allow_remote: Allow binding a non-loopback address.
         max_transcripts: How many request records :attr:`transcripts` keeps (oldest dropped first).

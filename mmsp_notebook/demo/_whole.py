@@ -24,6 +24,11 @@ its finish (``+nostop``), or Messages tool input that does not parse (``+bad-arg
 cut-short answer is never reported as a success. A stream cut mid-body (``+cut-text``,
 ``+cut-args``) closes the connection half way through the JSON body; ``+stall`` sends nothing
 until the client goes away; ``+silence`` delays the answer.
+
+A replayed transcript (``DemoServer(replay=...)``) is folded alike, frame by frame as captured: its
+in-stream error is the same HTTP error (and so is a Responses ``response.failed`` without an
+``error`` event before it), and a transcript that ends before its protocol's end, or holds a frame
+that is not one of its protocol's events (a capture cut mid-frame, say), is a 502 that names the file.
 """
 
 from __future__ import annotations
@@ -66,14 +71,19 @@ def _status(code: Any) -> int:
 class _Fold:
     """The whole answer of one protocol, folded from its stream's frames."""
 
-    def __init__(self, model: str, fault: str | None) -> None:
+    def __init__(self, model: str, fault: str | None, replay: str | None = None) -> None:
         self.model = model
         self.fault = fault
+        #: the transcript file folded, when a replay is
+        self.replay = replay
         #: the error that ended the stream: (status, body)
         self.failed: tuple[int, dict[str, Any]] | None = None
 
     def said(self, message: str) -> str:
-        """`message`, saying first which injected fault caused it, as every fault's error does."""
+        """`message`, saying first which injected fault caused it, as every fault's error does (or which
+        replayed transcript)."""
+        if self.replay is not None:
+            return f"Replayed transcript {self.replay}: {message}"
         return f"Injected fault +{self.fault} of {self.model}: {message}" if self.fault else message[:1].upper() + message[1:]
 
     def add(self, name: str, data: Any) -> None:
@@ -91,6 +101,12 @@ class _Fold:
         error = {"message": message, "type": "server_error", "param": None, "code": "incomplete_response"}
         return {"error": faulted(error, self.fault)}
 
+    def unreadable(self, number: int, problem: Exception) -> None:
+        """Frame `number` (from 1) of a replayed transcript cannot be folded: the answer is a 502."""
+        message = (f"frame {number} is not an event the answer can be read from ({type(problem).__name__}: "
+                   f"{problem}); the transcript is damaged or cut short, and is not answered as a success.")
+        self.failed = (502, self.unfinished(self.said(message)))
+
     def result(self) -> tuple[int, dict[str, Any]]:
         """The status and body to answer with."""
         if self.failed is not None:
@@ -105,8 +121,8 @@ class _Fold:
 class _ChatFold(_Fold):
     """``chat.completion.chunk`` frames into a ``chat.completion``."""
 
-    def __init__(self, model: str, fault: str | None) -> None:
-        super().__init__(model, fault)
+    def __init__(self, model: str, fault: str | None, replay: str | None = None) -> None:
+        super().__init__(model, fault, replay)
         self.head: dict[str, Any] = {}
         self.content: list[str] = []
         self.reasoning: list[dict[str, Any]] = []
@@ -171,8 +187,8 @@ class _ChatFold(_Fold):
 class _ResponsesFold(_Fold):
     """Responses events into the ``response`` object of the terminal event."""
 
-    def __init__(self, model: str, fault: str | None) -> None:
-        super().__init__(model, fault)
+    def __init__(self, model: str, fault: str | None, replay: str | None = None) -> None:
+        super().__init__(model, fault, replay)
         self.response: dict[str, Any] = {}
         self.output: list[dict[str, Any]] = []
         self.done = False
@@ -186,6 +202,11 @@ class _ResponsesFold(_Fold):
         elif kind in ("response.created", "response.in_progress", "response.completed", "response.incomplete"):
             self.response = data["response"]
             self.done = kind in ("response.completed", "response.incomplete")
+        elif kind == "response.failed" and self.failed is None:  # a failure without an error event before it
+            error = data["response"].get("error") or {"code": None, "message": "The response failed."}
+            status = _status(error.get("code"))
+            error_type = "invalid_request_error" if status == 404 else "server_error"
+            self.failed = (status, {"error": {"type": error_type, "param": None, **error}})
         elif kind == "response.output_item.done":
             self.output.append(data["item"])
 
@@ -199,8 +220,8 @@ class _ResponsesFold(_Fold):
 class _MessagesFold(_Fold):
     """Anthropic Messages events into a ``message``."""
 
-    def __init__(self, model: str, fault: str | None) -> None:
-        super().__init__(model, fault)
+    def __init__(self, model: str, fault: str | None, replay: str | None = None) -> None:
+        super().__init__(model, fault, replay)
         self.message: dict[str, Any] = {}
         self.inputs: dict[int, str] = {}
         self.done = False
@@ -265,10 +286,10 @@ class WholeResponse:
     """
 
     def __init__(self, frames: AsyncIterator[bytes], record: Transcript, protocol: str, model: str,
-                 fault: str | None) -> None:
+                 fault: str | None, replay: str | None = None) -> None:
         self._frames = frames
         self._record = record
-        self._fold = _FOLDS[protocol](model, fault)
+        self._fold = _FOLDS[protocol](model, fault, replay)
 
     def _headers(self, **extra: str) -> dict[str, str]:
         return {"x-demo-request-id": self._record.id, **extra}
@@ -287,10 +308,18 @@ class WholeResponse:
 
         async def pump() -> None:
             try:
+                number = 0
                 async for frame in self._frames:
-                    read = _read(frame)
-                    if read is not None:
-                        fold.add(*read)
+                    number += 1
+                    try:
+                        read = _read(frame)
+                        if read is not None:
+                            fold.add(*read)
+                    except (ValueError, LookupError, TypeError, AttributeError) as exc:
+                        if fold.replay is None:
+                            raise  # the demo's own frames always fold
+                        fold.unreadable(number, exc)
+                        break
             except AbruptClose as exc:
                 if "stopping" not in str(exc):
                     await self._cut(send)
