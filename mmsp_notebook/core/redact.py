@@ -39,7 +39,7 @@ from typing import Any
 
 __all__ = ["held_secrets", "redact", "redact_secrets", "redact_fragment", "redact_data", "redact_value", "redact_bytes", "redact_exception", "exception_chain",
            "redact_url_secrets", "redact_parts",
-           "register_secret_env", "secret_values", "cut_from_frame", "redact_streamed", "GrowingRedaction",
+           "register_secret_env", "secret_values", "cut_from_frame", "redact_streamed", "GrowingRedaction", "split_point",
            "MIN_PREFIX", "REDACTED", "STREAMED_KEEP"]
 
 REDACTED = "[redacted]"
@@ -303,6 +303,24 @@ def _settle_point(text: str, start: int, secrets: list[str]) -> int:
             return j + 1
     found = pattern.search(text, start, near) if near > start else None
     return found.start() + 1 if found else start
+
+
+@functools.lru_cache(maxsize=16)
+def _splitting(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """A character :func:`split_point` splits after: in no configured key (:func:`_key_chars`), no control character."""
+    escaped = "".join(re.escape(c) for c in _key_chars(list(secrets)))
+    return re.compile(f"[^{escaped}\\x00-\\x1f]")
+
+
+def split_point(text: str, start: int, secrets: list[str]) -> int:
+    """The first point from ``start`` on (an index, just past a character) where ``text`` splits for
+    redaction, ``-1`` when there is none: past a character that is in no configured key (as
+    :class:`GrowingRedaction` settles) and is no control character, so that JSON writes it as itself
+    (a quote or a backslash after a backslash). No key, whole or cut, can span it, in the text nor
+    in its JSON string: :func:`redact_secrets` of either is that of the part before the point
+    followed by that of the rest. One search, from ``start`` on, as far as the first such character."""
+    found = _splitting(tuple(secrets)).search(text, max(0, start - 1))
+    return found.end() if found else -1
 
 
 class GrowingRedaction:

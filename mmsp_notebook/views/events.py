@@ -11,11 +11,16 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..core.redact import redact_data, redact_secrets, redact_streamed, secret_values
+from ..core.redact import redact_data, redact_secrets, redact_streamed, secret_values, split_point
 from ..core.turn import Turn
 from . import format as fmt
 
 __all__ = ["event_row", "event_view", "events_label", "turn_events"]
+
+#: the longest preview shown whole: a longer one is shown as its first ``PREVIEW - 3`` characters and "…"
+PREVIEW = 120
+#: the characters of a long string a preview is first worked out from (more while keys redacted shorten it)
+HEAD = 256
 
 
 def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[str, str] | None = None,
@@ -28,37 +33,79 @@ def event_row(n: int, ms: float | None, event: dict[str, Any], streamed: dict[st
     secrets = secret_values() if secrets is None else secrets  # (a caller with many rows reads them once)
     if event.get("event_type") == "stop":
         preview = json.dumps({"finish_reason": event.get("finish_reason"), "usage": event.get("usage_metadata")})
+        preview = redact_secrets(preview, secrets)  # (before the cut: a key is never left half shown)
         item_type = ""
     elif items:
         item = items[0]
         item_type = item.get("type", "?")
         delta = isinstance(item_type, str) and item_type.endswith(".delta") and streamed is not None
-        shown = {}
+        shown, final = {}, set()  # (final: the values shown as they are, the others redacted as data)
         for key, value in item.items():
             if key == "type":
                 continue
             if isinstance(value, (bytes, bytearray)):
                 value = f"<{len(value)} bytes>"
+                final.add(key)
             elif isinstance(value, list) and len(value) > 4:
                 value = f"<{len(value)} values>"
+                final.add(key)
             elif isinstance(value, str) and delta:
                 shown_value = redact_streamed(streamed, key, value, secrets)  # type: ignore[arg-type]
                 if changed is not None and shown_value != value:
                     changed.append((value, shown_value))
                 value = shown_value
-            else:
-                value = redact_data(value, secrets)
+                final.add(key)
             shown[key] = value
         if not delta and streamed:
             streamed.clear()  # the group is done
-        preview = json.dumps(shown, ensure_ascii=False, default=str)
+        preview = _preview(shown, final, secrets)
     else:
         item_type, preview = "", ""
-    preview = redact_secrets(preview, secrets)  # (anything else, before the cut: a key is never left half shown)
-    if len(preview) > 120:
-        preview = preview[:117] + "…"
+    if len(preview) > PREVIEW:
+        preview = preview[:PREVIEW - 3] + "…"
     return {"n": n, "ms": None if ms is None else round(ms, 1), "event_type": event.get("event_type"),
             "type": item_type, "preview": preview}
+
+
+def _preview(shown: dict[str, Any], final: set[str], secrets: list[str]) -> str:
+    """The JSON of an item's values with configured keys redacted: every string in a value not in
+    ``final`` redacted as :func:`redact_data` does, then the whole JSON as :func:`redact_secrets`
+    does (before :func:`event_row` cuts it: a key is never left half shown). Whole, or, when longer
+    than :data:`PREVIEW`, at least its first ``PREVIEW + 1`` characters.
+
+    A long string is not redacted whole for it: only its head, up to a point no key spans
+    (:func:`_clip`), and the JSON up to that point, when that alone is longer than the preview. The
+    redaction of the JSON is that of the part up to the point followed by that of the rest
+    (:func:`split_point`), so the preview is the one the whole would give. Keys redacted may shorten
+    the head: a longer one then, at last the whole string."""
+    limit = HEAD
+    while True:
+        head, cut = _clip(shown, limit, secrets)
+        text = json.dumps({k: v if k in final else redact_data(v, secrets) for k, v in head.items()},
+                          ensure_ascii=False, default=str)
+        if not cut:
+            return redact_secrets(text, secrets)
+        text = redact_secrets(text.rstrip("]}")[:-1], secrets)  # (up to the point: the string's quote and the brackets after it off)
+        if len(text) > PREVIEW:
+            return text
+        limit *= 4
+
+
+def _clip(value: Any, limit: int, secrets: list[str]) -> tuple[Any, bool]:
+    """``value`` (a JSON-like value) as JSON writes it as far as its first string longer than
+    ``limit`` characters, cut at the first :func:`split_point` from ``limit`` on, and nothing after
+    it; and whether one was cut (``value`` itself when none was: none is that long, or none splits)."""
+    if isinstance(value, str):
+        at = split_point(value, limit, secrets) if len(value) > limit else -1
+        return (value[:at], True) if 0 < at < len(value) else (value, False)
+    if isinstance(value, (dict, list)):
+        out: list[tuple[Any, Any]] = []
+        for k, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+            v, cut = _clip(v, limit, secrets)
+            out.append((k, v))
+            if cut:
+                return (dict(out) if isinstance(value, dict) else [v for _, v in out]), True
+    return value, False
 
 
 def event_view(row: Mapping[str, Any]) -> dict[str, str]:
