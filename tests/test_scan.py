@@ -179,7 +179,44 @@ def test_a_directory_added_removed_or_linked_to_lists_the_folder_whole(synced: t
     assert_same(ds_dir, src)
 
 
-def test_the_changed_directories_holding_more_than_a_quarter_of_the_traces_are_listed_whole(
+def test_new_conversations_in_every_directory_list_them_again_and_read_only_the_new_records(
+        synced: tuple[Path, Path], spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every directory listed again (more than a quarter of the traces, all of them): the traces
+    still there with the same files are compared with the copy, not read from the manifest; a
+    trace rewritten in place in such a directory is still seen, one removed is removed."""
+    src, ds_dir = synced
+    dirs = sorted({p.parent for p in src.rglob("*.json") if not any(x.startswith(".") for x in p.relative_to(src).parts)})
+    assert len(dirs) > 4
+    asked: list[str] = []
+    real_known = _scan.Manifest.known
+
+    def known(self: Any, trace_ids: list[str]) -> Any:
+        asked.extend(trace_ids)
+        return real_known(self, trace_ids)
+
+    monkeypatch.setattr(_scan.Manifest, "known", known)
+    before = len(traces.load_turns(src, progress=False).drop_duplicates("trace_id"))
+    for k, d in enumerate(dirs):
+        save(src, f"{d.relative_to(src)}/spread_{k}", conversation(1, T0 + (8 + k) * DAY, f"s{k}"))
+    grown = sorted((src / "gen").rglob("conversation_*.json"))[3]
+    save(src, str(grown.relative_to(src))[:-5], conversation(3, T0 + 30 * DAY, "grown"))  # (in place: same name)
+    gone = [p for p in sorted((src / "gen").rglob("conversation_*.json"))
+            if p != grown and not p.with_suffix(".timing.jsonl").exists()][0]  # (no sidecar left behind)
+    gone.unlink()
+    res, way, listed = spy.sync(src, ds_dir)
+    assert way == "partial"
+    assert set(listed) >= {str(d) for d in dirs}
+    assert (res.converted, res.removed) == (len(dirs) + 1, 1)
+    grown_id, gone_id = str(grown.relative_to(src))[:-5], str(gone.relative_to(src))[:-5]
+    # the manifest's records read: the new traces' (none found) and the rewritten one's
+    new_ids = {f"{d.relative_to(src)}/spread_{k}".removeprefix("./") for k, d in enumerate(dirs)}
+    assert grown_id in asked and gone_id not in asked
+    assert set(asked) <= new_ids | {grown_id}, sorted(set(asked) - new_ids)
+    assert len(set(asked)) < before
+    assert_same(ds_dir, src)
+
+
+def test_the_changed_directories_holding_more_than_partial_traces_are_listed_whole(
         synced: tuple[Path, Path], spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
     src, ds_dir = synced
     monkeypatch.setattr(_scan, "PARTIAL", 1)  # (the bound on what is held of the directories listed)

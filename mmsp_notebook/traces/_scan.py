@@ -13,8 +13,9 @@ added, removed or renamed, and the manifest's list of files is the list (read fr
 of the records, ``_snapshot``, when the sync that wrote it ended; else from the manifest). When
 some directories' change times changed and none of them holds a directory the listing did not
 record (none added, none removed, no link to one), only those are listed again, as the loaders
-list a directory (``_io.sources_in``): their traces are taken from that listing, every other trace
-from the copy. Otherwise the whole folder is listed again (``_io.iter_sources``, as the loaders find traces); so
+list a directory (``_io.sources_in``): the traces found with the files the copy has for them are
+compared with it, as every other trace is; those found with other files (new, a sidecar added or
+removed) are taken from the listing, and those not found are deleted. Otherwise the whole folder is listed again (``_io.iter_sources``, as the loaders find traces); so
 it always is while a directory is reached by a link or by a second way (``meta.links``, from the
 last full listing: which way the loaders' breadth-first walk takes into it decides its traces'
 ids).
@@ -219,24 +220,33 @@ class _Window:
             self.settled += len(settled)
 
 
-def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None = None) -> dict[str, str]:
+def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None = None,
+               listed: dict[str, tuple[str | None, str | None]] | None = None) -> dict[str, str]:
     """The known traces against the scan's copy of their records (``_snapshot``): every file is
     stat'ed and compared in NumPy; the few traces that differ, or keep a content hash, or were
     modified within the racy window, go through :meth:`_Window.add` with their records as the
-    manifest holds them. The traces of the directories ``within`` (listed again) are left to
-    their listing: returned (trace id -> directory)."""
+    manifest holds them. Of the traces of the directories ``within`` (listed again), those the
+    listing ``listed`` found with the same trace file and sidecar are compared so too (and taken
+    out of ``listed``); the others are left to the listing: returned (trace id -> directory)."""
     import numpy as np
 
     racy_ns, stat, sep = w.racy_ns, os.stat, os.sep
     none = (None,) * 5
     aside: dict[str, str] = {}
+    listed = {} if listed is None else listed
     for tids, paths, sidecars, rec in snap.windows(WINDOW):
         if within:
             where = [(p if p is not None else s or "").rpartition(sep)[0] for p, s in zip(paths, sidecars)]
             inside = [i for i, d in enumerate(where) if d in within]
             if inside:
-                aside.update((tids[i], where[i]) for i in inside)
-                kept = [i for i, d in enumerate(where) if d not in within]
+                again = set()  # listed as the copy has them: compared here
+                for i in inside:
+                    if listed.get(tids[i]) == (paths[i], sidecars[i]):
+                        del listed[tids[i]]
+                        again.add(i)
+                    else:
+                        aside[tids[i]] = where[i]
+                kept = [i for i, d in enumerate(where) if d not in within or i in again]
                 tids, paths, sidecars, rec = ([tids[i] for i in kept], [paths[i] for i in kept],
                                               [sidecars[i] for i in kept], rec[kept])
         got = array("q")
@@ -272,8 +282,9 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None 
 
 
 #: traces the directories listed again may hold at most for a scan to list only them (what it
-#: holds of them meanwhile); with more, and with more than a quarter of the traces, the whole
-#: folder is listed (it costs no more)
+#: holds of them meanwhile); with more, the whole folder is listed (a window at a time). Of those
+#: they hold, the traces the copy has with the same files are compared with it as every other
+#: trace, so listing most directories again costs their listing and no more
 PARTIAL = 65536
 
 
@@ -323,7 +334,7 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
     pat = Pattern(pattern)
     listed: dict[str, tuple[str | None, str | None]] = {}
     unnamed = [n for n in m.meta().get("unnamed") or [] if os.path.dirname(n["path"]) not in changed]
-    limit = min(PARTIAL, copy.rows // 4)
+    limit = PARTIAL
     for d in sorted(changed):
         if not _walked(root, d, pat):
             continue
@@ -337,7 +348,7 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
             listed.setdefault(s.trace_id, (s.path, s.sidecar))
         if len(listed) > limit:
             return None
-    aside = _from_copy(copy, m, w, set(changed))
+    aside = _from_copy(copy, m, w, set(changed), listed)  # (what it takes out of listed: known, compared)
     gone = [t for t in aside if t not in listed]
     if gone:
         m.put_todo([(t, DELETED, *(None,) * 7) for t in gone])
