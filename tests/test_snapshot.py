@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from test_dataset import DAY, T0, assert_same, conversation, make_corpus, quiet_sync, save
+from test_dataset import DAY, T0, append_sidecar, assert_same, conversation, make_corpus, quiet_sync, record, save
 
 from mmsp_notebook import traces
 from mmsp_notebook.traces import _dataset, _manifest, _scan, _snapshot
@@ -223,3 +223,49 @@ def test_readers_leave_the_copy_out(corpus: Path, tmp_path: Path) -> None:
     assert (ds_dir / "turns" / _snapshot.SNAPSHOT_NAME).exists()
     assert traces.dataset(ds_dir).count_rows() == len(traces.load_turns(corpus, progress=False))
     assert int(traces.query("SELECT count(*) AS n FROM turns", ds_dir)["n"][0]) == traces.dataset(ds_dir).count_rows()
+
+
+def test_the_tracers_change_mends_the_copy_in_place_and_other_changes_rewrite_it(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ds_dir = tmp_path / "ds"
+    settled(corpus, ds_dir)
+    path = ds_dir / "turns" / _snapshot.SNAPSHOT_NAME
+    rewrites: list[int] = []
+    real = _snapshot._mended
+
+    def mended(*a: Any) -> Any:
+        rewrites.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(_snapshot, "_mended", mended)
+    before, inode = token(ds_dir), path.stat().st_ino
+    # two traces grown (one with a sidecar), as the Tracer rewrites them: only their numbers change
+    save(corpus, "app/chat_1", conversation(4, T0))
+    save(corpus, "runs/v1.5", conversation(3, T0 + 3 * DAY, "dot"), model="org/model v2%")
+    assert quiet_sync(corpus, ds_dir).converted == 2
+    assert rewrites == [] and token(ds_dir) == before and path.stat().st_ino == inode
+    assert copy_rows(ds_dir) == manifest_rows(ds_dir)
+    assert any(r[7] for r in copy_rows(ds_dir))  # (written within the racy window: a hash kept)
+    age()
+    quiet_sync(corpus, ds_dir)  # the hashes settled: the flags cleared in place
+    assert rewrites == [] and path.stat().st_ino == inode
+    assert copy_rows(ds_dir) == manifest_rows(ds_dir) and not any(r[7] for r in copy_rows(ds_dir))
+    spy = Spy(monkeypatch)
+    assert quiet_sync(corpus, ds_dir).converted == 0 and spy.pages == 0 and spy.asked == []
+    # a trace added, a sidecar added to a trace that had none, a trace removed: the copy is
+    # written again (a new token)
+    for change in ("add", "sidecar", "remove"):
+        if change == "add":
+            save(corpus, "new/one", conversation(2, T0 + 5 * DAY, "new"))
+        elif change == "sidecar":
+            append_sidecar(record("new/one", 0, 1, started=T0 + 5 * DAY + 5.0), base=corpus)  # (added above)
+        else:
+            (corpus / "gen" / "shard_00" / "agent1" / "conversation_00001.json").unlink()
+        old = token(ds_dir)
+        quiet_sync(corpus, ds_dir)
+        assert rewrites and token(ds_dir) not in (None, old)
+        assert copy_rows(ds_dir) == manifest_rows(ds_dir)
+        rewrites.clear()
+        age()
+        quiet_sync(corpus, ds_dir)
+    assert_same(ds_dir, corpus)

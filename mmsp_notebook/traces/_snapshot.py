@@ -10,8 +10,9 @@ It is an exact copy or it is not used. The file carries a token, and the manifes
 the token of the copy that matches it. A sync takes the token out of ``meta`` in its first
 transaction and puts one back after its last, once the copy is mended: a sync stopped in between
 leaves none. While a sync runs, a temporary trigger records the traces whose ``sources`` row
-changes (``temp.touched``), and the copy is mended for them only (the old copy without them, then
-their rows as the manifest holds them now).
+changes (``temp.touched``), and the copy is mended for them only: in place when only their numbers
+changed (the Tracer's change: the same trace file and sidecar, each in the copy once), else
+written again (the old copy without them, then their rows as the manifest holds them now).
 
 A sync with no copy to trust (the first, one after an interrupted sync, one after more than
 :data:`MEND` traces changed) reads the manifest's records in its scan, as before the copy, and
@@ -223,6 +224,64 @@ def _mended(m: Manifest, old: Snapshot, touched: list[str], window: int) -> Iter
         yield _batch(rows[k : k + window])
 
 
+def _patched(m: Manifest, base: Snapshot, touched: list[str]) -> bool:
+    """Mend the copy in place when every touched trace is in it once, with the same trace file and
+    sidecar, and still in the manifest (the Tracer's change: only the numbers differ): their
+    numbers are written over the old ones where the file holds them (a copy is written without
+    compression: a batch's numbers are at fixed offsets, which the batches read in place from
+    the mapped file give). False, with nothing written and ``base`` open, when another kind of
+    change calls for :func:`_mended`; ``base`` is closed when True. A sync stopped halfway
+    leaves a copy whose token ``meta`` does not hold: trusted by no scan."""
+    import mmap
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    now = {r[0]: r for r in _records(m, touched)}
+    if len(now) != len(touched):  # (a trace removed)
+        return False
+    batches = [base.batch(i) for i in range(base.batches)]
+    where = pc.index_in(pa.chunked_array([b.column(0) for b in batches], pa.string()),
+                        value_set=pa.array(touched, pa.string()))
+    hits = np.flatnonzero(pc.is_valid(where).to_numpy(zero_copy_only=False))
+    if len(hits) != len(touched):  # (a trace added, or one the copy holds twice)
+        return False
+    recs = [now[touched[k]] for k in where.take(hits).to_pylist()]
+    files = zip(*(pa.chunked_array([b.column(c) for b in batches], pa.string()).take(hits).to_pylist() for c in (1, 2)))
+    if list(files) != [r[1:3] for r in recs]:
+        return False  # (a trace file or sidecar renamed: their strings differ)
+    src = base._source
+    src.seek(0)
+    start, size = src.read_buffer(1).address, src.size()
+    # each batch's columns of numbers: (offset in the file of its row 0's value, array offset) each
+    at: list[list[tuple[int, int]]] = []
+    for b in batches:
+        cols = [b.column(3 + j) for j in range(5)]
+        places = [(c.buffers()[1].address - start, c.offset) for c in cols]
+        if any(c.null_count for c in cols) or not all(0 <= p < size for p, _ in places):
+            return False  # (not as a copy is written here)
+        at.append(places)
+    firsts = np.cumsum([0] + [b.num_rows for b in batches])
+    which = (np.searchsorted(firsts, hits, side="right") - 1).tolist()
+    numbers: list[tuple[int, int]] = []  # (offset in the file, value)
+    flags: list[tuple[int, int, bool]] = []  # (offset of the byte, bit, value) of ``hashed``
+    for i, row, rec in zip(which, (hits - firsts[which]).tolist(), recs):
+        numbers += ((p + 8 * (o + row), rec[3 + j]) for j, (p, o) in enumerate(at[i][:4]))
+        p, o = at[i][4]
+        flags.append((p + (o + row) // 8, (o + row) % 8, bool(rec[7])))
+    base.close()  # (written through one mapping)
+    try:
+        with open(base.path, "r+b") as f, mmap.mmap(f.fileno(), 0) as mm:
+            for off, value in numbers:
+                mm[off : off + 8] = value.to_bytes(8, sys.byteorder, signed=True)
+            for off, bit, on in flags:
+                mm[off] = (mm[off] | (1 << bit)) if on else (mm[off] & ~(1 << bit) & 0xFF)
+    except ValueError as exc:  # (mmap's own errors; the caller leaves the copy untrusted)
+        raise OSError(str(exc)) from exc
+    return True
+
+
 def _rechunked(batches: Iterator[Any], window: int) -> Iterator[Any]:
     """The same rows in batches of ``window`` (the last one shorter)."""
     import pyarrow as pa
@@ -272,6 +331,8 @@ def refresh(m: Manifest, root: str, base: Snapshot | None, window: int) -> str |
             pass
         return None
     if not touched and base.path == path:
+        return base.token
+    if base.path == path and _patched(m, base, touched):
         return base.token
     token = secrets.token_hex(16)
     tmp = f"{path}.{token}.tmp"
