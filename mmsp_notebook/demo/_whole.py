@@ -68,6 +68,13 @@ def _status(code: Any) -> int:
     return 404 if code in ("model_not_found", "not_found_error", "NotFoundError") else 500
 
 
+def _openai_error(code: Any, error: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and body of an OpenAI-style error ``error`` (its ``type`` by the status, as
+    the demo's own errors are typed)."""
+    status = _status(code)
+    return status, {"error": {"type": "invalid_request_error" if status == 404 else "server_error", **error}}
+
+
 class _Fold:
     """The whole answer of one protocol, folded from its stream's frames."""
 
@@ -198,15 +205,13 @@ class _ResponsesFold(_Fold):
         if kind == "error":
             if self.failed is None:
                 error = {key: value for key, value in data.items() if key not in ("type", "sequence_number")}
-                self.failed = (_status(error.get("code")), {"error": {"type": "invalid_request_error", **error}})
+                self.failed = _openai_error(error.get("code"), error)
         elif kind in ("response.created", "response.in_progress", "response.completed", "response.incomplete"):
             self.response = data["response"]
             self.done = kind in ("response.completed", "response.incomplete")
         elif kind == "response.failed" and self.failed is None:  # a failure without an error event before it
             error = data["response"].get("error") or {"code": None, "message": "The response failed."}
-            status = _status(error.get("code"))
-            error_type = "invalid_request_error" if status == 404 else "server_error"
-            self.failed = (status, {"error": {"type": error_type, "param": None, **error}})
+            self.failed = _openai_error(error.get("code"), {"param": None, **error})
         elif kind == "response.output_item.done":
             self.output.append(data["item"])
 
