@@ -416,29 +416,18 @@ def test_a_replays_in_stream_error_is_the_http_error_the_demo_answers(demo_serve
     assert "Injected fault +error" in json.dumps(plain.json()) and flowing.content == capture
 
 
-def test_a_replayed_responses_error_event_is_typed_by_its_status(demo_server: DemoServer, tmp_path) -> None:
+@pytest.mark.parametrize("form", ["error event", "response.failed alone"])
+def test_a_replayed_responses_failure_is_an_http_error_typed_by_its_status(demo_server: DemoServer, tmp_path,
+                                                                          form: str) -> None:
     body = request("responses", "demo+error", "hi")
     own, _ = both(demo_server, "responses", body)
     capture = captured(demo_server, "responses", body, tmp_path / "error.sse")
-    assert b"event: error" in capture
+    assert b"event: error" in capture and b"response.failed" in capture
+    if form == "response.failed alone":  # (no error event before it)
+        capture = b"".join(frame for frame in split_frames(capture) if not frame.startswith(b"event: error"))
     for code, status, kind in (("model_not_found", 404, "invalid_request_error"), ("server_error", 500, "server_error")):
         path = tmp_path / f"{code}.sse"
         path.write_bytes(capture.replace(b'"code":"model_not_found"', f'"code":"{code}"'.encode()))
-        with DemoServer(instant=True, replay=path) as replaying:
-            plain, _ = both(replaying, "responses", request("responses", "any-model", "hi"))
-        assert plain.status_code == status
-        assert plain.json()["error"] == {**own.json()["error"], "code": code, "type": kind}
-
-
-def test_a_replayed_response_failed_without_an_error_event_is_an_http_error(demo_server: DemoServer, tmp_path) -> None:
-    body = request("responses", "demo+error", "hi")
-    own, _ = both(demo_server, "responses", body)
-    frames = split_frames(captured(demo_server, "responses", body, tmp_path / "error.sse"))
-    failed = b"".join(frame for frame in frames if not frame.startswith(b"event: error"))
-    assert b"response.failed" in failed
-    for code, status, kind in (("model_not_found", 404, "invalid_request_error"), ("server_error", 500, "server_error")):
-        path = tmp_path / f"{code}.sse"
-        path.write_bytes(failed.replace(b'"code":"model_not_found"', f'"code":"{code}"'.encode()))
         with DemoServer(instant=True, replay=path) as replaying:
             plain, _ = both(replaying, "responses", request("responses", "any-model", "hi"))
         assert plain.status_code == status
