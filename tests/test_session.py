@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import gc
 import io
 import json
 import math
 import os
+import warnings
 
 import pytest
 from sse_scripts import mmsp_event, mmsp_text, script_server
@@ -236,6 +238,26 @@ def _sent(image):
     url = image_item(image)["image_url"]
     assert url.startswith("data:image/png;base64,")
     return Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+
+
+def test_an_animated_pil_image_sends_its_current_frame_and_says_so(tmp_path):
+    from PIL import Image
+
+    from mmsp_notebook.engine.session import image_item
+
+    path = tmp_path / "anim.gif"
+    frames = [Image.new("RGB", (4, 4), color) for color in ((255, 0, 0), (0, 0, 255), (0, 255, 0))]
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=100, loop=0)
+    image = Image.open(path)
+    image.seek(1)
+    with pytest.warns(UserWarning, match="animated image of 3 frames: only its frame 2 is sent"):
+        sent = _sent(image)
+    assert sent.convert("RGB").getpixel((0, 0)) == (0, 0, 255)
+    whole = image_item(path)["image_url"]  # the file itself: sent as it is, every frame
+    assert whole.startswith("data:image/gif;base64,") and Image.open(io.BytesIO(base64.b64decode(whole.split(",", 1)[1]))).n_frames == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _sent(Image.new("RGB", (2, 2)))  # a still image: no word
 
 
 def test_pil_images_of_premultiplied_alpha_keep_their_alpha():

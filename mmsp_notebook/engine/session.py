@@ -87,6 +87,12 @@ def image_item(value: Any) -> dict[str, Any] | None:
     mime = None
     if hasattr(value, "save") and hasattr(value, "mode") and hasattr(value, "size"):  # a PIL image
         data, mime = _pil_png(value), "image/png"
+        frames = getattr(value, "n_frames", 1)
+        if isinstance(frames, int) and frames > 1:  # (an animated GIF, WebP or PNG opened with PIL)
+            import warnings
+
+            warnings.warn(f"an animated image of {frames} frames: only its frame {value.tell() + 1} is sent, as PNG "
+                          "(give the file's path or bytes to send the animation as it is)", UserWarning, stacklevel=3)
     elif isinstance(value, (bytes, bytearray)):
         data = bytes(value)
     elif isinstance(value, Path) or (isinstance(value, str) and len(value) < 1024 and re.search(
