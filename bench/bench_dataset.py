@@ -14,7 +14,7 @@ one fresh process measures, side by side:
   conversations, so that only that directory is listed again, measured against the whole folder
   listed (best of 2, alternating); then spread over every directory (most of them change and
   are listed again; past 65,536 traces the whole folder is);
-* **1 % of the files changed** (three draws of other files, the median reported) as mmsp's Tracer changes them — a turn appended to a conversation
+* **1 % of the files changed** (five draws of other files, the median reported) as mmsp's Tracer changes them — a turn appended to a conversation
   (its trace file rewritten whole, a record appended to its sidecar) — against the first sync
   (goal ≤ 5 % of its time); and, as the worst case, 1 % of the conversations with a changed
   config (every row of the trace differs, so its old rows are removed from their files first);
@@ -79,7 +79,7 @@ from mmsp_notebook import traces
 import mmsp, mmsp_notebook.traces._dataset  # imports (mmsp, pandas, pyarrow) before the clock starts
 
 SRC, DS, REPEAT, SEED, SERIES = {src!r}, {ds!r}, {repeat!r}, {seed!r}, {series!r}
-DRAWS = 3  # draws of 1 % changed files for each kind of change (the median is reported)
+DRAWS = 5  # draws of 1 % changed files for each kind of change (the median is reported)
 
 
 def vm(key):
