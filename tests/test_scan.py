@@ -28,6 +28,7 @@ from test_dataset import (
     save,
     stored,
 )
+from test_snapshot import copy_rows, manifest_rows, token
 
 from mmsp_notebook import traces
 from mmsp_notebook.core.store import append_sidecar
@@ -493,6 +494,8 @@ def test_random_changes_sync_as_a_full_listing_does(tmp_path: Path, spy: Spy, mo
             if not racy:
                 assert (got.converted, got.removed, got.unchanged) == (want.converted, want.removed, want.unchanged), where
             assert got.traces == want.traces, where
+            if token(ds_inc):  # the scan's copy, written again or mended in place, is the manifest's records
+                assert copy_rows(ds_inc) == manifest_rows(ds_inc), where
             assert_loaders(ds_inc, src, pattern)
     finally:
         readable(src)
