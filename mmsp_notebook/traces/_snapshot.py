@@ -111,6 +111,11 @@ class Snapshot:
     def batch(self, i: int) -> Any:
         return self._reader.get_batch(i)
 
+    def mapped(self) -> tuple[int, int]:
+        """(address in memory, size) of the mapped file, which the batches' buffers point into."""
+        self._source.seek(0)
+        return self._source.read_buffer(1).address, self._source.size()
+
     def windows(self, window: int) -> Iterator[tuple[list[str], list[str | None], list[str | None], np.ndarray]]:
         """(trace ids, trace files, sidecars, numbers), ``window`` traces at a time; ``numbers`` is
         an int64 array of shape (n, 5): t_size, t_mtime, s_size, s_mtime (-9 for none) and 1 where
@@ -251,9 +256,7 @@ def _patched(m: Manifest, base: Snapshot, touched: list[str]) -> bool:
     files = zip(*(pa.chunked_array([b.column(c) for b in batches], pa.string()).take(hits).to_pylist() for c in (1, 2)))
     if list(files) != [r[1:3] for r in recs]:
         return False  # (a trace file or sidecar renamed: their strings differ)
-    src = base._source
-    src.seek(0)
-    start, size = src.read_buffer(1).address, src.size()
+    start, size = base.mapped()
     # each batch's columns of numbers: (offset in the file of its row 0's value, array offset) each
     at: list[list[tuple[int, int]]] = []
     for b in batches:
