@@ -211,9 +211,9 @@ def _touched(m: Manifest) -> list[str] | None:
     return ids if len(ids) <= MEND else None
 
 
-def _mended(m: Manifest, old: Snapshot, touched: list[str], window: int) -> Iterator[Any]:
+def _mended(old: Snapshot, touched: list[str], rows: list[tuple[Any, ...]], window: int) -> Iterator[Any]:
     """The old copy's batches without the touched traces, then their rows as the manifest holds
-    them now (those it holds no more are gone)."""
+    them now, ``rows`` (those it holds no more are gone)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -224,14 +224,13 @@ def _mended(m: Manifest, old: Snapshot, touched: list[str], window: int) -> Iter
             b = b.filter(pc.invert(pc.is_in(b.column(0), value_set=gone)))
         if b.num_rows:
             yield b
-    rows = _records(m, touched)  # (at most MEND)
     for k in range(0, len(rows), window):
         yield _batch(rows[k : k + window])
 
 
-def _patched(m: Manifest, base: Snapshot, touched: list[str]) -> bool:
+def _patched(base: Snapshot, touched: list[str], rows: list[tuple[Any, ...]]) -> bool:
     """Mend the copy in place when every touched trace is in it once, with the same trace file and
-    sidecar, and still in the manifest (the Tracer's change: only the numbers differ): their
+    sidecar, and still in the manifest, ``rows`` (the Tracer's change: only the numbers differ): their
     numbers are written over the old ones where the file holds them (a copy is written without
     compression: a batch's numbers are at fixed offsets, which the batches read in place from
     the mapped file give). False, with nothing written and ``base`` open, when another kind of
@@ -243,7 +242,7 @@ def _patched(m: Manifest, base: Snapshot, touched: list[str]) -> bool:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    now = {r[0]: r for r in _records(m, touched)}
+    now = {r[0]: r for r in rows}
     if len(now) != len(touched):  # (a trace removed)
         return False
     batches = [base.batch(i) for i in range(base.batches)]
@@ -335,13 +334,14 @@ def refresh(m: Manifest, root: str, base: Snapshot | None, window: int) -> str |
         return None
     if not touched and base.path == path:
         return base.token
-    if base.path == path and _patched(m, base, touched):
+    rows = _records(m, touched)  # (at most MEND)
+    if base.path == path and _patched(base, touched, rows):
         return base.token
     token = secrets.token_hex(16)
     tmp = f"{path}.{token}.tmp"
     try:
         with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, _schema().with_metadata({_TOKEN: token.encode()})) as out:
-            batches = _mended(m, base, touched, window)
+            batches = _mended(base, touched, rows, window)
             # batches thinned by many mends, or a draft's, are gathered again: a window of rows each
             if base.batches > 2 * -(-base.rows // window) + 8 or base.path != path:
                 batches = _rechunked(batches, window)
