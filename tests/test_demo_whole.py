@@ -432,3 +432,35 @@ def test_a_replayed_responses_failure_is_an_http_error_typed_by_its_status(demo_
             plain, _ = both(replaying, "responses", request("responses", "any-model", "hi"))
         assert plain.status_code == status
         assert plain.json()["error"] == {**own.json()["error"], "code": code, "type": kind}
+
+
+def test_a_replayed_chat_stream_captured_without_usage_ends_at_its_done(demo_server: DemoServer, tmp_path) -> None:
+    # a Chat stream asked without stream_options.include_usage has no usage chunk: it ends at [DONE]
+    capture = captured(demo_server, "chat", request("chat", "demo", "Tell me about tides"), tmp_path / "t.sse")
+    kept = []
+    for frame in split_frames(capture):
+        data = [line[6:] for line in frame.decode().split("\n") if line.startswith("data: ")]
+        if data and data != ["[DONE]"]:
+            chunk = json.loads("\n".join(data))
+            if chunk.get("usage") is not None:
+                if not chunk.get("choices"):
+                    continue  # the usage chunk
+                frame = f"data: {json.dumps({**chunk, 'usage': None})}\n\n".encode()
+        kept.append(frame)
+    plain_capture = b"".join(kept)
+    assert b'"prompt_tokens"' not in plain_capture and plain_capture.rstrip().endswith(b"data: [DONE]")
+    heard = streamed("chat", capture)
+    (tmp_path / "plain.sse").write_bytes(plain_capture)
+    with DemoServer(instant=True, replay=tmp_path / "plain.sse") as replaying:
+        plain, flowing = both(replaying, "chat", request("chat", "any-model", "hi"))
+        answer = sdk_answer(replaying, "chat")
+    assert plain.status_code == 200 and plain.json()["usage"] is None
+    assert whole("chat", plain.json()) == {**heard, "usage": None}
+    assert isinstance(answer, ChatCompletion) and answer.usage is None and answer.choices[0].finish_reason == "stop"
+    assert flowing.content == plain_capture
+    # the same capture cut before its [DONE] is unfinished: a 502, as any cut transcript
+    cut = plain_capture[: plain_capture.rindex(b"data: [DONE]")]
+    (tmp_path / "cut.sse").write_bytes(cut)
+    with DemoServer(instant=True, replay=tmp_path / "cut.sse") as replaying:
+        plain, _ = both(replaying, "chat", request("chat", "any-model", "hi"))
+    assert plain.status_code == 502 and "not answered as a success" in plain.json()["error"]["message"]

@@ -11,7 +11,8 @@ the same thing:
 protocol   body of a 200
 =========  ================================================================================
 chat       ``chat.completion``: ``choices[0].message`` (``content``, ``tool_calls``,
-           ``reasoning_details``), ``finish_reason``, ``usage`` (the usage chunk's)
+           ``reasoning_details``), ``finish_reason``, ``usage`` (the usage chunk's; null for a
+           replayed stream captured without one, which ends at its ``[DONE]``)
 responses  the ``response`` of the terminal event (``response.completed`` or
            ``response.incomplete``): ``status``, ``output`` items, ``usage``
 messages   ``message``: the content blocks (``thinking`` with its signature, ``text``,
@@ -51,16 +52,23 @@ def wants_stream(protocol: str, body: Any) -> bool:
     return protocol == "mmsp" or (isinstance(body, dict) and body.get("stream") is True)
 
 
+#: what :func:`_read` makes of Chat Completions' closing ``data: [DONE]``
+DONE = ("[DONE]", None)
+
+
 def _read(frame: bytes) -> tuple[str, Any] | None:
-    """A frame's event name (``""`` without an ``event:`` line) and JSON data; None for a comment or ``[DONE]``."""
+    """A frame's event name (``""`` without an ``event:`` line) and JSON data; :data:`DONE` for
+    ``[DONE]``, None for a comment."""
     name, data = "", []
     for line in frame.decode("utf-8").split("\n"):
         if line.startswith("event:"):
             name = line[6:].strip()
         elif line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
-    if not data or data == ["[DONE]"]:
+    if not data:
         return None
+    if data == ["[DONE]"]:
+        return DONE
     return name, json.loads("\n".join(data))
 
 
@@ -85,6 +93,8 @@ class _Fold:
         self.replay = replay
         #: the error that ended the stream: (status, body)
         self.failed: tuple[int, dict[str, Any]] | None = None
+        #: the stream's ``[DONE]`` was read (Chat Completions' end of a stream)
+        self.ended = False
 
     def said(self, message: str) -> str:
         """`message`, saying first which injected fault caused it, as every fault's error does (or which
@@ -171,7 +181,9 @@ class _ChatFold(_Fold):
                 self.finish_reason = choice["finish_reason"]
 
     def finished(self) -> bool:
-        return self.finish_reason is not None and self.usage is not None
+        # a stream asked without ``stream_options.include_usage`` ends at its [DONE] with no
+        # usage chunk: its body's usage is then null (the SDKs' type allows it)
+        return self.finish_reason is not None and (self.usage is not None or self.ended)
 
     def draft(self) -> dict[str, Any]:
         message: dict[str, Any] = {
@@ -318,7 +330,9 @@ class WholeResponse:
                     number += 1
                     try:
                         read = _read(frame)
-                        if read is not None:
+                        if read is DONE:
+                            fold.ended = True
+                        elif read is not None:
                             fold.add(*read)
                     except (ValueError, LookupError, TypeError, AttributeError) as exc:
                         if fold.replay is None:
