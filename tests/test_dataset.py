@@ -2215,6 +2215,9 @@ def test_max_size_skips_as_the_loaders_do_and_another_one_rebuilds(corpus: Path,
     assert not any(s["reason"].startswith("too large") for s in whole.skipped) and whole.unchanged == 0
     assert_same(ds_dir, corpus, kind)
     assert quiet_sync(corpus, ds_dir, kind=kind, progress=False).converted == 0  # (the default is no change)
+    none = quiet_sync(corpus, ds_dir, kind=kind, max_size=0, progress=False)  # 0 is a limit too: every file over it
+    assert none.rows == 0 and sum(s["reason"].startswith("too large") for s in none.skipped) >= len(sizes) // 2
+    assert_same(ds_dir, corpus, kind, max_size=0)
     for bad in (-1, "1 MB", 2.5, True):
         with pytest.raises(OptionError, match="max_size must be a number of bytes"):
             traces.sync(corpus, ds_dir, kind=kind, max_size=bad)  # type: ignore[arg-type]
