@@ -1361,7 +1361,8 @@ def test_dask_cluster_executor_and_dask_reader(corpus: Path, tmp_path: Path) -> 
 # --------------------------------------------------------------------------- DuckDB
 
 
-@pytest.mark.parametrize("by", ["model", None, ["model", "status"], "client_type", "source", ["source", "model"], "comparison", "finish_reason"])
+@pytest.mark.parametrize("by", ["model", None, ["model", "status"], "client_type", "source", ["source", "model"], "comparison",
+                                "finish_reason", "tool_names", ["model", "tool_names"]])
 def test_summary_in_duckdb_equals_pandas(corpus: Path, tmp_path: Path, by: Any) -> None:
     ds_dir = tmp_path / "ds"
     quiet_sync(corpus, ds_dir)
@@ -1376,6 +1377,10 @@ def test_summary_in_duckdb_equals_pandas(corpus: Path, tmp_path: Path, by: Any) 
         assert [str(i) for i in got.index] == [str(i) for i in want.index]
     if by == "model":
         assert want["cost_missing"].sum() > 0 and want["error_rate"].max() > 0 and want["truncation_rate"].max() > 0
+    if by == "tool_names":  # keyed by the tuples of tool names, as the frame holds them; also when every turn has tools
+        assert {type(k) for k in want.index} == {tuple, type(None)} and len(want) > 2
+        tooled = frame[frame["tool_names"].notna()]
+        pd.testing.assert_frame_equal(traces.summary(tooled, by=by), want.loc[[k is not None for k in want.index]])
 
 
 def test_query_views(corpus: Path, tmp_path: Path) -> None:

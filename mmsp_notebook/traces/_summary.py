@@ -52,12 +52,28 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
                           f"{', '.join(df.columns)}")
     rows: list[dict[str, Any]] = []
     index: list[Any] = []
+    # a column of tuples (tool_names) is grouped by each tuple's place among them, in Python's
+    # order as DuckDB orders lists (pandas does not sort tuples among missing values), and the
+    # tuples put back as the keys
+    ranked: dict[int, list[Any]] = {}
+    for i, k in enumerate(keys):
+        if df[k].dtype == object and any(isinstance(v, tuple) for v in df[k]):
+            values = sorted({v for v in df[k] if isinstance(v, tuple)})
+            place = {v: n for n, v in enumerate(values)}
+            df = df.assign(**{k: [place.get(v) if isinstance(v, tuple) else None for v in df[k]]})
+            df[k] = df[k].astype("Int64")
+            ranked[i] = values
     if keys:
         groups: Iterable[tuple[Any, pd.DataFrame]] = df.groupby(keys, observed=True, dropna=False, sort=True)
     else:
         groups = [("all", df)]
     for key, g in groups:
-        if isinstance(key, tuple) and len(keys) == 1:
+        if ranked:
+            parts = list(key) if isinstance(key, tuple) else [key]
+            for i, values in ranked.items():
+                parts[i] = None if pd.isna(parts[i]) else values[int(parts[i])]
+            key = tuple(parts) if len(keys) > 1 else parts[0]
+        elif isinstance(key, tuple) and len(keys) == 1:
             key = key[0]
         if (isinstance(key, float) and key != key) or key is pd.NA:  # (the group of missing values: None, as DuckDB gives it for a dataset)
             key = None
@@ -87,7 +103,8 @@ def _finish(rows_index: tuple[list[dict[str, Any]], list[Any]], keys: list[str])
     out = pd.DataFrame(rows, columns=_SUMMARY_COLUMNS)
     if keys:
         if len(keys) == 1:
-            out.index = pd.Index(index, name=keys[0])
+            # (tupleize_cols: a column of tuples, tool_names, keys each group by its tuple, not a MultiIndex)
+            out.index = pd.Index(index, name=keys[0], tupleize_cols=False)
         elif index:
             out.index = pd.MultiIndex.from_tuples(index, names=keys)
         else:
@@ -188,5 +205,6 @@ def _sql_rows(source: Any, keys: list[str]) -> tuple[list[dict[str, Any]], list[
     for r in fetched:
         row = dict(zip(names[n:], r[n:]))  # (no turns and no keys: the row "all" of no turns, as of a frame)
         rows.append({k: (float("nan") if v is None else v) for k, v in row.items()})
-        index.append((r[0] if n == 1 else tuple(r[:n])) if keys else "all")
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in r[:n])  # (a list column's values as a frame's tuples)
+        index.append((key[0] if n == 1 else key) if keys else "all")
     return rows, index
