@@ -189,13 +189,18 @@ def test_new_conversations_in_every_directory_list_them_again_and_read_only_the_
     dirs = sorted({p.parent for p in src.rglob("*.json") if not any(x.startswith(".") for x in p.relative_to(src).parts)})
     assert len(dirs) > 4
     asked: list[str] = []
-    real_known = _scan.Manifest.known
+    real_known, real_records = _scan.Manifest.known, _scan.Manifest.records
 
     def known(self: Any, trace_ids: list[str]) -> Any:
         asked.extend(trace_ids)
         return real_known(self, trace_ids)
 
+    def records(self: Any, trace_ids: list[str]) -> Any:
+        asked.extend(trace_ids)
+        return real_records(self, trace_ids)
+
     monkeypatch.setattr(_scan.Manifest, "known", known)
+    monkeypatch.setattr(_scan.Manifest, "records", records)
     before = len(traces.load_turns(src, progress=False).drop_duplicates("trace_id"))
     for k, d in enumerate(dirs):
         save(src, f"{d.relative_to(src)}/spread_{k}", conversation(1, T0 + (8 + k) * DAY, f"s{k}"))

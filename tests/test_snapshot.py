@@ -62,12 +62,13 @@ def age() -> None:
 
 class Spy:
     """Which records a sync read from the manifest: all of them (``known_pages``), or those of some
-    traces (``known``)."""
+    traces (``known``, ``records``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.pages = 0
         self.asked: list[str] = []
-        real_pages, real_known = _manifest.Manifest.known_pages, _manifest.Manifest.known
+        real_pages, real_known, real_records = (_manifest.Manifest.known_pages, _manifest.Manifest.known,
+                                                _manifest.Manifest.records)
 
         def known_pages(m: Any, size: int) -> Any:
             self.pages += 1
@@ -77,8 +78,13 @@ class Spy:
             self.asked += ids
             return real_known(m, ids)
 
+        def records(m: Any, ids: list[str]) -> Any:
+            self.asked += ids
+            return real_records(m, ids)
+
         monkeypatch.setattr(_manifest.Manifest, "known_pages", known_pages)
         monkeypatch.setattr(_manifest.Manifest, "known", known)
+        monkeypatch.setattr(_manifest.Manifest, "records", records)
 
 
 def settled(corpus: Path, ds_dir: Path) -> None:
@@ -187,6 +193,41 @@ def test_a_damaged_or_foreign_copy_is_not_trusted(corpus: Path, tmp_path: Path, 
     assert spy.pages == 1
     assert_same(ds_dir, corpus)
     assert copy_rows(ds_dir) == manifest_rows(ds_dir)
+
+
+@pytest.mark.parametrize("where", ["no directory changed", "a file added"])
+@pytest.mark.parametrize("damage", ["another trace's file", "no UTF-8"])
+def test_a_copy_damaged_past_its_structure_is_found_and_not_trusted(corpus: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     damage: str, where: str) -> None:
+    # bytes of the copy changed on disk where its structure still reads: a trace's file named as
+    # another's of the same length, or a byte that is no UTF-8
+    ds_dir = tmp_path / "ds"
+    settled(corpus, ds_dir)
+    path = ds_dir / "turns" / _snapshot.SNAPSHOT_NAME
+    raw = path.read_bytes()
+    files = [r[1] for r in copy_rows(ds_dir) if r[1] and "/gen/" in r[1] and raw.count(r[1].encode()) == 1]
+    victim, other = next((a, b) for a in files for b in files if a != b and len(a) == len(b))
+    if damage == "another trace's file":
+        raw = raw.replace(victim.encode(), other.encode())
+    else:
+        at = raw.index(victim.encode()) + len(victim) - len("x.json")
+        raw = raw[:at] + b"\xff" + raw[at + 1:]
+    path.write_bytes(raw)
+    save(corpus, "app/chat_1", conversation(4, T0))  # the Tracer's rewrite, in place
+    if where == "a file added":  # (its directory is listed again; the other traces come from the copy)
+        save(corpus, "app/chat_new", conversation(2, T0 + DAY, "new"))
+    spy = Spy(monkeypatch)
+    res = quiet_sync(corpus, ds_dir)
+    assert res.converted == (1 if where == "no directory changed" else 2) and res.removed == 0
+    assert_same(ds_dir, corpus)  # the victim keeps its own rows
+    assert spy.pages == (1 if where == "no directory changed" else 0)  # the manifest's records, or a full listing
+    assert token(ds_dir) is None and not path.exists()  # the damaged copy is not mended from
+    assert quiet_sync(corpus, ds_dir).converted == 0  # (which writes the copy again from the manifest)
+    assert token(ds_dir) and copy_rows(ds_dir) == manifest_rows(ds_dir)
+    spy.pages = 0
+    assert quiet_sync(corpus, ds_dir).converted == 0 and spy.pages == 0  # trusted again
+    assert_same(ds_dir, corpus)
 
 
 def test_more_touched_traces_than_the_mend_takes_leave_the_copy_to_the_next_scan(

@@ -287,7 +287,7 @@ class _Sync:
         copy, draft = sc.for_scan()
         scan = scan_sources(src_path, pattern, self.m, t0, skip=own, copy=copy, draft=draft,
                             max_size=_max_size(self.options))
-        sc.scanned()
+        sc.scanned(scan.damaged)
         result = self.result = SyncResult(o["kind"], self.root, scan.new + scan.changed, scan.deleted, scan.unchanged,
                                           repriced)
         self.remove_todo(DELETED)

@@ -40,7 +40,7 @@ from .._errors import TraceError
 from ..core.store import MAX_FILE_SIZE, read_regular
 from ._io import iter_sources, sources_in
 from ._manifest import RACY_S, Manifest
-from ._snapshot import Draft, Snapshot
+from ._snapshot import DamagedCopy, Draft, Snapshot
 from ._walk import Pattern, list_dir
 
 __all__ = ["Scan", "scan_sources", "NEW", "CHANGED", "DELETED", "AGAIN"]
@@ -82,6 +82,8 @@ class Scan:
     #: after a listing: whether a directory was reached by a link, or by a second way (then every
     #: listing is a full one: which way the loaders take into it decides its traces' ids)
     linked: bool | None = None
+    #: the scan's copy was found damaged (the manifest was read instead)
+    damaged: bool = False
 
 
 #: why a trace whose path is not UTF-8 is left out of a dataset
@@ -231,7 +233,6 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None 
     import numpy as np
 
     racy_ns, stat, sep = w.racy_ns, os.stat, os.sep
-    none = (None,) * 5
     aside: dict[str, str] = {}
     listed = {} if listed is None else listed
     for tids, paths, sidecars, rec in snap.windows(WINDOW):
@@ -274,10 +275,15 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None 
         odd = ((now != rec[:, :4]).any(axis=1) | (rec[:, 4] != 0) | (now[:, 1] >= racy_ns) | (now[:, 3] >= racy_ns))
         which = np.flatnonzero(odd).tolist()
         w.unchanged += len(tids) - len(which)
-        if which:
-            ids = [tids[i] for i in which]
-            known = m.known(ids)
-            w.add([(tids[i], paths[i], sidecars[i], *known.get(tids[i], none)) for i in which])
+        if which:  # compared with the manifest's records, which must name the same files as the copy
+            records = {r[0]: r for r in m.records([tids[i] for i in which])}
+            rows = []
+            for i in which:
+                r = records.get(tids[i])
+                if r is None or r[1] != paths[i] or r[2] != sidecars[i]:
+                    raise DamagedCopy(f"{snap.path}: the trace {tids[i]!r} is not recorded so in the manifest")
+                rows.append(r)
+            w.add(rows)
     return aside
 
 
@@ -385,15 +391,20 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     deleted = 0
     recorded = m.dirs()
     changed = _changed_dirs(recorded)
-    if changed == {}:
-        if copy is not None:
+    damaged = False
+    if changed == {} and copy is not None:
+        try:
             _from_copy(copy, m, w)
-        else:
-            for page in m.known_pages(WINDOW):
-                w.add(page)
-                if draft is not None:
-                    draft.add(page)
-        return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
+            return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
+        except DamagedCopy:  # the manifest's records instead: the scan starts again
+            m.begin_scan()
+            w, copy, damaged = _Window(m, racy_ns, max_size), None, True
+    if changed == {}:
+        for page in m.known_pages(WINDOW):
+            w.add(page)
+            if draft is not None:
+                draft.add(page)
+        return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed, damaged=damaged)
     skipped = set()
     for d in skip:
         try:
@@ -402,9 +413,13 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
             continue
         skipped.add((st.st_dev, st.st_ino))
     if changed and copy is not None and m.meta().get("links") is False:
-        partial = _partial(src, pattern, m, w, copy, recorded, changed, skipped)
-        if partial is not None:
-            return partial
+        try:
+            partial = _partial(src, pattern, m, w, copy, recorded, changed, skipped)
+            if partial is not None:
+                return partial
+        except DamagedCopy:  # a full listing instead, from the start
+            m.begin_scan()
+            w, damaged = _Window(m, racy_ns, max_size), True
     dirs, linked = _walk_dirs(src, racy_ns, skipped)
     batch: dict[str, tuple[str | None, str | None]] = {}
     unnamed = []
@@ -423,7 +438,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     if unlisted:  # reported as the loaders do; the listing is not trusted while one stays unreadable
         unnamed += [{"path": shown(u["path"]), "reason": u["reason"]} for u in unlisted]
         dirs = {}
-    return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed, linked)
+    return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed, linked, damaged)
 
 
 def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | None]], draft: Draft | None) -> None:

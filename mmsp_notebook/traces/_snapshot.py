@@ -6,7 +6,11 @@ Python objects; this copy holds the same columns (trace id, trace file, sidecar,
 whether a content hash is kept) in an Arrow IPC file, ``<kind>/_scan.arrow``, read a window at a
 time into lists and NumPy arrays (~0.03 s), so that what is left of a scan is its ``stat`` calls.
 
-It is an exact copy or it is not used. The file carries a token, and the manifest's ``meta`` holds
+It is an exact copy or it is not used. A copy damaged on disk where its structure still reads is
+found by the scan (:class:`DamagedCopy`): a text that is no UTF-8, or a trace the scan finds
+changed whose files the manifest records otherwise (the changed traces are compared with the
+manifest's own records, never the copy's); the scan then reads the manifest, and the copy is not
+mended from. The file carries a token, and the manifest's ``meta`` holds
 the token of the copy that matches it. A sync takes the token out of ``meta`` in its first
 transaction and puts one back after its last, once the copy is mended: a sync stopped in between
 leaves none. While a sync runs, a temporary trigger records the traces whose ``sources`` row
@@ -33,7 +37,7 @@ import numpy as np
 
 from ._manifest import Manifest, _in_parts
 
-__all__ = ["SNAPSHOT_NAME", "Snapshot", "Draft", "ScanCopy", "clear", "track", "refresh"]
+__all__ = ["SNAPSHOT_NAME", "Snapshot", "DamagedCopy", "Draft", "ScanCopy", "clear", "track", "refresh"]
 
 SNAPSHOT_NAME = "_scan.arrow"
 #: touched traces the copy is mended for at most (their ids are held); with more, no copy is
@@ -71,6 +75,12 @@ def _batch(rows: list[tuple[Any, ...]]) -> Any:
     arrays = [pa.array(c, f.type) for c, f in zip(cols[:7], schema)]
     arrays.append(pa.array(cols[7], pa.int8()).cast(pa.bool_()))  # (SQLite's booleans are 0 and 1)
     return pa.record_batch(arrays, schema=schema)
+
+
+class DamagedCopy(Exception):
+    """The copy does not read as the manifest it stands for (damaged on disk past its structure: a
+    text that is no UTF-8, a trace whose file or sidecar the manifest records otherwise): the scan
+    reads the manifest instead, and the copy is not mended from."""
 
 
 class Snapshot:
@@ -120,15 +130,23 @@ class Snapshot:
         """(trace ids, trace files, sidecars, numbers), ``window`` traces at a time; ``numbers`` is
         an int64 array of shape (n, 5): t_size, t_mtime, s_size, s_mtime (-9 for none) and 1 where
         a content hash is kept."""
+        import pyarrow as pa
+
         for i in range(self.batches):
-            whole = self._reader.get_batch(i)
-            for k in range(0, whole.num_rows, window):
-                b = whole.slice(k, window)
-                nums = np.empty((b.num_rows, 5), np.int64)
-                for j in range(4):
-                    nums[:, j] = b.column(3 + j).to_numpy()
-                nums[:, 4] = b.column(7).to_numpy(zero_copy_only=False)
-                yield b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist(), nums
+            try:
+                whole = self._reader.get_batch(i)
+                for k in range(0, whole.num_rows, window):
+                    b = whole.slice(k, window)
+                    nums = np.empty((b.num_rows, 5), np.int64)
+                    for j in range(4):
+                        nums[:, j] = b.column(3 + j).to_numpy()
+                    nums[:, 4] = b.column(7).to_numpy(zero_copy_only=False)
+                    got = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist(), nums
+                    if None in got[0]:
+                        raise ValueError("a trace without its id")
+                    yield got
+            except (UnicodeDecodeError, ValueError, pa.ArrowException) as exc:
+                raise DamagedCopy(f"{self.path}: {exc}") from exc
 
 
 class Draft:
@@ -379,8 +397,13 @@ class ScanCopy:
         copy, self.copy = self.copy, None
         return copy, self.draft
 
-    def scanned(self) -> None:
-        """After a scan: its draft, if any, becomes the base (changes tracked from now on)."""
+    def scanned(self, damaged: bool = False) -> None:
+        """After a scan: its draft, if any, becomes the base (changes tracked from now on); with
+        ``damaged`` (the scan found the copy damaged), the copy is no base: none is trusted after
+        this sync, and the next one writes a draft of the manifest's records."""
+        if damaged and self.base is not None:
+            self.base.close()
+            self.base = None
         draft, self.draft = self.draft, None
         if draft is None:
             return
