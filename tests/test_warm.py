@@ -18,10 +18,13 @@ ip = start_ipython()
 watched = {watched!r}
 before = [m for m in watched if m in sys.modules]
 ip.run_line_magic("load_ext", "mmsp_notebook")
-[thread] = [t for t in threading.enumerate() if t.name == "mmsp-warm-up"]
-assert thread.daemon
-thread.join(60)
-print(json.dumps({{"before": before, "alive": thread.is_alive(), "after": [m for m in watched if m in sys.modules]}}))
+now = [m for m in watched if m in sys.modules]
+warming = [t for t in threading.enumerate() if t.name == "mmsp-warm-up"]  # (none when it already ended)
+assert len(warming) <= 1 and all(t.daemon for t in warming)
+for thread in warming:
+    thread.join(60)
+print(json.dumps({{"before": before, "now": now, "alive": any(t.is_alive() for t in warming),
+                  "after": [m for m in watched if m in sys.modules]}}))
 """
 WATCHED = ["mmsp.mmsp.client", "openai", "mmsp_notebook.demo._server", "mmsp.integration.tracer", "markdown_it",
            "mmsp_notebook.wire.proxy", "mmsp.openai_official", "anywidget", "ipywidgets"]
@@ -42,7 +45,8 @@ def test_loading_the_extension_imports_what_a_demo_models_first_turn_needs() -> 
     result, printed = loaded(None)
     assert result["before"] == [] and result["alive"] is False
     assert set(result["after"]) == {"mmsp.mmsp.client", "openai", "mmsp_notebook.demo._server", "mmsp.integration.tracer",
-                                    "markdown_it", "mmsp_notebook.wire.proxy"}  # not the widgets: the main thread's
+                                    "markdown_it", "mmsp_notebook.wire.proxy", "anywidget", "ipywidgets"}
+    assert {"anywidget", "ipywidgets"} <= set(result["now"])  # the widgets by the main thread, as %load_ext runs
     assert "Traceback" not in printed
 
 
@@ -95,3 +99,30 @@ def test_a_warm_up_that_cannot_make_the_client_says_nothing_and_warms_the_rest(p
     assert result["alive"] is False and printed == ""
     assert "mmsp.mmsp.client" not in result["after"]
     assert {"markdown_it", "mmsp_notebook.wire.proxy", "mmsp_notebook.demo._server"} <= set(result["after"])
+
+
+#: a fresh kernel's first turn, the modules its main thread imports recorded (an import hook)
+FIRST_TURN = [
+    "%load_ext mmsp_notebook",
+    "import sys, threading\n"
+    "class _Spy:\n"
+    "    seen = []\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if threading.current_thread() is threading.main_thread():\n"
+    "            _Spy.seen.append(name)\n"
+    "spy = _Spy()\n"
+    "sys.meta_path.insert(0, spy)",
+    "%%mmsp -m demo+instant -o t\nhello",
+    "sys.meta_path.remove(spy)\nprint(t.status, sorted(set(_Spy.seen)))",
+]
+
+
+def test_a_fresh_kernels_first_turn_imports_nothing_on_the_main_thread() -> None:
+    # so that an interrupt of it never lands inside an import (which can leave import locks held)
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in FIRST_TURN]
+    NotebookClient(nb, kernel_name="python3", timeout=120).execute()
+    assert nb.cells[-1].outputs[0]["text"].strip() == "complete []"

@@ -588,6 +588,10 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.append(questions_are_prompts)
     settings = session().settings  # the first turn's imports, ahead (see front/warm.py)
     warm_up(settings.model, settings.client_type, settings.base_url)
+    try:  # and the widget's, here on the main thread (see front/warm.py): the turn's then imports nothing
+        from ..views import widget  # noqa: F401
+    except Exception:  # (the turn that needs it says why)
+        pass
 
 
 def unload_ipython_extension(ipython: Any) -> None:

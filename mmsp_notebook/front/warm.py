@@ -7,9 +7,13 @@ imported here as soon as ``%load_ext mmsp_notebook`` runs, so that a first cell 
 finds them loaded (``bench/bench_first_cell.py``). A cell run at once waits for no more than before:
 Python's import locks make it wait for a module being imported, not import it twice.
 
-The widget modules (``anywidget``, ``ipywidgets``) are left to the kernel's main thread: importing
-``ipywidgets`` registers its comm target with the kernel. Nothing here is needed: whatever fails to
-import is left for the turn that needs it, which imports it again and reports why it cannot.
+The widget modules (``anywidget``, ``ipywidgets``) are imported by the kernel's main thread, as
+the extension loads (``front/magic.py``): importing ``ipywidgets`` registers its comm target with
+the kernel. So the first turn's main thread imports nothing: an interrupt (■) during a fresh
+kernel's first turn lands in its wait, never inside an import, where it would leave Python's
+import locks held and the kernel's other threads (its output's among them) waiting for ever.
+Nothing here is needed: whatever fails to import is left for the turn that needs it, which
+imports it again and reports why it cannot.
 """
 
 from __future__ import annotations
