@@ -137,7 +137,26 @@ class Kernel:
         reply = self.kc.get_shell_msg(timeout=10)
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = self.kc.get_shell_msg(timeout=10)
-        return reply, time.monotonic() - interrupted_at
+        took = time.monotonic() - interrupted_at
+        if reply["content"]["status"] == "error":
+            self.settled()
+        return reply, took
+
+    def settled(self, timeout: float = 10) -> None:
+        """Once a cell ended with an error: wait until the kernel runs cells again (it aborts those that
+        reach it while it winds the error down, as after any failed cell: stop_on_error)."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            msg_id = self.kc.execute("pass", store_history=False)
+            reply = self.kc.get_shell_msg(timeout=10)
+            while reply["parent_header"].get("msg_id") != msg_id:
+                reply = self.kc.get_shell_msg(timeout=10)
+            if reply["content"]["status"] == "ok":
+                return
+            assert time.monotonic() < deadline, f"the kernel still aborts cells after {timeout} s"
+            time.sleep(0.05)
 
     def printed(self, code: str, timeout: float = 30) -> str:
         """What a cell printed to stdout (a log line of a background thread may land on stderr meanwhile)."""

@@ -178,6 +178,26 @@ def test_keyboard_interrupt_in_drive_aborts_and_keeps_partial(fresh_session):
     assert "cancelled — partial output kept" in out.getvalue()
 
 
+@pytest.mark.serial  # the interrupt must land while the first turn streams
+def test_keyboard_interrupt_stops_a_loop_of_ask_once_the_cancelled_turn_is_drawn(fresh_session):
+    """Ctrl-C (■) in a loop of ``ask``: the turn streaming is cancelled and drawn, what arrived kept,
+    then the KeyboardInterrupt goes on up: the loop stops, no further request is sent."""
+    out = io.StringIO()
+    interrupt_main_once(lambda: "thinking" in out.getvalue() or len(out.getvalue()) > 40, after=0.3)
+    asked = []
+    with pytest.raises(KeyboardInterrupt) as info:
+        for prompt in ("first", "second", "third"):
+            asked.append(prompt)
+            m.ask(prompt, model="demo+tps=20", stream=out)
+    assert asked == ["first"]
+    turn = info.value.turn  # the cancelled turn, as ask would have returned it
+    assert turn.status == "cancelled" and (turn.thinking or turn.text)
+    assert fresh_session.last_turn is turn
+    assert "cancelled — partial output kept" in out.getvalue()
+    assert str(info.value) == "the turn was cancelled; its partial answer is kept above"
+    assert quiet_ask("hello")[0].status == "complete"  # the next ask runs as ever
+
+
 def test_aask_from_async_code(fresh_session):
     async def main():
         return await m.aask("what is a cat?")

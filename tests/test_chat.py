@@ -569,8 +569,9 @@ def test_an_interrupt_ends_a_chat_turn_whose_async_tool_blocks_the_loop(kernel, 
     # interrupted once the worker's watchdog has seen the tool hold the loop (it logs it once)
     reply, took = kernel.interrupted("t = chat.send('Look up Paris with slow_lookup')",
                                      until="the worker event loop has not turned", any_output=True, after=0.3)
-    assert took < 2.0 and reply["content"]["status"] == "ok"
-    said = kernel.printed("print(t.status, type(t.error).__name__, t.error.stall.tool)")
+    # the interrupt goes on up once the turn is kept: the cell fails, the turn is the interrupt's
+    assert took < 2.0 and reply["content"]["status"] == "error" and reply["content"]["ename"] == "Interrupted"
+    said = kernel.printed("import sys\nt = sys.last_value.turn\nprint(t.status, type(t.error).__name__, t.error.stall.tool)")
     assert said.split() == ["cancelled", "LoopBlockedError", "slow_lookup"], said
     kernel.execute("release.set()\nimport time\nwhile chat.busy: time.sleep(0.05)")  # the loop winds the turn down
     assert kernel.printed("print(chat.send('hello').status)").strip() == "complete"
@@ -804,6 +805,21 @@ def _assert_cancelled_with_the_chat_free(fresh_session, chat):
     assert fresh_session.turns[-1].status == "cancelled"
     again = asyncio.run(chat.asend("hello"))  # the chat takes the next turn
     assert again.status == "complete" and [e["role"] for e in chat.transcript] == ["user", "assistant"] * 2
+
+
+@pytest.mark.serial  # the interrupt must land while the turn streams
+def test_an_interrupt_of_send_mid_reply_keeps_the_turn_then_goes_on_up(fresh_session):
+    """As ``ask``: the turn is stopped and kept (drawn in the chat, marked cancelled), then the
+    KeyboardInterrupt goes on up with it, so a loop of ``send`` stops."""
+    from test_api import interrupt_main_once
+
+    chat = Chat(model="demo+tps=20", trace=False)
+    interrupt_main_once(lambda: chat._run is not None and bool(chat._run.turn.thinking), after=0.3)
+    with pytest.raises(KeyboardInterrupt) as info:
+        chat.send("Tell me about lighthouses")
+    assert info.value.turn.status == "cancelled" and info.value.turn.thinking
+    assert fresh_session.last_turn is info.value.turn
+    _assert_cancelled_with_the_chat_free(fresh_session, chat)
 
 
 def test_an_interrupt_of_asend_mid_reply_cancels_the_turn_and_keeps_what_arrived(fresh_session):

@@ -201,7 +201,9 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
     kernel.execute("%load_ext mmsp_notebook")
     reply, took = kernel.interrupted("%%mmsp -m demo+stall -o stalled\nhello")
     assert took < 3.0
-    assert reply["content"]["status"] == "ok"
+    # the cell ends with an error (the cells queued after it are aborted), in one line
+    assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "Interrupted"
+    assert reply["content"]["traceback"] == ["Interrupted: the turn was cancelled; its partial answer is kept above"]
     assert kernel.printed("print(stalled.status)").strip() == "cancelled"
     outputs = kernel.execute("%%mmsp -m demo+instant\nstill alive?")
     kinds = [m["msg_type"] for m in outputs]
@@ -210,6 +212,48 @@ def test_kernel_interrupt_cancels_mid_stream_and_the_next_cell_runs(kernel):
     assert WIDGET in live["content"]["data"]  # streamed into the widget first
     final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]
     assert '<span class="mmsp-stat mmsp-tokens" title="token usage per bucket">tokens cached ' in final["content"]["data"]["text/html"]
+
+
+@pytest.mark.serial  # interrupts a cell mid-stream, with another queued behind it
+def test_an_interrupt_stops_the_cells_queued_after_the_turn_and_keeps_its_partial_answer(kernel):
+    """■ while a turn streams, with "Run All" queueing the next cell: the turn is drawn cancelled,
+    what arrived kept, then the cell ends with an error in one line and the queued cell is aborted
+    (no further paid request), as plain Python code interrupted would."""
+    import queue
+    import time
+
+    kernel.execute("%load_ext mmsp_notebook")
+    first = kernel.kc.execute("%%mmsp -m demo+tokens=2000 -o partial\nhello")
+    second = kernel.kc.execute("%%mmsp -m demo -o after\nnever asked")
+    outputs, deadline = [], time.monotonic() + 60
+    while not any(m["msg_type"] == "display_data" for m in outputs):  # the live view is up
+        assert time.monotonic() < deadline, "no live view within 60 s"
+        try:
+            msg = kernel.kc.get_iopub_msg(timeout=1)
+        except queue.Empty:
+            continue
+        if msg["parent_header"].get("msg_id") == first:
+            outputs.append(msg)
+    time.sleep(5)  # mid-answer: the demo thinks for 3 s, then answers for a minute
+    kernel.km.interrupt_kernel()
+    replies = {}
+    while len(replies) < 2:  # (the replies of the cells run before are still there: passed over)
+        reply = kernel.kc.get_shell_msg(timeout=20)
+        if reply["parent_header"].get("msg_id") in (first, second):
+            replies[reply["parent_header"]["msg_id"]] = reply["content"]
+    assert replies[first]["status"] == "error" and replies[second]["status"] == "aborted"
+    while not (outputs and outputs[-1]["msg_type"] == "status" and outputs[-1]["content"]["execution_state"] == "idle"):
+        msg = kernel.kc.get_iopub_msg(timeout=10)
+        if msg["parent_header"].get("msg_id") == first:
+            outputs.append(msg)
+    kernel.settled()
+    [error] = [m["content"] for m in outputs if m["msg_type"] == "error"]
+    assert len(error["traceback"]) < 5 and "cancelled" in error["traceback"][-1], error
+    final = [m for m in outputs if m["msg_type"] == "update_display_data"][-1]["content"]["data"]["text/html"]
+    said = kernel.printed("print(partial.status, 0 < len(partial.text) < 11000, 'after' in dir())").split()
+    assert said == ["cancelled", "True", "False"], said
+    begun = kernel.printed("print(partial.text.split('\\n\\n')[1][:30])").strip()
+    assert begun and begun in final and "cancelled" in final  # the partial answer, marked cancelled
 
 
 def test_surrogates_a_model_sent_stream_into_the_cell_mended_and_the_kernel_goes_on(kernel):
@@ -253,7 +297,7 @@ def test_an_interrupt_ends_a_turn_whose_async_tool_blocks_the_loop_and_the_kerne
     reply, took = kernel.interrupted("%%mmsp --tools slow_lookup -o blocked\nLook up Paris with slow_lookup",
                                      until="is blocking the event loop", after=0.5)  # (its live view says so)
     assert took < 2.0  # not the abort grace, not the tool's 30 s
-    assert reply["content"]["status"] == "ok"
+    assert reply["content"]["status"] == "error" and len(reply["content"]["traceback"]) == 1
     said = kernel.printed("print(blocked.status, type(blocked.error).__name__, blocked.error.stall.tool,"
                           " blocked.tool_calls[0]['name'], blocked.status_text)")
     assert said.startswith("cancelled LoopBlockedError slow_lookup slow_lookup cancelled while the async tool "
@@ -500,9 +544,10 @@ def test_strict_shows_a_comparison_in_one_line_and_sends_a_cancel_nowhere(kernel
     [error] = [m["content"] for m in outputs if m["msg_type"] == "error"]
     assert error["ename"] == "TurnError" and len(error["traceback"]) == 1
     assert error["traceback"][0] == "TurnError: comparison error: demo+error did not complete (the full detail: %mmsp error)"
-    # a cancel is no error: %mmsp error would show the comparison's, so the line points nowhere
+    # an interrupt is no error of the turn: its line says so (the interrupt, not strict mode's TurnError,
+    # goes on up) and points nowhere
     reply, _ = kernel.interrupted("%%mmsp -m demo+stall --strict\nhello", after=1.5)
-    assert reply["content"]["traceback"] == ["TurnError: turn cancelled"]
+    assert reply["content"]["traceback"] == ["Interrupted: the turn was cancelled; its partial answer is kept above"]
 
 
 def test_removing_an_alias_says_whether_there_was_one(fresh_session, capsys):

@@ -65,6 +65,8 @@ class Watched:
     def __init__(self) -> None:
         self.changed = threading.Event()
         self._wakers: list[Callable[[], None]] = []
+        #: set by the front door that waited for it when an interrupt (■, Ctrl-C) stopped the wait
+        self.interrupted = False
 
     def notify(self) -> None:
         if not self.changed.is_set():

@@ -22,6 +22,8 @@ def ask(prompt: str, *, stream: TextIO | None = None, strict: bool | None = None
     ``new``, ``trace``, ``images``, ``wire``). Returns the :class:`Turn`, also when it failed.
     ``wire=True`` also shows the raw SSE frames next to the UniEvents they became (``turn.wire``).
     ``strict`` and ``events`` default to the kernel's settings (``%mmsp config``).
+    An interrupt (■, Ctrl-C) cancels the turn, drawn with what arrived, then goes on up as a
+    :class:`KeyboardInterrupt` (so a loop of ``ask`` stops); its ``.turn`` is the cancelled turn.
     """
     refuse_unknown("ask", options, door_options("stream", "strict", "events"))
     check_door("ask", stream, strict=strict, events=events)

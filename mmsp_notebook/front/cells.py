@@ -117,7 +117,7 @@ def record_errors(shell: Any) -> ErrorLog:
 
     def post_run_cell(result: Any) -> None:
         exc = result.error_in_exec or result.error_before_exec
-        if exc is None or exc.__class__.__name__ == "KeyboardInterrupt":
+        if exc is None or isinstance(exc, KeyboardInterrupt):  # (an interrupted turn's too: no code to fix)
             return
         source = getattr(getattr(result, "info", None), "raw_cell", "") or ""
         if source.lstrip().startswith("%mmsp") or source.lstrip().startswith("%%mmsp"):

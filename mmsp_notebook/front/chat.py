@@ -328,10 +328,9 @@ class Chat(MarkdownWidget):
         self._listeners.append(callback)
 
     def send(self, text: str, images: Sequence[Any] = (), *, strict: bool | None = None) -> Turn:
-        """Send a message and wait for the turn (KeyboardInterrupt stops it); returns the turn.
-
-        ``strict`` defaults to the kernel's setting, as for ``%%mmsp`` and ``ask``.
-        """
+        """Send a message and wait for the turn; returns the turn. A KeyboardInterrupt stops the turn,
+        kept and drawn cancelled, then goes on up (with the turn as ``.turn``), as from ``ask``;
+        ``strict`` defaults to the kernel's setting, as for ``%%mmsp`` and ``ask``."""
         ticket = _Start()
         try:  # (an interrupt as the start is submitted, as it is awaited: the same)
             ticket.started = _worker.submit(self._start(text, list(images), ticket))
@@ -345,7 +344,7 @@ class Chat(MarkdownWidget):
             from ..views.wire import show_wire
 
             show_wire(turn, in_kernel())
-        return finish_turn(turn, strict)
+        return finish_turn(turn, strict, interrupted=run.interrupted)
 
     def _wait(self, run: TurnRun, future: concurrent.futures.Future[Turn],
               shown: concurrent.futures.Future[Turn]) -> Turn:
@@ -375,7 +374,8 @@ class Chat(MarkdownWidget):
             except KeyboardInterrupt:
                 if interrupted:
                     raise
-                interrupted, deadline = True, time.monotonic() + 5
+                interrupted = run.interrupted = True  # (send raises it once the turn is finished)
+                deadline = time.monotonic() + 5
                 self.stop()
 
     async def asend(self, text: str, images: Sequence[Any] = (), *, strict: bool | None = None) -> Turn:

@@ -244,6 +244,9 @@ def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: 
 
     Returns:
         The :class:`Comparison` (``.turns``, ``.frame``), also when models failed.
+
+    An interrupt (■, Ctrl-C) cancels every model; the comparison is drawn, recorded and kept
+    (``keep``), then the interrupt goes on up (a :class:`KeyboardInterrupt`, the comparison as ``.turn``).
     """
     # before any request (compare(stream="out.txt") failed in the view once every model was asked)
     check_door("compare", stream, strict=strict)
@@ -258,6 +261,7 @@ def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: 
         try:
             future.result()
         except KeyboardInterrupt:
+            group.interrupted = True
             group.abort("interrupted")
             try:
                 future.result(timeout=5)
@@ -276,6 +280,10 @@ def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: 
         finish_turn(turn, False)
     if keep is not None:
         keep(comparison)
+    if group.interrupted:  # drawn and recorded: the interrupt goes on up (before strict mode, as for one turn)
+        from .finish import Interrupted
+
+        raise Interrupted(comparison)
     if (session().settings.strict if strict is None else strict) and comparison.status != "complete":
         failed = [n for n, t in zip(comparison.labels, comparison.turns) if t.status != "complete"]
         raise TurnError(f"comparison {comparison.status}: {', '.join(failed)} did not complete", comparison)

@@ -8,7 +8,10 @@ through:
 * ``events=None`` and ``strict=None`` take the kernel's settings (``%mmsp config``);
 * a turn drawn live in the running cell shows only its summary as that cell's value;
 * the session records the last turn and the last real error; strict mode raises
-  :class:`~mmsp_notebook.TurnError` unless the turn completed.
+  :class:`~mmsp_notebook.TurnError` unless the turn completed;
+* an interrupt (■, Ctrl-C) cancels the turn, which is drawn and recorded as cancelled, and then
+  goes on up as a :class:`KeyboardInterrupt` (:class:`Interrupted`, with the turn), so a loop of
+  turns, or the cells queued after the interrupted one, stop as with any other code.
 """
 
 from __future__ import annotations
@@ -28,9 +31,29 @@ from ..views.live import LiveView, TextLive, WidgetLive, abandoned_on_raise, dri
 from ..views.static import register_formatters, running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
-__all__ = ["live_view", "present", "present_group", "finish_turn", "check_door"]
+__all__ = ["live_view", "present", "present_group", "finish_turn", "check_door", "Interrupted"]
 
 register_formatters()  # Jupyter shows a Turn through the views, whichever door made it
+
+
+class Interrupted(KeyboardInterrupt):
+    """The interrupt (■, Ctrl-C) that stopped a turn or a comparison, raised once it is drawn and recorded.
+
+    A :class:`KeyboardInterrupt`, so it stops the code around it (a loop of ``ask``, the cells
+    queued after a ``%%mmsp`` cell); ``turn`` is the turn (or :class:`~mmsp_notebook.Comparison`) it
+    stopped, cancelled with what had arrived, as the front door would have returned it.
+    """
+
+    def __init__(self, turn: Any) -> None:
+        turns = getattr(turn, "turns", None)
+        kind = "turn" if turns is None else "comparison"
+        status = getattr(turn, "status", None)
+        if status == "cancelled" or any(getattr(t, "status", None) == "cancelled" for t in turns or ()):
+            said = f"the {kind} was cancelled; its partial answer{'s are' if kind == 'comparison' else ' is'} kept above"
+        else:  # (it had ended just before the interrupt: it stays as it ended)
+            said = f"the {kind} had ended ({status}) when interrupted; it is kept above"
+        super().__init__(said)
+        self.turn = turn
 
 
 def live_view(stream: TextIO | None = None, events: bool = False) -> LiveView:
@@ -64,7 +87,8 @@ def present(
 ) -> Turn:
     """Show the turn live until it ends (KeyboardInterrupt stops it), then finish it.
 
-    ``keep`` is called with the turn before strict mode may raise (``-o VAR`` keeps a failed turn).
+    ``keep`` is called with the turn before strict mode, or an interrupt, raises (``-o VAR`` keeps a
+    failed or cancelled turn).
     """
     with abandoned_on_raise(run):  # (the first view of a kernel takes a moment, its imports)
         sess = sess or session()
@@ -76,19 +100,24 @@ def present(
         turn.drawn_in_cell = running_cell()
     if keep is not None:
         keep(turn)
-    return finish_turn(turn, strict, sess)
+    return finish_turn(turn, strict, sess, interrupted=run.interrupted)
 
 
-def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = None) -> Turn:
+def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = None, *,
+                interrupted: bool = False) -> Turn:
     """Record how a turn ended; in strict mode raise :class:`TurnError` unless it completed.
 
-    ``strict=None`` takes the kernel's setting.
+    ``strict=None`` takes the kernel's setting. ``interrupted``: an interrupt stopped the wait for
+    the turn; once it is recorded, :class:`Interrupted` is raised (in strict mode too: the interrupt
+    stops the code around, where a ``TurnError`` may be caught).
     """
     sess = sess or session()
     strict = sess.settings.strict if strict is None else strict
     sess.last_turn = turn
     if turn.error is not None and turn.status not in ("complete", "cancelled"):
         sess.last_error = turn.error  # a cancel is not an error: %mmsp error keeps showing the last real one
+    if interrupted:
+        raise Interrupted(turn)
     if strict and turn.status != "complete":
         message = f"turn {turn.status}"
         if turn.error_message and turn.status != "cancelled":
@@ -98,7 +127,8 @@ def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = N
 
 
 def present_group(group: Any, future: concurrent.futures.Future[Any], *, stream: TextIO | None = None) -> Any:
-    """Show several turns in flight as columns until they all end (KeyboardInterrupt stops them all).
+    """Show several turns in flight as columns until they all end (KeyboardInterrupt stops them all:
+    ``group.interrupted`` then says so, for the caller to raise :class:`Interrupted` once it is finished).
 
     The same pacer as one turn: a repaint of every column per tick, the final repaint once all ended.
     """

@@ -36,7 +36,7 @@ from .cells import (
     record_errors,
     reserved_name,
 )
-from .finish import present
+from .finish import Interrupted, present
 from .frames import history_frame, models_frame, usage_frame
 from .warm import warm_up
 
@@ -298,7 +298,7 @@ class MMSPMagics(Magics):
         try:  # (at once: the view's start is where an interrupt ends the turn)
             turn = present(run, future, events=True if args.events else None, strict=True if args.strict else None,
                            wire=args.wire, keep=keep, sess=sess)
-        except TurnError as exc:
+        except (TurnError, Interrupted) as exc:
             _shown_short(exc)
             raise
         if out or args.value:
@@ -328,7 +328,7 @@ class MMSPMagics(Magics):
                                  strict=True if args.strict else None, keep=self._keeper(args.out))
         except OptionError as exc:
             raise UsageError(f"{self._door}: {exc}") from None
-        except TurnError as exc:
+        except (TurnError, Interrupted) as exc:
             _shown_short(exc)
             raise
         return comparison
@@ -438,11 +438,16 @@ class MMSPMagics(Magics):
         raise UsageError(f"%mmsp: unknown subcommand {name!r}")
 
 
-def _shown_short(exc: TurnError) -> None:
+def _shown_short(exc: TurnError | Interrupted) -> None:
     """A strict turn's (or comparison's) error shown by IPython in one line under the banner, which
     already says what happened: the traceback through this package and mmsp's client adds nothing.
     The error itself is unchanged (``__cause__``, ``turn``); ``%mmsp error`` shows the whole detail
-    of a turn that failed (a cancelled one has none)."""
+    of a turn that failed (a cancelled one has none). So is an interrupt, raised once the turn it
+    stopped is drawn: the cell ends with an error (the cells queued after it do not run), in a line."""
+    if isinstance(exc, Interrupted):
+        said = f"Interrupted: {exc}"
+        exc._render_traceback_ = lambda: [said]  # type: ignore[attr-defined]
+        return
     turns = getattr(exc.turn, "turns", None) or [exc.turn]
     failed = any(getattr(turn, "status", None) in ("error", "incomplete") for turn in turns)
     line = f"TurnError: {exc}" + (" (the full detail: %mmsp error)" if failed else "")

@@ -214,6 +214,9 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
           abort_grace: float = 2.0, stalled: Callable[[], Stall | None] | None = None) -> Turn:
     """Repaint ``live`` while ``future`` runs; on KeyboardInterrupt abort and keep the partial turn.
 
+    The interrupt is not raised here: the turn is returned, drawn, with ``run.interrupted`` set; the
+    front door raises it once the turn is finished (:func:`mmsp_notebook.front.finish.finish_turn`).
+
     The main thread sleeps until something changes, repaints, then rests for one tick whatever
     arrives meanwhile (while nothing changes it repaints every ``QUIET_REPAINT`` seconds, so the
     view can say how long the server has been silent); the end of the turn wakes it from either
@@ -272,7 +275,7 @@ def drive(run: TurnRun, future: concurrent.futures.Future[Any], live: LiveView, 
             ended.wait(interval)
         except KeyboardInterrupt:
             if not interrupted:
-                interrupted = True
+                interrupted = run.interrupted = True
                 run.abort("interrupted (kernel interrupt)")
                 deadline = time.monotonic() + abort_grace
             else:
