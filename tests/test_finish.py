@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from helpers import html_of, text_of
 from test_magic import notebook, run_notebook
 
@@ -43,22 +44,32 @@ def test_strict_events_and_drawn_in_cell_are_the_same_through_every_door(tmp_pat
     assert not any(o.output_type == "error" for o in c[10].outputs)
 
 
-def test_an_interrupt_while_the_view_is_made_cancels_the_turn_and_frees_its_conversation(fresh_session, monkeypatch):
-    """The first view of a kernel takes a moment (its imports): an interrupt there ends the turn
-    too, as one that reaches the view's start does (not left streaming unseen, holding its chat)."""
-    import pytest
-
+@pytest.mark.parametrize("where", ["made", "started"])
+def test_an_interrupt_while_the_view_is_made_cancels_the_turn_and_frees_its_conversation(fresh_session, monkeypatch,
+                                                                                         where):
+    """The first view of a kernel takes a moment (its imports, its comm): an interrupt there ends
+    the turn too (not left streaming unseen, holding its chat), and goes on up as the interrupt
+    that stopped it, its turn kept, saying it was not shown."""
     from mmsp_notebook.engine.launch import launch
     from mmsp_notebook.front import finish
+    from mmsp_notebook.views.live import TextLive
+
+    class Unstarted(TextLive):
+        def start(self, turn):
+            raise KeyboardInterrupt
 
     def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
+        if where == "made":
+            raise KeyboardInterrupt
+        return Unstarted(io.StringIO())
 
+    kept = []
     run, future = launch("hello", model="demo+stall", trace=False)
     with monkeypatch.context() as mp:
         mp.setattr(finish, "live_view", interrupted)
-        with pytest.raises(KeyboardInterrupt):
-            finish.present(run, future, stream=io.StringIO())
+        with pytest.raises(finish.Interrupted, match="cancelled before it was shown") as caught:
+            finish.present(run, future, stream=io.StringIO(), keep=kept.append)
     assert future.result(timeout=10).status == "cancelled"
+    assert caught.value.turn is kept[0] and kept[0].status == "cancelled"
     run, future = launch("still there?", trace=False)
     assert finish.present(run, future, stream=io.StringIO()).status == "complete"

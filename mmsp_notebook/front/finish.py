@@ -44,11 +44,13 @@ class Interrupted(KeyboardInterrupt):
     stopped, cancelled with what had arrived, as the front door would have returned it.
     """
 
-    def __init__(self, turn: Any) -> None:
+    def __init__(self, turn: Any, shown: bool = True) -> None:
         turns = getattr(turn, "turns", None)
         kind = "turn" if turns is None else "comparison"
         status = getattr(turn, "status", None)
-        if status == "cancelled" or any(getattr(t, "status", None) == "cancelled" for t in turns or ()):
+        if not shown:  # (interrupted while its view was being made: a kernel's first takes a moment)
+            said = f"the {kind} was cancelled before it was shown"
+        elif status == "cancelled" or any(getattr(t, "status", None) == "cancelled" for t in turns or ()):
             said = f"the {kind} was cancelled; its partial answer{'s are' if kind == 'comparison' else ' is'} kept above"
         else:  # (it had ended just before the interrupt: it stays as it ended)
             said = f"the {kind} had ended ({status}) when interrupted; it is kept above"
@@ -90,10 +92,20 @@ def present(
     ``keep`` is called with the turn before strict mode, or an interrupt, raises (``-o VAR`` keeps a
     failed or cancelled turn).
     """
-    with abandoned_on_raise(run):  # (the first view of a kernel takes a moment, its imports)
-        sess = sess or session()
-        live = live_view(stream, sess.settings.events if events is None else events)
-    turn = drive(run, future, live, stalled=stalled)
+    sess = sess or session()
+    try:
+        with abandoned_on_raise(run):  # (the first view of a kernel takes a moment, its imports)
+            live = live_view(stream, sess.settings.events if events is None else events)
+        turn = drive(run, future, live, stalled=stalled)
+    except KeyboardInterrupt:  # before the view was shown (the turn is aborted): ended, kept, not drawn
+        concurrent.futures.wait([future], timeout=ABORT_WAIT)  # (a second interrupt goes on up as it is)
+        turn = run.turn
+        if not future.done():
+            turn.mark_cancelled("interrupted (kernel interrupt)")
+        if keep is not None:
+            keep(turn)
+        finish_turn(turn, strict, sess, interrupted=True, shown=False)
+        raise  # (finish_turn raised)
     if wire:
         show_wire(turn, isinstance(live, WidgetLive), stream)
     if stream is None:  # the live view drew it in the running cell (None outside IPython)
@@ -103,13 +115,17 @@ def present(
     return finish_turn(turn, strict, sess, interrupted=run.interrupted)
 
 
+#: seconds a turn interrupted before its view was shown is given to end (it was aborted at once)
+ABORT_WAIT = 3.0
+
+
 def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = None, *,
-                interrupted: bool = False) -> Turn:
+                interrupted: bool = False, shown: bool = True) -> Turn:
     """Record how a turn ended; in strict mode raise :class:`TurnError` unless it completed.
 
     ``strict=None`` takes the kernel's setting. ``interrupted``: an interrupt stopped the wait for
     the turn; once it is recorded, :class:`Interrupted` is raised (in strict mode too: the interrupt
-    stops the code around, where a ``TurnError`` may be caught).
+    stops the code around, where a ``TurnError`` may be caught); ``shown``: whether its view drew it.
     """
     sess = sess or session()
     strict = sess.settings.strict if strict is None else strict
@@ -117,7 +133,7 @@ def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = N
     if turn.error is not None and turn.status not in ("complete", "cancelled"):
         sess.last_error = turn.error  # a cancel is not an error: %mmsp error keeps showing the last real one
     if interrupted:
-        raise Interrupted(turn)
+        raise Interrupted(turn, shown)
     if strict and turn.status != "complete":
         message = f"turn {turn.status}"
         if turn.error_message and turn.status != "cancelled":
