@@ -431,3 +431,21 @@ def test_a_bool_turn_is_refused_not_read_as_turn_one(quick):
     for turn in (True, False):
         with pytest.raises(OptionTypeError, match="turn must be an integer .* not bool"):
             mn.replay(quick.trace_id, turn=turn, display=False)
+
+
+
+@pytest.mark.serial  # the interrupt must land while the replay plays
+def test_an_interrupted_replay_is_drawn_then_the_interrupt_goes_on_up(recorded):
+    import contextlib
+
+    from test_api import interrupt_main_once
+
+    from mmsp_notebook.front.finish import Interrupted
+
+    out = io.StringIO()
+    interrupt_main_once(lambda: len(out.getvalue()) > 40, after=0.2)
+    with contextlib.redirect_stdout(out), pytest.raises(Interrupted) as info:
+        mn.replay(recorded.trace_id)  # (as recorded: about a second)
+    turn = info.value.turn
+    assert turn.status == "cancelled" and 0 < len(turn.text) < len(recorded.text)
+    assert "cancelled — partial output kept" in out.getvalue()

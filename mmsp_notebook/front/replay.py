@@ -325,6 +325,9 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
     not ``[ms, type, size]`` with a finite ``0 <= ms <=`` one day and a non-negative integer size)
     or does not match the message is ignored: the message then plays in full, at once.
 
+    An interrupt (■, Ctrl-C) stops the replay, drawn with what had played, then goes on up as a
+    :class:`KeyboardInterrupt` whose ``.turn`` is that turn, as from :func:`ask`.
+
     Returns:
         The replayed :class:`~mmsp_notebook.Turn` (one step); ``turn.replayed_from`` says what was
         replayed (trace id, trace file, message index, whether the timing was recorded and from
