@@ -397,8 +397,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
             _from_copy(copy, m, w)
             return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
         except DamagedCopy:  # the manifest's records instead: the scan starts again
-            m.begin_scan()
-            w, copy, damaged = _Window(m, racy_ns, max_size), None, True
+            w, copy, damaged = _afresh(m, w), None, True
     if changed == {}:
         for page in m.known_pages(WINDOW):
             w.add(page)
@@ -418,8 +417,7 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
             if partial is not None:
                 return partial
         except DamagedCopy:  # a full listing instead, from the start
-            m.begin_scan()
-            w, damaged = _Window(m, racy_ns, max_size), True
+            w, damaged = _afresh(m, w), True
     dirs, linked = _walk_dirs(src, racy_ns, skipped)
     batch: dict[str, tuple[str | None, str | None]] = {}
     unnamed = []
@@ -439,6 +437,12 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
         unnamed += [{"path": shown(u["path"]), "reason": u["reason"]} for u in unlisted]
         dirs = {}
     return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed, linked, damaged)
+
+
+def _afresh(m: Manifest, w: _Window) -> _Window:
+    """The scan started again (the copy it read was damaged): its work tables emptied, a new window."""
+    m.begin_scan()
+    return _Window(m, w.racy_ns, w.max_size)
 
 
 def _listed(m: Manifest, w: _Window, batch: dict[str, tuple[str | None, str | None]], draft: Draft | None) -> None:
