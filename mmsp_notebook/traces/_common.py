@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._errors import OptionError, OptionTypeError, TraceError
 from ..core.flags import check_flag
+from ..core.store import MAX_FILE_SIZE
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -73,6 +74,12 @@ def check_max_size(max_size: Any) -> None:
     """Refuse a ``max_size`` that is not a number of bytes (an int >= 0)."""
     if not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0:
         raise OptionError(f"max_size must be a number of bytes (an int >= 0), not {max_size!r}")
+
+
+def max_size_of(options: Mapping[str, Any]) -> int:
+    """The ``max_size`` a dataset's options hold (None stands for the default; 0 is a limit too)."""
+    size = options.get("max_size")
+    return MAX_FILE_SIZE if size is None else int(size)
 
 
 def dir_path(value: Any, name: str) -> str:

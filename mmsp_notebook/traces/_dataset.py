@@ -31,7 +31,7 @@ from typing import Any
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
 from ..core.pricing import Prices, PriceTable
 from ..core.store import MAX_FILE_SIZE
-from ._common import PathLike, check_flags, check_max_size, dir_path
+from ._common import PathLike, check_flags, check_max_size, dir_path, max_size_of
 from ._compact import merge, plan
 from ._convert import KINDS, Job, convert, held_path, unread
 from ._copies import Settled, resolve, settle_chunk
@@ -286,7 +286,7 @@ class _Sync:
         repriced = self.reprice(pricing) if self.m.meta().get("pricing") != pricing else 0
         copy, draft = sc.for_scan()
         scan = scan_sources(src_path, pattern, self.m, t0, skip=own, copy=copy, draft=draft,
-                            max_size=_max_size(self.options))
+                            max_size=max_size_of(self.options))
         sc.scanned(scan.damaged)
         result = self.result = SyncResult(o["kind"], self.root, scan.new + scan.changed, scan.deleted, scan.unchanged,
                                           repriced)
@@ -455,7 +455,7 @@ class _Sync:
                 self._running[ids[0]] = part
                 yield (Job(o["kind"], str(self.root), [r[:3] for r in part], o["dedupe"], self.prices, o["payloads"],
                            {t: hide[t] for t in ids if t in hide}, self.m.priors(ids) if priors else {}, schema, alone,
-                           _max_size(o)),)
+                           max_size_of(o)),)
 
         notes: list[dict[str, str]] = []
         bar = _progress_bar(n, self.progress, f"syncing {o['kind']}")
@@ -619,12 +619,6 @@ class _Sync:
 
     def resolve(self) -> None:
         resolve(self)
-
-
-def _max_size(options: dict[str, Any]) -> int:
-    """The ``max_size`` a dataset was made with (None stands for the default; 0 is a limit too)."""
-    size = options.get("max_size")
-    return MAX_FILE_SIZE if size is None else int(size)
 
 
 def _dataset_of(dataset_dir: str, kind: str) -> str:
