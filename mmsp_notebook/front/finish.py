@@ -93,26 +93,23 @@ def present(
     failed or cancelled turn).
     """
     sess = sess or session()
+    shown = True
     try:
         with abandoned_on_raise(run):  # (the first view of a kernel takes a moment, its imports)
             live = live_view(stream, sess.settings.events if events is None else events)
         turn = drive(run, future, live, stalled=stalled)
     except KeyboardInterrupt:  # before the view was shown (the turn is aborted): ended, kept, not drawn
         concurrent.futures.wait([future], timeout=ABORT_WAIT)  # (a second interrupt goes on up as it is)
-        turn = run.turn
+        turn, shown, run.interrupted = run.turn, False, True
         if not future.done():
             turn.mark_cancelled("interrupted (kernel interrupt)")
-        if keep is not None:
-            keep(turn)
-        finish_turn(turn, strict, sess, interrupted=True, shown=False)
-        raise  # (finish_turn raised)
-    if wire:
+    if shown and wire:
         show_wire(turn, isinstance(live, WidgetLive), stream)
-    if stream is None:  # the live view drew it in the running cell (None outside IPython)
+    if shown and stream is None:  # the live view drew it in the running cell (None outside IPython)
         turn.drawn_in_cell = running_cell()
     if keep is not None:
         keep(turn)
-    return finish_turn(turn, strict, sess, interrupted=run.interrupted)
+    return finish_turn(turn, strict, sess, interrupted=run.interrupted, shown=shown)
 
 
 #: seconds a turn interrupted before its view was shown is given to end (it was aborted at once)

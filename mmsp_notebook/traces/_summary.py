@@ -60,8 +60,7 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
         if df[k].dtype == object and any(isinstance(v, tuple) for v in df[k]):
             values = sorted({v for v in df[k] if isinstance(v, tuple)})
             place = {v: n for n, v in enumerate(values)}
-            df = df.assign(**{k: [place.get(v) if isinstance(v, tuple) else None for v in df[k]]})
-            df[k] = df[k].astype("Int64")
+            df = df.assign(**{k: pd.array([place.get(v) if isinstance(v, tuple) else None for v in df[k]], dtype="Int64")})
             ranked[i] = values
     if keys:
         groups: Iterable[tuple[Any, pd.DataFrame]] = df.groupby(keys, observed=True, dropna=False, sort=True)
