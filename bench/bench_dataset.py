@@ -13,7 +13,7 @@ one fresh process measures, side by side:
 * **1 % new conversations**, as an agent or a notebook adds them: all in the directory of one of its
   conversations, so that only that directory is listed again, measured against the whole folder
   listed (best of 2, alternating); then spread over every directory (most of them change and
-  are listed again; past 65,536 traces the whole folder is);
+  are listed again, a batch of 65,536 traces at a time);
 * **1 % of the files changed** (five draws of other files, the median reported) as mmsp's Tracer changes them — a turn appended to a conversation
   (its trace file rewritten whole, a record appended to its sidecar) — against the first sync
   (goal ≤ 5 % of its time); and, as the worst case, 1 % of the conversations with a changed
@@ -345,7 +345,7 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
         f"  re-sync, 1% new conversations in one directory, as an agent adds them ({r['new_converted']} converted; best of 2): "
         f"{r['new'] * 1000:.0f} ms = {100 * r['new'] / r['first']:.1f}% of the first sync; that directory listed again, "
         f"against the whole folder listed: {r['new'] * 1000:.0f} vs {r['new_full'] * 1000:.0f} ms ({r['new_full'] / r['new']:.2f}x); "
-        f"spread over every directory (each listed again; the whole folder past 65,536 traces): {r['new_spread'] * 1000:.0f} ms = "
+        f"spread over every directory (each listed again, 65,536 traces a batch): {r['new_spread'] * 1000:.0f} ms = "
         f"{100 * r['new_spread'] / r['first']:.1f}%",
         f"  re-sync, new prices for every model ({r['repriced']} files' cost columns recomputed, no trace read): "
         f"{r['reprice'] * 1000:.0f} ms = {100 * r['reprice'] / r['first']:.1f}% of the first sync",
@@ -430,9 +430,8 @@ def _markdown(cmd: str, lines: list[str], figures: dict[int, dict[str, Any]]) ->
             "kept beside the manifest (`_scan.arrow`), and converts nothing.",
             "* New conversations: a file added to a directory changes its mtime; the directories whose mtime changed "
             "are listed again, as the loaders list a directory, and the traces they still hold with the same files "
-            "are compared with the copy as every other trace is (the whole folder is listed when a directory was "
-            "added, removed or linked to, or when the changed directories hold more than 65,536 traces, as at "
-            "1,000,000 turns new conversations spread over every directory do).",
+            "are compared with the copy as every other trace is, a batch of 65,536 traces at a time (the whole folder "
+            "is listed when a directory was added, removed or linked to).",
             "* 1 % changed: the Tracer's way — a conversation rewritten with one more turn — converts those files again "
             "and writes only their new rows (the rows a trace still has are recognized by a digest); a changed config "
             "changes every row of the trace: its new rows are written under a hidden name, its old rows removed from "

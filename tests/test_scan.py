@@ -180,12 +180,15 @@ def test_a_directory_added_removed_or_linked_to_lists_the_folder_whole(synced: t
     assert_same(ds_dir, src)
 
 
+@pytest.mark.parametrize("partial", [_scan.PARTIAL, 5, 1])
 def test_new_conversations_in_every_directory_list_them_again_and_read_only_the_new_records(
-        synced: tuple[Path, Path], spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
+        synced: tuple[Path, Path], spy: Spy, monkeypatch: pytest.MonkeyPatch, partial: int) -> None:
     """Every directory listed again (more than a quarter of the traces, all of them): the traces
     still there with the same files are compared with the copy, not read from the manifest; a
-    trace rewritten in place in such a directory is still seen, one removed is removed."""
+    trace rewritten in place in such a directory is still seen, one removed is removed. So too when
+    the directories are listed a few at a time (``partial``: traces held at most)."""
     src, ds_dir = synced
+    monkeypatch.setattr(_scan, "PARTIAL", partial)
     dirs = sorted({p.parent for p in src.rglob("*.json") if not any(x.startswith(".") for x in p.relative_to(src).parts)})
     assert len(dirs) > 4
     asked: list[str] = []
@@ -222,13 +225,29 @@ def test_new_conversations_in_every_directory_list_them_again_and_read_only_the_
     assert_same(ds_dir, src)
 
 
-def test_the_changed_directories_holding_more_than_partial_traces_are_listed_whole(
+def test_the_changed_directories_are_listed_a_batch_at_a_time_each_batch_compared_with_the_copy(
         synced: tuple[Path, Path], spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a scan holds of the directories listed again is bounded (``PARTIAL``): past it, the
+    batch listed is compared with the copy and the listing goes on, never the whole folder listed."""
     src, ds_dir = synced
-    monkeypatch.setattr(_scan, "PARTIAL", 1)  # (the bound on what is held of the directories listed)
+    monkeypatch.setattr(_scan, "PARTIAL", 1)  # (every directory listed is a batch)
+    passes: list[int] = []
+    real_windows = _scan.Snapshot.windows
+
+    def windows(self: Any, *args: Any) -> Any:
+        passes.append(1)
+        return real_windows(self, *args)
+
+    monkeypatch.setattr(_scan.Snapshot, "windows", windows)
     save(src, "gen/shard_00/agent1/new_two", conversation(1, T0 + 6 * DAY, "n"))
-    res, way, _ = spy.sync(src, ds_dir)
-    assert (res.converted, way) == (1, "full")
+    save(src, "gen/shard_01/agent0/new_three", conversation(2, T0 + 7 * DAY, "m"))
+    (src / "odd" / "no_model.json").unlink()
+    res, way, listed = spy.sync(src, ds_dir)
+    assert (res.converted, res.removed, way) == (2, 1, "partial")
+    assert listed == sorted(str(src / d) for d in ("gen/shard_00/agent1", "gen/shard_01/agent0", "odd"))
+    mine = [d for d in spy.listed if d.startswith(f"{src}{os.sep}")]
+    assert len(mine) == len(set(mine)) == 3  # (each directory listed once)
+    assert len(passes) == 3
     assert_same(ds_dir, src)
 
 
@@ -476,6 +495,8 @@ def test_random_changes_sync_as_a_full_listing_does(tmp_path: Path, spy: Spy, mo
     ds_full = tmp_path / "full"
     changes = Changes(src, 1000 + seed, ds_inc if inside else None)
     whole = {"on": False}
+    if seed % 2:  # the directories listed again a few at a time
+        monkeypatch.setattr(_scan, "PARTIAL", 1 + seed // 2)
     real_partial = _scan._partial
     monkeypatch.setattr(_scan, "_partial", lambda *a, **k: None if whole["on"] else real_partial(*a, **k))
     ways: list[str] = []

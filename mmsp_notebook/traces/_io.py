@@ -6,6 +6,8 @@ Reading and parsing files is the trace store's (:mod:`mmsp_notebook.core.store`:
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -35,6 +37,15 @@ class Source:
     #: the directory listing said the trace file / the sidecar is a regular file (not a link)
     listed: bool = False
     sidecar_listed: bool = False
+
+
+_TRACE_ID = operator.attrgetter("trace_id")
+
+
+@functools.lru_cache(maxsize=16)
+def _patterns(pattern: str) -> tuple[Pattern, Pattern]:
+    """The pattern of trace files and that of their sidecars (compiled once a pattern)."""
+    return Pattern(pattern), Pattern(_sidecar_pattern(pattern))
 
 
 def _sidecar_pattern(pattern: str) -> str:
@@ -121,7 +132,7 @@ def _from_directory(root: str, pattern: Pattern, side_pattern: Pattern, out: lis
     start = len(out)
     for found, regular in walk_dirs(root, pattern, unlisted, entered):  # (a trace and its sidecar share a directory)
         out += _pair(root, found, regular, pattern, side_pattern, seen)
-    out[start:] = sorted(out[start:], key=lambda src: src.trace_id)
+    out[start:] = sorted(out[start:], key=_TRACE_ID)
     return unlisted
 
 
@@ -136,15 +147,15 @@ def iter_sources(root: str, pattern: str = "**/*.json", skip: Iterable[tuple[int
     root = os.path.abspath(root)
     pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
     for found, regular in walk_dirs(root, pat, problems if problems is not None else [], set(skip)):
-        yield sorted(_pair(root, found, regular, pat, side_pat, set()), key=lambda src: src.trace_id)
+        yield sorted(_pair(root, found, regular, pat, side_pat, set()), key=_TRACE_ID)
 
 
 def sources_in(root: str, pattern: str, files: list[str], regular: set[str]) -> list[Source]:
     """The traces of one directory's entries that are not directories (``files``; ``regular``:
     those the listing says are regular files), as :func:`iter_sources` finds them in it (sorted
     by trace id)."""
-    pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
-    return sorted(_pair(os.path.abspath(root), files, regular, pat, side_pat, set()), key=lambda src: src.trace_id)
+    pat, side_pat = _patterns(pattern)
+    return sorted(_pair(os.path.abspath(root), files, regular, pat, side_pat, set()), key=_TRACE_ID)
 
 
 def deeper_match(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]], pattern: str) -> str | None:
@@ -177,19 +188,21 @@ def _pair(root: str, found: list[str], regular: set[str], pattern: Pattern, side
         elif match(rel) and not f.endswith(_COMPANION_SUFFIXES):
             traces.append((f, rel))
     out: list[Source] = []
-    for f, rel in traces:
+    put, add = out.append, seen.add
+    for f, rel in traces:  # (once per trace of the folder: inlined)
         if f in seen:
             continue
-        seen.add(f)
-        sc = None
+        add(f)
         if rel.endswith(".json"):
-            cand = f[:-5] + SIDECAR_SUFFIX
-            if cand in side:
-                sc = cand
-                seen.add(cand)  # (a later path reaching it again does not take it for sidecar-only)
-                del side[cand]
-            rel = rel[:-5]
-        out.append(Source(rel, f, sc, False, f in regular, sc in regular))
+            sc = f[:-5] + SIDECAR_SUFFIX
+            if sc in side:
+                add(sc)  # (a later path reaching it again does not take it for sidecar-only)
+                del side[sc]
+                put(Source(rel[:-5], f, sc, False, f in regular, sc in regular))
+            else:
+                put(Source(rel[:-5], f, None, False, f in regular))
+        else:
+            put(Source(rel, f, None, False, f in regular))
     if side:  # sidecars without a trace file of their name
         by_path = {src.path: src for src in out}
         for s in sorted(side):

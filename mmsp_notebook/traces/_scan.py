@@ -15,24 +15,27 @@ some directories' change times changed and none of them holds a directory the li
 record (none added, none removed, no link to one), only those are listed again, as the loaders
 list a directory (``_io.sources_in``): the traces found with the files the copy has for them are
 compared with it, as every other trace is; those found with other files (new, a sidecar added or
-removed) are taken from the listing, and those not found are deleted. Otherwise the whole folder is listed again (``_io.iter_sources``, as the loaders find traces); so
-it always is while a directory is reached by a link or by a second way (``meta.links``, from the
+removed) are taken from the listing, and those not found are deleted. They are listed a batch at
+a time, each batch compared with the copy once it holds :data:`PARTIAL` traces, so that however
+many directories changed, the folder is not listed whole for it. Otherwise the whole folder is
+listed again (``_io.iter_sources``, as the loaders find traces); so it always is while a directory is reached by a link or by a second way (``meta.links``, from the
 last full listing: which way the loaders' breadth-first walk takes into it decides its traces'
 ids).
 
 The scan goes a window of traces at a time and writes what it finds into the manifest's work
 tables (``todo``: the traces to convert or remove; ``seen``; ``settled``): its memory is a window
-and the list of directories, whatever the number of traces (and, listing some directories, what
-they hold, at most :data:`PARTIAL` traces).
+and the list of directories, whatever the number of traces (and, listing some directories, a
+batch of what they hold: :data:`PARTIAL` traces and one directory's at most).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat as stat_mode
 from array import array
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,34 +225,39 @@ class _Window:
             self.settled += len(settled)
 
 
-def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None = None,
-               listed: dict[str, tuple[str | None, str | None]] | None = None) -> dict[str, str]:
+def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: Container[str] = (),
+               listed: dict[str, tuple[str | None, str | None]] | None = None,
+               changed: Container[str] = (), outside: bool = True) -> set[str]:
     """The known traces against the scan's copy of their records (``_snapshot``): every file is
     stat'ed and compared in NumPy; the few traces that differ, or keep a content hash, or were
     modified within the racy window, go through :meth:`_Window.add` with their records as the
     manifest holds them. Of the traces of the directories ``within`` (listed again), those the
     listing ``listed`` found with the same trace file and sidecar are compared so too (and taken
-    out of ``listed``); the others are left to the listing: returned (trace id -> directory)."""
+    out of ``listed``); the others are left to the listing: returned. Those of the other
+    directories ``changed`` are passed over (another call lists them), and those of every other
+    directory are compared only when ``outside``."""
     import numpy as np
 
-    racy_ns, stat, sep = w.racy_ns, os.stat, os.sep
-    aside: dict[str, str] = {}
+    def by_dir(d: str) -> int:
+        return 2 if d in within else 1 if outside and d not in changed else 0
+
+    racy_ns, stat = w.racy_ns, os.stat
+    aside: set[str] = set()
     listed = {} if listed is None else listed
-    for tids, paths, sidecars, rec in snap.windows(WINDOW):
-        if within:
-            where = [(p if p is not None else s or "").rpartition(sep)[0] for p, s in zip(paths, sidecars)]
-            inside = [i for i, d in enumerate(where) if d in within]
-            if inside:
-                again = set()  # listed as the copy has them: compared here
-                for i in inside:
-                    if listed.get(tids[i]) == (paths[i], sidecars[i]):
-                        del listed[tids[i]]
-                        again.add(i)
-                    else:
-                        aside[tids[i]] = where[i]
-                kept = [i for i, d in enumerate(where) if d not in within or i in again]
-                tids, paths, sidecars, rec = ([tids[i] for i in kept], [paths[i] for i in kept],
-                                              [sidecars[i] for i in kept], rec[kept])
+    split = within or changed or not outside
+    for tids, paths, sidecars, rec, inside in snap.windows(WINDOW, by_dir if split else None):
+        if inside is not None and inside.any():
+            kept = np.ones(len(tids), bool)
+            for i in np.flatnonzero(inside).tolist():
+                if listed.get(tids[i]) == (paths[i], sidecars[i]):  # listed as the copy has it: compared here
+                    del listed[tids[i]]
+                else:
+                    aside.add(tids[i])
+                    kept[i] = False
+            if not kept.all():
+                tids = list(itertools.compress(tids, kept))
+                paths, sidecars = list(itertools.compress(paths, kept)), list(itertools.compress(sidecars, kept))
+                rec = rec[kept]
         got = array("q")
         put = got.append
         for path, sidecar in zip(paths, sidecars):  # (once per file of the corpus: inlined)
@@ -287,10 +295,10 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: set[str] | None 
     return aside
 
 
-#: traces the directories listed again may hold at most for a scan to list only them (what it
-#: holds of them meanwhile); with more, the whole folder is listed (a window at a time). Of those
-#: they hold, the traces the copy has with the same files are compared with it as every other
-#: trace, so listing most directories again costs their listing and no more
+#: traces held at most of the directories listed again (a scan lists them a batch of directories
+#: at a time, each batch then compared with the copy; a batch ends past this many). Of those they
+#: hold, the traces the copy has with the same files are compared with it as every other trace,
+#: so listing most directories again costs their listing and a pass of the copy a batch
 PARTIAL = 65536
 
 
@@ -331,30 +339,45 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
              changed: dict[str, int], skipped: set[tuple[int, int]]) -> Scan | None:
     """A scan that lists again only the directories whose mtime changed (files were added, removed
     or renamed in them, and nothing else: no directory added, removed or linked to) and takes the
-    other traces from the copy; None when a full listing is needed (nothing is written then)."""
+    other traces from the copy; None when a full listing is needed (what it wrote to the work tables
+    meanwhile is the caller's to drop). The directories are listed a batch at a time, each batch
+    compared with the copy when it holds :data:`PARTIAL` traces (the first comparison takes the
+    traces of the directories that did not change as well)."""
     root = os.path.abspath(src)
     if os.path.dirname(root) == root:  # a file system's root ("/", "D:\\"): its entries are not root + sep + name
         return None
     if not all(d == root or d.startswith(root + os.sep) for d in changed):
         return None
     pat = Pattern(pattern)
-    listed: dict[str, tuple[str | None, str | None]] = {}
     unnamed = [n for n in m.meta().get("unnamed") or [] if os.path.dirname(n["path"]) not in changed]
-    limit = PARTIAL
-    for d in sorted(changed):
-        if not _walked(root, d, pat):
-            continue
-        got = _listing(d, recorded, skipped)
-        if got is None:
-            return None
-        for s in sources_in(root, pattern, *got):
-            if not _utf8(s.trace_id, s.path, s.sidecar):
-                unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
-                continue
-            listed.setdefault(s.trace_id, (s.path, s.sidecar))
-        if len(listed) > limit:
-            return None
-    aside = _from_copy(copy, m, w, set(changed), listed)  # (what it takes out of listed: known, compared)
+    listed: dict[str, tuple[str | None, str | None]] = {}
+    batch: set[str] = set()
+    gone, first = 0, True
+    order = sorted(changed)
+    for k, d in enumerate(order):
+        batch.add(d)
+        if _walked(root, d, pat):
+            got = _listing(d, recorded, skipped)
+            if got is None:
+                return None
+            for s in sources_in(root, pattern, *got):
+                if not _utf8(s.trace_id, s.path, s.sidecar):
+                    unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
+                    continue
+                listed.setdefault(s.trace_id, (s.path, s.sidecar))
+        if len(listed) >= PARTIAL or k == len(order) - 1:
+            gone += _compared(copy, m, w, batch, listed, changed, first)
+            listed, batch, first = {}, set(), False
+    racy_ns = w.racy_ns
+    dirs = {**recorded, **{d: mtime if mtime < racy_ns else -1 for d, mtime in changed.items()}}
+    return Scan(w.new, w.changed, gone, w.unchanged, dirs, w.settled, unnamed, linked=False)
+
+
+def _compared(copy: Snapshot, m: Manifest, w: _Window, batch: set[str],
+              listed: dict[str, tuple[str | None, str | None]], changed: Container[str], first: bool) -> int:
+    """One batch of the directories listed again (``listed``: what they hold) against the copy;
+    returns the traces found deleted."""
+    aside = _from_copy(copy, m, w, batch, listed, changed, first)  # (what it takes out of listed: known, compared)
     gone = [t for t in aside if t not in listed]
     if gone:
         m.put_todo([(t, DELETED, *(None,) * 7) for t in gone])
@@ -364,9 +387,7 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
         part = ids[i : i + WINDOW]
         known = m.known(part)
         w.add((t, *listed[t], *known.get(t, none)) for t in part)
-    racy_ns = w.racy_ns
-    dirs = {**recorded, **{d: mtime if mtime < racy_ns else -1 for d, mtime in changed.items()}}
-    return Scan(w.new, w.changed, len(gone), w.unchanged, dirs, w.settled, unnamed, linked=False)
+    return len(gone)
 
 
 def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iterable[str] = (),
@@ -417,7 +438,8 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
             if partial is not None:
                 return partial
         except DamagedCopy:  # a full listing instead, from the start
-            w, damaged = _afresh(m, w), True
+            damaged = True
+        w = _afresh(m, w)  # (what the partial scan wrote before it found a full listing needed)
     dirs, linked = _walk_dirs(src, racy_ns, skipped)
     batch: dict[str, tuple[str | None, str | None]] = {}
     unnamed = []

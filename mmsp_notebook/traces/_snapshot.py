@@ -29,8 +29,9 @@ Readers of the dataset skip it, as every name starting with ``_`` (Hive's and Sp
 from __future__ import annotations
 
 import os
+import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -126,27 +127,46 @@ class Snapshot:
         self._source.seek(0)
         return self._source.read_buffer(1).address, self._source.size()
 
-    def windows(self, window: int) -> Iterator[tuple[list[str], list[str | None], list[str | None], np.ndarray]]:
-        """(trace ids, trace files, sidecars, numbers), ``window`` traces at a time; ``numbers`` is
-        an int64 array of shape (n, 5): t_size, t_mtime, s_size, s_mtime (-9 for none) and 1 where
-        a content hash is kept."""
+    def windows(self, window: int, by_dir: Callable[[str], int] | None = None
+                ) -> Iterator[tuple[list[str], list[str | None], list[str | None], np.ndarray, np.ndarray | None]]:
+        """(trace ids, trace files, sidecars, numbers, inside), ``window`` traces at a time;
+        ``numbers`` is an int64 array of shape (n, 5): t_size, t_mtime, s_size, s_mtime (-9 for
+        none) and 1 where a content hash is kept. With ``by_dir``, which tells of a directory
+        whether its traces are left out (0), wanted (1) or wanted and marked (2), only the traces
+        wanted are (a trace's directory is its trace file's, else its sidecar's), and ``inside``
+        is a bool array marking them; else it is None."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         for i in range(self.batches):
             try:
                 whole = self._reader.get_batch(i)
                 for k in range(0, whole.num_rows, window):
                     b = whole.slice(k, window)
+                    inside = None
+                    if by_dir is not None:  # the directories of a window are few: classified once each
+                        where = pc.replace_substring_regex(pc.coalesce(b.column(1), b.column(2), ""), _BASENAME, "")
+                        coded = pc.dictionary_encode(where)
+                        kinds = np.array([by_dir(d) for d in coded.dictionary.to_pylist()] or [0], np.int8)
+                        kind = kinds[coded.indices.to_numpy(zero_copy_only=False)]
+                        wanted = kind != 0
+                        if not wanted.all():
+                            b = b.filter(pa.array(wanted))
+                        inside = kind[wanted] == 2
                     nums = np.empty((b.num_rows, 5), np.int64)
                     for j in range(4):
                         nums[:, j] = b.column(3 + j).to_numpy()
                     nums[:, 4] = b.column(7).to_numpy(zero_copy_only=False)
-                    got = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist(), nums
+                    got = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist(), nums, inside
                     if None in got[0]:
                         raise ValueError("a trace without its id")
                     yield got
             except (UnicodeDecodeError, ValueError, pa.ArrowException) as exc:
                 raise DamagedCopy(f"{self.path}: {exc}") from exc
+
+
+#: a path's last part, with the separator before it (what ``str.rpartition(os.sep)[0]`` leaves)
+_BASENAME = f"(^|{re.escape(os.sep)})[^{re.escape(os.sep)}]*$"
 
 
 class Draft:
