@@ -137,8 +137,8 @@ def test_a_new_hidden_file_and_a_name_that_is_not_utf8_are_what_a_full_listing_m
     src, ds_dir = synced
     hidden = src / "app" / ".drafts"
     hidden.mkdir()
-    res, way, _ = spy.sync(src, ds_dir)  # a new directory: listed whole
-    assert (res.converted, way) == (0, "full")
+    res, way, listed = spy.sync(src, ds_dir)  # a new directory: its parent listed again, not it (hidden)
+    assert (res.converted, way, listed) == (0, "partial", [str(src / "app")])
     save(src, "app/.drafts/secret", conversation(1, T0, "h"))  # the loaders do not look in hidden directories
     res, way, listed = spy.sync(src, ds_dir)
     assert (res.converted, way) == (0, "partial")
@@ -159,15 +159,29 @@ def test_a_new_hidden_file_and_a_name_that_is_not_utf8_are_what_a_full_listing_m
     assert not any(n["reason"] == _scan.NOT_UTF8 for n in res.skipped)
 
 
-def test_a_directory_added_removed_or_linked_to_lists_the_folder_whole(synced: tuple[Path, Path], spy: Spy) -> None:
+def test_a_directory_added_or_removed_lists_only_what_changed(synced: tuple[Path, Path], spy: Spy) -> None:
+    """A directory added (with directories in it) is listed with its parent; one removed, or
+    renamed, has its traces removed; a link to a directory, or a second way into one, lists the
+    folder whole (which way in the loaders take decides trace ids), and so does every listing
+    while one is there."""
     src, ds_dir = synced
     save(src, "later/day_2/one", conversation(1, T0 + 9 * DAY, "l"))
-    res, way, _ = spy.sync(src, ds_dir)
-    assert (res.converted, way) == (1, "full")
+    save(src, "later/two", conversation(1, T0 + 9 * DAY, "m"))
+    res, way, listed = spy.sync(src, ds_dir)
+    assert (res.converted, way) == (2, "partial")
+    assert listed == [str(src), str(src / "later"), str(src / "later" / "day_2")]
+    assert_same(ds_dir, src)
+    save(src, "later/day_2/three", conversation(1, T0 + 10 * DAY, "n"))  # (the new directories are recorded)
+    res, way, listed = spy.sync(src, ds_dir)
+    assert (res.converted, way, listed) == (1, "partial", [str(src / "later" / "day_2")])
+    os.rename(src / "later" / "day_2", src / "odd" / "day_3")  # (renamed: its traces are other ids)
+    res, way, listed = spy.sync(src, ds_dir)
+    assert (res.converted, res.removed, way) == (2, 2, "partial")
+    assert listed == [str(src / "later"), str(src / "odd"), str(src / "odd" / "day_3")]
     assert_same(ds_dir, src)
     shutil.rmtree(src / "later")
-    res, way, _ = spy.sync(src, ds_dir)
-    assert (res.removed, way) == (1, "full")
+    res, way, listed = spy.sync(src, ds_dir)
+    assert (res.removed, way, listed) == (1, "partial", [str(src)])
     assert_same(ds_dir, src)
     # a link to a directory: which way in the loaders take decides trace ids; every listing is whole
     os.symlink(src / "gen" / "shard_01", src / "app" / "shard_link")
@@ -177,6 +191,36 @@ def test_a_directory_added_removed_or_linked_to_lists_the_folder_whole(synced: t
     save(src, "odd/after_link", conversation(1, T0 + 10 * DAY, "k"))
     res, way, _ = spy.sync(src, ds_dir)
     assert (res.converted, way) == (1, "full")
+    assert_same(ds_dir, src)
+
+
+def test_a_second_way_into_a_directory_lists_the_folder_whole(synced: tuple[Path, Path], spy: Spy,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new directory that is one the listing knows (a bind mount, say: its device and inode) is
+    what a full listing makes of it."""
+    src, ds_dir = synced
+    mount = src / "app" / "mount"
+    mount.mkdir()
+    known = os.stat(src / "gen" / "shard_01")
+    real_list_dir = _scan.list_dir
+
+    class Mounted:  # (a directory entry whose stat is another directory's, as a bind mount's is)
+        def __init__(self, e: os.DirEntry[str]) -> None:
+            self.path, self.name = e.path, e.name
+
+        def is_symlink(self) -> bool:
+            return False
+
+        def stat(self) -> os.stat_result:
+            return known
+
+    def list_dir(d: str) -> Any:
+        files, regular, dirs = real_list_dir(d)
+        return files, regular, [Mounted(e) if e.path == str(mount) else e for e in dirs]
+
+    monkeypatch.setattr(_scan, "list_dir", list_dir)
+    res, way, _ = spy.sync(src, ds_dir)
+    assert way == "full"
     assert_same(ds_dir, src)
 
 
@@ -548,4 +592,4 @@ def test_a_file_system_root_is_listed_whole() -> None:
     "D:\\\\top.json"): the traces at its top would be taken both from the copy and from the
     listing of the root; a scan of it always lists it whole."""
     root = os.path.abspath(os.sep)
-    assert _scan._partial(root, "**/*.json", None, None, None, {root: 1}, {root: 2}, set()) is None  # type: ignore[arg-type]
+    assert _scan._partial(root, "**/*.json", None, None, None, {root: 1}, {root: 2}, set(), set(), set()) is None  # type: ignore[arg-type]

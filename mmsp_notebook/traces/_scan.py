@@ -149,24 +149,33 @@ def _walk_dirs(src: str, racy_ns: int, skip: set[tuple[int, int]]) -> tuple[dict
     return out, linked
 
 
-def _changed_dirs(dirs: dict[str, int]) -> dict[str, int] | None:
-    """The directories of the last full listing whose change time changed (a file added, removed or
-    renamed in them, or their mode changed), with it now (taken before they are listed again); None when there
-    was no listing, or a directory is gone or is no directory any more."""
+def _changed_dirs(dirs: dict[str, int]) -> tuple[dict[str, int], set[str], set[tuple[int, int]]] | None:
+    """The directories of the last full listing whose change time changed (a file or directory
+    added, removed or renamed in them, or their mode changed), with it now (taken before they are
+    listed again); those gone (or no directory any more); and the device and inode of those still
+    there. None when there was no listing, or a directory cannot be looked at (a full listing
+    reports it)."""
     if not dirs:
         return None
     out: dict[str, int] = {}
+    gone: set[str] = set()
+    inodes: set[tuple[int, int]] = set()
     for d, mtime in dirs.items():
         try:
             st = os.stat(d)
+        except (FileNotFoundError, NotADirectoryError):
+            gone.add(d)
+            continue
         except OSError:
             return None
         if not stat_mode.S_ISDIR(st.st_mode):
-            return None
+            gone.add(d)
+            continue
+        inodes.add((st.st_dev, st.st_ino))
         now = max(st.st_mtime_ns, st.st_ctime_ns)
         if now != mtime:
             out[d] = now
-    return out
+    return out, gone, inodes
 
 
 class _Window:
@@ -302,15 +311,18 @@ def _from_copy(snap: Snapshot, m: Manifest, w: _Window, within: Container[str] =
 PARTIAL = 65536
 
 
-def _listing(d: str, recorded: dict[str, int], skipped: set[tuple[int, int]]) -> tuple[list[str], set[str]] | None:
-    """The entries of the directory ``d`` that are not directories, and those of them the listing
-    says are regular files (``_walk.list_dir``, as the loaders' walk lists a directory); None when
-    it holds a directory the last full listing did not record, or a link to one, or cannot be
-    listed (a full listing decides, and reports)."""
+def _listing(d: str, recorded: dict[str, int], skipped: set[tuple[int, int]], inodes: set[tuple[int, int]]
+             ) -> tuple[list[str], set[str], list[str]] | None:
+    """The entries of the directory ``d`` that are not directories, those of them the listing says
+    are regular files (``_walk.list_dir``, as the loaders' walk lists a directory), and the
+    directories in it the last full listing did not record; None when it holds a link to a
+    directory, or a second way into one (``inodes``: those known), or a name that is not UTF-8, or
+    cannot be listed (a full listing decides, and reports)."""
     try:
         files, regular, dirs = list_dir(d)
     except OSError:
         return None
+    new = []
     for e in dirs:
         if e.is_symlink():
             return None
@@ -320,9 +332,13 @@ def _listing(d: str, recorded: dict[str, int], skipped: set[tuple[int, int]]) ->
             st = e.stat()
         except OSError:
             return None
-        if (st.st_dev, st.st_ino) not in skipped:
+        key = (st.st_dev, st.st_ino)
+        if key in skipped:
+            continue
+        if key in inodes or not _utf8(e.path):
             return None
-    return files, regular
+        new.append(e.path)
+    return files, regular, new
 
 
 def _walked(root: str, d: str, pat: Pattern) -> bool:
@@ -336,41 +352,59 @@ def _walked(root: str, d: str, pat: Pattern) -> bool:
 
 
 def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, recorded: dict[str, int],
-             changed: dict[str, int], skipped: set[tuple[int, int]]) -> Scan | None:
-    """A scan that lists again only the directories whose mtime changed (files were added, removed
-    or renamed in them, and nothing else: no directory added, removed or linked to) and takes the
-    other traces from the copy; None when a full listing is needed (what it wrote to the work tables
-    meanwhile is the caller's to drop). The directories are listed a batch at a time, each batch
-    compared with the copy when it holds :data:`PARTIAL` traces (the first comparison takes the
-    traces of the directories that did not change as well)."""
+             changed: dict[str, int], gone: set[str], inodes: set[tuple[int, int]],
+             skipped: set[tuple[int, int]]) -> Scan | None:
+    """A scan that lists again only the directories whose change time changed (files were added,
+    removed or renamed in them), with the directories added in them (listed whole: no link in
+    them, no second way into a directory), takes the traces of those ``gone`` for deleted, and
+    the other traces from the copy; None when a full listing is needed (what it wrote to the work
+    tables meanwhile is the caller's to drop). The directories are listed a batch at a time, each
+    batch compared with the copy when it holds :data:`PARTIAL` traces (the first comparison takes
+    the traces of the directories that did not change as well)."""
     root = os.path.abspath(src)
     if os.path.dirname(root) == root:  # a file system's root ("/", "D:\\"): its entries are not root + sep + name
         return None
-    if not all(d == root or d.startswith(root + os.sep) for d in changed):
+    if root in gone or not all(d == root or d.startswith(root + os.sep) for d in (*changed, *gone)):
         return None
     pat = Pattern(pattern)
-    unnamed = [n for n in m.meta().get("unnamed") or [] if os.path.dirname(n["path"]) not in changed]
+    unnamed = [n for n in m.meta().get("unnamed") or []
+               if os.path.dirname(n["path"]) not in changed and os.path.dirname(n["path"]) not in gone]
     listed: dict[str, tuple[str | None, str | None]] = {}
-    batch: set[str] = set()
-    gone, first = 0, True
+    batch: set[str] = set(gone)  # (nothing listed: what the copy has in them is deleted)
+    made: dict[str, int] = {}  # directories added, with their change time
+    every = {*changed, *gone}  # (what the comparisons of the batches pass over)
     order = sorted(changed)
-    for k, d in enumerate(order):
+    gone_n, first, k = 0, True, 0
+    while k < len(order):
+        d = order[k]
+        k += 1
         batch.add(d)
-        if _walked(root, d, pat):
-            got = _listing(d, recorded, skipped)
+        if d not in changed:  # added: its change time taken before it is listed, as a full listing does
+            try:
+                st = os.stat(d)
+            except OSError:
+                return None
+            inodes.add((st.st_dev, st.st_ino))
+            made[d] = max(st.st_mtime_ns, st.st_ctime_ns)
+        if _walked(root, d, pat):  # (else nothing in it or below it is a trace the loaders find)
+            got = _listing(d, recorded, skipped, inodes)
             if got is None:
                 return None
-            for s in sources_in(root, pattern, *got):
+            files, regular, added = got
+            order += added
+            every.update(added)
+            for s in sources_in(root, pattern, files, regular):
                 if not _utf8(s.trace_id, s.path, s.sidecar):
                     unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
                     continue
                 listed.setdefault(s.trace_id, (s.path, s.sidecar))
-        if len(listed) >= PARTIAL or k == len(order) - 1:
-            gone += _compared(copy, m, w, batch, listed, changed, first)
+        if len(listed) >= PARTIAL or k == len(order):
+            gone_n += _compared(copy, m, w, batch, listed, every, first)
             listed, batch, first = {}, set(), False
     racy_ns = w.racy_ns
-    dirs = {**recorded, **{d: mtime if mtime < racy_ns else -1 for d, mtime in changed.items()}}
-    return Scan(w.new, w.changed, gone, w.unchanged, dirs, w.settled, unnamed, linked=False)
+    dirs = {d: mtime for d, mtime in recorded.items() if d not in gone}
+    dirs.update((d, mtime if mtime < racy_ns else -1) for d, mtime in (*changed.items(), *made.items()))
+    return Scan(w.new, w.changed, gone_n, w.unchanged, dirs, w.settled, unnamed, linked=False)
 
 
 def _compared(copy: Snapshot, m: Manifest, w: _Window, batch: set[str],
@@ -411,15 +445,17 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
     unnamed: list[dict[str, str]] | None = None
     deleted = 0
     recorded = m.dirs()
-    changed = _changed_dirs(recorded)
+    looked = _changed_dirs(recorded)
+    changed, gone, inodes = looked if looked is not None else (None, set(), set())
+    same = changed == {} and not gone  # (no directory changed)
     damaged = False
-    if changed == {} and copy is not None:
+    if same and copy is not None:
         try:
             _from_copy(copy, m, w)
             return Scan(w.new, w.changed, deleted, w.unchanged, dirs, w.settled, unnamed)
         except DamagedCopy:  # the manifest's records instead: the scan starts again
             w, copy, damaged = _afresh(m, w), None, True
-    if changed == {}:
+    if same:
         for page in m.known_pages(WINDOW):
             w.add(page)
             if draft is not None:
@@ -432,9 +468,9 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
         except OSError:
             continue
         skipped.add((st.st_dev, st.st_ino))
-    if changed and copy is not None and m.meta().get("links") is False:
+    if changed is not None and copy is not None and m.meta().get("links") is False:
         try:
-            partial = _partial(src, pattern, m, w, copy, recorded, changed, skipped)
+            partial = _partial(src, pattern, m, w, copy, recorded, changed, gone, inodes, skipped)
             if partial is not None:
                 return partial
         except DamagedCopy:  # a full listing instead, from the start
