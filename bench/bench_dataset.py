@@ -13,7 +13,7 @@ one fresh process measures, side by side:
 * **1 % new conversations**, as an agent or a notebook adds them: all in the directory of one of its
   conversations, so that only that directory is listed again, measured against the whole folder
   listed (best of 2, alternating); then spread over every directory (most of them change and
-  are listed again, a batch of 65,536 traces at a time);
+  are listed again, a batch of 65,536 traces at a time); then all in a new directory (a new run's);
 * **1 % of the files changed** (five draws of other files, the median reported) as mmsp's Tracer changes them — a turn appended to a conversation
   (its trace file rewritten whole, a record appended to its sidecar) — against the first sync
   (goal ≤ 5 % of its time); and, as the worst case, 1 % of the conversations with a changed
@@ -162,11 +162,13 @@ def change(files, how):
     return saved
 
 
-def add_new(files):
-    """A new conversation beside each file (in its directory, under a new name): the file's history
-    with its times a second later and its first message another text, so that it repeats none of
-    the corpus' messages. Returns the files written."""
+def add_new(files, into=None):
+    """A new conversation beside each file (in its directory, under a new name; or in the new
+    directory ``into``): the file's history with its times a second later and its first message
+    another text, so that it repeats none of the corpus' messages. Returns the files written."""
     made = []
+    if into is not None:
+        os.makedirs(into)
     for f in files:
         d = orjson.loads(open(f, "rb").read())
         for m in d["history"]:
@@ -175,7 +177,7 @@ def add_new(files):
         first = d["history"][0]["content_items"][0]
         first["text"] = "a new conversation: " + str(first.get("text", ""))
         d["config"]["trace_id"] = None
-        new = f"{{f[:-5]}}_new{{len(made)}}.json"
+        new = f"{{f[:-5]}}_new{{len(made)}}.json" if into is None else os.path.join(into, f"new{{len(made)}}.json")
         first["text"] = f"{{len(made)}}: {{first['text']}}"
         open(new, "wb").write(orjson.dumps(d, option=orjson.OPT_INDENT_2))
         made.append(new)
@@ -249,13 +251,16 @@ if __name__ == "__main__":
     by_dir = {{}}
     for f in files:
         by_dir.setdefault(os.path.dirname(f), []).append(f)
-    for label in ("new", "new_full", "new_again", "new_full_again", "new_spread"):
+    for label in ("new", "new_full", "new_again", "new_full_again", "new_spread", "new_dir"):
+        into = None
         if label == "new_spread":
             picked = rng.sample(files, n)
         else:
             home = by_dir[os.path.dirname(rng.choice(files))]
             picked = [home[i % len(home)] for i in range(n)]
-        made = add_new(picked)
+            if label == "new_dir":  # a new directory beside that one (a new run's, say)
+                into = os.path.join(os.path.dirname(os.path.dirname(picked[0])), "run_new")
+        made = add_new(picked, into)
         time.sleep(2.1)
         if "full" in label:
             _scan._partial = lambda *a, **k: None
@@ -268,6 +273,8 @@ if __name__ == "__main__":
         out[key + "_converted"] = r.converted
         for f in made:
             os.remove(f)
+        if into is not None:
+            os.rmdir(into)
         time.sleep(2.1)
         traces.sync(SRC, DS, progress=False)
     # the Tracer's change again, SERIES syncs in a row (other files each time, as a sync run every
@@ -346,7 +353,9 @@ def report(n_turns: int, r: dict[str, Any]) -> list[str]:
         f"{r['new'] * 1000:.0f} ms = {100 * r['new'] / r['first']:.1f}% of the first sync; that directory listed again, "
         f"against the whole folder listed: {r['new'] * 1000:.0f} vs {r['new_full'] * 1000:.0f} ms ({r['new_full'] / r['new']:.2f}x); "
         f"spread over every directory (each listed again, 65,536 traces a batch): {r['new_spread'] * 1000:.0f} ms = "
-        f"{100 * r['new_spread'] / r['first']:.1f}%",
+        f"{100 * r['new_spread'] / r['first']:.1f}%" + (
+            f"; in a new directory (listed with its parent): {r['new_dir'] * 1000:.0f} ms = "
+            f"{100 * r['new_dir'] / r['first']:.1f}%" if "new_dir" in r else ""),
         f"  re-sync, new prices for every model ({r['repriced']} files' cost columns recomputed, no trace read): "
         f"{r['reprice'] * 1000:.0f} ms = {100 * r['reprice'] / r['first']:.1f}% of the first sync",
         f"  p50/p90/p99 latency by model: DuckDB over the dataset {r['duckdb'] * 1000:.0f} ms, pandas on the loaded "

@@ -11,16 +11,18 @@ While no directory's change time changed since the last full listing (the later 
 ctime, as for a file: a ``chmod`` that makes it unreadable changes its ctime only), no file was
 added, removed or renamed, and the manifest's list of files is the list (read from the scan's copy
 of the records, ``_snapshot``, when the sync that wrote it ended; else from the manifest). When
-some directories' change times changed and none of them holds a directory the listing did not
-record (none added, none removed, no link to one), only those are listed again, as the loaders
-list a directory (``_io.sources_in``): the traces found with the files the copy has for them are
-compared with it, as every other trace is; those found with other files (new, a sidecar added or
-removed) are taken from the listing, and those not found are deleted. They are listed a batch at
-a time, each batch compared with the copy once it holds :data:`PARTIAL` traces, so that however
-many directories changed, the folder is not listed whole for it. Otherwise the whole folder is
-listed again (``_io.iter_sources``, as the loaders find traces); so it always is while a directory is reached by a link or by a second way (``meta.links``, from the
-last full listing: which way the loaders' breadth-first walk takes into it decides its traces'
-ids).
+some directories' change times changed, only those are listed again, as the loaders list a
+directory (``_io.sources_in``), with the directories added in them (and in those, recorded from
+then on); the traces found with the files the copy has for them are compared with it, as every
+other trace is; those found with other files (new, a sidecar added or removed) are taken from the
+listing, and those not found, or in a directory gone, are deleted. They are listed a batch at a
+time, each batch compared with the copy once it holds :data:`PARTIAL` traces, so that however
+many directories changed, the folder is not listed whole for it. Otherwise (a link to a
+directory, a second way into one such as a bind mount, a name that is not UTF-8, a directory that
+cannot be listed) the whole folder is listed again (``_io.iter_sources``, as the loaders find
+traces); so it always is while a directory is reached by a link or by a second way
+(``meta.links``, from the last full listing: which way the loaders' breadth-first walk takes into
+it decides its traces' ids).
 
 The scan goes a window of traces at a time and writes what it finds into the manifest's work
 tables (``todo``: the traces to convert or remove; ``seen``; ``settled``): its memory is a window
