@@ -194,6 +194,28 @@ def test_a_directory_added_or_removed_lists_only_what_changed(synced: tuple[Path
     assert_same(ds_dir, src)
 
 
+def test_a_directory_gone_is_taken_for_deleted_even_when_no_directory_changed(
+        synced: tuple[Path, Path], spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The traces of a directory gone are removed, and every other trace compared, when no directory
+    still there is seen changed (its parent's change time taken within the racy window, say)."""
+    src, ds_dir = synced
+    before, _, _ = spy.sync(src, ds_dir)
+    leaf = src / "gen" / "shard_00" / "agent1"
+    n = len(list(leaf.glob("*.json")))
+    shutil.rmtree(leaf)
+    real = _scan._changed_dirs
+
+    def changed_dirs(dirs: dict[str, int]) -> Any:
+        got = real(dirs)
+        return None if got is None else ({}, got[1], got[2])
+
+    monkeypatch.setattr(_scan, "_changed_dirs", changed_dirs)
+    res, way, listed = spy.sync(src, ds_dir)
+    assert (res.removed, way, listed) == (n, "partial", [])
+    assert res.unchanged == before.unchanged - n
+    assert_same(ds_dir, src)
+
+
 def test_a_second_way_into_a_directory_lists_the_folder_whole(synced: tuple[Path, Path], spy: Spy,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A new directory that is one the listing knows (a bind mount, say: its device and inode) is

@@ -400,9 +400,11 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
                     unnamed.append({"path": shown(s.path or s.sidecar or s.trace_id), "reason": NOT_UTF8})
                     continue
                 listed.setdefault(s.trace_id, (s.path, s.sidecar))
-        if len(listed) >= PARTIAL or k == len(order):
+        if len(listed) >= PARTIAL:
             gone_n += _compared(copy, m, w, batch, listed, every, first)
             listed, batch, first = {}, set(), False
+    if batch or first:
+        gone_n += _compared(copy, m, w, batch, listed, every, first)
     racy_ns = w.racy_ns
     dirs = {d: mtime for d, mtime in recorded.items() if d not in gone}
     dirs.update((d, mtime if mtime < racy_ns else -1) for d, mtime in (*changed.items(), *made.items()))
