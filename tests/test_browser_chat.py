@@ -168,6 +168,33 @@ def test_a_kernel_restart_while_a_reply_streams_cuts_it_and_gives_the_input_back
     assert not page.errors, page.errors
 
 
+@pytest.mark.browser
+def test_a_message_sent_after_a_restart_from_another_tab_comes_back_into_the_box_with_a_note(page, server):
+    """The notebook is open in a second tab, which restarts the kernel: this tab is not told, and the
+    new kernel, which has no such chat, drops its message without a word. The message is not lost."""
+    import re
+
+    from test_browser import wait_kernel_idle
+
+    chat = start_chat(page, server, "restart_idle.ipynb", "from mmsp_notebook import Chat\nchat = Chat()\nchat")
+    other = page.context.new_page()
+    open_lab(other, server, "restart_idle.ipynb", "restart_idle_other")
+    other.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    other.get_by_role("menuitem", name=re.compile(r"^Restart Kernel…")).first.click()
+    other.locator(".jp-Dialog button.jp-mod-accept").click()  # "Restart"
+    other.wait_for_timeout(1000)
+    wait_kernel_idle(other)
+    other.close()
+    box = chat.locator("textarea.mmsp-input")
+    box.fill("are you there?")
+    box.press("Enter")
+    note = chat.locator(".mmsp-composer-note")
+    note.get_by_text(re.compile("run this chat's cell again")).wait_for(timeout=15_000)
+    assert box.input_value() == "are you there?"
+    assert chat.locator(".mmsp-msg-user").count() == 0
+    assert not page.errors, page.errors
+
+
 # --------------------------------------------------------------------------- 6. a long cell while a reply is silent
 # What would have shown the reply cut, recorded as it happens (a cut reply that the kernel later
 # finishes would show nothing of it at the end): the cut mark, the note, the button back to Send.

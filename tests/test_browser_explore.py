@@ -200,3 +200,28 @@ def test_a_long_agent_conversation_opens_at_its_step_and_loads_the_rest_as_it_is
     calls = sum(it["kind"] == "tool_call" for e in shown.entries for it in (e.get("vm") or {}).get("items", []))
     assert turn.locator(".mmsp-tool").count() == calls > drawn
     assert not page.errors, page.errors
+
+
+@pytest.mark.browser
+def test_an_explorer_whose_kernel_restarted_says_so_when_clicked(page, server):  # noqa: F811
+    from test_browser import run_cell, wait_kernel_idle
+
+    name = server.write_notebook(
+        "explore_restart.ipynb",
+        "import io, os\nimport mmsp_notebook as mn\nfrom mmsp_notebook import traces\n"
+        "mn.ask('Hello there', trace='demo/r', stream=io.StringIO())\n"
+        "explorer = traces.explore(os.environ['MMSP_CACHE_DIR'])\nexplorer")
+    open_lab(page, server, name, "explore_restart")
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    explorer = page.locator(".mmsp-explorer").first
+    rows(page).first.wait_for()
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.get_by_role("menuitem", name=re.compile(r"^Restart Kernel…")).first.click()
+    page.locator(".jp-Dialog button.jp-mod-accept").click()  # "Restart"
+    page.wait_for_timeout(1000)
+    wait_kernel_idle(page)
+    rows(page).first.click()
+    summary = explorer.locator(".mmsp-x-summary")
+    summary.filter(has_text="no longer connected to a kernel: run its cell again").wait_for(timeout=5_000)
+    assert not page.errors, page.errors

@@ -106,6 +106,37 @@ def test_notebook_shortcuts_never_fire_from_the_chats_fields(page, server, host)
     assert not page.errors, page.errors
 
 
+# A page served over plain http from another host (a JupyterLab on a server) has no Clipboard API
+NO_CLIPBOARD = "Object.defineProperty(Navigator.prototype, 'clipboard', {get: () => undefined, configurable: true});"
+
+
+@pytest.mark.browser
+def test_copy_without_the_clipboard_api_leaves_the_focus_on_its_button(page, server):
+    """The copy then goes through a hidden textarea, which takes the focus to be selected: the focus
+    comes back to Copy, so the next keys are not the notebook's command-mode shortcuts."""
+    page.add_init_script(NO_CLIPBOARD)
+    name = server.write_notebook("copy_http.ipynb", CHAT + "chat = Chat()\nchat", "x = 1")
+    open_lab(page, server, name, "copy_http")
+    run_cell(page, 0)
+    wait_cell_done(page, 0)
+    chat = chat_in(page, 0)
+    chat.locator("textarea.mmsp-input").wait_for()
+    send_chat(chat, "Show me some code")
+    wait_status(last_assistant(chat), "complete")
+    assert page.evaluate("navigator.clipboard === undefined")
+    for target in (".mmsp-msg-assistant .mmsp-copy", ".mmsp-msg-assistant .mmsp-copy-code"):
+        button = chat.locator(target).first
+        button.focus()
+        page.keyboard.press("Enter")
+        assert button.text_content() == "Copied", target
+        assert button.evaluate("(b) => b === document.activeElement"), target
+        for key in ("d", "d", "a"):  # in command mode: delete the cell, insert one above
+            page.keyboard.press(key)
+    page.wait_for_timeout(800)
+    assert cells(page).count() == 2
+    assert not page.errors, page.errors
+
+
 # --------------------------------------------------------------------------- 2. a saved chat
 @pytest.mark.browser
 def test_a_saved_chat_shows_its_conversation_in_nbconvert_and_a_reopened_notebook(page, server, tmp_path):

@@ -38,6 +38,12 @@ const WAIT_NOTE = "A reply is streaming: your message stays here. Enter sends it
 const DEAD_MS = 10000;
 const DEAD_NOTE = "The kernel stopped answering; the reply was cut.";
 const NO_KERNEL = "This chat is no longer connected to a kernel: run its cell again to chat.";
+// A message sent that the kernel has not answered in ACK_MS comes back into the box, and the note
+// says why: a kernel restarted from elsewhere (another tab, the server) drops a message to a chat it
+// does not have without a word, and one running a cell reads it only when the cell ends. If the
+// kernel answers later (it was busy), the box is emptied again.
+const ACK_MS = 4000;
+const NO_ANSWER = "The kernel has not answered yet: if a cell is running, your message goes when it ends; if the kernel restarted, run this chat's cell again (your message is kept in the box).";
 
 function optionList(list, emptyLabel) {
   if (!Array.isArray(list)) return [];
@@ -561,6 +567,7 @@ export function renderChatWidget({ model, el }) {
   }
   function heardFromKernel() {
     heard = Date.now();
+    answered();
     if (!gone) return;
     gone = false; // it was only slow: it goes on drawing what it sends
     // The kernel sends a turn's status and banner only when they change on its side: the reply it
@@ -694,6 +701,7 @@ export function renderChatWidget({ model, el }) {
       showNote(NO_KERNEL); // (a restarted kernel's chat: the message stays in the box)
       return false;
     }
+    awaitAnswer(text, pending);
     input.value = "";
     pending = [];
     drawAttachments();
@@ -702,6 +710,40 @@ export function renderChatWidget({ model, el }) {
     scrollToEnd();
     return true;
   }
+
+  // ------------------------------------------------------------------ a message the kernel does not answer
+  let unanswered = null; // {text, images, timer, back}: the last message sent, until the kernel says anything
+  function awaitAnswer(text, images) {
+    answered();
+    unanswered = { text, images: images.slice(), back: false, timer: null };
+    const u = unanswered;
+    u.timer = win.setTimeout(() => {
+      if (unanswered !== u || input.value || pending.length) return; // (something new is being written)
+      u.back = true;
+      input.value = u.text;
+      pending = u.images.slice();
+      drawAttachments();
+      showNote(NO_ANSWER);
+    }, ACK_MS);
+  }
+  function answered() {
+    const u = unanswered;
+    if (!u) return;
+    unanswered = null;
+    win.clearTimeout(u.timer);
+    if (!u.back) return;
+    // it was sent after all (the kernel was busy): out of the box again, unless it was edited since
+    if (input.value === u.text && pending.length === u.images.length && pending.every((a, k) => a === u.images[k])) {
+      input.value = "";
+      pending = [];
+      drawAttachments();
+    }
+    if (note.textContent === NO_ANSWER) showNote("");
+  }
+  cleanups.push(() => {
+    if (unanswered) win.clearTimeout(unanswered.timer);
+    unanswered = null;
+  });
 
   // ------------------------------------------------------------------ keys stay in the widget
   keysStayIn(root, listen);
@@ -747,7 +789,10 @@ export function renderChatWidget({ model, el }) {
     }
   };
   on("msg:custom", onMsg);
-  on("change:transcript", () => drawTranscript(model.get("transcript")));
+  on("change:transcript", () => {
+    answered();
+    drawTranscript(model.get("transcript"));
+  });
   on("change:busy", () => {
     heardFromKernel();
     drawBusy();
@@ -756,7 +801,10 @@ export function renderChatWidget({ model, el }) {
   on("change:model", drawModels);
   on("change:thinking_levels", drawThinking);
   on("change:thinking", drawThinking);
-  on("change:error", drawError);
+  on("change:error", () => {
+    answered();
+    drawError();
+  });
 
   drawModels();
   drawThinking();

@@ -9,6 +9,7 @@ import { connectMath } from "./math.js";
 import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn, rovingTabStop, frameScheduler } from "./util.js";
 
 const SPEEDS = ["1", "2", "5", "10", "inf"];
+const NO_KERNEL = "This explorer is no longer connected to a kernel: run its cell again.";
 const PAGE_SIZES = [10, 25, 50, 100];
 
 function option(doc, value, label, selected) {
@@ -87,9 +88,21 @@ export function renderExplorer({ model, el }) {
   const win = doc.defaultView;
   keysStayIn(el, listen);
 
+  // A message to the kernel; one whose kernel is gone (restarted) says so in the summary line,
+  // instead of throwing out of the click (the explorer would only seem not to answer).
+  function tell(msg) {
+    try {
+      model.send(msg);
+      return true;
+    } catch {
+      failed(NO_KERNEL);
+      return false;
+    }
+  }
+
   function query(patch) {
     summary.dataset.busy = "true";
-    model.send({ type: "query", patch });
+    tell({ type: "query", patch });
   }
 
   // ------------------------------------------------------------------ controls
@@ -154,7 +167,7 @@ export function renderExplorer({ model, el }) {
   listen(copyBtn, "click", () => {
     if (page && typeof page.code !== "string") {
       codeAsked = true;
-      model.send({ type: "code" });
+      tell({ type: "code" });
       return;
     }
     copyCode(page ? page.code : "turns");
@@ -168,9 +181,9 @@ export function renderExplorer({ model, el }) {
   listen(sizeSel, "change", () => query({ page_size: Number(sizeSel.value), page: 0 }));
   listen(replayBtn, "click", () => {
     if (replayBtn.disabled) return;
-    model.send({ type: "replay", speed: speedSel.value === "inf" ? 1e9 : Number(speedSel.value) });
+    tell({ type: "replay", speed: speedSel.value === "inf" ? 1e9 : Number(speedSel.value) });
   });
-  listen(stopBtn, "click", () => model.send({ type: "stop" }));
+  listen(stopBtn, "click", () => tell({ type: "stop" }));
 
   // rows: one Tab stop (the row last focused, else the selected or first); click or Enter selects, arrows,
   // Home and End move
@@ -178,7 +191,7 @@ export function renderExplorer({ model, el }) {
     if (!tr || !tr.dataset.row) return;
     for (const other of tbody.querySelectorAll("tr[aria-selected='true']")) other.setAttribute("aria-selected", "false");
     tr.setAttribute("aria-selected", "true");
-    model.send({ type: "select", row: Number(tr.dataset.row) });
+    tell({ type: "select", row: Number(tr.dataset.row) });
   };
   listen(tbody, "click", (e) => selectRow(e.target.closest ? e.target.closest("tr") : null));
   const roveRows = rovingTabStop(tbody, listen, {
@@ -356,7 +369,7 @@ export function renderExplorer({ model, el }) {
     shown.pending = dir;
     // unavailable until the answer, yet focusable: a disabled button would drop the focus to the page
     for (const b of conv.querySelectorAll(".mmsp-x-more")) b.setAttribute("aria-disabled", "true");
-    model.send({ type: "more", row: shown.row, [dir]: dir === "before" ? shown.lo : shown.hi });
+    tell({ type: "more", row: shown.row, [dir]: dir === "before" ? shown.lo : shown.hi });
   }
 
   // "show earlier" / "show later" beside the blocks drawn (in a turn whose steps are cut, inside it)
@@ -543,20 +556,21 @@ export function renderExplorer({ model, el }) {
     else if (msg.type === "code") {
       if (codeAsked && typeof msg.code === "string") copyCode(msg.code);
       codeAsked = false;
-    } else if (msg.type === "error") {
-      codeAsked = false;
-      if (shown && shown.pending) {
-        shown.pending = null; // a "more" refused: its buttons ask again
-        for (const b of conv.querySelectorAll(".mmsp-x-more")) b.removeAttribute("aria-disabled");
-      }
-      delete summary.dataset.busy;
-      summary.textContent = String(msg.error || "error");
-      summary.classList.add("mmsp-error");
-    }
+    } else if (msg.type === "error") failed(String(msg.error || "error"));
   };
+  function failed(text) {
+    codeAsked = false;
+    if (shown && shown.pending) {
+      shown.pending = null; // a "more" refused: its buttons ask again
+      for (const b of conv.querySelectorAll(".mmsp-x-more")) b.removeAttribute("aria-disabled");
+    }
+    delete summary.dataset.busy;
+    summary.textContent = text;
+    summary.classList.add("mmsp-error");
+  }
   model.on("msg:custom", onMsg);
   const unmath = connectMath(model); // the kernel serves the math renderer, loaded on first use
-  model.send({ type: "hello" });
+  tell({ type: "hello" });
 
   return () => {
     if (typeof model.off === "function") model.off("msg:custom", onMsg);

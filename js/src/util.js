@@ -57,6 +57,9 @@ export async function copyText(text, doc) {
     // fall through to the fallback (permissions, insecure context)
   }
   if (!d || !d.body) return false;
+  // the textarea takes the focus to be selected: it goes back where it was (the Copy button), not
+  // to the page, where the next keys would be the notebook's command-mode shortcuts ("d d" deletes)
+  const had = d.activeElement;
   const ta = d.createElement("textarea");
   ta.value = text;
   ta.setAttribute("readonly", "");
@@ -72,6 +75,7 @@ export async function copyText(text, doc) {
     ok = false;
   }
   ta.remove();
+  if (had && had !== d.body && had.isConnected && typeof had.focus === "function") had.focus({ preventScroll: true });
   return ok;
 }
 

@@ -413,6 +413,61 @@ test("chat: a reply cut for silence that then goes on streaming is drawn as stre
   });
 });
 
+/** A chat whose window timers the test fires itself (`timers.fire()`: the ones due, in order). */
+function timedChat() {
+  const chat = setup();
+  const timers = { list: [], fire() { const due = this.list.splice(0); for (const t of due) if (!t.cleared) t.fn(); } };
+  chat.win.setTimeout = (fn) => { const t = { fn, cleared: false }; timers.list.push(t); return t; };
+  chat.win.clearTimeout = (t) => { if (t) t.cleared = true; };
+  return { ...chat, timers };
+}
+
+test("chat: a message the kernel never answers (it restarted) comes back into the box, and the note says why", () => {
+  const { model, q, win, timers, dispose } = timedChat();
+  const input = q("textarea.mmsp-input");
+  const enter = () => input.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
+  input.value = "are you there?";
+  enter();
+  assert.deepEqual(model.sent.at(-1), { type: "send", text: "are you there?", images: [] });
+  assert.equal(input.value, "");
+  timers.fire(); // nothing from the kernel in time: a restarted kernel drops a message to a chat it lacks
+  assert.equal(input.value, "are you there?", "the message is not lost");
+  const note = q(".mmsp-composer-note");
+  assert.equal(note.hidden, false);
+  assert.match(note.textContent, /kernel has not answered yet.*run this chat's cell again/);
+  dispose();
+});
+
+test("chat: a message answered late (a cell kept the kernel busy) leaves the box again; one answered in time never comes back", () => {
+  const { model, q, win, timers, dispose } = timedChat();
+  const input = q("textarea.mmsp-input");
+  const enter = () => input.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
+  input.value = "first";
+  enter();
+  // the kernel takes the message: the user's entry comes back in the transcript
+  model.custom({ type: "transcript", at: 0, entries: [{ role: "user", text: "first", images: [] }] });
+  timers.fire();
+  assert.equal(input.value, "", "answered in time: nothing comes back");
+  assert.equal(q(".mmsp-composer-note").hidden, true);
+  model.update("busy", false);
+  input.value = "second";
+  enter();
+  timers.fire();
+  assert.equal(input.value, "second");
+  // the kernel was only busy: it takes the message now, and the box is emptied again
+  model.custom({ type: "transcript", at: 1, entries: [{ role: "user", text: "second", images: [] }] });
+  assert.equal(input.value, "");
+  assert.equal(q(".mmsp-composer-note").hidden, true);
+  // what the user wrote meanwhile stays
+  input.value = "third";
+  enter();
+  timers.fire();
+  input.value = "third, edited";
+  model.update("busy", true);
+  assert.equal(input.value, "third, edited");
+  dispose();
+});
+
 test("chat: Retry and Dismiss, which go away once used, leave the focus in the message box", () => {
   const { model, q, el, win } = setup();
   const doc = win.document;

@@ -434,3 +434,23 @@ test("explore: Copy filter copies the page's code, or asks the kernel for a code
   await settle();
   assert.equal(copied.length, 2);
 });
+
+test("explore: with its kernel gone (restarted), a click says so in the summary line instead of throwing", () => {
+  const { model, q, qa, win, dispose } = setup();
+  model.custom({ type: "state", page: page(), detail: { type: "detail", row: null } });
+  model.send = () => {
+    throw new Error("Cannot send"); // (what JupyterLab's widget model does once its kernel restarted)
+  };
+  qa(".mmsp-x-table tbody tr")[1].click();
+  const summary = q(".mmsp-x-summary");
+  assert.match(summary.textContent, /no longer connected to a kernel: run its cell again/);
+  assert.ok(summary.classList.contains("mmsp-error"));
+  assert.equal(summary.dataset.busy, undefined);
+  for (const b of [q(".mmsp-x-next"), q(".mmsp-x-chip"), q(".mmsp-x-copy")]) b.click();
+  const search = q(".mmsp-x-search");
+  search.value = "demo";
+  search.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
+  assert.equal(summary.dataset.busy, undefined, "not left waiting for an answer that cannot come");
+  assert.match(summary.textContent, /run its cell again/);
+  dispose();
+});

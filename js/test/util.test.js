@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
-import { rovingTabStop } from "../src/util.js";
+import { copyText, rovingTabStop } from "../src/util.js";
 
 function list(n, options = {}) {
   const win = new JSDOM("<!doctype html><html><body></body></html>").window;
@@ -100,4 +100,27 @@ test("rovingTabStop: its listeners are the ones registered through listen", () =
   for (const u of undo) u();
   root.children[1].focus();
   assert.deepEqual(stops(), [], "nothing listens any more");
+});
+
+test("copyText: with no Clipboard API (a page served over plain http) the copy leaves the focus where it was", async () => {
+  const win = new JSDOM("<!doctype html><html><body><button id=b>Copy</button></body></html>").window;
+  const doc = win.document;
+  // as in Chromium, selecting the textarea focuses it (jsdom's select does not)
+  const select = win.HTMLTextAreaElement.prototype.select;
+  win.HTMLTextAreaElement.prototype.select = function () {
+    this.focus();
+    select.call(this);
+  };
+  let copied = null;
+  doc.execCommand = (cmd) => {
+    copied = cmd === "copy" ? doc.activeElement.value : null;
+    return true;
+  };
+  assert.equal(win.navigator.clipboard, undefined);
+  const b = doc.getElementById("b");
+  b.focus();
+  assert.equal(await copyText("some code", doc), true);
+  assert.equal(copied, "some code");
+  assert.equal(doc.activeElement, b, "not the page, where the next keys would be the notebook's shortcuts");
+  assert.equal(doc.querySelectorAll("textarea").length, 0);
 });
