@@ -284,7 +284,7 @@ def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any
     """The view of a response the trace never recorded, from its sidecar record alone."""
     status = str(record.get("status")) if record.get("status") in ("error", "incomplete", "cancelled") else "error"
     error = record.get("error") if isinstance(record.get("error"), Mapping) else {}
-    events = [e for e in record.get("events") or [] if isinstance(e, list) and len(e) >= 3]
+    events = [e for e in fmt.listed(record.get("events")) if isinstance(e, list) and len(e) >= 3]
     arrived = [e for e in events if str(e[1]).endswith(".delta")]
     if status == "error" and not arrived:
         text = "failed before any output"
@@ -310,7 +310,7 @@ def _seconds(ms: Any) -> float | None:
 
 def _arrived_note(record: Mapping[str, Any]) -> str:
     sizes: dict[str, int] = {}
-    for e in record.get("events") or []:
+    for e in fmt.listed(record.get("events")):
         if isinstance(e, list) and len(e) >= 3 and isinstance(e[1], str) and e[1].endswith(".delta") and fmt.is_number(e[2]):
             kind = e[1].rpartition(".")[0]
             sizes[kind] = sizes.get(kind, 0) + int(e[2])
@@ -327,7 +327,10 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
     images: list[dict[str, str]] = []
     notes: list[str] = []
     results: dict[str, str] = {}
-    for n, raw in enumerate(message.get("content_items") or []):
+    items = message.get("content_items")
+    if not isinstance(items, list) and items is not None:
+        notes.append(f"content_items is damaged: a {type(items).__name__}, not a list")
+    for n, raw in enumerate(fmt.listed(items)):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("type"), str):
             notes.append(f"content item {n} is not an item (no type)")
             continue
@@ -338,7 +341,7 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
             text = raw.get("text")
             call = raw.get("tool_call_id")
             results[str(call)] = text if isinstance(text, str) else json.dumps(text, default=str)
-            for src in raw.get("images") or []:
+            for src in fmt.listed(raw.get("images")):
                 images.append(_image(src, f"tool result image ({call})"))
         elif kind == "image_url.done":
             images.append(_image(raw.get("image_url"), "attached image"))
