@@ -77,3 +77,27 @@ def test_a_sidecar_record_whose_events_or_times_are_damaged_still_draws_its_turn
                    _record(message_index=None, status="error", events=7)):
         conversation = traces.show(_trace(tmp_path, history, [record]), turn=0)
         assert "hi" in conversation.text and "mmsp-conv" in conversation.html, record
+
+
+def test_a_key_in_an_image_url_or_a_tool_call_id_is_redacted_in_the_drawn_conversation(tmp_path, monkeypatch):
+    """An image given by URL (Gemini's file URLs carry ``?key=``) is named in a note, and a tool
+    result's image by its call id: both were shown with a configured key in them."""
+    from mmsp_notebook import traces
+
+    key = "zq-Proj" + "X7kd92LmQ0pz11Vb88cc"
+    monkeypatch.setenv("MYPROVIDER_API_KEY", key)
+    png = "data:image/png;base64," + "AIza" * 10  # an image's base64 is never searched for key shapes
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "look"},
+                                                  {"type": "image_url.done", "image_url": f"https://x.test/a.png?key={key}"},
+                                                  {"type": "image_url.done", "image_url": png}], "created_at": T0},
+               {"role": "assistant", "content_items": [{"type": "tool_call.done", "name": "f", "arguments": {},
+                                                        "tool_call_id": key}], "finish_reason": "tool_call"},
+               {"role": "user", "content_items": [{"type": "tool_result.done", "text": "ok", "tool_call_id": key,
+                                                   "images": [f"https://x.test/b.png?key={key}"]}]},
+               {"role": "user", "content_items": [{"type": "tool_result.done", "text": "ok", "tool_call_id": key,
+                                                   "images": [png]}]},
+               _ANSWER]
+    conversation = traces.show(_trace(tmp_path, history, []))
+    for shown in (conversation.html, conversation.text):
+        assert key not in shown and "[redacted]" in shown
+    assert f'src="{png}"' in conversation.html

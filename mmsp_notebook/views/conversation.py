@@ -359,10 +359,13 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
 
 
 def _image(src: Any, alt: str) -> dict[str, str]:
+    """An image drawn from its data URL, or a note naming it (a URL's keys redacted: ``?key=…``; the
+    base64 of an image drawn is never searched, where a key's shape can occur by chance)."""
+    alt = redact_value(alt)
     if isinstance(src, str) and _IMAGE_SRC.fullmatch(src):
         return {"src": src, "alt": alt}
     shown = src if isinstance(src, str) and not src.startswith("data:") else (src[:40] + "…" if isinstance(src, str) else "")
-    return {"note": f"{alt} not shown (only PNG, JPEG, GIF or WebP data URLs are displayed){': ' + shown if shown else ''}"}
+    return {"note": redact_value(f"{alt} not shown (only PNG, JPEG, GIF or WebP data URLs are displayed){': ' + shown if shown else ''}")}
 
 
 # ---------------------------------------------------------------------------------------------- building
