@@ -101,3 +101,19 @@ def test_a_key_in_an_image_url_or_a_tool_call_id_is_redacted_in_the_drawn_conver
     for shown in (conversation.html, conversation.text):
         assert key not in shown and "[redacted]" in shown
     assert f'src="{png}"' in conversation.html
+
+
+def test_a_user_message_longer_than_an_answer_is_drawn_is_cut_as_an_answer_is(tmp_path):
+    """A prompt of whole documents (a long-context question) went whole into the conversation's HTML,
+    where an answer's text is cut at HTML_TEXT_LIMIT characters with a note saying so."""
+    from mmsp_notebook import traces
+    from mmsp_notebook.views.text import HTML_TEXT_LIMIT
+
+    prompt = "doc " * (HTML_TEXT_LIMIT // 4) + "y" * 5000
+    path = _trace(tmp_path, [{"role": "user", "content_items": [{"type": "text.done", "text": prompt}], "created_at": T0},
+                             _ANSWER], [_record()])
+    conversation = traces.show(path)
+    page = conversation.html
+    assert "5,000 characters not shown: the trace file has all" in page and "y" * 10 not in page
+    assert len(page) < HTML_TEXT_LIMIT + 100_000
+    assert "5,000 characters not shown" in conversation.text
