@@ -63,6 +63,11 @@ def test_a_user_message_whose_items_or_images_are_not_lists_is_drawn_with_a_note
     path = _trace(tmp_path, [{"role": "user", "content_items": [{"type": "text.done", "text": "go"}]}, call, results,
                              _ANSWER], [])
     assert "hi" in traces.show(path).text
+    # an answer's items given as a text: one note, not one per character
+    path = _trace(tmp_path, [{"role": "user", "content_items": [{"type": "text.done", "text": "go"}]},
+                             {**_ANSWER, "content_items": "9" * 400}], [])
+    shown = traces.show(path).text
+    assert "content_items is damaged: a str, not a list" in shown and "is not an item" not in shown
 
 
 def test_a_sidecar_record_whose_events_or_times_are_damaged_still_draws_its_turn(tmp_path):

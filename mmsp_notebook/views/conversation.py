@@ -132,10 +132,19 @@ def _item_times(record: Mapping[str, Any] | None, items: Sequence[Mapping[str, A
     return out if n == len(rows) else None
 
 
+def _content_items(message: Mapping[str, Any], notes: list[str]) -> list[Any]:
+    """A message's ``content_items``; one that is no list is named in ``notes`` (a text's characters
+    are not items) and read as none."""
+    items = message.get("content_items")
+    if not isinstance(items, list) and items is not None:
+        notes.append(f"content_items is damaged: a {type(items).__name__}, not a list")
+    return fmt.listed(items)
+
+
 def _items(message: Mapping[str, Any], notes: list[str]) -> list[dict[str, Any]]:
     """The ``.done`` items of an assistant message the turn state can take (the others named in ``notes``)."""
     items: list[dict[str, Any]] = []
-    for n, raw in enumerate(message.get("content_items") or []):
+    for n, raw in enumerate(_content_items(message, notes)):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("type"), str):
             notes.append(f"content item {n} is not an item (no type)")
             continue
@@ -327,10 +336,7 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
     images: list[dict[str, str]] = []
     notes: list[str] = []
     results: dict[str, str] = {}
-    items = message.get("content_items")
-    if not isinstance(items, list) and items is not None:
-        notes.append(f"content_items is damaged: a {type(items).__name__}, not a list")
-    for n, raw in enumerate(fmt.listed(items)):
+    for n, raw in enumerate(_content_items(message, notes)):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("type"), str):
             notes.append(f"content item {n} is not an item (no type)")
             continue
