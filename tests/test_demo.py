@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import json
 import math
+import os
 import string
 import struct
 import subprocess
@@ -20,6 +21,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+from helpers import run_with_timeout
 from hypothesis import given
 from hypothesis import strategies as st
 from mmsp import IncompleteStreamError, ToolCallArgumentParseError, UpstreamError
@@ -748,6 +750,19 @@ def test_replay_file_errors(tmp_path: Path) -> None:
             plain = http.post("/chat/completions", json={"model": "x", "messages": []})
             assert plain.status_code == 502 and "frame 1 is not an event" in plain.json()["error"]["message"]
             assert http.post("/stream", json={"model": "demo", "messages": [user("hi")]}).content != b"data: hello\n\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_replay_file_that_is_no_regular_file_is_refused_unread(tmp_path: Path) -> None:
+    """A FIFO blocked DemoServer(replay=...) forever and /dev/zero filled the memory: both are
+    refused before they are opened, as the trace loaders refuse them."""
+    fifo = tmp_path / "capture.sse"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero"), tmp_path):
+        with pytest.raises(DemoServerError, match="cannot read the replay file .*: (not a regular file|a directory)"):
+            run_with_timeout(lambda path=path: DemoServer(replay=path), 10)
+    with pytest.raises(DemoServerError, match="missing.sse: no such file"):
+        DemoServer(replay=tmp_path / "missing.sse")
 
 
 # ---------------------------------------------------------------------------------------------

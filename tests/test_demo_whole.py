@@ -464,3 +464,19 @@ def test_a_replayed_chat_stream_captured_without_usage_ends_at_its_done(demo_ser
     with DemoServer(instant=True, replay=tmp_path / "cut.sse") as replaying:
         plain, _ = both(replaying, "chat", request("chat", "any-model", "hi"))
     assert plain.status_code == 502 and "not answered as a success" in plain.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("protocol", list(PATHS))
+def test_a_transcript_with_crlf_or_cr_line_ends_is_folded_as_with_lf(demo_server: DemoServer, tmp_path, protocol: str) -> None:
+    """SSE lets a line end with CRLF, LF or CR; a capture saved on Windows (or by a server that writes
+    CRLF) streamed as captured, but without a stream its ``[DONE]`` or JSON read with a CR was a 502."""
+    capture = captured(demo_server, protocol, request(protocol, "demo", "What is the weather in Paris?", tools=True),
+                       tmp_path / "lf.sse")
+    bodies = {}
+    for name, data in (("lf", capture), ("crlf", capture.replace(b"\n", b"\r\n")), ("cr", capture.replace(b"\n", b"\r"))):
+        (tmp_path / f"{name}.sse").write_bytes(data)
+        with DemoServer(instant=True, replay=tmp_path / f"{name}.sse") as replaying:
+            plain, flowing = both(replaying, protocol, request(protocol, "any-model", "something else"))
+        assert plain.status_code == 200 and flowing.content == data, (name, plain.text[:300])
+        bodies[name] = parsed(whole(protocol, plain.json()))
+    assert bodies["crlf"] == bodies["cr"] == bodies["lf"]

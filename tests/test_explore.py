@@ -976,3 +976,19 @@ def test_the_detail_title_shows_a_turn_as_the_table_does(big):
     answer = inject(explorer, {"type": "select", "row": row})
     assert answer["title"] == "c/004 · turn 1"
     assert [r[3][1] for r in inject_page(explorer)["rows"]][1] == "1"
+
+
+def test_the_tool_error_scan_passes_over_a_message_whose_items_are_not_a_list(tmp_path):
+    """A frame without ``n_tool_errors`` has its trace files scanned by the tool-errors filter: a
+    user message with ``content_items: 7`` after a tool call raised TypeError out of the filter."""
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "hi"}], "created_at": T0},
+               {"role": "assistant", "content_items": [{"type": "tool_call.done", "name": "f", "arguments": {},
+                                                        "tool_call_id": "c1"}], "finish_reason": "tool_call"},
+               {"role": "user", "content_items": 7},
+               {"role": "assistant", "content_items": [{"type": "tool_call.done", "name": "f", "arguments": {},
+                                                        "tool_call_id": "c2"}], "finish_reason": "tool_call"},
+               {"role": "user", "content_items": [{"type": "tool_result.done", "text": "error: boom", "tool_call_id": "c2"}]}]
+    (tmp_path / "t.json").write_text(json.dumps({"history": history, "config": {"model": "m"}, "timestamp": "x"}))
+    turns = traces.load_turns(tmp_path).drop(columns=["n_tool_errors"])
+    explorer = traces.explore(turns, root=tmp_path).filter(quick=["tool_errors"])
+    assert explorer.filtered["message_index"].tolist() == [3]

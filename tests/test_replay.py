@@ -449,3 +449,20 @@ def test_an_interrupted_replay_is_drawn_then_the_interrupt_goes_on_up(recorded):
     turn = info.value.turn
     assert turn.status == "cancelled" and 0 < len(turn.text) < len(recorded.text)
     assert "cancelled — partial output kept" in out.getvalue()
+
+
+def test_a_timing_sidecar_given_replays_the_trace_it_times(quick, tmp_path):
+    """show takes a sidecar path; replay given one looked for ``x.timing.json`` ("no trace file"),
+    even when the sidecar said that every turn failed. It now finds the trace beside it."""
+    side = sidecar_path(quick.trace_id)
+    replayed = mn.replay(side, speed=math.inf, display=False)
+    _same_state(replayed, quick)
+    assert replayed.replayed_from["timed"] and replayed.replayed_from["sidecar"] == str(side)
+    failed = tmp_path / "gone.timing.jsonl"
+    failed.write_text(json.dumps({"v": 1, "trace_id": "gone", "turn": 0, "message_index": None, "status": "error",
+                                  "error": {"type": "X", "message": "boom"}}) + "\n")
+    with pytest.raises(TraceError, match="turn 0 of gone did not complete .*boom"):
+        mn.replay(failed, speed=math.inf, display=False)
+    with pytest.raises(TraceNotFoundError, match=r"no trace file .*lone\.json"):
+        (tmp_path / "lone.timing.jsonl").write_text("")
+        mn.replay(tmp_path / "lone.timing.jsonl", speed=math.inf, display=False)

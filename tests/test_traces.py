@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 import os
 import subprocess
@@ -1422,6 +1423,49 @@ def test_summary_of_an_empty_frame_has_the_usual_columns(tmp_path: Path) -> None
         empty = traces.summary(traces.load_turns(tmp_path, models="nope"), by=by)
         assert list(empty.columns) == list(full.columns) and len(empty) == (1 if by is None else 0)
         assert empty.dtypes.to_dict() == full.dtypes.to_dict()
+
+
+def test_plots_of_a_frame_read_back_from_csv_or_of_objects_draw_what_the_frame_s_draw(tmp_path: Path) -> None:
+    """A turns frame saved as CSV and read back holds its times as ISO texts; one cast to object holds
+    NA among its counts: both raised TypeError from inside pandas, where they draw the same bins.
+    Times held as numbers (JSON's epoch) have no unit to read them in: a clear error."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    save(tmp_path, "a", rich_history())
+    save(tmp_path, "b", [user("q", T0 + 50_000), answer("a", T0 + 53_000)], model="gemini-4-argon")
+    append_sidecar(sidecar_record("a", 0, 1, started_at=T0 + 1, ttft_ms=300.0, total_ms=1400.0), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+
+    def drawn(frame: pd.DataFrame) -> list[list[float]]:
+        fig = traces.plot_usage_over_time(frame, freq="10s")
+        boxes = traces.plot_latency(frame, by=None).axes
+        return ([list(line.get_ydata()) for ax in fig.axes for line in ax.get_lines()]
+                + [list(line.get_xdata()) for ax in boxes for line in ax.get_lines()])
+
+    expected = drawn(df)
+    for frame in (pd.read_csv(io.StringIO(df.to_csv(index=False))), df.astype(object)):
+        assert drawn(frame) == expected
+    with pytest.raises(OptionError, match="'started' holds numbers, not times"):
+        traces.plot_usage_over_time(df.assign(started=np.arange(len(df)) * 1000))
+
+
+def test_summary_of_a_frame_read_back_from_parquet_or_json_equals_the_frame_s(tmp_path: Path) -> None:
+    """``to_parquet(turns)`` read back with pandas holds numpy arrays in ``tool_names`` (JSON lists),
+    which ``by="tool_names"`` could not group (TypeError: unhashable); a cost read as text was summed
+    as texts joined (ValueError)."""
+    with_tools = {"tools": [{"name": "get_weather", "description": "", "parameters": {"type": "object"}}]}
+    save(tmp_path, "a", [user("q", T0), answer("a", T0 + 1000)], config=with_tools)
+    save(tmp_path, "b", [user("q", T0 + 5000), answer("b", T0 + 6000)])
+    turns = traces.load_turns(tmp_path, prices={"gemini-3.8-flash": {"prompt_tokens": 1.0, "response_tokens": 2.0}})
+    traces.to_parquet(turns, tmp_path / "t.parquet")
+    expected = traces.summary(turns, by="tool_names")
+    read_back = pd.read_parquet(tmp_path / "t.parquet")
+    as_json = pd.read_json(io.StringIO(turns.to_json(orient="records", date_format="iso")))
+    for df in (read_back, as_json):
+        pd.testing.assert_frame_equal(traces.summary(df, by="tool_names"), expected)
+    texts = turns.assign(cost=turns["cost"].astype(str))
+    pd.testing.assert_frame_equal(traces.summary(texts), traces.summary(turns))
 
 
 def test_every_kind_sorts_its_categories_whatever_order_they_are_met_in(tmp_path: Path) -> None:

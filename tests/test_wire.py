@@ -297,6 +297,28 @@ def test_vendor_pairing_anchors_fragments_even_when_every_frame_arrived_at_once(
     assert rule == "fragment + arrival time" and pairs == [1, 2, 4, 4]
 
 
+def test_pairing_reads_frames_whose_fields_have_the_wrong_shape_as_carrying_nothing():
+    """A frame from a buggy upstream, a proxy in between or an edited capture (``content_block`` a
+    string, ``choices`` a number, MMSP ``content_items`` a number) raised out of the wire view."""
+    def frame(i, payload):
+        return Frame(i, 0.1 * i, f"data: {json.dumps(payload)}\n\n".encode(), "data", None, json.dumps(payload))
+
+    text = {"event_type": "delta", "content_items": [{"type": "text.delta", "text": "hi"}]}
+    stop = {"event_type": "stop", "content_items": []}
+    odd = {
+        "messages": [{"type": "content_block_start", "index": 0, "content_block": "x"},
+                     {"type": "content_block_delta", "index": 0, "delta": 5}, {"type": "message_delta", "usage": {}}],
+        "chat": [{"object": "chat.completion.chunk", "choices": 5},
+                 {"object": "chat.completion.chunk", "choices": [{"delta": {"tool_calls": 5, "content": "hi"}}]},
+                 {"object": "chat.completion.chunk", "choices": 7, "usage": {"prompt_tokens": 1}}],
+        "mmsp": [{"event_type": "delta", "content_items": 5}, {"event_type": "delta", "content_items": [5, None]}, stop],
+    }
+    for protocol, payloads in odd.items():
+        frames = [frame(i, p) for i, p in enumerate(payloads)]
+        pairs, _ = pair_events(frames, [text, stop], [0.05, 0.3], protocol)
+        assert len(pairs) == 2 and all(p is not None and 0 <= p < len(frames) for p in pairs), (protocol, pairs)
+
+
 class _Capture:
     """A provider's SSE response built frame by frame, with the delta mmsp yields for each frame (if any)."""
 

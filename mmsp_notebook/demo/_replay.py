@@ -9,11 +9,13 @@ without a stream gets the frames folded into the protocol's JSON body (:mod:`._w
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import DemoServerError
+from .._errors import DemoServerError, TraceError
+from ..core.store import read_regular
 from ..wire.sse import PROTOCOLS, detect_protocol, split_frames
 
 __all__ = ["PROTOCOLS", "Replay", "load_replay"]
@@ -49,15 +51,16 @@ def load_replay(path: str | Path, protocol: str | None = None) -> Replay:
         The replay.
 
     Raises:
-        DemoServerError: The file cannot be read, is empty or holds no ``data:`` line (JSON, say), the
+        DemoServerError: The file cannot be read (missing, no regular file, over 256 MiB), is empty or holds no ``data:`` line (JSON, say), the
             protocol is unknown or cannot be recognised.
     """
     if protocol is not None and protocol not in PROTOCOLS:
         raise DemoServerError(f"unknown replay protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise DemoServerError(f"cannot read the replay file {path}: {exc}") from exc
+    try:  # a regular file only, read to MAX_FILE_SIZE: a FIFO would block, /dev/zero fill the memory
+        data = read_regular(Path(path))[0]
+    except TraceError as exc:
+        why = "no such file" if isinstance(exc, FileNotFoundError) and not os.path.islink(path) else exc.reason
+        raise DemoServerError(f"cannot read the replay file {path}: {why}") from None
     # a byte order mark is an editor's, never a server's: left in, it would hide the first field
     data = data.removeprefix(_BOM)
     if data.startswith(_UTF16_BOMS):  # re-saved as UTF-16 (Windows PowerShell's > redirect): the UTF-8 it was

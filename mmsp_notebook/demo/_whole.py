@@ -42,6 +42,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
 from .._loopback import AbruptClose, Transcript, until_disconnect
+from ..wire.sse import parse_frame
 from ._bodies import faulted
 
 __all__ = ["WholeResponse", "wants_stream"]
@@ -58,18 +59,15 @@ DONE = ("[DONE]", None)
 
 def _read(frame: bytes) -> tuple[str, Any] | None:
     """A frame's event name (``""`` without an ``event:`` line) and JSON data; :data:`DONE` for
-    ``[DONE]``, None for a comment."""
-    name, data = "", []
-    for line in frame.decode("utf-8").split("\n"):
-        if line.startswith("event:"):
-            name = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-    if not data:
+    ``[DONE]``, None for a comment. Its lines are cut as the stream's frames are (``\\r\\n``, ``\\n``
+    or ``\\r``), its text must be UTF-8."""
+    frame.decode("utf-8")  # (a transcript that is no UTF-8 is named as such, not read with U+FFFD)
+    parsed = parse_frame(0, 0.0, frame)
+    if parsed.data is None:
         return None
-    if data == ["[DONE]"]:
+    if parsed.kind == "done":
         return DONE
-    return name, json.loads("\n".join(data))
+    return parsed.event or "", json.loads(parsed.data)
 
 
 def _status(code: Any) -> int:

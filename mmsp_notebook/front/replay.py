@@ -307,7 +307,8 @@ def replay(trace: Any, *, turn: int = -1, speed: float = 1.0, display: bool = Tr
 
     Args:
         trace: A trace id (under ``root``, default ``MMSP_CACHE_DIR``; found where mmsp's Tracer
-            writes it, so ``runs/v1.5`` in ``runs/v1.json``), a path to a trace ``.json`` file, or
+            writes it, so ``runs/v1.5`` in ``runs/v1.json``), a path to a trace ``.json`` file (or to
+            its ``.timing.jsonl`` sidecar), or
             a row of ``traces.load_turns`` (a pandas Series or its ``to_dict()``, ``otel=True``
             column names accepted).
         turn: Which assistant message of the trace (0-based; ``-1``, the default, is the last).

@@ -166,9 +166,12 @@ class Explorer(MarkdownWidget):
                     continue
                 for i, message in enumerate(history[:-1]):
                     nxt = history[i + 1]
-                    if message.get("role") == "assistant" and nxt.get("role") == "user" and any(
+                    if not isinstance(message, dict) or not isinstance(nxt, dict):
+                        continue
+                    items = nxt.get("content_items")
+                    if message.get("role") == "assistant" and nxt.get("role") == "user" and isinstance(items, list) and any(
                             isinstance(it, dict) and it.get("type") == "tool_result.done" and tool_error(it.get("text"))
-                            for it in nxt.get("content_items") or []):
+                            for it in items):
                         found.add((str(tid), i))
             if found:
                 keys = pd.MultiIndex.from_arrays([df["trace_id"].astype(object),

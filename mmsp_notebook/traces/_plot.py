@@ -46,6 +46,22 @@ def _frame(turns: Any, plot: str, needed: Sequence[str], by: str | None) -> tupl
     return df, by
 
 
+def _numbers(column: pd.Series) -> pd.Series:
+    """A column as float64, NaN where it holds no number (a hand-made frame's text, NA in an object column)."""
+    return pd.to_numeric(column.astype(object), errors="coerce").astype("float64")
+
+
+def _times(column: pd.Series, name: str) -> pd.Series:
+    """A time column as UTC datetimes: a frame read back from CSV holds ISO texts, each read (NaT when
+    it is none); one of numbers has no unit to read them in, and is refused with what to do."""
+    if isinstance(column.dtype, pd.DatetimeTZDtype) or pd.api.types.is_datetime64_dtype(column.dtype):
+        return column
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        raise OptionError(f"plot_usage_over_time: {name!r} holds numbers, not times (a frame read back from JSON?); "
+                          f"convert it first, e.g. turns[{name!r}] = pd.to_datetime(turns[{name!r}], unit='ms', utc=True)")
+    return pd.to_datetime(column.astype(object).where(column.notna(), None), utc=True, errors="coerce", format="ISO8601")
+
+
 def plot_latency(
     turns: pd.DataFrame,
     by: str | None = "model",
@@ -65,13 +81,13 @@ def plot_latency(
     if unknown:
         raise OptionError(f"plot_latency: no column {', '.join(map(repr, unknown))} to plot; metrics are columns of "
                           f"seconds such as 'latency' and 'ttft'")
-    panels = [m for m in metrics if df[m].notna().any()]
+    panels = [m for m in metrics if _numbers(df[m]).notna().any()]
     if not panels:
         panels = [metrics[0]]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.8), squeeze=False)
     groups = [(str(k), g) for k, g in df.groupby(by, observed=True, sort=True)] if by is not None else [("all", df)]
     for ax, metric in zip(axes[0], panels):
-        data = [g[metric].dropna().to_numpy() if metric in g else [] for _, g in groups]
+        data = [_numbers(g[metric]).dropna().to_numpy() if metric in g else [] for _, g in groups]
         keep = [(name, d) for (name, _), d in zip(groups, data) if len(d)]
         if keep:
             import inspect
@@ -135,8 +151,10 @@ def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str |
     plt = _pyplot()
     _check_freq(freq)
     df, by = _frame(turns, "plot_usage_over_time", ("started", "ended", "input_tokens", "output_tokens", "cost"), by)
-    t = df["started"].where(df["started"].notna(), df["ended"])
-    df = df.assign(_t=t).dropna(subset=["_t"]).sort_values("_t")
+    started, ended = _times(df["started"], "started"), _times(df["ended"], "ended")
+    t = started.where(started.notna(), ended)
+    df = df.assign(_t=t, **{c: _numbers(df[c]) for c in ("input_tokens", "output_tokens", "cost")})
+    df = df.dropna(subset=["_t"]).sort_values("_t")
     fig, (ax_tok, ax_cost) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
     if len(df):
         freq = freq or _auto_freq(df["_t"].iloc[-1] - df["_t"].iloc[0])
@@ -164,7 +182,7 @@ def plot_usage_over_time(turns: pd.DataFrame, freq: str | None = None, by: str |
         cum = ax_cost.twinx()
         cum.plot(cost.index, cost.fillna(0).cumsum().to_numpy(), color="black", label="cumulative")
         cum.set_ylabel("cumulative USD")
-        missing = int(df["cost_missing"].sum()) if "cost_missing" in df else 0
+        missing = int(_numbers(df["cost_missing"]).fillna(0).astype(bool).sum()) if "cost_missing" in df else 0
         title = "Cost (list prices)" + (f" — {missing} turns without a price not counted" if missing else "")
         ax_cost.set_title(title, fontsize="medium")
     ax_tok.set_title("Tokens over time")

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .._errors import OptionError, OptionTypeError
@@ -14,6 +15,8 @@ from ._common import FROM_OTEL, plain
 from ._turns import SOURCES
 
 __all__ = ["summary"]
+
+_SEQUENCES = (tuple, list, np.ndarray)
 
 
 def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFrame:
@@ -57,7 +60,10 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
     # tuples put back as the keys
     ranked: dict[int, list[Any]] = {}
     for i, k in enumerate(keys):
-        if df[k].dtype == object and any(isinstance(v, tuple) for v in df[k]):
+        if df[k].dtype == object and any(isinstance(v, _SEQUENCES) for v in df[k]):
+            # (a frame read back from Parquet holds arrays there, one from JSON lists: each a tuple again)
+            df = df.assign(**{k: pd.Series([tuple(v) if isinstance(v, _SEQUENCES) else v for v in df[k]],
+                                           index=df.index, dtype=object)})
             values = sorted({v for v in df[k] if isinstance(v, tuple)})
             place = {v: n for n, v in enumerate(values)}
             df = df.assign(**{k: pd.array([place.get(v) if isinstance(v, tuple) else None for v in df[k]], dtype="Int64")})
@@ -81,10 +87,12 @@ def summary(turns: Any, by: str | Sequence[str] | None = "model") -> pd.DataFram
             s = pd.to_numeric(g[col], errors="coerce").dropna() if col in g else pd.Series(dtype=float)
             for q in (50, 90, 99):
                 row[f"{col}_p{q}"] = float(s.quantile(q / 100)) if len(s) else float("nan")
-        cost = g["cost"].dropna() if "cost" in g else pd.Series(dtype=float)
+        # (a hand-made frame's text is no number there, as for the times above: a sum of texts joins them)
+        cost = pd.to_numeric(g["cost"], errors="coerce").dropna() if "cost" in g else pd.Series(dtype=float)
         row["cost_total"] = float(cost.sum()) if len(cost) else float("nan")
         row["cost_mean"] = float(cost.mean()) if len(cost) else float("nan")
-        row["cost_missing"] = int(g["cost_missing"].sum()) if "cost_missing" in g else 0
+        row["cost_missing"] = int(pd.to_numeric(g["cost_missing"], errors="coerce").fillna(0).astype(bool).sum()) \
+            if "cost_missing" in g else 0
         status = g["status"].astype(object) if "status" in g else pd.Series(["complete"] * len(g))
         complete = status == "complete"
         row["error_rate"] = float((~complete).mean()) if len(g) else float("nan")

@@ -244,7 +244,7 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
 
     Args:
         trace: A trace id (relative to ``root``, default ``MMSP_CACHE_DIR``), a path to a trace
-            ``.json`` file, or a row of ``traces.load_turns`` (a pandas Series or a dict, with
+            ``.json`` file (or to its ``.timing.jsonl`` sidecar: the trace beside it), or a row of ``traces.load_turns`` (a pandas Series or a dict, with
             this module's or the ``otel=True`` column names: its trace id and ``message_index``).
             A trace id is found where mmsp's Tracer writes it, ``Path(trace_id).with_suffix(".json")``
             (``runs/v1.5`` in ``runs/v1.json``).
@@ -298,6 +298,11 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
         if candidate.suffix == ".json" and is_file(candidate):
             candidates = [candidate]
             trace_id = None
+        elif candidate.name.endswith(SIDECAR_SUFFIX) and is_file(candidate):
+            # a timing sidecar given (as show takes one): the trace it times, beside it
+            base = candidate.parent
+            trace_id = asked = candidate.name.removesuffix(SIDECAR_SUFFIX)
+            candidates = _trace_candidates(base, trace_id)
         else:
             trace_id = asked = str(trace).removesuffix(".json")
             candidates = _trace_candidates(base, str(trace))

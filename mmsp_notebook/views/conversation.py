@@ -39,7 +39,7 @@ from ..core.turn import Turn, media_kind
 from . import format as fmt
 from .html import _IMAGE_SRC, CSS, render_html, render_text
 from .model import STATUS_TEXT, present_turn, present_view, view_model
-from .text import footer_line, printable
+from .text import HTML_TEXT_LIMIT, cut_text, footer_line, printable
 from .waterfall import number as _number
 from .waterfall import stop_ms as _stop_ms
 from .waterfall import waterfall, waterfall_html
@@ -132,10 +132,19 @@ def _item_times(record: Mapping[str, Any] | None, items: Sequence[Mapping[str, A
     return out if n == len(rows) else None
 
 
+def _content_items(message: Mapping[str, Any], notes: list[str]) -> list[Any]:
+    """A message's ``content_items``; one that is no list is named in ``notes`` (a text's characters
+    are not items) and read as none."""
+    items = message.get("content_items")
+    if not isinstance(items, list) and items is not None:
+        notes.append(f"content_items is damaged: a {type(items).__name__}, not a list")
+    return fmt.listed(items)
+
+
 def _items(message: Mapping[str, Any], notes: list[str]) -> list[dict[str, Any]]:
     """The ``.done`` items of an assistant message the turn state can take (the others named in ``notes``)."""
     items: list[dict[str, Any]] = []
-    for n, raw in enumerate(message.get("content_items") or []):
+    for n, raw in enumerate(_content_items(message, notes)):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("type"), str):
             notes.append(f"content item {n} is not an item (no type)")
             continue
@@ -284,7 +293,7 @@ def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any
     """The view of a response the trace never recorded, from its sidecar record alone."""
     status = str(record.get("status")) if record.get("status") in ("error", "incomplete", "cancelled") else "error"
     error = record.get("error") if isinstance(record.get("error"), Mapping) else {}
-    events = [e for e in record.get("events") or [] if isinstance(e, list) and len(e) >= 3]
+    events = [e for e in fmt.listed(record.get("events")) if isinstance(e, list) and len(e) >= 3]
     arrived = [e for e in events if str(e[1]).endswith(".delta")]
     if status == "error" and not arrived:
         text = "failed before any output"
@@ -310,7 +319,7 @@ def _seconds(ms: Any) -> float | None:
 
 def _arrived_note(record: Mapping[str, Any]) -> str:
     sizes: dict[str, int] = {}
-    for e in record.get("events") or []:
+    for e in fmt.listed(record.get("events")):
         if isinstance(e, list) and len(e) >= 3 and isinstance(e[1], str) and e[1].endswith(".delta") and fmt.is_number(e[2]):
             kind = e[1].rpartition(".")[0]
             sizes[kind] = sizes.get(kind, 0) + int(e[2])
@@ -327,7 +336,7 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
     images: list[dict[str, str]] = []
     notes: list[str] = []
     results: dict[str, str] = {}
-    for n, raw in enumerate(message.get("content_items") or []):
+    for n, raw in enumerate(_content_items(message, notes)):
         if not isinstance(raw, Mapping) or not isinstance(raw.get("type"), str):
             notes.append(f"content item {n} is not an item (no type)")
             continue
@@ -338,7 +347,7 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
             text = raw.get("text")
             call = raw.get("tool_call_id")
             results[str(call)] = text if isinstance(text, str) else json.dumps(text, default=str)
-            for src in raw.get("images") or []:
+            for src in fmt.listed(raw.get("images")):
                 images.append(_image(src, f"tool result image ({call})"))
         elif kind == "image_url.done":
             images.append(_image(raw.get("image_url"), "attached image"))
@@ -356,10 +365,13 @@ def _user(message: Mapping[str, Any]) -> tuple[str, list[dict[str, str]], list[s
 
 
 def _image(src: Any, alt: str) -> dict[str, str]:
+    """An image drawn from its data URL, or a note naming it (a URL's keys redacted: ``?key=…``; the
+    base64 of an image drawn is never searched, where a key's shape can occur by chance)."""
+    alt = redact_value(alt)
     if isinstance(src, str) and _IMAGE_SRC.fullmatch(src):
         return {"src": src, "alt": alt}
     shown = src if isinstance(src, str) and not src.startswith("data:") else (src[:40] + "…" if isinstance(src, str) else "")
-    return {"note": f"{alt} not shown (only PNG, JPEG, GIF or WebP data URLs are displayed){': ' + shown if shown else ''}"}
+    return {"note": redact_value(f"{alt} not shown (only PNG, JPEG, GIF or WebP data URLs are displayed){': ' + shown if shown else ''}")}
 
 
 # ---------------------------------------------------------------------------------------------- building
@@ -447,6 +459,9 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
             text, images, user_notes, results = _user(message)
             if not text and not images and not user_notes and results:
                 user_notes = [f"tool result {k}: {v}" for k, v in results.items()]
+            text, left = cut_text(text, HTML_TEXT_LIMIT)  # (a prompt of whole documents: as an answer's text is cut)
+            if left:
+                user_notes.append(f"… {left:,} characters not shown: the trace file has all")
             entries.append({"kind": "user", "key": f"m{index}", "index": index, "indices": [index],
                             "label": f"user · message {index}", "text": text, "images": images, "notes": user_notes})
         else:

@@ -29,8 +29,18 @@ def as_text(value: Any) -> str:
 
 
 def is_number(value: Any) -> TypeGuard[int | float]:
-    """A finite int or float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float (not a bool); an int beyond a float's range (JSON holds any) is not one."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def listed(value: Any) -> list[Any]:
+    """``value`` if it is a list, else an empty one (a field of a trace or a sidecar that is damaged)."""
+    return value if isinstance(value, list) else []
 
 
 def fixed(value: Any, digits: int) -> str:

@@ -29,7 +29,7 @@ def number(value: Any) -> float | None:
 
 def stop_ms(record: Mapping[str, Any]) -> float | None:
     """When a sidecar record's stream stopped (ms since its request): its stop event, else its total."""
-    for event in record.get("events") or []:
+    for event in fmt.listed(record.get("events")):
         if isinstance(event, list) and len(event) >= 2 and event[1] == "stop" and fmt.is_number(event[0]):
             return float(event[0])
     return number(record.get("total_ms"))
@@ -62,7 +62,7 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
         mark = index is not None and index_k == index
         first_bar = len(bars)
         prefix = f"step {k + 1} · " if steps else ""
-        events = [(float(e[0]), e[1]) for e in rec.get("events") or [] if isinstance(e, list) and len(e) >= 2
+        events = [(float(e[0]), e[1]) for e in fmt.listed(rec.get("events")) if isinstance(e, list) and len(e) >= 2
                   and fmt.is_number(e[0]) and isinstance(e[1], str)]
         total = number(rec.get("total_ms")) or (max((ms for ms, _ in events), default=0.0))
         first = next((ms for ms, kind in events if kind.endswith(".delta")), number(rec.get("ttft_ms")))

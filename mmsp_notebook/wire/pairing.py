@@ -63,9 +63,19 @@ class _WireDelta:
         return bool(self.value or self.name or self.fidelity)
 
 
+def _list(value: Any) -> list[Any]:
+    """A field of a frame's payload that should be a list (a damaged or foreign frame's may be anything)."""
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """A field of a frame's payload that should be an object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _chat_deltas(index: int, payload: dict[str, Any]) -> list[_WireDelta]:
     """A Chat Completions chunk: the fields of ``choices[0].delta`` in the order mmsp reads them."""
-    choices = payload.get("choices") or []
+    choices = _list(payload.get("choices"))
     choice = choices[0] if choices and isinstance(choices[0], dict) else {}
     delta = choice.get("delta") or {}
     if not isinstance(delta, dict):
@@ -84,7 +94,7 @@ def _chat_deltas(index: int, payload: dict[str, Any]) -> list[_WireDelta]:
         out.append(_WireDelta(index, "thinking", "reasoning", str(reasoning)))
     if delta.get("content"):
         out.append(_WireDelta(index, "text", "content", str(delta["content"])))
-    for position, call in enumerate(delta.get("tool_calls") or []):
+    for position, call in enumerate(_list(delta.get("tool_calls"))):
         if isinstance(call, dict):
             function = call.get("function") or {}
             name = str(function.get("name") or call.get("id") or "")
@@ -126,13 +136,13 @@ def _messages_deltas(index: int, payload: dict[str, Any]) -> list[_WireDelta]:
     kind = payload.get("type")
     key = str(payload.get("index"))
     if kind == "content_block_start":
-        block = payload.get("content_block") or {}
+        block = _dict(payload.get("content_block"))
         if block.get("type") == "tool_use":
             return [_WireDelta(index, "tool_call", key, "", str(block.get("name") or ""))]
         if block.get("type") == "redacted_thinking":  # its text is mmsp's placeholder, its data the fidelity
             return [_WireDelta(index, "thinking", key, REDACTED_THINKING, fidelity=True)]
     elif kind == "content_block_delta":
-        delta = payload.get("delta") or {}
+        delta = _dict(payload.get("delta"))
         if delta.get("type") == "signature_delta":
             return [_WireDelta(index, "thinking", key, "", fidelity=True)]
         if delta.get("type") in _MESSAGES_DELTAS:
@@ -148,8 +158,8 @@ _LOOKAHEAD = 64  # wire deltas searched past the expected one for a delta the cl
 def _ends_stream(protocol: str, payload: dict[str, Any]) -> bool:
     """Whether a frame carries what mmsp's stop event is made of: a finish reason or usage."""
     if protocol == "chat":
-        choices = payload.get("choices") or []
-        return bool(payload.get("usage")) or any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+        return bool(payload.get("usage")) or any(isinstance(c, dict) and c.get("finish_reason")
+                                                 for c in _list(payload.get("choices")))
     if protocol == "responses":
         return payload.get("type") in ("response.completed", "response.incomplete")
     return protocol == "messages" and payload.get("type") == "message_delta"
@@ -289,9 +299,8 @@ def _mmsp_pairs(frames: list[Frame], events: list[dict[str, Any]]) -> list[int |
     for event, (index, payload) in zip(events, data):
         if payload.get("event_type") != event.get("event_type"):
             return None
-        wire_items = payload.get("content_items") or []
-        items = event.get("content_items") or []
-        if [i.get("type") for i in wire_items] != [i.get("type") for i in items]:
+        wire_items, items = _list(payload.get("content_items")), _list(event.get("content_items"))
+        if [_dict(i).get("type") for i in wire_items] != [_dict(i).get("type") for i in items]:
             return None
         pairs.append(index)
     return pairs
