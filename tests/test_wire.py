@@ -803,3 +803,16 @@ def test_an_upstream_with_a_fragment_is_refused_saying_what_to_do():
         assert proxy.base_url == f"{proxy.root_url}/v1?api-version=1&key={CANARY}"
         assert proxy.tap_url("t") == f"{proxy.root_url}/_tap/t/v1?api-version=1&key={CANARY}"
         assert CANARY not in repr(proxy) + proxy.upstream_display
+
+
+def test_a_frame_s_fields_are_read_as_an_event_source_reads_them() -> None:
+    """The last ``event`` line names a frame (an empty one, none); one space after a colon is not the
+    value's; ``data`` with no colon is an empty data line."""
+    from mmsp_notebook.wire.sse import parse_frame
+
+    f = parse_frame(0, 0.0, b"event: ping\nevent: content_block_delta\ndata: {\"a\": 1}\n\n")
+    assert (f.kind, f.event, f.data) == ("data", "content_block_delta", '{"a": 1}')
+    f = parse_frame(1, 0.0, b"event:message_stop\ndata:  two spaces\ndata\n\n")
+    assert (f.event, f.data) == ("message_stop", " two spaces\n")
+    f = parse_frame(2, 0.0, b"event: x\nevent:\ndata: [DONE]\n\n")
+    assert (f.kind, f.event) == ("done", None)

@@ -113,8 +113,11 @@ def parse_frame(index: int, t: float, raw: bytes) -> Frame:
     """Read one frame's fields."""
     text = raw.decode("utf-8", errors="replace")
     lines = [line for line in _LINE_END.split(text) if line != ""]
-    data = [line[5:].removeprefix(" ") for line in lines if line.startswith("data:")]
-    event = next((line[6:].strip() for line in lines if line.startswith("event:")), None)
+    # as an EventSource reads fields: one space after the colon is not the value's, a name with no
+    # colon has an empty value, and the last ``event`` of a frame names it (an empty one: none)
+    data = [line[5:].removeprefix(" ") if line != "data" else "" for line in lines if line.startswith("data:") or line == "data"]
+    events = [line[6:].removeprefix(" ") for line in lines if line.startswith("event:")]
+    event = events[-1] or None if events else None
     if data:
         joined = "\n".join(data)
         return Frame(index, t, raw, "done" if joined.strip() == "[DONE]" else "data", event, joined)
