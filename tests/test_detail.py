@@ -154,3 +154,23 @@ def test_a_request_for_more_that_names_nothing_is_not_answered(tmp_path):
     assert inject(explorer, {"type": "more", "row": 0, "after": 99})["entries"] == []
     assert inject(explorer, {"type": "more", "row": 0, "before": -3})["entries"] == []
     assert [p["key"] for p in inject(explorer, {"type": "more", "row": 0, "before": 2})["entries"]] == ["m0", "m1"]
+
+
+def test_an_answer_longer_than_the_html_views_draw_is_sent_cut_with_a_line_that_says_so(tmp_path):
+    """A 1,000,000-character answer (a model that did not stop) is not sent to the page whole: its text
+    is cut as the conversation's HTML cuts it, the rest counted."""
+    from mmsp_notebook.views.text import HTML_TEXT_LIMIT
+
+    long = "all work and no play " * 50_000
+    save(tmp_path, "long", [{"role": "user", "content_items": [{"type": "text.done", "text": "go on"}], "created_at": T0},
+                            {"role": "assistant", "content_items": [{"type": "text.done", "text": long}],
+                             "finish_reason": "length", "created_at": T0 + 900}])
+    explorer = traces.explore(tmp_path)
+    capture(explorer)
+    explorer.select(0)
+    detail = explorer.comm.sent[-1]
+    assert size(detail) < 2 * HTML_TEXT_LIMIT
+    [answer] = [p for p in detail["entries"] if p["key"] == "m1"]
+    [item] = [it for it in answer["vm"]["items"] if it.get("kind") == "text"]
+    assert item["text"].startswith(long[:HTML_TEXT_LIMIT])
+    assert item["text"].endswith(f"… {len(long) - HTML_TEXT_LIMIT:,} characters not shown: the trace file has all")

@@ -22,6 +22,7 @@ import json
 from typing import Any
 
 from ..views.conversation import step_lines
+from ..views.text import HTML_TEXT_LIMIT, cut_text
 
 __all__ = ["DETAIL_BUDGET", "Window", "more"]
 
@@ -34,8 +35,14 @@ _KERNEL_ONLY = ("index", "indices", "turns", "started", "status")
 
 
 def _lean(item: dict[str, Any]) -> dict[str, Any]:
+    """An item as a detail message carries it: a text longer than the HTML views draw cut as they
+    cut it, with a line that says so (a 30 MB answer is not sent to the page whole)."""
     if item.get("kind") == "tool_call" and isinstance(item.get("args"), str) and "text" in item:
         return {k: v for k, v in item.items() if k != "text"}
+    text = item.get("text")
+    if isinstance(text, str) and len(text) > HTML_TEXT_LIMIT:
+        shown, left = cut_text(text, HTML_TEXT_LIMIT)
+        return {**item, "text": f"{shown}\n\n… {left:,} characters not shown: the trace file has all"}
     return item
 
 
