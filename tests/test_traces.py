@@ -2094,3 +2094,19 @@ def test_an_upper_case_media_type_is_counted_as_an_image_or_audio(tmp_path, monk
         monkeypatch.setattr(_load, "decode_trace", lambda raw: None)
     df = no_warnings_load(traces.load_turns, tmp_path)
     assert (df["n_images"].tolist(), df["n_audio"].tolist()) == ([2], [1])
+
+
+def test_sidecar_durations_of_a_day_or_more_are_not_taken(tmp_path: Path) -> None:
+    """A sidecar's ``total_ms`` of 1e15 (31,000 years) is damage, not a latency to weigh in percentiles:
+    the turn's latency is the trace's own, as for a record without one; an hour is a latency."""
+    tid = "app/slow"
+    save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000), user("q1", T0 + 5000), answer("a1", T0 + 9000),
+                         user("q2", T0 + 20_000), answer("a2", T0 + 30_000)])
+    append_sidecar(sidecar_record(tid, 0, 1, started_at=T0 + 2.5, ttft_ms=1e12, total_ms=1e15), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 1, 3, started_at=T0 + 6000, ttft_ms=200.0, total_ms=3_600_000.0), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 2, 5, started_at=T0 + 21_000, ttft_ms=200.0, total_ms=86_400_000.0), base=tmp_path)
+    df = traces.load_turns(tmp_path, progress=False)
+    assert df["ttft"].isna().tolist() == [True, False, False]
+    assert df["latency"][0] == pytest.approx(0.9975)  # (the answer's created_at after the sidecar's start)
+    assert df["latency"][1] == 3600.0
+    assert df["latency"].max() == 3600.0

@@ -28,8 +28,10 @@ INT_NA = -(2**63)
 INT_LO, INT_HI = INT_NA, 2**63
 #: timestamps are Unix ms strictly between MS_LO and MS_HI (1970-01-01 excluded, year 10000 excluded)
 NAN = math.nan
-#: durations are ms in ``0 <= ms < DUR_HI`` (a finite float bound, so huge integers compare safely)
-DUR_HI = 1e300
+#: durations are ms in ``0 <= ms < DUR_HI``, a day: one request's times beyond are damage, as a
+#: replay takes them (``front.replay.MAX_EVENT_MS``), not a latency to weigh in percentiles (a finite
+#: float bound, so huge integers compare safely)
+DUR_HI = 86_400_000.0
 _NAN, _DUR_HI = NAN, DUR_HI
 
 
