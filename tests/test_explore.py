@@ -8,6 +8,7 @@ import html.parser
 import io
 import json
 import math
+import re
 import time
 import warnings
 from pathlib import Path
@@ -524,6 +525,9 @@ def test_explorer_over_a_frame_and_its_static_view(big):
         traces.explore(turns, models=["x"])
     with pytest.raises(OptionTypeError):
         traces.explore(42)
+    twice = sorted(map(str, turns.columns[:2]))
+    with pytest.raises(OptionError, match=re.escape(f"columns named twice ({', '.join(twice)})")):  # (pd.concat(axis=1))
+        traces.explore(pd.concat([turns, turns.iloc[:, :2]], axis=1))
     with pytest.raises(TypeError, match=r"^explore\(\) got an unexpected keyword argument 'sinc' \(did you mean 'since'\?\)"):
         traces.explore(big, sinc="2026-01-01")  # a mistyped load option is explore's, not load_turns'
     explorer = traces.explore(turns, root=big)

@@ -498,6 +498,10 @@ def explore(source: Any, *, root: str | Path | Sequence[str | Path] | None = Non
     if isinstance(source, pd.DataFrame):
         if load_options:
             raise OptionError(f"load options ({', '.join(load_options)}) apply to a path, not to a loaded frame")
+        twice = sorted({str(c) for c in source.columns[source.columns.duplicated()]})
+        if twice:
+            raise OptionError(f"the frame has columns named twice ({', '.join(twice)}): keep one of each "
+                              "(df.loc[:, ~df.columns.duplicated()])")
         turns = plain(source).copy(deep=False)
         roots = _roots(root)
         files: dict[str, Path] = {}
