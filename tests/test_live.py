@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import threading
 import time
 
 import pytest
@@ -230,6 +231,27 @@ def test_a_view_that_fails_mid_stream_ends_its_turn_instead_of_leaving_it_stream
     assert future.result(timeout=10).status == "cancelled"
     run, future = launch("still there?", trace=False)  # its conversation takes the next turn at once
     assert drive(run, future, Recorder()).status == "complete"
+
+
+def test_a_turn_stopped_while_its_client_is_made_ends_cancelled(fresh_session, monkeypatch):
+    """■ while a first turn's client is still being made (its imports can take seconds) ends the turn
+    ``cancelled``: nothing was sent, and it is not left streaming."""
+    import asyncio
+
+    from mmsp_notebook.engine.session import Session
+
+    making = threading.Event()
+
+    async def slow_lease(self, *args, **kwargs):
+        making.set()
+        await asyncio.sleep(60)
+
+    monkeypatch.setattr(Session, "lease_client", slow_lease)
+    run, future = launch("hello", trace=False)
+    assert making.wait(10)
+    future.cancel()
+    run.finished.wait(10)
+    assert run.turn.status == "cancelled" and not run.turn.steps
 
 
 def test_an_interrupt_raised_in_the_task_awaiting_a_turn_cancels_the_turn(fresh_session):

@@ -5,6 +5,7 @@ Every front door (the magic, ``ask``/``aask``, the chat) starts its turns with :
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import inspect
 import re
@@ -233,6 +234,11 @@ def launch(
                 run.notify()
                 run.finished.set()
                 return turn
+            except asyncio.CancelledError:  # stopped while its client was made (a first turn's imports): nothing sent
+                turn.mark_cancelled()
+                run.notify()
+                run.finished.set()
+                raise
             done = await run_turn(run, client, conv, message, config, toolset, steps, trace=bool(trace_id))
             if wire:  # captured before the future resolves: a front door showing the wire finds it
                 from .wiretap import capture_wire
