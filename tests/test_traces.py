@@ -646,6 +646,7 @@ def test_odd_arguments_get_a_clear_error(tmp_path: Path) -> None:
     turns = no_warnings_load(traces.load_turns, tmp_path)
     for call, said in ((lambda: traces.load_turns(""), "an empty path"),
                        (lambda: traces.load_items(tmp_path, pattern=None), "pattern takes a glob"),
+                       (lambda: traces.load_turns(tmp_path, pattern=["**/*.json"]), "pattern takes a glob"),
                        (lambda: traces.summary(turns, by="bogus"), "no column 'bogus' to group by"),
                        (lambda: traces.load_turns(tmp_path, prices={"m": {"prompt_tokens": 10**400, "response_tokens": 1}}),
                         "must be a finite number")):

@@ -42,9 +42,14 @@ class Source:
 _TRACE_ID = operator.attrgetter("trace_id")
 
 
-@functools.lru_cache(maxsize=16)
 def _patterns(pattern: str) -> tuple[Pattern, Pattern]:
-    """The pattern of trace files and that of their sidecars (compiled once a pattern)."""
+    """The pattern of trace files and that of their sidecars (compiled once a pattern; one that is
+    no text is refused as :class:`~._walk.Pattern` refuses it)."""
+    return _compiled(pattern) if isinstance(pattern, str) else (Pattern(pattern), Pattern(pattern))
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(pattern: str) -> tuple[Pattern, Pattern]:
     return Pattern(pattern), Pattern(_sidecar_pattern(pattern))
 
 
@@ -108,7 +113,7 @@ def find_sources(
     for raw in _expand(paths):
         p = os.path.abspath(raw)
         if os.path.isdir(p):
-            problems += _from_directory(p, Pattern(pattern), Pattern(_sidecar_pattern(pattern)), out, seen, entered)
+            problems += _from_directory(p, *_patterns(pattern), out, seen, entered)
         elif os.path.lexists(p):
             if not os.path.exists(p) and os.path.islink(p):
                 reason = f"broken symbolic link: to {os.readlink(p)}"
@@ -145,7 +150,7 @@ def iter_sources(root: str, pattern: str = "**/*.json", skip: Iterable[tuple[int
     them), and so are those in ``skip`` (device and inode: whatever path reaches them). Memory is
     one directory's entries, not the tree's."""
     root = os.path.abspath(root)
-    pat, side_pat = Pattern(pattern), Pattern(_sidecar_pattern(pattern))
+    pat, side_pat = _patterns(pattern)
     for found, regular in walk_dirs(root, pat, problems if problems is not None else [], set(skip)):
         yield sorted(_pair(root, found, regular, pat, side_pat, set()), key=_TRACE_ID)
 
