@@ -369,12 +369,11 @@ def _partial(src: str, pattern: str, m: Manifest, w: _Window, copy: Snapshot, re
     if root in gone or not all(d == root or d.startswith(root + os.sep) for d in (*changed, *gone)):
         return None
     pat = Pattern(pattern)
-    unnamed = [n for n in m.meta().get("unnamed") or []
-               if os.path.dirname(n["path"]) not in changed and os.path.dirname(n["path"]) not in gone]
+    every = {*changed, *gone}  # (what the comparisons of the batches pass over)
+    unnamed = [n for n in m.meta().get("unnamed") or [] if os.path.dirname(n["path"]) not in every]
     listed: dict[str, tuple[str | None, str | None]] = {}
     batch: set[str] = set(gone)  # (nothing listed: what the copy has in them is deleted)
     made: dict[str, int] = {}  # directories added, with their change time
-    every = {*changed, *gone}  # (what the comparisons of the batches pass over)
     order = sorted(changed)
     gone_n, first, k = 0, True, 0
     while k < len(order):
@@ -502,7 +501,8 @@ def scan_sources(src: str, pattern: str, m: Manifest, started: float, skip: Iter
 
 
 def _afresh(m: Manifest, w: _Window) -> _Window:
-    """The scan started again (the copy it read was damaged): its work tables emptied, a new window."""
+    """The scan started again (the copy it read was damaged, or a partial scan found a full listing
+    needed): its work tables emptied, a new window."""
     m.begin_scan()
     return _Window(m, w.racy_ns, w.max_size)
 
