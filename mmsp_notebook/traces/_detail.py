@@ -22,7 +22,7 @@ import json
 from typing import Any
 
 from ..views.conversation import step_lines
-from ..views.text import HTML_TEXT_LIMIT, cut_text
+from ..views.text import HTML_TEXT_LIMIT, cut_text, not_shown
 
 __all__ = ["DETAIL_BUDGET", "Window", "more"]
 
@@ -42,7 +42,7 @@ def _lean(item: dict[str, Any]) -> dict[str, Any]:
     text = item.get("text")
     if isinstance(text, str) and len(text) > HTML_TEXT_LIMIT:
         shown, left = cut_text(text, HTML_TEXT_LIMIT)
-        return {**item, "text": f"{shown}\n\n… {left:,} characters not shown: the trace file has all"}
+        return {**item, "text": f"{shown}\n\n{not_shown(left)}"}
     return item
 
 

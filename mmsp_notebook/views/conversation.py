@@ -39,7 +39,7 @@ from ..core.turn import Turn, media_kind
 from . import format as fmt
 from .html import _IMAGE_SRC, CSS, render_html, render_text
 from .model import STATUS_TEXT, present_turn, present_view, view_model
-from .text import HTML_TEXT_LIMIT, cut_text, footer_line, printable
+from .text import HTML_TEXT_LIMIT, cut_text, footer_line, not_shown, printable
 from .waterfall import number as _number
 from .waterfall import stop_ms as _stop_ms
 from .waterfall import waterfall, waterfall_html
@@ -461,7 +461,7 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
                 user_notes = [f"tool result {k}: {v}" for k, v in results.items()]
             text, left = cut_text(text, HTML_TEXT_LIMIT)  # (a prompt of whole documents: as an answer's text is cut)
             if left:
-                user_notes.append(f"… {left:,} characters not shown: the trace file has all")
+                user_notes.append(not_shown(left))
             entries.append({"kind": "user", "key": f"m{index}", "index": index, "indices": [index],
                             "label": f"user · message {index}", "text": text, "images": images, "notes": user_notes})
         else:

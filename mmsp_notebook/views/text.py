@@ -15,7 +15,7 @@ from .format import isolate
 from .model import view_model
 
 __all__ = ["printable", "render_text", "render_transcript_text", "footer_line", "banner_lines", "banner_line", "item_head", "item_tail",
-           "result_line", "cut_text", "PLAIN_TEXT_LIMIT", "HTML_TEXT_LIMIT", "WHOLE_IN"]
+           "result_line", "cut_text", "not_shown", "PLAIN_TEXT_LIMIT", "HTML_TEXT_LIMIT", "WHOLE_IN"]
 
 #: Characters of one text or thinking item a static view's ``text/plain`` shows (a turn's finished
 #: output, a turn or a comparison shown as a value, a chat's saved view): never more than its HTML.
@@ -31,6 +31,11 @@ def cut_text(text: str, limit: int | None) -> tuple[str, int]:
     if limit is None or len(text) <= limit:
         return text, 0
     return text[:limit], len(text) - limit
+
+
+def not_shown(left: int) -> str:
+    """The line that says a text from a trace file was cut (``left`` characters are not shown)."""
+    return f"… {left:,} characters not shown: the trace file has all"
 
 
 def footer_line(footer: Mapping[str, Any] | None) -> str:
