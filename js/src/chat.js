@@ -20,7 +20,7 @@
 // kernel's shell thread runs a long cell (and would not read a message from here). Any message
 // counts as a sign of life; none for DEAD_MS (a restart, a crash) and the reply is cut here.
 import { createTurnView } from "./render.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn, rovingTabStop } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, covers, keysStayIn, rovingTabStop, sender } from "./util.js";
 import { connectMath } from "./math.js";
 
 const RETRYABLE = new Set(["error", "incomplete", "cancelled"]);
@@ -488,15 +488,7 @@ export function renderChatWidget({ model, el }) {
     thinkLabel.hidden = !Array.isArray(levels) || levels.length === 0;
   }
   // A message to the kernel: one whose kernel is gone (restarted) says so, here, instead of throwing.
-  function tell(msg) {
-    try {
-      model.send(msg);
-      return true;
-    } catch {
-      showNote(NO_KERNEL);
-      return false;
-    }
-  }
+  const tell = sender(model, () => showNote(NO_KERNEL));
   // (a message, not save_changes: that would send the kernel the transcript this model keeps too)
   const pick = (name, value) => {
     model.set(name, value);

@@ -6,7 +6,7 @@
 // formatted from Python. Only the page on screen is ever sent here.
 import { createTurnView } from "./render.js";
 import { connectMath } from "./math.js";
-import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn, rovingTabStop, frameScheduler } from "./util.js";
+import { h, button, isSafeImageSrc, copyText, flashCopied, keysStayIn, rovingTabStop, frameScheduler, sender } from "./util.js";
 
 const SPEEDS = ["1", "2", "5", "10", "inf"];
 const NO_KERNEL = "This explorer is no longer connected to a kernel: run its cell again.";
@@ -90,15 +90,7 @@ export function renderExplorer({ model, el }) {
 
   // A message to the kernel; one whose kernel is gone (restarted) says so in the summary line,
   // instead of throwing out of the click (the explorer would only seem not to answer).
-  function tell(msg) {
-    try {
-      model.send(msg);
-      return true;
-    } catch {
-      failed(NO_KERNEL);
-      return false;
-    }
-  }
+  const tell = sender(model, () => failed(NO_KERNEL));
 
   function query(patch) {
     summary.dataset.busy = "true";

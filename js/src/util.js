@@ -190,3 +190,18 @@ export function rovingTabStop(root, listen, options) {
   });
   return rove;
 }
+
+/** A function that sends a message to the kernel through ``model`` and says whether it went: one
+ *  whose kernel is gone (restarted: the comm refuses it) calls ``gone()`` instead of throwing out of
+ *  the handler that sent it. */
+export function sender(model, gone) {
+  return (msg) => {
+    try {
+      model.send(msg);
+      return true;
+    } catch {
+      gone();
+      return false;
+    }
+  };
+}
