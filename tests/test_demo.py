@@ -376,6 +376,18 @@ def test_long_text_for_benchmarks(demo_server: DemoServer) -> None:
     assert done(events, "thinking") == []
 
 
+def test_a_table_of_n_rows_for_benchmarks(demo_server: DemoServer) -> None:
+    from markdown_it import MarkdownIt
+
+    events = stream(demo_server, "mmsp", "demo+rows=250+nothink", [user("Words of the demo")])
+    [text] = done(events, "text")
+    html = MarkdownIt("commonmark").enable("table").render(text["text"])
+    assert html.count("<table>") == 1 and html.count("<tr>") == 251  # the header and 250 rows
+    assert '<td style="text-align:right">250</td>' in html and events[-1]["finish_reason"] == "stop"
+    assert len(deltas(events, "text")) == events[-1]["usage_metadata"]["response_tokens"]
+    assert "Model not found" not in str(asyncio.run(collect(demo_server, "mmsp", "demo+rows=1", [user("hi")]))[1])
+
+
 # ---------------------------------------------------------------------------------------------
 # faults
 
@@ -1196,6 +1208,7 @@ def test_a_request_too_big_to_plan_is_refused_at_once_and_the_server_goes_on(dem
     # a plan is built whole before it streams: 10**9 tokens would fill the serving process's memory
     started = time.monotonic()
     for model, said in (("demo+tokens=1000000000", "+tokens must be at most 1,000,000"),
+                        ("demo+rows=1000000", "+rows must be at most 100,000"),
                         ("demo+tps=nan", "+tps=nan is not a finite number"),
                         ("demo+delay=inf", "+delay=inf is not a finite number"),
                         ("demo-embed+dim=1000000000", "+dim must be at most 65,536")):

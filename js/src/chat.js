@@ -242,7 +242,7 @@ export function renderChatWidget({ model, el }) {
   function assistantMessage(vm) {
     const m = h(doc, "div", "mmsp-msg mmsp-msg-assistant", { role: "article", "aria-label": "Answer", tabindex: "-1" });
     const body = h(doc, "div", "mmsp-msg-body");
-    const view = createTurnView(body, { onCopy: copy, onUpdate: () => { tame(m); scrollToEnd(); } });
+    const view = createTurnView(body, { onCopy: copy });
     if (vm) view.render(vm);
     observeSize(body);
     const actions = actionsBar();
@@ -269,10 +269,11 @@ export function renderChatWidget({ model, el }) {
   /** Take a message's controls out of the Tab order, unless focus is in it (``open``: whether it is,
    *  when the caller knows better than ``document.activeElement`` does during a focus change). */
   function tame(m, open = m.contains(doc.activeElement)) {
-    for (const c of m.querySelectorAll(FOCUSABLE)) {
-      const want = open ? "0" : "-1";
-      if (c.getAttribute("tabindex") !== want) c.setAttribute("tabindex", want);
-    }
+    for (const c of m.querySelectorAll(FOCUSABLE)) tameOne(c, open);
+  }
+  function tameOne(c, open) {
+    const want = open ? "0" : "-1";
+    if (c.getAttribute("tabindex") !== want) c.setAttribute("tabindex", want);
   }
   // the stop: the message last focused, else the latest; arrows move it only from a message itself
   const rove = rovingTabStop(log, listen, {
@@ -291,13 +292,24 @@ export function renderChatWidget({ model, el }) {
   // controls drawn into a message later (its turn view draws on the next frame, math once loaded)
   // leave the Tab order as they come, unless focus is in that message
   if (typeof win.MutationObserver === "function") {
+    // (the controls of the nodes added only: a message holding a table of thousands of rows is
+    // not searched whole on every frame)
     const tamer = new win.MutationObserver((records) => {
-      const touched = new Set();
+      const added = new Map(); // message -> elements added to it
       for (const r of records) {
         const m = r.target.closest ? r.target.closest(".mmsp-msg") : null;
-        if (m && log.contains(m)) touched.add(m);
+        if (!m || !log.contains(m)) continue;
+        if (!added.has(m)) added.set(m, []);
+        for (const n of r.addedNodes) if (n.nodeType === 1) added.get(m).push(n);
       }
-      for (const m of touched) tame(m);
+      for (const [m, nodes] of added) {
+        const open = m.contains(doc.activeElement);
+        for (const n of nodes) {
+          if (!n.isConnected) continue;
+          if (n.matches(FOCUSABLE)) tameOne(n, open);
+          for (const c of n.querySelectorAll(FOCUSABLE)) tameOne(c, open);
+        }
+      }
     });
     tamer.observe(log, { childList: true, subtree: true });
     cleanups.push(() => tamer.disconnect());

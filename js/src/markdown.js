@@ -15,6 +15,7 @@ import MarkdownIt from "markdown-it";
 import createDOMPurify from "dompurify";
 import { h } from "./util.js";
 import { mathPlugin, requestMath, releaseMath } from "./math.js";
+import { TableStream, findTable } from "./table.js";
 
 let _md = null;
 export function markdownIt() {
@@ -196,6 +197,8 @@ export class StreamingMarkdown {
     this.renderedLen = -1; // text length the DOM reflects
     this.final = false;
     this.disposed = false;
+    this.table = null; // the tail's table drawn a row at a time (table.js)
+    this.tableFrom = 0; // where the next table looked for in the tail may start
   }
 
   reset(text) {
@@ -207,6 +210,8 @@ export class StreamingMarkdown {
     this.tailHTML = "";
     this.renderedLen = -1;
     this.final = false;
+    this.table = null;
+    this.tableFrom = 0;
   }
 
   append(s) {
@@ -220,12 +225,17 @@ export class StreamingMarkdown {
 
   /** Bring the DOM up to date. `finished`: the text is complete (check against a full render). */
   flush(finished = false) {
-    if (this.renderedLen === this.text.length) {
+    if (this.renderedLen === this.text.length && !(finished && this.table)) {
       if (!finished || this.final) return false;
       this.finalize();
       return true;
     }
     const env = {};
+    if (this.table && !this.flushTable(finished, env)) {
+      this.renderedLen = this.text.length;
+      if (env.mathPending) requestMath(this);
+      return true;
+    }
     const b = stableBoundary(this.text, this.stableLen);
     if (b > this.stableLen) {
       const html = renderMarkdownHTML(this.text.slice(this.stableLen, b), env);
@@ -235,6 +245,11 @@ export class StreamingMarkdown {
       this.stableLen = b;
     }
     this.removeTail();
+    if (!finished && this.enterTable(env)) {
+      this.renderedLen = this.text.length;
+      if (env.mathPending) requestMath(this);
+      return true;
+    }
     const tail = this.text.slice(this.stableLen);
     this.tailHTML = tail ? renderMarkdownHTML(tail, env) : "";
     if (this.tailHTML) {
@@ -245,6 +260,44 @@ export class StreamingMarkdown {
     this.renderedLen = this.text.length;
     if (env.mathPending) requestMath(this);
     if (finished) this.finalize();
+    return true;
+  }
+
+  /**
+   * Draw the new rows of the tail's table; returns true when the table has ended (it and what came
+   * before it in the tail are then a stable piece, and the text after it is drawn the plain way),
+   * or when it is to be drawn the plain way again.
+   */
+  flushTable(finished, env) {
+    const t = this.table;
+    const end = t.advance(this.text, finished, env);
+    if (end === -1) return false;
+    this.table = null;
+    if (end === null) {
+      this.tableFrom = Math.max(this.tableFrom, t.at + 1);
+      return true;
+    }
+    this.stableHTML.push(t.html());
+    this.stableLen = end;
+    this.tableFrom = end;
+    this.tailNodes = [];
+    this.tailHTML = "";
+    return true;
+  }
+
+  /** Start drawing a table of the tail a row at a time (table.js), when the tail holds one. */
+  enterTable(env) {
+    const end = this.text.lastIndexOf("\n") + 1;
+    const at = findTable(this.text, this.stableLen, end, Math.max(this.tableFrom, this.stableLen));
+    if (at < 0) return false;
+    const made = TableStream.enter(this.text, this.stableLen, at, renderMarkdownHTML, (html) => htmlToFragment(this.doc, html), env);
+    if (!made) {
+      this.tableFrom = at + 1; // (not this one again)
+      return false;
+    }
+    this.table = made.stream;
+    this.tailNodes = made.stream.nodes;
+    this.el.appendChild(made.frag);
     return true;
   }
 

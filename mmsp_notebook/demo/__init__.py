@@ -24,6 +24,7 @@ A model name is a base model and options appended with ``+``: ``demo+instant``,
 | `tps=N` | N fragments per second (paces even on an instant server) |
 | `delay=S` | first-token delay in seconds (paces even on an instant server) |
 | `tokens=N` | answer with a Markdown text of N tokens (benchmarks; at most 1,000,000) |
+| `rows=N` | answer with a Markdown table of N rows (benchmarks; at most 100,000) |
 | `nothink` | no thinking (so does `thinking_level` "none" / Messages `thinking: disabled` / Responses effort "none") |
 | `xss` | script payloads in thinking, text and tool arguments; with tools offered, the call names the first offered tool whose name contains markup, else the first offered tool |
 | `dim=N` | embedding dimensions (`embedding_config.dimensions` wins; default 64, at most 65,536) |

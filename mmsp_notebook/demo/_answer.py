@@ -348,6 +348,18 @@ def _markdown(prompt: str, rng: random.Random, xss: bool) -> str:
     )
 
 
+def _table_text(prompt: str, rows: int, rng: random.Random) -> str:
+    """A heading, a Markdown table of ``rows`` rows (number, word, length, score) and a sentence."""
+    words = _significant(prompt) or ["demo"]
+    pool = [*words, *(w.strip(".,").lower() for s in _SENTENCES for w in s.split())]
+    lines = [f"## {_title(words)}\n\n", "| # | Word | Length | Score |\n", "|--:|:-----|-------:|------:|\n"]
+    for n in range(1, rows + 1):
+        word = rng.choice(pool)
+        lines.append(f"| {n} | {word} | {len(word)} | {rng.randint(10, 99) / 100:.2f} |\n")
+    lines.append(f"\n{rows} rows: that is the whole table.")
+    return "".join(lines)
+
+
 def _long_text(prompt: str, tokens: int, rng: random.Random) -> list[str]:
     words = _significant(prompt) or ["demo"]
     fragments = tokenize(f"## {_title(words)}\n\n")
@@ -467,6 +479,9 @@ def build_plan(request: DemoRequest, spec: ModelSpec, *, media: bool, seed: str)
     elif spec.tokens is not None:
         thinking.append(f"The user wants a long answer about “{_snippet(prompt)}”. I will write about {spec.tokens} tokens.")
         answer.append(Block("text", _long_text(prompt, spec.tokens, rng)))
+    elif spec.rows is not None:
+        thinking.append(f"The user wants a table about “{_snippet(prompt)}”. I will write {spec.rows} rows.")
+        answer.append(Block("text", tokenize(_table_text(prompt, spec.rows, rng))))
     elif _DRAW.search(prompt):
         subject = _after(prompt, ("image of", "picture of", "drawing of", "draw", "sketch", "paint"))
         image, description = make_png(int(seed[:8], 16))

@@ -78,6 +78,8 @@ DEFAULT_DIMENSIONS = 64
 #: whole before it streams, so a few zeros too many would fill the memory of the process serving it
 #: (the kernel, for the embedded server) and hold every other request meanwhile.
 MAX_TOKENS = 1_000_000
+#: The most rows an answer's ``+rows=N`` table may have (a row streams as ~10 fragments).
+MAX_ROWS = 100_000
 MAX_DIMENSIONS = 65_536
 IMAGE_PROMPT_TOKENS = 258
 PSEUDO_TOOL = "demo_lookup"
@@ -106,6 +108,7 @@ class ModelSpec:
         base: ``demo`` or ``demo-embed``.
         instant: No pacing at all (``+instant``).
         tokens: Answer with a text of about this many tokens (``+tokens=N``).
+        rows: Answer with a Markdown table of this many rows (``+rows=N``).
         tps: Tokens per second (``+tps=N``).
         delay: First-token delay in seconds (``+delay=S``).
         xss: Put script payloads into thinking, text and tool arguments (``+xss``).
@@ -120,6 +123,7 @@ class ModelSpec:
     base: str
     instant: bool = False
     tokens: int | None = None
+    rows: int | None = None
     tps: float | None = None
     delay: float | None = None
     xss: bool = False
@@ -150,7 +154,7 @@ def _number(name: str, option: str, value: str | None, kind: type, minimum: floa
 def parse_model(name: str) -> ModelSpec:
     """Read a demo model name: a base (``demo``, ``demo-embed``) and ``+option[=value]`` parts.
 
-    Options: ``instant``, ``tokens=N``, ``tps=N``, ``delay=S``, ``xss``, ``nothink``, ``dim=N``,
+    Options: ``instant``, ``tokens=N``, ``rows=N``, ``tps=N``, ``delay=S``, ``xss``, ``nothink``, ``dim=N``,
     ``silence[=S]`` and one fault of :data:`FAULTS` (``429`` takes ``=S``, its Retry-After).
 
     Args:
@@ -177,6 +181,8 @@ def parse_model(name: str) -> ModelSpec:
             fields["instant"] = True
         elif key == "tokens":
             fields["tokens"] = _number(name, key, value_or_none, int, 1, MAX_TOKENS)
+        elif key == "rows":
+            fields["rows"] = _number(name, key, value_or_none, int, 1, MAX_ROWS)
         elif key == "tps":
             fields["tps"] = _number(name, key, value_or_none, float, 0.01)
         elif key == "delay":
