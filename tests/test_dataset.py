@@ -404,6 +404,25 @@ def test_items_keep_the_copies_the_loaders_keep(tmp_path: Path, chunk_files: int
     assert set(items.filter(pc.starts_with(items["trace_id"], "rep/"))["trace_id"].to_pylist()) == {"rep/2"}
 
 
+@pytest.mark.parametrize("chunk_files", [1, 100])
+def test_a_sidecar_record_of_another_message_times_no_copy(tmp_path: Path, chunk_files: int) -> None:
+    """A repeated history whose second file's sidecar times messages of another version of the
+    conversation (message indexes that are not its turns'): no copy is timed, so the first is
+    kept, in the turns and the items, by the loaders and the dataset alike."""
+    src = tmp_path / "src"
+    history = conversation(2, T0 + DAY, "rep")
+    save(src, "rep/1", history)
+    save(src, "rep/2", history)
+    for turn in range(2):
+        append_sidecar(record("rep/2", turn, 2 * turn + 3, started=T0 + DAY + 10_000 * turn + 5.0), base=src)
+    turns = traces.load_turns(src)
+    assert turns["trace_id"].tolist() == ["rep/1"] * 2 and turns["source"].astype(str).tolist() == ["trace"] * 2
+    assert set(traces.load_items(src)["trace_id"]) == {"rep/1"} and traces.load_events(src).empty
+    for kind in ("items", "turns", "events"):
+        quiet_sync(src, tmp_path / kind, kind=kind, chunk_files=chunk_files)
+        assert_same(tmp_path / kind, src, kind)
+
+
 def test_default_process_pool_and_progress(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = quiet_sync(corpus, tmp_path / "ds", chunk_files=5, progress=True)
     assert res.converted > 5

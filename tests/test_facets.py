@@ -93,3 +93,53 @@ def test_a_long_value_is_picked_through_its_stand_in_and_a_rare_one_typed():
     assert page["matched"] == 3000 and len(page["query"]["model"]) == FACET_LIMIT
     assert page["code"] is None  # 3,000 values: asked for by Copy filter
     assert len(json.dumps(page, ensure_ascii=False)) < 80_000
+
+
+def test_a_value_holding_a_key_crosses_redacted_and_picks_its_own_rows():
+    """Model ids holding a key (two that redact alike, a URL with a password) are offered as stand-ins:
+    no page, echo, code or saved view holds a key, and each stand-in picks its own value's rows; a
+    value of the column that reads as a stand-in does stays itself."""
+    key_a, key_b = "sk-" + "a1" * 12, "sk-" + "b2" * 12
+    keyed_a, keyed_b = f"gpt-x?key={key_a}", f"gpt-x?key={key_b}"
+    url = "https://user:hunter2secret@llm.example/v1/m"
+    literal = "gpt-x?key=[redacted]"  # a model named so: not merged with the redacted ones
+    models = [keyed_a] * 3 + [keyed_b] * 2 + [literal] + [url] * 4 + ["demo"] * 5
+    turns = pd.DataFrame({"trace_id": [f"c/{k:02d}" for k in range(len(models))], "turn": 0, "model": models,
+                          "status": "complete", "finish_reason": "stop"})
+    explorer = traces.explore(turns)
+    capture(explorer)
+    secrets = (key_a, key_b, "hunter2secret")
+
+    def clean(payload):
+        text = json.dumps(payload, ensure_ascii=False)
+        assert not [s for s in secrets if s in text], text
+
+    page = page_of(explorer)
+    clean(page)
+    options = {label: value for value, label, *_ in page["facets"]["model"]}
+    assert len(set(options.values())) == 5  # five values, five options
+    assert options["gpt-x?key=[redacted] (1)"] == literal  # sent as itself
+    assert {options["gpt-x?key=[redacted] #2 (3)"], options["gpt-x?key=[redacted] #3 (2)"]} == {
+        "gpt-x?key=[redacted] #2", "gpt-x?key=[redacted] #3"}
+    for value, label, *_ in page["facets"]["model"]:
+        picked = page_of(explorer, {"model": [value], "page": 0})  # as the front end sends it back
+        clean(picked)
+        real = explorer.query["model"]
+        assert len(real) == 1 and picked["matched"] == models.count(real[0]) and set(explorer.filtered["model"]) == set(real)
+        assert label.endswith(f" ({models.count(real[0])})")  # the option's count is its value's
+        assert picked["query"]["model"] == [value]  # its option stays selected
+        if real[0] != value:  # a stand-in: the filter's code (whole) is asked for by Copy filter
+            assert picked["code"] is None
+            code = inject(explorer, {"type": "code"})["code"]
+            assert eval(code, {"turns": explorer.turns}).index.tolist() == explorer.filtered.index.tolist()
+        clean(explorer.static_html())
+    # the stand-ins pick the values whose counts their labels give
+    assert page_of(explorer, {"model": [options["gpt-x?key=[redacted] #2 (3)"]]})["matched"] == 3
+    assert explorer.query["model"] == [keyed_a]
+    assert page_of(explorer, {"model": [options["gpt-x?key=[redacted] #3 (2)"]]})["matched"] == 2
+    assert explorer.query["model"] == [keyed_b]
+    # a value with a key typed in the picker, or given to filter(): echoed as a stand-in, its rows matched
+    typed = page_of(explorer, {"model": [url], "page": 0})
+    clean(typed)
+    assert typed["matched"] == 4 and typed["query"]["model"] == ["https://user:[redacted]@llm.example/v1/m"]
+    clean(page_of(explorer.filter(model=[keyed_b, "other?key=" + key_a])))

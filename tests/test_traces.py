@@ -511,6 +511,32 @@ def test_sidecar_join_with_failed_turns(tmp_path: Path) -> None:
     assert events["size"].tolist() == [1, 1, 2, 0]
 
 
+def test_a_sidecar_record_of_another_message_is_not_joined(tmp_path: Path) -> None:
+    # the conversation was edited since: turn 1 is now message 3, the sidecar still times the
+    # message 5 of its earlier version (another model, another client)
+    tid = "app/edited"
+    save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000), user("q1", T0 + 5000), answer("a1", T0 + 9000)])
+    append_sidecar(sidecar_record(tid, 0, 1, started_at=T0 + 2.5, ttft_ms=200.0, total_ms=1000.0,
+                                  events=[[200.0, "text.delta", 2], [1000.0, "stop", 0]]), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 1, 5, model="other-model", client_type="ant-messages", started_at=T0 + 6000,
+                                  ttft_ms=500.0, total_ms=3000.0, events=[[500.0, "text.delta", 2], [3000.0, "stop", 0]]),
+                   base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["message_index"].tolist() == [1, 3]  # and no row of its own for the record left out
+    assert df["source"].astype(str).tolist() == ["trace+sidecar", "trace"]
+    assert df["model"].astype(str).tolist() == ["gemini-3.8-flash"] * 2
+    assert df["client_type"].isna().tolist() == [False, True]
+    assert df["latency"].tolist() == [1.0, 4.0] and np.isnan(df["ttft"][1])  # the trace's own times
+    assert df["started"][1] == pd.Timestamp(T0 + 5000, unit="ms", tz="UTC")
+    # as the conversation view draws it: the turn without timing
+    labels = [e["label"] for e in traces.show(tid, root=tmp_path).entries if e["kind"] == "assistant"]
+    assert not labels[0].endswith("no timing") and labels[1].endswith("no timing")
+    items = no_warnings_load(traces.load_items, tmp_path)
+    assert items["model"].astype(str).unique().tolist() == ["gemini-3.8-flash"]
+    events = no_warnings_load(traces.load_events, tmp_path)  # the record's events are left out with it
+    assert events["message_index"].tolist() == [1, 1] and events["t"].tolist() == [0.2, 1.0]
+
+
 def test_sidecar_reader_matches_read_sidecar(tmp_path: Path) -> None:
     path = tmp_path / "t.timing.jsonl"
     lines = [

@@ -108,7 +108,10 @@ Re-runs
     that turn and of later turns are dropped, so only the run the trace file holds is counted. A
     failed record alone does not: the Tracer writes no trace file for a failed turn, so after a
     re-run whose first turn failed the file still holds the run before, which keeps its records
-    (the failure is a row of its own). A line repeated verbatim in a sidecar counts once.
+    (the failure is a row of its own). A line repeated verbatim in a sidecar counts once. A
+    completed record whose ``message_index`` (an integer) is not the index of its turn's assistant
+    message times another version of the conversation (edited since): it is left out with its
+    events, and that turn is loaded without timing (``source`` ``trace``), as ``show`` draws it.
 
 Filters
     ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts, naive meaning UTC; a number is a

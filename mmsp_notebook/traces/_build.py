@@ -69,6 +69,28 @@ def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, An
     return done, failed
 
 
+def other_message(rec: dict[str, Any], index: int) -> bool:
+    """Whether a completed sidecar record times another message than the one at history index
+    ``index``: its ``message_index`` is an int that differs (a record of an earlier version of the
+    conversation, edited since). Such a record is not joined to the turn, whose row then has no
+    timing, as ``traces.show`` draws it; a record without ``message_index`` joins by turn."""
+    mi = rec.get("message_index")
+    return mi.__class__ is int and mi != index
+
+
+def own_records(done: dict[int, dict[str, Any]], history: list[Any]) -> dict[int, dict[str, Any]]:
+    """``done`` (:func:`split_sidecar`'s, changed in place and returned) without the records of
+    another message than their turn's assistant message in ``history`` (:func:`other_message`)."""
+    turn = 0
+    for index, msg in enumerate(history):
+        if msg.__class__ is dict and msg.get("role") == "assistant":
+            rec = done.get(turn)
+            if rec is not None and other_message(rec, index):
+                del done[turn]
+            turn += 1
+    return done
+
+
 def error_fields(rec: dict[str, Any]) -> tuple[str | None, str | None]:
     """A sidecar record's error type and message; a key or URL password in the message (a record
     not written by this package's redacting writer) is redacted."""

@@ -43,7 +43,7 @@ from ..core.pricing import PriceTable
 from ..core.redact import held_secrets
 from ..core.stamps import created_ms
 from ..core.store import IS_A_DIRECTORY, MAX_FILE_SIZE, read_sidecar, read_trace
-from ._build import split_sidecar
+from ._build import own_records, split_sidecar
 from ._events import EventBuilder
 from ._export import to_arrow
 from ._fast import decode_trace
@@ -192,7 +192,8 @@ def _convert_chunk(job: Job) -> ChunkResult:
             if data is not None:
                 builder.add(tid, data, records)
                 if job.dedupe:
-                    item_fps.extend(_message_fps(tid, data["history"], split_sidecar(records)[0] if records else ()))
+                    history = data["history"]
+                    item_fps.extend(_message_fps(tid, history, own_records(split_sidecar(records)[0], history) if records else ()))
         elif records:
             builder.add(tid, records, data)
         loaded[tid] = (True, notes)

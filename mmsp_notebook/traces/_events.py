@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from ._build import Window, config_fields
+from ._build import Window, config_fields, other_message
 from ._columns import _NAN, INT_NA, Cat, as_dur, as_int, as_ms, as_str, float_col, int_col, str_col, time_col
 from ._fast import Decoded
 
@@ -21,6 +21,17 @@ def trace_model(data: Any) -> str | None:
         return data.cfg[0]
     config = data.get("config") if isinstance(data, dict) else None
     return config_fields(config)[0] if isinstance(config, dict) else None
+
+
+def answer_indices(data: Any) -> list[int]:
+    """The history index of each assistant message of a trace, by turn (``data`` as for
+    :func:`trace_model`; none for None)."""
+    if data.__class__ is Decoded:
+        return [m[0] for m in data.messages]
+    history = data.get("history") if isinstance(data, dict) else None
+    if not isinstance(history, list):
+        return []
+    return [i for i, m in enumerate(history) if m.__class__ is dict and m.get("role") == "assistant"]
 
 
 class EventBuilder(Window):
@@ -40,19 +51,24 @@ class EventBuilder(Window):
 
     def add(self, trace_id: str, records: list[dict[str, Any]], data: Any = None) -> None:
         """Add the events of one trace's sidecar records; ``data`` (the trace as read, or None)
-        gives the model of a record that names none, as in the turns frame."""
+        gives the model of a record that names none, as in the turns frame, and the history index
+        of each turn's message: the events of a record of another message are left out, as the
+        turns frame leaves the record out (:func:`~._build.other_message`)."""
         default_model = trace_model(data)
+        at = answer_indices(data)
         filtered = self.filtered
         N, F, C = self.ints, self.floats, self.cats
         for rec in records:
             events = rec.get("events")
             if events.__class__ is not list:
                 continue
+            turn = as_int(rec.get("turn"))
+            if turn is not None and 0 <= turn < len(at) and other_message(rec, at[turn]):
+                continue
             started = as_ms(rec.get("started_at"))
             model = as_str(rec.get("model")) or default_model
             if filtered and not self._keep(started, model):
                 continue
-            turn = as_int(rec.get("turn"))
             mi = as_int(rec.get("message_index"))
             client = as_str(rec.get("client_type"))
             status = as_str(rec.get("status"))

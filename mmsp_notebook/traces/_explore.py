@@ -21,9 +21,11 @@ a ``more``), ``{"type": "code"}`` (answered with a ``code``: the filter as panda
 ``{"type": "replay", "speed": s}``, ``{"type": "stop"}``. Kernel → front end:
 ``state`` (``page`` + ``detail``), ``page`` (the query, ``columns``, ``rows`` as ``[position,
 status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets`` (each picker's
-``[value, label(, title)]``, bounded: ``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``
+``[value, label(, title)]``, bounded, a long value or one holding a key sent as a stand-in:
+``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``
 (the filter as pandas code; None when longer than :data:`CODE_CHARS`, a long value picked or
-typed: Copy filter then asks for it), ``took_ms``), ``code`` (``code``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
+typed, or when it holds a key, a value picked through its stand-in: Copy filter then asks for
+it), ``took_ms``), ``code`` (``code``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
 of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
 ``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
 (``phase`` ``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
@@ -225,7 +227,7 @@ class Explorer(MarkdownWidget):
         return {"type": "page", "query": self._facets.query(q), "columns": [list(c) for c in self._columns], "rows": rows, "total": total,
                 "matched": matched, "pages": self.q.pages, "selected": self.selected, "summary": summary,
                 "page_label": f"page {fmt.integer(q['page'] + 1)} of {fmt.integer(self.q.pages)}",
-                "facets": facets, "quick": quick, "code": code if len(code) <= CODE_CHARS else None,
+                "facets": facets, "quick": quick, "code": code if len(code) <= CODE_CHARS and redact(code) == code else None,
                 "took_ms": round(self.q.took_ms, 1),
                 "ranges": [c for c in RANGE_COLUMNS if c in self._df], **self._facets.other()}
 
@@ -401,8 +403,11 @@ class Explorer(MarkdownWidget):
         body = "".join(
             f'<tr data-status="{html.escape(status)}"{mark if pos == self.selected else ""}>'
             + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for pos, status, _, cells in msg["rows"])
-        summary = f"{msg['summary'].split(' · ')[0]} · {msg['page_label']}" + (
-            f" · {msg['code']}" if msg["code"] != "turns" else "")
+        code = msg["code"]
+        if code is None:  # long, or holding a key: shown redacted, cut
+            code = redact(self.filter_code)
+            code = code if len(code) <= CODE_CHARS else code[:CODE_CHARS - 1] + "…"
+        summary = f"{msg['summary'].split(' · ')[0]} · {msg['page_label']}" + (f" · {code}" if code != "turns" else "")
         detail = ""
         if self.selected is not None:
             found = self._detail_of(self.selected)[0]

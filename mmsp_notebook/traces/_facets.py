@@ -7,6 +7,12 @@ title, the tooltip, has more); one longer than :data:`VALUE_CHARS` crosses to th
 stand-in (its first characters and its length), which the kernel turns back into the value when
 the front end picks it. A page's bytes grow neither with the number of distinct values nor with
 their length.
+
+A value holding a key (a model id with ``?key=...`` in it, a provider URL with a password) crosses
+as a stand-in too: the value redacted as the explorer's cells are (:func:`~mmsp_notebook.core.redact.redact`),
+so that neither an option nor the query a page echoes holds the key. Each value has a stand-in of
+its own (``#2``, ``#3``... after those alike, and after a value of the column that reads the same),
+so two values that redact alike stay two options, each picking its own rows.
 """
 
 from __future__ import annotations
@@ -43,25 +49,33 @@ class Facets:
         self._left: dict[str, int] = {}  # facet -> distinct values not offered
         self._token: dict[str, dict[str, str]] = {k: {} for k in FACETS}  # value -> stand-in
         self._value: dict[str, dict[str, str]] = {k: {} for k in FACETS}  # stand-in -> value
+        self._distinct: dict[str, Any] = {}  # facet -> every value of its column (an Index)
+        self._known: dict[str, set[str]] = {}  # facet -> the same as text, made when a stand-in is
         for facet, col in FACETS.items():
             counts = df[col].value_counts(dropna=True) if col in df else pd.Series(dtype="int64")
             counts = counts[counts > 0]
+            self._distinct[facet] = counts.index
             self._offered[facet] = [(str(v), int(n)) for v, n in counts.iloc[:FACET_LIMIT].items()]
             self._left[facet] = max(0, len(counts) - FACET_LIMIT)
-        # the offered options, made once (a label redacts its whole value)
-        self._options = {f: [self._option(f, v, f"{label(v)} ({fmt.integer(n)})") for v, n in offered]
+        # the offered options, made once
+        self._options = {f: [self._option(f, v, f" ({fmt.integer(n)})") for v, n in offered]
                          for f, offered in self._offered.items()}
 
     def token(self, facet: str, value: str) -> str:
-        """What crosses to the browser for ``value``: itself, or the stand-in of a long one (longer than
-        any value sent as itself, so never one of them)."""
-        if len(value) <= VALUE_CHARS:
+        """What crosses to the browser for ``value``: itself, or its stand-in when it is long or holds a
+        key (see the module docstring): no stand-in is another's, nor a value of the column."""
+        shown = redact(value)
+        if len(value) <= VALUE_CHARS and shown == value:
             return value
         found = self._token[facet].get(value)
         if found is None:
-            base = f"{value[:VALUE_CHARS]}… ({len(value):,} characters)"
+            base = (shown if len(value) <= VALUE_CHARS and len(shown) <= VALUE_CHARS
+                    else f"{shown[:VALUE_CHARS]}… ({len(value):,} characters)")
+            known = self._known.get(facet)
+            if known is None:
+                known = self._known[facet] = set(map(str, self._distinct[facet]))
             found, n = base, 1
-            while found in self._value[facet]:  # two long values alike in their first characters
+            while found in self._value[facet] or found in known:  # values alike once redacted or cut
                 n += 1
                 found = f"{base} #{n}"
             self._token[facet][value], self._value[facet][found] = found, value
@@ -81,12 +95,15 @@ class Facets:
         value, or its stand-in): the offered values with their counts, then a picked value they do not
         hold (by filter() or typed), still shown."""
         offered = {v for v, _ in self._offered[facet]}
-        return self._options[facet] + [self._option(facet, v, label(v)) for v in dict.fromkeys(picked[:FACET_LIMIT])
+        return self._options[facet] + [self._option(facet, v) for v in dict.fromkeys(picked[:FACET_LIMIT])
                                        if v not in offered]
 
-    def _option(self, facet: str, value: str, text: str) -> list[str]:
+    def _option(self, facet: str, value: str, count: str = "") -> list[str]:
+        """``[sent value, label + count(, title)]``: the label, and the title where the label cuts it, are
+        those of what is sent (a stand-in's ``#2`` tells apart values that redact alike)."""
         sent = self.token(facet, value)
-        return [sent, text, redact(sent)] if len(value) > LABEL_CHARS else [sent, text]
+        text = label(sent) + count
+        return [sent, text, sent] if len(sent) > LABEL_CHARS else [sent, text]
 
     def other(self) -> dict[str, dict[str, str]]:
         """``{"facet_other": {facet: label}}`` for the pickers that leave values out (else nothing): the

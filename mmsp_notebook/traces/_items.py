@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.stamps import created_ms
-from ._build import Window, split_sidecar
+from ._build import Window, own_records, split_sidecar
 from ._columns import (
     _NAN,
     INT_NA,
@@ -113,7 +113,7 @@ class ItemBuilder(Window):
         """Add every content item of one trace."""
         history = data["history"]
         cfg_model = as_str(data["config"].get("model"))
-        done = split_sidecar(records)[0] if records else {}
+        done = own_records(split_sidecar(records)[0], history) if records else {}
         turn_of, starts, models = turn_context(history, cfg_model, done)
         n_turns = len(starts)
         filtered, payloads = self.filtered, self.payloads

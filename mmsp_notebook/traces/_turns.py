@@ -168,7 +168,10 @@ class TurnBuilder(Window):
             if ended.__class__ is not int or not created_lo <= ended < ms_hi:
                 ended = created_ms(ended)
             finish = m[3]
-            if not done or (rec := done.pop(turn, None)) is None:
+            rec = done.pop(turn, None) if done else None
+            if rec is not None and (v := rec.get("message_index")).__class__ is int and v != m[0]:
+                rec = None  # a record of another message (other_message(), inlined): no timing, as show
+            if rec is None:
                 # started: the user message's created_at just before, if any; the file's model
                 started = m[1]
                 if started.__class__ is not int or not created_lo <= started < ms_hi:
