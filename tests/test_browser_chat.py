@@ -397,8 +397,21 @@ def test_a_table_of_3000_rows_streams_a_row_at_a_time_without_blocking_the_page(
     assert rows.last.locator("td").first.text_content() == "3000"
     assert page.evaluate("window.__firstRow.isConnected"), "the table was drawn whole again"
     assert not page.errors, page.errors
-    # the browser lays the whole table out again on each frame that adds rows, whatever the table's
-    # CSS (~90 ms a frame for 3,000 rows, where the calibration takes 2.5 times the reference's
-    # time): 2.5 times the usual budget. Drawn whole on each frame, the worst task took 2.2 s there.
-    budget = long_task_budget(page, base_ms=250.0)
+    # The browser lays the whole table out again on each frame that adds rows, whatever the table's
+    # CSS: a frame that adds one row to the finished table is timed here (the median of 7), and the
+    # worst task may take 8 of those (drawn whole on every frame, it took 22: 2.2 s against ~100 ms).
+    floor = answer.locator(".mmsp-item.mmsp-text tbody").evaluate("""async (tb) => {
+      const raf = () => new Promise((r) => requestAnimationFrame(r));
+      const times = [];
+      for (let k = 0; k < 7; k++) {
+        await raf();
+        const t0 = performance.now();
+        tb.appendChild(tb.lastElementChild.cloneNode(true));
+        await raf();
+        times.push(performance.now() - t0);
+        tb.lastElementChild.remove();
+      }
+      return times.sort((a, b) => a - b)[3]; }""")
+    budget = max(long_task_budget(page), 8 * floor)
+    print(f"a frame adding a row to the table: {floor:.0f} ms; budget {budget:.0f} ms")
     assert worst is None or worst["duration"] <= budget, f"the main thread was blocked for {worst['duration']} ms: {worst}"
