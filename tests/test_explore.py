@@ -996,3 +996,89 @@ def test_the_tool_error_scan_passes_over_a_message_whose_items_are_not_a_list(tm
     turns = traces.load_turns(tmp_path).drop(columns=["n_tool_errors"])
     explorer = traces.explore(turns, root=tmp_path).filter(quick=["tool_errors"])
     assert explorer.filtered["message_index"].tolist() == [3]
+
+
+def test_a_key_in_a_trace_id_model_or_tool_call_id_is_shown_redacted_and_its_row_still_opens(tmp_path, fresh_session):
+    """A trace file not written here may hold a key where an id is (a trace id, a model, a tool call id or
+    name): the explorer's table, detail title and source, waterfall, timing lines, replay title and errors,
+    its static view, and show's HTML, text and repr, say [redacted] there; rows are opened by position, so
+    opening and replaying the row still work."""
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    tid = f"keys/run-{key}"
+    history = rich_history()
+    history[1]["content_items"][1].update(name=f"lookup_{key}", tool_call_id=f"call_{key}")
+    history[2]["content_items"][0]["tool_call_id"] = f"call_{key}"
+    save(tmp_path, tid, history, model=f"model-{key}", config={"model": f"model-{key}"})
+    events = [[100.0, "thinking.delta", 3], [101.0, "thinking.done", 3], [102.0, "tool_call.delta", 8],
+              [103.0, "tool_call.done", 8], [104.0, "tool_call.delta", 8], [105.0, "tool_call.done", 8], [900.0, "stop", 0]]
+    records = [{"v": 1, "trace_id": tid, "turn": 0, "message_index": 1, "model": f"model-{key}", "client_type": None,
+                "status": "complete", "error": None, "started_at": float(T0), "ttft_ms": 100.0, "total_ms": 900.0,
+                "usage": None, "finish_reason": "tool_call", "events": events},
+               {"v": 1, "trace_id": tid, "turn": 1, "message_index": 3, "model": f"model-{key}", "client_type": None,
+                "status": "complete", "error": None, "started_at": float(T0 + 1000), "ttft_ms": 50.0,
+                "total_ms": 1000.0, "usage": None, "finish_reason": "stop",
+                "events": [[50.0, "text.delta", 5], [999.0, "text.done", 5], [1000.0, "stop", 0]]},
+               {"v": 1, "trace_id": tid, "turn": 2, "message_index": None, "model": f"model-{key}", "client_type": None,
+                "status": f"error-{key}", "error": {"type": "UpstreamError", "message": "503 busy"},
+                "started_at": float(T0 + 4000), "ttft_ms": None, "total_ms": 250.0, "usage": None,
+                "finish_reason": None, "events": []}]
+    (tmp_path / "keys" / f"run-{key}.timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    turns = traces.load_turns(tmp_path)
+    assert set(turns["trace_id"]) == {tid}  # (the frame keeps the id as the file holds it: rows are found by it)
+
+    explorer = traces.explore(tmp_path)
+    sent = capture(explorer)
+    state = inject(explorer, {"type": "hello"})
+    positions = [row[0] for row in state["page"]["rows"]]
+    assert len(positions) == 4
+    for pos in positions:  # every row opens, by its position
+        detail = inject(explorer, {"type": "select", "row": pos})
+        assert detail["type"] == "detail" and detail["row"] == pos and "error" not in detail, detail.get("error")
+        assert detail["title"].startswith("keys/run-[redacted] · turn ") and detail["entries"]
+        assert "[redacted]" in detail["source"]
+    assert any("[redacted]" in b["label"] for m in sent if m.get("type") == "detail" and m.get("waterfall")
+               for b in m["waterfall"]["bars"])  # the tool's name in a bar
+    assert explorer.conversation is not None and explorer.conversation.trace_id == tid
+    explorer.filter(finish="stop").select(0)
+    explorer.replay(speed=math.inf).result(10)
+    start = next(m for m in sent if m.get("phase") == "start")
+    assert start["title"].startswith("replay of keys/run-[redacted] · turn ")
+    page = explorer.static_html()
+    assert "keys/run-[redacted]" in page
+    assert key not in json.dumps(sent) and key not in page
+
+    # the row's files gone since it was loaded: the detail's error, the replay's and the static view's
+    for path in (tmp_path / "keys").iterdir():
+        path.unlink()
+    gone = traces.explore(turns, root=tmp_path)
+    gone_sent = capture(gone)
+    detail = inject(gone, {"type": "select", "row": 0})
+    assert "no trace file or sidecar for keys/run-[redacted]" in detail["error"]
+    error = inject(gone, {"type": "replay"})
+    assert error["type"] == "error" and "keys/run-[redacted]" in error["error"]
+    with pytest.raises(TraceNotFoundError) as raised:
+        gone.replay()
+    assert key not in str(raised.value) and key not in str(raised.value.__cause__)
+    assert key not in json.dumps(gone_sent) and key not in gone.static_html()
+
+
+def test_show_says_a_key_in_a_trace_id_redacted(tmp_path):
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    history = rich_history()
+    history[1]["content_items"][1]["tool_call_id"] = f"call_{key}"
+    history[2]["content_items"][0]["tool_call_id"] = f"call_{key}"
+    save(tmp_path, f"run-{key}", history, config={"model": f"model-{key}"})
+    row = traces.load_turns(tmp_path).iloc[0]
+    for conv in (traces.show(row, root=tmp_path), traces.show(tmp_path / f"run-{key}.json", turn=0)):
+        assert conv.trace_id == f"run-{key}" and conv.selected is not None
+        shown = conv._repr_mimebundle_()
+        assert "run-[redacted]" in shown["text/html"] and "run-[redacted]" in shown["text/plain"]
+        assert "run-[redacted]" in repr(conv)
+        assert key not in shown["text/html"] and key not in shown["text/plain"] and key not in repr(conv)
+    with pytest.raises(OptionError) as raised:
+        traces.show(tmp_path / f"run-{key}.json", turn=7)
+    assert "run-[redacted]" in str(raised.value) and key not in str(raised.value)
+    (tmp_path / f"run-{key}.json").unlink()
+    with pytest.raises(TraceNotFoundError) as missing:
+        traces.show(row, root=tmp_path)
+    assert "run-[redacted]" in str(missing.value) and key not in str(missing.value)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .._errors import OptionError, OptionTypeError, TraceError
 from ..core.flags import check_flag
+from ..core.redact import redact
 from ..core.store import MAX_FILE_SIZE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,8 +59,8 @@ def check_unique(trace_id: str, attrs: Mapping[str, Any]) -> None:
     same trace id under several directories loaded at once): which one a row is, the frame cannot say."""
     where = (attrs.get("repeated_trace_ids") or {}).get(trace_id)
     if where:
-        raise TraceError(f"trace id {trace_id} names several conversations ({', '.join(map(str, where))}): load, "
-                         "show, replay or explore each directory on its own", path=str(where[0]),
+        raise TraceError(redact(f"trace id {trace_id} names several conversations ({', '.join(map(str, where))}): load, "
+                                "show, replay or explore each directory on its own"), path=str(where[0]),
                          reason="a trace id of several conversations")
 
 

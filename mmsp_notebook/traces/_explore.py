@@ -56,7 +56,7 @@ import pandas as pd
 from .._errors import MMSPNotebookError, OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.flags import refuse_unknown
 from ..core.pricing import format_cost
-from ..core.redact import redact
+from ..core.redact import redact, redact_exception
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_trace
 from ..views import format as fmt
 from ..views.conversation import CONVERSATION_CSS, conversation_html, tool_error
@@ -216,7 +216,7 @@ class Explorer(MarkdownWidget):
         values = {c: window[c].astype(object).tolist() for c in wanted}  # the page's values, column by column
         for k, pos in enumerate(positions.tolist()):
             row = {c: v[k] for c, v in values.items()}
-            rows.append([pos, _s(row.get("status")), _s(row.get("finish_reason")),
+            rows.append([pos, redact(_s(row.get("status"))), redact(_s(row.get("finish_reason"))),  # (as their cells)
                          [_cell(row, c) for c, _, _ in self._columns]])
         counts = self.q.counts
         quick = [[name, label if counts.get(name) is None else f"{label} ({fmt.integer(counts[name])})"]
@@ -255,6 +255,7 @@ class Explorer(MarkdownWidget):
                                             f"{', '.join(map(str, self._roots))}")
                 found = Conversation(read_conversation(tid, path, sidecar), path, sidecar)
             except Exception as exc:  # a damaged or missing file: said in the detail pane, the explorer goes on
+                redact_exception(exc)  # (it names the trace id and its path, which may hold a key)
                 found = exc
             self._conversations[tid] = found
             while len(self._conversations) > 8:
@@ -272,10 +273,10 @@ class Explorer(MarkdownWidget):
         t0 = time.perf_counter()
         found, key, index = self._detail_of(self.selected)
         row = self._df.iloc[self.selected]
-        title = f"{fmt.isolate(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')}"
+        title = f"{_shown(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')}"
         if isinstance(found, Exception):
             return {"type": "detail", "row": self.selected, "title": title,
-                    "error": f"{type(found).__name__}: {found}"}
+                    "error": redact(f"{type(found).__name__}: {found}")}
         window = self._window(found)
         if not window.blocks:  # (a sidecar whose trace file is gone: no message to draw, its notes say why)
             return {"type": "detail", "row": self.selected, "title": title,
@@ -288,7 +289,7 @@ class Explorer(MarkdownWidget):
                 "blocks": len(window.blocks), "window": [lo, hi], "entries": pieces, "selected": key,
                 "selected_step": window.blocks[at][1], "index": index,
                 "waterfall": cut_waterfall(found.waterfall(), steps), "notes": found.view["notes"],
-                "source": found.view["source"], "replayable": index is not None and found.path is not None,
+                "source": redact(found.view["source"]), "replayable": index is not None and found.path is not None,
                 "took_ms": round((time.perf_counter() - t0) * 1000.0, 1)}
 
     def more_message(self, content: dict[str, Any]) -> dict[str, Any] | None:
@@ -348,7 +349,7 @@ class Explorer(MarkdownWidget):
             raise cls(f"this row's trace cannot be read, so there is nothing to replay: "
                              f"{type(found).__name__}: {found}", path=getattr(found, "path", None)) from found
         if found.path is None and _s(row.get("status")) in ("", "complete"):
-            raise TraceNotFoundError(f"no trace file of {row['trace_id']}, so there is nothing to replay: "
+            raise TraceNotFoundError(f"no trace file of {_shown(row['trace_id'])}, so there is nothing to replay: "
                                      + ("; ".join(found.view["notes"]) or "only its timing sidecar was found"),
                                      path=str(found.sidecar) if found.sidecar is not None else None)
         if index is None or found.path is None:
@@ -360,7 +361,7 @@ class Explorer(MarkdownWidget):
         run, future = start_replay(found.path, turn=int(row["turn"]), speed=speed)
         self._run = run
         pace = "at once" if speed >= 1e6 else f"at {speed:g}×"
-        live = _ExplorerLive(self, f"replay of {fmt.isolate(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')} {pace}")
+        live = _ExplorerLive(self, f"replay of {_shown(row['trace_id'])} · turn {_cell({'turn': row.get('turn')}, 'turn')} {pace}")
         threading.Thread(target=drive, args=(run, future, live), name="mmsp-explorer-replay", daemon=True).start()
         return future
 
@@ -392,7 +393,7 @@ class Explorer(MarkdownWidget):
             elif kind == "stop" and self._run is not None:
                 self._run.abort("stopped")
         except Exception as exc:  # said in the widget; the explorer stays usable
-            self.send({"type": "error", "error": f"{type(exc).__name__}: {exc}"})
+            self.send({"type": "error", "error": redact(f"{type(exc).__name__}: {exc}")})
 
     # ------------------------------------------------------------------ static
     def static_html(self) -> str:
@@ -411,7 +412,7 @@ class Explorer(MarkdownWidget):
         detail = ""
         if self.selected is not None:
             found = self._detail_of(self.selected)[0]
-            detail = (f'<div class="mmsp-x-empty">{html.escape(str(found))}</div>' if isinstance(found, Exception)
+            detail = (f'<div class="mmsp-x-empty">{html.escape(redact(str(found)))}</div>' if isinstance(found, Exception)
                       else conversation_html(found.view, found.selected, style=False, wf=found.waterfall()))
             detail = f'<div class="mmsp-x-detail">{detail}</div>'
         return (f"<style>{CSS}{CONVERSATION_CSS}</style><div class=\"mmsp-root mmsp-static mmsp-explorer\">"
@@ -440,6 +441,13 @@ def _s(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA or value is pd.NaT:
         return ""
     return str(value)
+
+
+def _shown(trace_id: Any) -> str:
+    """A row's trace id as a title shows it: redacted as its cell is (a trace file not written here
+    may hold a key in it), isolated in the line it is joined into. (Rows are looked up by position,
+    never by the id shown.)"""
+    return fmt.isolate(redact(_s(trace_id)))
 
 
 def _cell(row: dict[str, Any], col: str) -> str:

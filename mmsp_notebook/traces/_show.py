@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.chars import isolate, printable
+from ..core.redact import redact
 from ..core.store import SIDECAR_SUFFIX, cache_dir, read_sidecar, read_trace, sidecar_path, tracer_path
 from ..views.conversation import build_conversation, conversation_html, conversation_text, waterfall
 from ._common import FROM_OTEL, check_unique
@@ -98,7 +99,7 @@ class Conversation:
         n = sum(1 for e in self.entries if e["kind"] == "assistant")
         failed = sum(1 for e in self.entries if e["kind"] == "failed")
         more = f", {failed} failed" if failed else ""
-        return printable(f"<Conversation {isolate(self.trace_id)}: {len(self.entries)} entries, {n} answers{more}>")
+        return printable(f"<Conversation {isolate(redact(self.trace_id))}: {len(self.entries)} entries, {n} answers{more}>")
 
 
 # ---------------------------------------------------------------------------------------------- finding
@@ -153,9 +154,9 @@ def locate(trace_id: str, roots: Sequence[str | Path]) -> tuple[Path | None, Pat
             found, where = (path, sidecar), base
         elif not _same_files(found, (path, sidecar)):
             first = found[0] or found[1]
-            raise TraceError(
+            raise TraceError(redact(
                 f"trace id {trace_id} names a trace under two roots, {where} and {base}: a frame does not "
-                f"say which one its row came from; give root= the one directory it was loaded from",
+                f"say which one its row came from; give root= the one directory it was loaded from"),
                 path=str(first), reason="trace id found under several roots")
     return found
 
@@ -302,7 +303,7 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
         path, sidecar = locate(str(tid), roots)
         if path is None and sidecar is None:
             hint = "" if root is not None else " (MMSP_CACHE_DIR): give root= the directory the row was loaded from"
-            raise TraceNotFoundError(f"no trace file or sidecar for {tid} under {', '.join(map(str, roots))}{hint}",
+            raise TraceNotFoundError(redact(f"no trace file or sidecar for {tid} under {', '.join(map(str, roots))}{hint}"),
                                      path=str(roots[0] / f"{tid}.json"), reason="no trace file")
     elif isinstance(trace, (str, PurePath)) and not isinstance(trace, bytes):
         given = Path(trace).expanduser()
@@ -332,6 +333,6 @@ def show(trace: Any, *, turn: int | None = None, root: str | Path | Sequence[str
         conversation.selected, conversation.selected_index = conversation.key_of_turn(int(turn))
         if conversation.selected is None:
             n = len([i for e in conversation.entries if e["kind"] in ("assistant", "damaged") for i in e.get("turns") or []])
-            raise OptionError(f"turn={turn}: {conversation.trace_id} has {n} assistant turn{'s' if n != 1 else ''}"
+            raise OptionError(f"turn={turn}: {redact(conversation.trace_id)} has {n} assistant turn{'s' if n != 1 else ''}"
                               + (f" (give 0 to {n - 1}, or -1 for the last)" if n else ""))
     return conversation

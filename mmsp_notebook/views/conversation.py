@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.items import GROWING_FIELD, ToolRun
-from ..core.redact import redact, redact_value
+from ..core.redact import held_secrets, redact, redact_value
 from ..core.stamps import created_ms
 from ..core.state import TurnState
 from ..core.store import tool_error
@@ -285,7 +285,8 @@ def step_lines(turn: Turn) -> list[str]:
                 parts.append(f"{name} {fmt.seconds(item.duration)}")
         lines.append((f"step {k + 1}: " if len(turn.steps) > 1 else "timing: ") + " · ".join(p for p in parts if p)
                      if any(parts) else "")
-    return lines
+    with held_secrets():  # (a tool's name as the trace holds it: redacted as the turn view redacts it)
+        return [redact(line) for line in lines]
 
 
 # ---------------------------------------------------------------------------------------------- failed
@@ -553,8 +554,9 @@ def conversation_html(conversation: Mapping[str, Any], selected: str | None = No
                       wf: Mapping[str, Any] | None = None) -> str:
     """The whole conversation as static sanitized HTML (the selected entry marked, its waterfall
     above when given)."""
-    head = (f'<div class="mmsp-conv-title"><code>{_e(conversation.get("trace_id"))}</code>'
-            f' <span class="mmsp-meta">{_e(conversation.get("source"))}</span></div>')
+    # (the trace id and the paths as shown: a trace file not written here may hold a key in its id)
+    head = (f'<div class="mmsp-conv-title"><code>{_e(redact_value(conversation.get("trace_id")))}</code>'
+            f' <span class="mmsp-meta">{_e(redact_value(conversation.get("source")))}</span></div>')
     notes = "".join(f'<div class="mmsp-conv-note mmsp-meta">{_e(n)}</div>' for n in conversation.get("notes") or [])
     parts = [_STYLE if style else "", '<div class="mmsp-root mmsp-static mmsp-conversation">', head, notes]
     if wf is not None or selected:
@@ -566,7 +568,8 @@ def conversation_html(conversation: Mapping[str, Any], selected: str | None = No
 
 def conversation_text(conversation: Mapping[str, Any], limit: int | None = 4000) -> str:
     """The conversation as plain text, for terminals (``limit`` caps each text item)."""
-    out = [f"conversation {fmt.isolate(str(conversation.get('trace_id')))} ({fmt.isolate(str(conversation.get('source')))})"]
+    out = [f"conversation {fmt.isolate(redact(str(conversation.get('trace_id'))))} "
+           f"({fmt.isolate(redact(str(conversation.get('source'))))})"]
     out.extend(f"  ! {n}" for n in conversation.get("notes") or [])
     for entry in conversation.get("entries") or []:
         out.append(f"--- {entry.get('label')}")

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.redact import held_secrets, redact
 from . import format as fmt
 
 __all__ = ["waterfall", "waterfall_html", "number", "stop_ms"]
@@ -97,7 +98,11 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
     ticks = [{"left": round(100.0 * t / scale, 2), "text": fmt.seconds(t / 1000.0)} for t in _ticks(scale)]
     summary = [f"total {fmt.seconds(end / 1000.0)}" if end else "", status if status != "complete" else "",
                f"{len(records)} steps" if steps else ""]
-    return {"key": key, "status": status, "bars": bars, "ticks": ticks, "summary": " · ".join(s for s in summary if s)}
+    with held_secrets():  # (a tool's name or a status as a sidecar holds it: redacted as the turn view redacts them)
+        for b in bars:
+            b["label"] = redact(b["label"])
+        return {"key": key, "status": redact(status), "bars": bars, "ticks": ticks,
+                "summary": redact(" · ".join(s for s in summary if s))}
 
 
 def _bar(kind: str, label: str, start: float, end: float, selected: bool = False) -> dict[str, Any]:
