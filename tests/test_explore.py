@@ -299,7 +299,7 @@ def test_show_keeps_hostile_content_inert(tmp_path, fresh_session):
     key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
     (tmp_path / "leak.timing.jsonl").write_text(json.dumps({
         "v": 1, "trace_id": "leak", "turn": 0, "message_index": None, "model": "x", "client_type": None,
-        "status": "error", "error": {"type": "AuthenticationError", "message": f"Incorrect API key provided: {key}"},
+        "status": "error", "error": {"type": f"AuthenticationError {key}", "message": f"Incorrect API key provided: {key}"},
         "started_at": float(T0), "ttft_ms": None, "total_ms": 5.0, "usage": None, "finish_reason": None,
         "events": []}) + "\n")
     leak = traces.explore(tmp_path)

@@ -303,7 +303,7 @@ def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any
     else:
         text = STATUS_TEXT.get(status, "")
     facts: dict[str, Any] = {"id": key, "model": model, "status": status, "status_text": text,
-             "error": {"type": str(error.get("type") or "") or None, "message": redact(str(error.get("message") or "")),
+             "error": {"type": redact(str(error.get("type") or "")) or None, "message": redact(str(error.get("message") or "")),
                        "hint": ""} if error else None,
              "footer": {"usage": record.get("usage") if isinstance(record.get("usage"), Mapping) else None,
                         "finish_reason": record.get("finish_reason") if isinstance(record.get("finish_reason"), str)
