@@ -146,7 +146,7 @@ export class TableStream {
       const part = lines.slice(i, j);
       const out = this.render(this.head + part.join("\n") + "\n", env);
       const rows = this.rowsOf(out);
-      if (rows === null) return null;
+      if (rows === null || rows.count > part.length) return null; // (a lone "\r": two lines to markdown-it)
       html += rows.html;
       for (let k = 0; k < rows.count; k++) {
         length += part[k].length + 1;

@@ -69,6 +69,7 @@ function doc(rand) {
   let text = before + table(rand) + AFTER[Math.floor(rand() * AFTER.length)];
   if (rand() < 0.3) text = text.replace(/\n$/, ""); // (finished without a last newline)
   if (rand() < 0.05) text = text.replace("\n", "\r\n");
+  if (rand() < 0.05) text = text.replace(/\| (\S+) \|\n(?!\|?-)/, "| $1 \r| x |\n"); // (a lone "\r" in a row: a line break to markdown-it)
   return text;
 }
 
@@ -167,4 +168,11 @@ test("a table in a list item is drawn the plain way (markdown-it draws it otherw
   const ref = s.doc.createElement("div");
   ref.appendChild(htmlToFragment(s.doc, renderMarkdownHTML(text)));
   assert.equal(s.el.innerHTML, ref.innerHTML);
+});
+
+test("a lone carriage return in a row (a line break to markdown-it) gives the table back to the plain way", () => {
+  for (const text of ["| a | b |\n|---|---|\n| 1 | 2 |\n| 3 \r| 4 |\n| 5 | 6 |\n", "| a |\n|---|\n| 1 |\n|\r\n| 2 |\r| 3 |\n\nafter\n"]) {
+    const { el, ref } = stream(text, rng(5), 3);
+    assert.equal(el.innerHTML, ref.innerHTML, JSON.stringify(text));
+  }
 });

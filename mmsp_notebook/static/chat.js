@@ -28,7 +28,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
 `);let s=this.draw(i,r);return s===null?null:(s.html&&this.append(s.html),this.done+=s.length,s.ended?this.done:n?t.length:-1)}draw(t,n){let r=[],o=0,i=!1,s=this.missing;for(;o<t.length;){let a=t.indexOf(`
 `,o),h=t.slice(o,a);if(!h.trim()){i=!0;break}if(s+=this.columns-Un(h),s>65536){i=!0;break}r.push(h),o=a+1}let l="",u=0;for(let a=0;a<r.length;){let h=0,p=a;for(;p<r.length&&h+this.columns-Un(r[p])<=65536;)h+=this.columns-Un(r[p++]);p===a&&(p=a+1);let k=r.slice(a,p),_=this.render(this.head+k.join(`
 `)+`
-`,n),m=this.rowsOf(_);if(m===null)return null;l+=m.html;for(let v=0;v<m.count;v++)u+=k[v].length+1,this.missing+=this.columns-Un(k[v]);if(m.count<k.length)return{html:l,length:u,ended:!0};if(m.rest)return null;a=p}return{html:l,length:u,ended:i}}rowsOf(t){if(!t.startsWith(this.open))return null;let n=this.open.length,r="";if(t.startsWith(`<tbody>
+`,n),m=this.rowsOf(_);if(m===null||m.count>k.length)return null;l+=m.html;for(let v=0;v<m.count;v++)u+=k[v].length+1,this.missing+=this.columns-Un(k[v]);if(m.count<k.length)return{html:l,length:u,ended:!0};if(m.rest)return null;a=p}return{html:l,length:u,ended:i}}rowsOf(t){if(!t.startsWith(this.open))return null;let n=this.open.length,r="";if(t.startsWith(`<tbody>
 `,n)){let i=t.indexOf(`</tbody>
 </table>
 `,n);if(i<0)return null;r=t.slice(n+8,i),n=i+9}if(!t.startsWith(`</table>

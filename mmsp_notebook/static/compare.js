@@ -28,7 +28,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
 `);let s=this.draw(i,r);return s===null?null:(s.html&&this.append(s.html),this.done+=s.length,s.ended?this.done:n?t.length:-1)}draw(t,n){let r=[],o=0,i=!1,s=this.missing;for(;o<t.length;){let a=t.indexOf(`
 `,o),p=t.slice(o,a);if(!p.trim()){i=!0;break}if(s+=this.columns-fn(p),s>65536){i=!0;break}r.push(p),o=a+1}let l="",c=0;for(let a=0;a<r.length;){let p=0,f=a;for(;f<r.length&&p+this.columns-fn(r[f])<=65536;)p+=this.columns-fn(r[f++]);f===a&&(f=a+1);let b=r.slice(a,f),_=this.render(this.head+b.join(`
 `)+`
-`,n),d=this.rowsOf(_);if(d===null)return null;l+=d.html;for(let T=0;T<d.count;T++)c+=b[T].length+1,this.missing+=this.columns-fn(b[T]);if(d.count<b.length)return{html:l,length:c,ended:!0};if(d.rest)return null;a=f}return{html:l,length:c,ended:i}}rowsOf(t){if(!t.startsWith(this.open))return null;let n=this.open.length,r="";if(t.startsWith(`<tbody>
+`,n),d=this.rowsOf(_);if(d===null||d.count>b.length)return null;l+=d.html;for(let T=0;T<d.count;T++)c+=b[T].length+1,this.missing+=this.columns-fn(b[T]);if(d.count<b.length)return{html:l,length:c,ended:!0};if(d.rest)return null;a=f}return{html:l,length:c,ended:i}}rowsOf(t){if(!t.startsWith(this.open))return null;let n=this.open.length,r="";if(t.startsWith(`<tbody>
 `,n)){let i=t.indexOf(`</tbody>
 </table>
 `,n);if(i<0)return null;r=t.slice(n+8,i),n=i+9}if(!t.startsWith(`</table>

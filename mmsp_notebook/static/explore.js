@@ -28,7 +28,7 @@ In order to be iterable, non-array objects must have a [Symbol.iterator]() metho
 `);let s=this.draw(i,r);return s===null?null:(s.html&&this.append(s.html),this.done+=s.length,s.ended?this.done:n?t.length:-1)}draw(t,n){let r=[],o=0,i=!1,s=this.missing;for(;o<t.length;){let a=t.indexOf(`
 `,o),h=t.slice(o,a);if(!h.trim()){i=!0;break}if(s+=this.columns-On(h),s>65536){i=!0;break}r.push(h),o=a+1}let l="",u=0;for(let a=0;a<r.length;){let h=0,f=a;for(;f<r.length&&h+this.columns-On(r[f])<=65536;)h+=this.columns-On(r[f++]);f===a&&(f=a+1);let b=r.slice(a,f),y=this.render(this.head+b.join(`
 `)+`
-`,n),m=this.rowsOf(y);if(m===null)return null;l+=m.html;for(let v=0;v<m.count;v++)u+=b[v].length+1,this.missing+=this.columns-On(b[v]);if(m.count<b.length)return{html:l,length:u,ended:!0};if(m.rest)return null;a=f}return{html:l,length:u,ended:i}}rowsOf(t){if(!t.startsWith(this.open))return null;let n=this.open.length,r="";if(t.startsWith(`<tbody>
+`,n),m=this.rowsOf(y);if(m===null||m.count>b.length)return null;l+=m.html;for(let v=0;v<m.count;v++)u+=b[v].length+1,this.missing+=this.columns-On(b[v]);if(m.count<b.length)return{html:l,length:u,ended:!0};if(m.rest)return null;a=f}return{html:l,length:u,ended:i}}rowsOf(t){if(!t.startsWith(this.open))return null;let n=this.open.length,r="";if(t.startsWith(`<tbody>
 `,n)){let i=t.indexOf(`</tbody>
 </table>
 `,n);if(i<0)return null;r=t.slice(n+8,i),n=i+9}if(!t.startsWith(`</table>
