@@ -423,6 +423,24 @@ def test_a_sidecar_record_of_another_message_times_no_copy(tmp_path: Path, chunk
         assert_same(tmp_path / kind, src, kind)
 
 
+def test_a_record_that_did_not_complete_times_no_message_in_the_dataset_either(tmp_path: Path) -> None:
+    """A record naming a message without having completed is a failed attempt (no message index,
+    the message untimed), and a completed one beyond the trace file a row of its own: the same
+    rows from the loaders and the dataset."""
+    src = tmp_path / "src"
+    save(src, "fx/1", conversation(2, T0 + DAY, "fx"))
+    append_sidecar(record("fx/1", 0, 1, started=T0 + DAY + 5.0), base=src)
+    append_sidecar(record("fx/1", 1, 3, "incomplete", started=T0 + DAY + 10_005.0), base=src)
+    append_sidecar(record("fx/1", 2, 5, started=T0 + DAY + 20_005.0), base=src)
+    turns = traces.load_turns(src)
+    assert [(str(s), st) for s, st in zip(turns["source"], turns["status"])] == [
+        ("trace+sidecar", "complete"), ("sidecar", "incomplete"), ("trace", "complete"), ("sidecar", "complete")]
+    assert turns["message_index"].tolist() == [1, pd.NA, 3, 5]
+    for kind in ("turns", "items", "events"):
+        quiet_sync(src, tmp_path / kind, kind=kind)
+        assert_same(tmp_path / kind, src, kind)
+
+
 def test_default_process_pool_and_progress(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = quiet_sync(corpus, tmp_path / "ds", chunk_files=5, progress=True)
     assert res.converted > 5

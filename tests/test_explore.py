@@ -181,11 +181,73 @@ def test_a_sidecar_whose_trace_file_is_gone_says_so_where_it_is_opened(tmp_path)
     conv = traces.show("nb/chat", root=tmp_path)
     assert conv.view["notes"] == ["no trace file: its timing sidecar times 2 completed responses, whose content only "
                                   "the trace file holds (removed, or not copied with the sidecar)"]
+    # each is drawn where it happened, from its record, as load_turns holds it: a row of its own
+    assert [(e["kind"], e["turns"], e["status"]) for e in conv.entries] == [("sidecar", [0], "complete"),
+                                                                           ("sidecar", [1], "complete")]
+    assert conv.entries[1]["vm"]["status"] == "complete" and "does not hold" in conv.entries[1]["note"]
     explorer = traces.explore(tmp_path)
     sent = capture(explorer)
     explorer.select(1)
-    assert sent[-1]["type"] == "detail" and sent[-1]["error"] == conv.view["notes"][0]
+    assert sent[-1]["type"] == "detail" and sent[-1]["notes"] == conv.view["notes"]
+    assert sent[-1]["selected"] == conv.entries[1]["key"] and not sent[-1]["replayable"]
     assert "no trace file" in explorer.static_html()
+
+
+def _rec(turn: int, mi: int | None, status: str, started: float, total: float) -> dict[str, Any]:
+    return {"v": 1, "trace_id": "nb/rule", "turn": turn, "message_index": mi, "model": "demo", "client_type": "mmsp",
+            "status": status, "error": None if status == "complete" else {"type": "UpstreamError", "message": "503"},
+            "started_at": started, "ttft_ms": 100.0, "total_ms": total, "usage": None,
+            "finish_reason": "stop" if status == "complete" else None,
+            "events": [[100.0, "text.delta", 3], [total, "stop", 0]]}
+
+
+def test_show_and_load_turns_read_a_sidecar_by_one_rule(tmp_path):
+    """A record times the message it names only when it completed: one that names a message but
+    did not complete (a foreign writer's) is a failed attempt, and a completed one beyond the
+    trace file's messages is a response only the sidecar knows. Every row of load_turns is an
+    entry of show with its status and timing, and every entry show draws from the sidecar a row."""
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q0"}], "created_at": T0},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "a0"}], "created_at": T0 + 900,
+                "finish_reason": "stop"},
+               {"role": "user", "content_items": [{"type": "text.done", "text": "q1"}], "created_at": T0 + 10_000},
+               {"role": "assistant", "content_items": [{"type": "text.done", "text": "a1"}], "created_at": T0 + 10_900,
+                "finish_reason": "stop"}]
+    save(tmp_path, "nb/rule", history, model="demo")
+    records = [_rec(0, 1, "complete", T0 + 5.0, 800.0),
+               _rec(1, 3, "incomplete", T0 + 10_005.0, 700.0),  # names message 3, but was cut off
+               _rec(2, 5, "complete", T0 + 20_005.0, 600.0),  # completed: the trace file was saved before it
+               _rec(3, None, "error", T0 + 30_005.0, 50.0)]
+    (tmp_path / "nb" / "rule.timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    turns = traces.load_turns(tmp_path)
+    got = [(int(r.turn), str(r.source), r.status, None if pd.isna(r.message_index) else int(r.message_index),
+            round(r.latency, 6)) for r in turns.itertuples()]
+    assert got == [(0, "trace+sidecar", "complete", 1, 0.8), (1, "sidecar", "incomplete", None, 0.7),
+                   (1, "trace", "complete", 3, 0.9), (2, "sidecar", "complete", 5, 0.6),
+                   (3, "sidecar", "error", None, 0.05)]
+    conv = traces.show("nb/rule", root=tmp_path)
+    assert [(e["kind"], e.get("turns"), e.get("status")) for e in conv.entries if e["kind"] != "user"] == [
+        ("assistant", [0], None), ("failed", [1], "incomplete"), ("assistant", [1], None),
+        ("sidecar", [2], "complete"), ("failed", [3], "error")]
+    assert "no timing" in conv.entries[4]["label"] and "no timing" not in conv.entries[1]["label"]
+    keys = set()
+    for _, row in turns.iterrows():
+        shown = traces.show(row, root=tmp_path)
+        entry = next(e for e in shown.entries if e["key"] == shown.selected)
+        keys.add(shown.selected)
+        assert row["turn"] in entry["turns"], (row.to_dict(), entry)
+        if row["source"] == "trace":
+            assert shown.waterfall() is None  # no record times it, in either
+        else:
+            wf = shown.waterfall()
+            assert wf["status"] == row["status"] == (entry.get("status") or "complete")
+            vm_total = entry["vm"]["footer"]["total"] if entry["kind"] != "assistant" else None
+            assert vm_total in (None, row["latency"])
+    drawn = {e["key"] for e in conv.entries if e["kind"] in ("assistant", "failed", "sidecar")}
+    assert keys == drawn
+    # replay refuses the attempt that did not complete, and the message it named has no timing
+    with pytest.raises(TraceError, match="did not complete"):
+        mn.replay(turns.iloc[1], root=tmp_path)
+    assert mn.traces.load_events(tmp_path).query("turn == 1")["message_index"].isna().all()
 
 
 def test_show_and_explore_traces_of_the_engine_with_their_sidecar(fresh_session):

@@ -465,6 +465,28 @@ def sidecar_record(trace_id: str, turn: int, message_index: int | None, status: 
     return record
 
 
+def test_a_record_naming_a_message_without_completing_is_a_failed_attempt(tmp_path: Path) -> None:
+    """A foreign writer's record that names a message but did not complete times nothing: it is a
+    failed attempt in every loader (no message index, its status), the message stays untimed, and
+    it goes back to no turn (the records of the run the trace file holds stay)."""
+    tid = "app/foreign"
+    save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000), user("q1", T0 + 5000), answer("a1", T0 + 9000)])
+    events = [[200.0, "text.delta", 1], [900.0, "stop", 0]]
+    append_sidecar(sidecar_record(tid, 0, 1, started_at=T0 + 2.0, ttft_ms=200.0, total_ms=900.0, events=events), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 1, 3, started_at=T0 + 5002.0, ttft_ms=100.0, total_ms=800.0), base=tmp_path)
+    append_sidecar(sidecar_record(tid, 0, 1, "cancelled", started_at=T0 + 20_000.0, total_ms=50.0, events=events),
+                   base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["turn"].tolist() == [0, 0, 1]
+    assert df["source"].astype(str).tolist() == ["sidecar", "trace+sidecar", "trace+sidecar"]
+    assert df["status"].astype(str).tolist() == ["cancelled", "complete", "complete"]
+    assert df["message_index"].isna().tolist() == [True, False, False]
+    assert df["latency"].tolist() == [0.05, 0.9, 0.8]
+    ev = no_warnings_load(traces.load_events, tmp_path)
+    assert ev.groupby("status", observed=True)["message_index"].apply(lambda s: s.isna().all()).to_dict() == {
+        "cancelled": True, "complete": False}
+
+
 def test_sidecar_join_with_failed_turns(tmp_path: Path) -> None:
     tid = "app/chat_1"
     history = [user("q0", T0), answer("a0", T0 + 1000), user("q1", T0 + 5000), answer("a1", T0 + 9000)]

@@ -324,7 +324,7 @@ export function renderExplorer({ model, el }) {
   // An entry is drawn whole, or (a turn of many steps) the steps the kernel sent so far: more of them
   // and the entries around come with "more" answers as the reader scrolls (see _detail.py).
   function drawEntry(entry, selected) {
-    const kind = ["user", "assistant", "failed", "damaged"].includes(entry.kind) ? entry.kind : "damaged";
+    const kind = ["user", "assistant", "failed", "sidecar", "damaged"].includes(entry.kind) ? entry.kind : "damaged";
     const sec = h(doc, "section", `mmsp-conv-msg mmsp-conv-${kind}${entry.key === selected ? " mmsp-conv-selected" : ""}`, { "data-key": entry.key });
     sec.appendChild(h(doc, "div", "mmsp-conv-head", { dir: "auto" }, entry.label || ""));
     const part = { sec, entry, view: null, body: null, lines: null };
@@ -334,7 +334,7 @@ export function renderExplorer({ model, el }) {
         if (img && isSafeImageSrc(img.src)) sec.appendChild(h(doc, "img", "mmsp-conv-image", { src: img.src, alt: img.alt || "image", loading: "lazy" }));
         else sec.appendChild(h(doc, "div", "mmsp-meta", null, (img && img.note) || "image not shown"));
       }
-    } else if (kind === "assistant" || kind === "failed") {
+    } else if (kind === "assistant" || kind === "failed" || kind === "sidecar") {
       part.body = h(doc, "div", "mmsp-conv-body");
       sec.appendChild(part.body);
       part.view = createTurnView(part.body);

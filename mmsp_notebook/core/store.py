@@ -56,6 +56,9 @@ The timing sidecar
     (``mmsp_notebook.replay``). ``events`` is always the last key (a reader that does not need it
     skips it unparsed).
 
+    A record times the message it names only when it completed (:func:`completed`); any other is
+    an attempt the trace never recorded, whatever ``message_index`` a foreign writer gave it.
+
     A line is written with one ``write`` call in append mode, so concurrent writers of one trace
     id do not interleave within a line; a reader skips a last line that is partial. The file is
     only ever appended to while the Tracer overwrites the trace: a notebook run again into the same
@@ -109,6 +112,7 @@ __all__ = [
     "Sidecar",
     "sidecar_record",
     "to_ms",
+    "completed",
     "append_sidecar",
     "read_sidecar",
     "parse_sidecar",
@@ -441,6 +445,12 @@ def sidecar_record(
 def to_ms(seconds: float | None) -> float | None:
     """Seconds as the sidecar's milliseconds, rounded to the microsecond (None stays None)."""
     return None if seconds is None else round(seconds * 1000.0, 3)
+
+
+def completed(record: Any) -> bool:
+    """Whether a sidecar record times the message it names: ``status`` ``"complete"`` and a
+    ``message_index``. Any other is an attempt that recorded nothing (the loaders', ``show``'s rule)."""
+    return record.get("message_index") is not None and record.get("status") == "complete"
 
 
 def append_sidecar(record: SidecarRecord, base: _PathLike | None = None) -> Path:

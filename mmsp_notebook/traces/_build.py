@@ -49,8 +49,10 @@ def config_fields(config: dict[str, Any]) -> tuple[Any, ...]:
 def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
     """Sidecar records of one trace: ``({turn: record}, [records of turns that recorded nothing])``.
 
-    A turn recorded twice keeps the last record (the file is append-only). Records without an
-    integer ``turn`` are ignored.
+    A record is a turn's when it completed (:func:`~mmsp_notebook.core.store.completed`: status
+    ``"complete"`` and a ``message_index``), else an attempt that recorded nothing, as ``show``
+    draws it. A turn recorded twice keeps the last record (the file is append-only). Records
+    without an integer ``turn`` are ignored.
     """
     done: dict[int, dict[str, Any]] = {}
     failed: list[dict[str, Any]] = []
@@ -60,7 +62,7 @@ def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, An
             t = as_int(t)
             if t is None:
                 continue
-        if r.get("message_index") is None:
+        if r.get("message_index") is None or r.get("status") != "complete":  # not completed(r), inlined
             failed.append(r)
         else:
             done[t] = r

@@ -171,7 +171,8 @@ class Window:
 
         parts = [n(kinds.count("user"), "user message"),
                  n(turns, "assistant turn") + (f" ({steps:,} steps)" if steps > turns else ""),
-                 n(kinds.count("failed"), "failed response"), n(kinds.count("damaged"), "damaged message")]
+                 n(kinds.count("failed"), "failed response"), n(kinds.count("sidecar"), "response only in the sidecar"),
+                 n(kinds.count("damaged"), "damaged message")]
         return " · ".join(p for p in parts if p)
 
 

@@ -69,9 +69,10 @@ class EventBuilder(Window):
             model = as_str(rec.get("model")) or default_model
             if filtered and not self._keep(started, model):
                 continue
-            mi = as_int(rec.get("message_index"))
             client = as_str(rec.get("client_type"))
             status = as_str(rec.get("status"))
+            # an attempt that did not complete recorded no message (the turns frame's row says so too)
+            mi = as_int(rec.get("message_index")) if status == "complete" else None
             cm, cc, cs = C["model"].code(model), C["client_type"].code(client), C["status"].code(status)
             phase: str | None  # what follows the dot in an event type, "stop" or None
             for ei, ev in enumerate(events):

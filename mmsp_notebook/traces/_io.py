@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
-from ..core.store import SIDECAR_SUFFIX, tracer_path
+from ..core.store import SIDECAR_SUFFIX, completed, tracer_path
 from ._columns import INT_HI, INT_LO, as_int
 from ._walk import Pattern, walk_dirs
 
@@ -259,7 +259,7 @@ def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records that belong to the conversation the trace file holds now, in file order.
 
     A sidecar is appended to while its trace file is overwritten. A completed record
-    (``message_index`` not null) for a turn already completed earlier in the sidecar means the
+    (:func:`~mmsp_notebook.core.store.completed`) for a turn already completed earlier in the sidecar means the
     conversation went back to that turn: the notebook was run again into the same cache (back to
     turn 0), or a turn was answered again. The earlier records of that turn and of later turns are
     dropped (but the failed attempts at that turn since the last completed record: they are the
@@ -278,13 +278,13 @@ def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if kept is not None:
                 kept.append(r)
             continue
-        completed = r.get("message_index") is not None
-        if t <= top and completed:
+        done = r.get("message_index") is not None and r.get("status") == "complete"  # completed(r), inlined
+        if t <= top and done:
             kept = _back_to(records[:i] if kept is None else kept, t)
-            top = max((tx for x in kept if (tx := _turn(x)) is not None and x.get("message_index") is not None), default=-1)
+            top = max((tx for x in kept if (tx := _turn(x)) is not None and completed(x)), default=-1)
         if kept is not None:
             kept.append(r)
-        if t > top and completed:
+        if t > top and done:
             top = t
     return records if kept is None else kept
 
@@ -292,10 +292,10 @@ def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _back_to(records: list[dict[str, Any]], t: int) -> list[dict[str, Any]]:
     """``records`` without those of turn ``t`` and later turns, but the failed attempts at turn
     ``t`` after the last completed record (the run that went back to ``t`` made them)."""
-    last = max((j for j, x in enumerate(records) if x.get("message_index") is not None), default=-1)
+    last = max((j for j, x in enumerate(records) if completed(x)), default=-1)
     return [x for j, x in enumerate(records)
             if not ((tx := _turn(x)) is not None and tx >= t
-                    and not (j > last and tx == t and x.get("message_index") is None))]
+                    and not (j > last and tx == t and not completed(x)))]
 
 
 def config_trace_id(source: Source, config: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from typing import Any, cast
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.chars import isolate, printable
 from ..core.redact import redact
-from ..core.store import SIDECAR_SUFFIX, cache_dir, read_sidecar, read_trace, sidecar_path, tracer_path
+from ..core.store import SIDECAR_SUFFIX, cache_dir, completed, read_sidecar, read_trace, sidecar_path, tracer_path
 from ..views.conversation import build_conversation, conversation_html, conversation_text, waterfall
 from ._common import FROM_OTEL, check_unique
 from ._io import latest_run
@@ -33,7 +33,7 @@ class Conversation:
     """A recorded conversation as the turn view draws it.
 
     ``entries`` are the drawn messages in order (user, assistant, failed responses from the
-    sidecar, damaged messages named); ``turns`` the :class:`~mmsp_notebook.Turn` of each assistant
+    sidecar, completed ones the trace file does not hold, damaged messages named); ``turns`` the :class:`~mmsp_notebook.Turn` of each assistant
     message; ``selected`` the key of the entry asked for (a row's turn), marked in the HTML with its
     timing waterfall above the conversation. Jupyter shows the HTML, a terminal the text.
     """
@@ -98,7 +98,8 @@ class Conversation:
     def __repr__(self) -> str:
         n = sum(1 for e in self.entries if e["kind"] == "assistant")
         failed = sum(1 for e in self.entries if e["kind"] == "failed")
-        more = f", {failed} failed" if failed else ""
+        beyond = sum(1 for e in self.entries if e["kind"] == "sidecar")
+        more = (f", {failed} failed" if failed else "") + (f", {beyond} only in the sidecar" if beyond else "")
         return printable(f"<Conversation {isolate(redact(self.trace_id))}: {len(self.entries)} entries, {n} answers{more}>")
 
 
@@ -215,7 +216,7 @@ def read_conversation(trace_id: str | None, path: Path | None, sidecar: Path | N
             notes.append(f"timing sidecar {sidecar}: {raw.damaged} damaged lines skipped")
         records = latest_run(cast("list[dict[str, Any]]", list(raw)))
     if path is None:
-        done = sum(1 for r in records if r.get("message_index") is not None)
+        done = sum(1 for r in records if completed(r))
         notes.append(f"no trace file: its timing sidecar times {done} completed response{'s' if done != 1 else ''}, "
                      "whose content only the trace file holds (removed, or not copied with the sidecar)" if done else
                      "no trace file: every response of this conversation failed, only its timing sidecar exists")
@@ -229,9 +230,10 @@ def read_conversation(trace_id: str | None, path: Path | None, sidecar: Path | N
 
 def row_key(view: Mapping[str, Any], row: Any) -> tuple[str | None, int | None]:
     """The entry a row of ``load_turns`` stands for and its message's history index: the turn that
-    holds its assistant message, or the failed response of its turn that started when it did."""
+    holds its assistant message, or the response of its turn known only from the sidecar (failed,
+    or completed beyond the trace file) that started when it did."""
     mi = _field(row, "message_index")
-    if mi is not None:
+    if mi is not None and str(_field(row, "source")) != "sidecar":  # (a sidecar-only row's message is not in the file)
         try:
             index = int(mi)
         except (TypeError, ValueError, OverflowError):
@@ -240,7 +242,7 @@ def row_key(view: Mapping[str, Any], row: Any) -> tuple[str | None, int | None]:
             if index in (e.get("indices") or ()):
                 return e["key"], index
     turn = _field(row, "turn")
-    failed = [e for e in view["entries"] if e["kind"] == "failed" and turn is not None
+    failed = [e for e in view["entries"] if e["kind"] in ("failed", "sidecar") and turn is not None
               and int(turn) in (e.get("turns") or ())]
     if not failed:
         return None, None

@@ -1,5 +1,7 @@
 """The turns frame of :mod:`mmsp_notebook.traces` (``load_turns``): one row per assistant message,
-joined with its sidecar record, plus one row per sidecar record of a turn that recorded nothing.
+joined with its sidecar record, plus one row per sidecar record the trace file does not hold (an
+attempt that did not complete, or a completed turn beyond the file's messages), as ``show`` draws
+them (:func:`~._build.split_sidecar` says which is which).
 
 The cost column uses :class:`~mmsp_notebook.core.pricing.PriceTable`, the prices and fallback rule
 of ``Turn.cost``: a turn streamed here and the row loaded from its trace cost the same.
@@ -121,7 +123,8 @@ class TurnBuilder(Window):
             buckets = tuple(count_or_na(usage.get(k)) for k in ("cached_tokens", "prompt_tokens", "thoughts_tokens", "response_tokens"))
         else:
             buckets = (INT_NA,) * 4
-        mi = as_int(rec.get("message_index"))
+        # an attempt that did not complete recorded no message, whatever message_index it names
+        mi = as_int(rec.get("message_index")) if status == "complete" else None
         self.ints.extend((fno, as_int(rec.get("turn")) or 0, INT_NA if mi is None else mi, 2, *buckets, *_NO_COUNTS, 0))
         self.floats.extend((_NAN if started is None else started, _NAN if started is None else started + latency * 1000.0,
                             latency, ttft))
@@ -204,13 +207,17 @@ class TurnBuilder(Window):
             ints((fno, turn, m[0], source, *m[4:17], fp))
             floats((_NAN if started is None else started, _NAN if ended is None else ended, lat_s, ttft_s))
             row += 1
+        # turns the sidecar saw complete but the trace file does not (yet) hold, in turn order with
+        # the attempts that failed after the file's last message
+        if done:
+            for t in sorted(done):
+                while fi < nf and as_int(failed[fi].get("turn")) <= t:  # type: ignore[operator]
+                    self._sidecar_row(fno, cfg_model, failed[fi])
+                    fi += 1
+                self._sidecar_row(fno, cfg_model, done[t])
         while fi < nf:
             self._sidecar_row(fno, cfg_model, failed[fi])
             fi += 1
-        # turns the sidecar saw complete but the trace file does not (yet) hold
-        if done:
-            for t in sorted(done):
-                self._sidecar_row(fno, cfg_model, done[t])
 
     # the frame -------------------------------------------------------------------------------
     def _take(self, name: str) -> Any:

@@ -27,7 +27,16 @@ from typing import Any, TypedDict
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.chars import LONE_SURROGATE
 from ..core.state import GROWING_FIELD
-from ..core.store import SIDECAR_SUFFIX, SidecarRecord, cache_dir, read_sidecar, read_trace, sidecar_path, tracer_path
+from ..core.store import (
+    SIDECAR_SUFFIX,
+    SidecarRecord,
+    cache_dir,
+    completed,
+    read_sidecar,
+    read_trace,
+    sidecar_path,
+    tracer_path,
+)
 from ._common import check_unique
 
 __all__ = ["Recorded", "load_recorded"]
@@ -199,12 +208,12 @@ def _pick_record(records: Sequence[SidecarRecord], message_index: int, turn_no: 
                  trace_id: str | None) -> SidecarRecord | None:
     chosen = None
     for record in records:
-        if record.get("status") != "complete":
+        if not completed(record):  # (an attempt that recorded nothing times no message, as for the loaders)
             continue
         if trace_id is not None and record.get("trace_id") != trace_id:
             continue
         index = record.get("message_index")
-        if (type(index) is int and index == message_index) or (index is None and record.get("turn") == turn_no):
+        if (type(index) is int and index == message_index) or (type(index) is not int and record.get("turn") == turn_no):
             chosen = record
     return chosen
 

@@ -34,7 +34,7 @@ from ..core.items import GROWING_FIELD, ToolRun
 from ..core.redact import held_secrets, redact, redact_value
 from ..core.stamps import created_ms
 from ..core.state import TurnState
-from ..core.store import tool_error
+from ..core.store import completed, tool_error
 from ..core.turn import Turn, media_kind
 from . import format as fmt
 from .html import _IMAGE_SRC, CSS, render_html, render_text
@@ -291,8 +291,9 @@ def step_lines(turn: Turn) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- failed
 def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any]:
-    """The view of a response the trace never recorded, from its sidecar record alone."""
-    status = str(record.get("status")) if record.get("status") in ("error", "incomplete", "cancelled") else "error"
+    """The view of a response the trace file does not hold, from its sidecar record alone."""
+    status = "complete" if completed(record) else str(record.get("status")) if record.get("status") in (
+        "error", "incomplete", "cancelled") else "error"
     error = record.get("error") if isinstance(record.get("error"), Mapping) else {}
     events = [e for e in fmt.listed(record.get("events")) if isinstance(e, list) and len(e) >= 3]
     arrived = [e for e in events if str(e[1]).endswith(".delta")]
@@ -316,6 +317,11 @@ def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any
 
 def _seconds(ms: Any) -> float | None:
     return float(ms) / 1000.0 if fmt.is_number(ms) else None
+
+
+def _beyond_note(record: Mapping[str, Any]) -> str:
+    return (f"completed as message {fmt.isolate(record.get('message_index'))}, which the trace file does not hold "
+            "(saved before it, or an older copy): its content is not shown, its timing is the sidecar's")
 
 
 def _arrived_note(record: Mapping[str, Any]) -> str:
@@ -385,7 +391,7 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
                        *, trace_id: str = "", source: str = "", notes: Sequence[str] = ()) -> dict[str, Any]:
     """The view model of a whole conversation: ``{"trace_id", "source", "notes", "entries", "turns"}``.
 
-    Each entry is ``{"kind": "user" | "assistant" | "failed" | "damaged", "key", "label", ...}``: a
+    Each entry is ``{"kind": "user" | "assistant" | "failed" | "sidecar" | "damaged", "key", "label", ...}``: a
     user entry has ``text``, ``images`` and ``notes``; an assistant entry is one turn as the
     project draws it — the assistant messages from one user prompt to the next (a tool-using turn
     has one per step, the user messages of tool results between them are drawn in the calls they
@@ -403,10 +409,12 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
         t = _turn_of(r)
         if t is None:
             continue
-        if r.get("message_index") is None or r.get("status") != "complete":
-            failed.append(r)
-        else:
+        if completed(r):
             done[t] = r
+        else:
+            failed.append(r)
+    n_answers = sum(1 for m in history if isinstance(m, Mapping) and m.get("role") == "assistant")
+    failed.extend(r for t, r in done.items() if t >= n_answers)  # completed, but beyond the trace file
     failed.sort(key=lambda r: (_turn_of(r) or 0, _number(r.get("started_at")) or 0.0))
     entries: list[dict[str, Any]] = []
     turns: dict[str, Any] = {}
@@ -417,10 +425,11 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
         while fi < len(failed) and (upto is None or (_turn_of(failed[fi]) or 0) <= upto):
             rec, key = failed[fi], f"f{fi}"
             rec_model = str(rec.get("model") or model)
-            entries.append({"kind": "failed", "key": key, "turns": [_turn_of(rec)], "indices": [],
-                            "status": rec.get("status"), "started": _number(rec.get("started_at")),
+            beyond = completed(rec)  # a completed response the trace file does not hold
+            entries.append({"kind": "sidecar" if beyond else "failed", "key": key, "turns": [_turn_of(rec)],
+                            "indices": [], "status": rec.get("status"), "started": _number(rec.get("started_at")),
                             "label": f"assistant · turn {_turn_of(rec)} · {fmt.isolate(rec_model)} · {fmt.isolate(rec.get('status'))} (sidecar only)",
-                            "vm": _failed_vm(rec, key, rec_model), "note": _arrived_note(rec)})
+                            "vm": _failed_vm(rec, key, rec_model), "note": _beyond_note(rec) if beyond else _arrived_note(rec)})
             turns[key] = (None, [(None, rec)])
             fi += 1
 
@@ -536,7 +545,7 @@ def _entry_html(entry: Mapping[str, Any], conversation: Mapping[str, Any], selec
         for image in entry.get("images") or []:
             body += (f'<img class="mmsp-conv-image" src="{_e(image["src"])}" alt="{_e(image["alt"])}" loading="lazy"/>'
                      if image.get("src") else f'<div class="mmsp-meta">{_e(image.get("note"))}</div>')
-    elif kind in ("assistant", "failed"):
+    elif kind in ("assistant", "failed", "sidecar"):
         turn = conversation.get("turns", {}).get(entry["key"], (None,))[0]
         body = _strip_style(render_html(turn, entry["vm"]))
         for line in entry.get("lines") or []:
@@ -577,7 +586,7 @@ def conversation_text(conversation: Mapping[str, Any], limit: int | None = 4000)
             text = entry.get("text") or ""
             out.append(text if limit is None or len(text) <= limit else text[:limit] + "…")
             out.extend(f"[image] {i.get('alt') or i.get('note')}" for i in entry.get("images") or [])
-        elif entry["kind"] in ("assistant", "failed"):
+        elif entry["kind"] in ("assistant", "failed", "sidecar"):
             turn = conversation.get("turns", {}).get(entry["key"], (None,))[0]
             out.append(render_text(turn, entry["vm"], limit=limit))
             out.extend(entry.get("lines") or [])
