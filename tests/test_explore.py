@@ -216,18 +216,31 @@ def test_show_and_load_turns_read_a_sidecar_by_one_rule(tmp_path):
     records = [_rec(0, 1, "complete", T0 + 5.0, 800.0),
                _rec(1, 3, "incomplete", T0 + 10_005.0, 700.0),  # names message 3, but was cut off
                _rec(2, 5, "complete", T0 + 20_005.0, 600.0),  # completed: the trace file was saved before it
-               _rec(3, None, "error", T0 + 30_005.0, 50.0)]
+               _rec(3, None, "error", T0 + 30_005.0, 50.0),
+               {**_rec(4, None, "error", T0 + 40_005.0, 40.0), "turn": 4.0},  # a whole-number float is a turn
+               _rec(5, None, "<i>throttled</i>", T0 + 50_005.0, 30.0),  # a foreign producer's own status
+               {**_rec(6, None, "error", T0 + 60_005.0, 20.0), "status": None}]  # none: "unknown"
     (tmp_path / "nb" / "rule.timing.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     turns = traces.load_turns(tmp_path)
     got = [(int(r.turn), str(r.source), r.status, None if pd.isna(r.message_index) else int(r.message_index),
             round(r.latency, 6)) for r in turns.itertuples()]
     assert got == [(0, "trace+sidecar", "complete", 1, 0.8), (1, "sidecar", "incomplete", None, 0.7),
                    (1, "trace", "complete", 3, 0.9), (2, "sidecar", "complete", 5, 0.6),
-                   (3, "sidecar", "error", None, 0.05)]
+                   (3, "sidecar", "error", None, 0.05), (4, "sidecar", "error", None, 0.04),
+                   (5, "sidecar", "<i>throttled</i>", None, 0.03), (6, "sidecar", "unknown", None, 0.02)]
     conv = traces.show("nb/rule", root=tmp_path)
     assert [(e["kind"], e.get("turns"), e.get("status")) for e in conv.entries if e["kind"] != "user"] == [
         ("assistant", [0], None), ("failed", [1], "incomplete"), ("assistant", [1], None),
-        ("sidecar", [2], "complete"), ("failed", [3], "error")]
+        ("sidecar", [2], "complete"), ("failed", [3], "error"), ("failed", [4], "error"),
+        ("failed", [5], "<i>throttled</i>"), ("failed", [6], "unknown")]
+    # a status show does not know is said as the loaders say it, never as an error, and drawn escaped
+    throttled, unknown = conv.entries[-2], conv.entries[-1]
+    assert throttled["vm"]["status"] == "<i>throttled</i>" and "· <i>throttled</i> (sidecar only)" in throttled["label"]
+    assert throttled["vm"]["banner"] == {"kind": "muted", "text": "ended with status <i>throttled</i>",
+                                         "detail": "UpstreamError: 503"}
+    assert unknown["vm"]["status"] == "unknown" and "· unknown (sidecar only)" in unknown["label"]
+    assert unknown["vm"]["banner"]["text"] == "its record holds no status"
+    assert "<i>throttled" not in conv.html and "&lt;i&gt;throttled&lt;/i&gt;" in conv.html
     assert "no timing" in conv.entries[4]["label"] and "no timing" not in conv.entries[1]["label"]
     keys = set()
     for _, row in turns.iterrows():
@@ -240,6 +253,8 @@ def test_show_and_load_turns_read_a_sidecar_by_one_rule(tmp_path):
         else:
             wf = shown.waterfall()
             assert wf["status"] == row["status"] == (entry.get("status") or "complete")
+            if entry["kind"] != "assistant":
+                assert entry["vm"]["status"] == row["status"]
             vm_total = entry["vm"]["footer"]["total"] if entry["kind"] != "assistant" else None
             assert vm_total in (None, row["latency"])
     drawn = {e["key"] for e in conv.entries if e["kind"] in ("assistant", "failed", "sidecar")}

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.fields import INT_HI, INT_LO, as_int
 from ..core.redact import redact
-from ._columns import INT_HI, INT_LO, as_int, as_num, as_str
+from ._columns import as_num, as_str
 
 # Content item types as mmsp writes them, and the names used before mmsp 0.5 (still found in
 # older trace files; the Tracer's own viewer accepts both).

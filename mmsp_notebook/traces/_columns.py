@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.fields import INT_LO, as_int
 from ..core.stamps import MS_HI, MS_LO
 
-INT_NA = -(2**63)
-#: integers strictly between these fit an int64 column (INT_NA itself is the missing-value sentinel)
-INT_LO, INT_HI = INT_NA, 2**63
+#: the missing-value sentinel of an int64 column (``INT_LO``: integers strictly between ``INT_LO``
+#: and ``INT_HI`` fit one)
+INT_NA = INT_LO
 #: timestamps are Unix ms strictly between MS_LO and MS_HI (1970-01-01 excluded, year 10000 excluded)
 NAN = math.nan
 #: durations are ms in ``0 <= ms < DUR_HI``, a day: one request's times beyond are damage, as a
@@ -36,17 +37,6 @@ _NAN, _DUR_HI = NAN, DUR_HI
 
 
 # --------------------------------------------------------------------------- coercions
-
-
-def as_int(v: Any) -> int | None:
-    """An integer count from JSON, or None (bools, strings, non-integral floats and integers
-    beyond int64 are not counts)."""
-    c = v.__class__
-    if c is int:
-        return v if INT_LO < v < INT_HI else None
-    if c is float and v == v and v not in (math.inf, -math.inf) and v.is_integer():
-        return int(v) if INT_LO < v < INT_HI else None
-    return None
 
 
 def int_or_na(v: Any) -> int:

@@ -41,9 +41,10 @@ from typing import Annotated, Any
 
 import numpy as np
 
+from ..core.fields import INT_HI, INT_LO
 from ..core.store import TRACEBACK_START, tool_error
 from ._build import INLINE, TEXT, THINKING, TOOL_CALL, TOOL_RESULT
-from ._columns import INT_HI, INT_LO, INT_NA, _encodable, count_or_na, utf8_safe
+from ._columns import INT_NA, _encodable, count_or_na, utf8_safe
 
 try:
     import msgspec

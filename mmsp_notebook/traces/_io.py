@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import OptionError, OptionTypeError, TraceNotFoundError
+from ..core.fields import INT_HI, INT_LO, as_int
 from ..core.store import SIDECAR_SUFFIX, completed, tracer_path
-from ._columns import INT_HI, INT_LO, as_int
 from ._walk import Pattern, walk_dirs
 
 __all__ = ["Source", "collect_sources", "find_sources", "iter_sources", "sources_in", "latest_run", "config_trace_id", "deeper_match"]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..core.fields import record_status
 from ..core.pricing import LIST_PRICES, Prices, PriceTable
 from ..core.stamps import SECONDS_BELOW, created_ms
 from ._build import Window, config_fields, error_fields, split_sidecar
@@ -113,8 +114,8 @@ class TurnBuilder(Window):
         self.model.append(as_str(rec.get("model")) or cfg_model)
         self.client.append(as_str(rec.get("client_type")))
         self.comparison.append(as_str(rec.get("comparison")))
-        status = rec.get("status")
-        self.status[row] = status if isinstance(status, str) and status else "unknown"
+        status = record_status(rec)
+        self.status[row] = status
         err = error_fields(rec)
         if err != (None, None):
             self.errors[row] = err

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.fields import as_int, record_status
 from ..core.items import GROWING_FIELD, ToolRun
 from ..core.redact import held_secrets, redact, redact_value
 from ..core.stamps import created_ms
@@ -38,7 +39,7 @@ from ..core.store import completed, tool_error
 from ..core.turn import Turn, media_kind
 from . import format as fmt
 from .html import _IMAGE_SRC, CSS, render_html, render_text
-from .model import STATUS_TEXT, present_turn, present_view, view_model
+from .model import ERROR_LIMIT, STATUS_TEXT, present_turn, present_view, view_model
 from .text import HTML_TEXT_LIMIT, cut_text, footer_line, not_shown, printable
 from .waterfall import number as _number
 from .waterfall import stop_ms as _stop_ms
@@ -292,8 +293,7 @@ def step_lines(turn: Turn) -> list[str]:
 # ---------------------------------------------------------------------------------------------- failed
 def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any]:
     """The view of a response the trace file does not hold, from its sidecar record alone."""
-    status = "complete" if completed(record) else str(record.get("status")) if record.get("status") in (
-        "error", "incomplete", "cancelled") else "error"
+    status = redact(record_status(record))  # (the loaders' status column: a foreign word kept, else "unknown")
     error = record.get("error") if isinstance(record.get("error"), Mapping) else {}
     events = [e for e in fmt.listed(record.get("events")) if isinstance(e, list) and len(e) >= 3]
     arrived = [e for e in events if str(e[1]).endswith(".delta")]
@@ -312,7 +312,15 @@ def _failed_vm(record: Mapping[str, Any], key: str, model: str) -> dict[str, Any
                         "ttft": _seconds(record.get("ttft_ms")), "total": _seconds(record.get("total_ms")),
                         "tokens_per_second": None, "cost": None, "cost_text": "", "steps": 1},
              "items": []}
-    return present_view(facts)
+    vm = present_view(facts)
+    if status not in ("error", "incomplete", "cancelled") and not completed(record):  # drawn as no live turn
+        said = ("recorded as complete, without the message it timed" if status == "complete" else
+                "its record holds no status" if status == "unknown" else f"ended with status {fmt.isolate(status)}")
+        err = facts["error"] or {}
+        detail, left = cut_text(": ".join(x for x in (err.get("type"), err.get("message")) if x), ERROR_LIMIT)
+        detail += "…" if left else ""
+        vm["banner"] = {"kind": "muted", "text": said, **({"detail": detail} if detail else {})}
+    return vm
 
 
 def _seconds(ms: Any) -> float | None:
@@ -383,8 +391,7 @@ def _image(src: Any, alt: str) -> dict[str, str]:
 
 # ---------------------------------------------------------------------------------------------- building
 def _turn_of(record: Mapping[str, Any]) -> int | None:
-    t = record.get("turn")
-    return t if type(t) is int else None
+    return as_int(record.get("turn"))  # (a whole-number float too, as the loaders read it)
 
 
 def build_conversation(history: Sequence[Any], config: Mapping[str, Any], records: Sequence[Mapping[str, Any]] = (),
@@ -427,8 +434,8 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
             rec_model = str(rec.get("model") or model)
             beyond = completed(rec)  # a completed response the trace file does not hold
             entries.append({"kind": "sidecar" if beyond else "failed", "key": key, "turns": [_turn_of(rec)],
-                            "indices": [], "status": rec.get("status"), "started": _number(rec.get("started_at")),
-                            "label": f"assistant · turn {_turn_of(rec)} · {fmt.isolate(rec_model)} · {fmt.isolate(rec.get('status'))} (sidecar only)",
+                            "indices": [], "status": record_status(rec), "started": _number(rec.get("started_at")),
+                            "label": f"assistant · turn {_turn_of(rec)} · {fmt.isolate(rec_model)} · {fmt.isolate(record_status(rec))} (sidecar only)",
                             "vm": _failed_vm(rec, key, rec_model), "note": _beyond_note(rec) if beyond else _arrived_note(rec)})
             turns[key] = (None, [(None, rec)])
             fi += 1

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.fields import record_status
 from ..core.redact import held_secrets, redact
 from . import format as fmt
 
@@ -78,7 +79,7 @@ def waterfall(conversation: Mapping[str, Any], key: str, index: int | None = Non
                 label = f"tool call {fmt.isolate(next(names, ''))}".rstrip() if item == "tool_call" else fmt.isolate(item)
                 bars.append(_bar(item, prefix + label, base + open_[1], base + ms, mark))
                 open_ = None
-        status = str(rec.get("status") or "")
+        status = record_status(rec)  # (as the loaders' status column says it)
         if open_ is not None:
             bars.append(_bar(open_[0], f"{prefix}{fmt.isolate(open_[0])} (cut off: {fmt.isolate(status)})", base + open_[1],
                              base + max(total, open_[1]), mark))
