@@ -116,6 +116,7 @@ export class TableStream {
    */
   draw(src, env) {
     const lines = [];
+    const gaps = []; // the cells each line leaves missing (fewer than none: cells beyond the header's)
     let pos = 0;
     let ended = false;
     let missing = this.missing;
@@ -126,12 +127,14 @@ export class TableStream {
         ended = true;
         break;
       }
-      missing += this.columns - cellCount(line);
+      const gap = this.columns - cellCount(line);
+      missing += gap;
       if (missing > MAX_AUTOCOMPLETED) {
         ended = true;
         break;
       }
       lines.push(line);
+      gaps.push(gap);
       pos = nl + 1;
     }
     // markdown-it counts the missing cells from 0 in each render: lines whose count would pass
@@ -141,7 +144,7 @@ export class TableStream {
     for (let i = 0; i < lines.length; ) {
       let local = 0;
       let j = i;
-      while (j < lines.length && local + this.columns - cellCount(lines[j]) <= MAX_AUTOCOMPLETED) local += this.columns - cellCount(lines[j++]);
+      while (j < lines.length && local + gaps[j] <= MAX_AUTOCOMPLETED) local += gaps[j++];
       if (j === i) j = i + 1;
       const part = lines.slice(i, j);
       const out = this.render(this.head + part.join("\n") + "\n", env);
@@ -150,7 +153,7 @@ export class TableStream {
       html += rows.html;
       for (let k = 0; k < rows.count; k++) {
         length += part[k].length + 1;
-        this.missing += this.columns - cellCount(part[k]);
+        this.missing += gaps[i + k];
       }
       if (rows.count < part.length) return { html, length, ended: true }; // a line that starts another block
       if (rows.rest) return null;
