@@ -286,6 +286,36 @@ def test_interpolation_expressions_escapes_json_and_images(tmp_path):
         user_message("", [])
 
 
+def test_a_prompt_expands_values_and_never_runs_a_call(recwarn):
+    """Code pasted into a prompt is never run: a {...} that calls stays as written, with a warning
+    naming it when its names are defined; names, attributes, indexes, slices and arithmetic expand."""
+    items = [1, 2, 3]
+    ns = {"items": items, "rows": [{"id": 7}], "text": "abcdef", "n": 3, "obj": m}
+    pasted = 'print(f"{items.pop()}") and {len(text)} {text[:3]} {rows[0]["id"]} {n * -2} {obj.__name__}'
+    text, _ = interpolate(pasted, ns)
+    assert items == [1, 2, 3]  # nothing ran
+    assert text == 'print(f"{items.pop()}") and {len(text)} abc 7 -6 mmsp_notebook'
+    (w,) = recwarn.list
+    assert "{items.pop()}, {len(text)}" in str(w.message) and "never a call" in str(w.message)
+    recwarn.clear()
+    # a call naming what is not defined is other text (JS, a template), left without a word
+    assert interpolate("{ render(props) } {lambda: 1} {(x := 5)}", ns)[0] == "{ render(props) } {lambda: 1} {(x := 5)}"
+    assert not recwarn.list and "x" not in ns
+    side = {"hits": 0}
+
+    class Counter:
+        @property
+        def value(self):
+            side["hits"] += 1
+            return side["hits"]
+
+        def bump(self):
+            side["hits"] += 100
+
+    assert interpolate("{c.value} {c.bump()}", {"c": Counter()})[0] == "1 {c.bump()}"
+    assert side["hits"] == 1
+
+
 def test_pil_image_is_sent_as_an_image_item(fresh_session):
     from PIL import Image
 

@@ -664,3 +664,15 @@ def test_an_expression_with_quotes_or_spaces_in_an_option_is_expanded_as_written
     systems = [ip.user_ns[name].config.get("system_prompt") for name in ("t1", "t2", "t3")]
     assert systems == ["Answer in one word.", "Be brief.", "Answer in one word."], systems
     assert ip.user_ns["t3"].prompt["content_items"][0]["text"] == "Answer in one word. there"
+
+
+def test_code_pasted_into_a_prompt_is_never_run_and_the_cell_says_so_in_one_line(fresh_session, capsys):
+    ip = shell()
+    ip.user_ns["items"] = [1, 2, 3]
+    result = ip.run_cell('%%mmsp -o q\nWhy does this print 3? print(f"{items.pop()}") for {items[0]}')
+    assert result.success, result.error_in_exec
+    assert ip.user_ns["items"] == [1, 2, 3]
+    assert ip.user_ns["q"].prompt["content_items"][0]["text"] == 'Why does this print 3? print(f"{items.pop()}") for 1'
+    err = capsys.readouterr().err
+    assert "%%mmsp: sent as written, not run: {items.pop()}." in err
+    assert "UserWarning" not in err and "magic.py" not in err

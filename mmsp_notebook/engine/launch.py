@@ -5,10 +5,12 @@ Every front door (the magic, ``ask``/``aask``, the chat) starts its turns with :
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import concurrent.futures
 import inspect
 import re
+import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import Any
@@ -35,13 +37,18 @@ __all__ = ["launch", "interpolate", "user_message", "check_trace_id", "check_cha
 def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """Expand ``{expr}`` from ``namespace``; ``{{``/``}}`` are literal braces.
 
-    A ``{...}`` that is not an expression that evaluates (JSON, a name that is not defined) stays as
-    it was written, so a prompt full of JSON never fails; so does one whose value is a function, a
-    class or a module (``{print}`` in pasted code). A value that is an image (a PIL image,
-    PNG/JPEG bytes, a path to one) becomes an image item and ``[image N]`` in the text.
+    An expression is a name with attributes, indexes, slices and arithmetic (``{df.shape}``,
+    ``{rows[0]}``, ``{text[:200]}``, ``{n + 1}``): nothing that calls. A ``{...}`` that is not one
+    that evaluates (JSON, a name that is not defined) stays as it was written, so a prompt full of
+    JSON never fails; so does one whose value is a function, a class or a module (``{print}`` in
+    pasted code). One that calls (``{items.pop()}`` in a pasted f-string) is never run, since
+    running it could change the notebook's data: it is sent as written, with a warning naming it
+    when its names are all defined. A value that is an image (a PIL image, PNG/JPEG bytes, a path
+    to one) becomes an image item and ``[image N]`` in the text.
     """
     out: list[str] = []
     images: list[dict[str, Any]] = []
+    not_run: list[str] = []
     i, n = 0, len(template)
     while i < n:
         ch = template[i]
@@ -67,7 +74,7 @@ def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[
                 out.append(template[i:])
                 break
             expr = template[i + 1 : j]
-            value, ok = _evaluate(expr, namespace)
+            value, ok = _evaluate(expr, namespace, not_run)
             if ok and (inspect.isroutine(value) or inspect.isclass(value) or inspect.ismodule(value)):
                 ok = False  # {print} or {json}: pasted code, not a value to put in the prompt
             if ok:
@@ -90,19 +97,39 @@ def interpolate(template: str, namespace: Mapping[str, Any]) -> tuple[str, list[
             continue
         out.append(ch)
         i += 1
+    if not_run:
+        shown = ", ".join("{" + redact(e if len(e) <= 60 else e[:59] + "…") + "}" for e in not_run[:3])
+        more = f" and {len(not_run) - 3} more" if len(not_run) > 3 else ""
+        warnings.warn(f"sent as written, not run: {shown}{more}. A prompt expands names, attributes, indexes and "
+                      "arithmetic, never a call (set a variable first, e.g. n = len(df), then {n})",
+                      UserWarning, stacklevel=3)
     return "".join(out), images
 
 
-def _evaluate(expr: str, namespace: Mapping[str, Any]) -> tuple[Any, bool]:
+#: what an expression in a prompt may hold: names, attributes, indexes, slices, constants, arithmetic
+_VALUE_NODES = (ast.Expression, ast.Name, ast.Load, ast.Attribute, ast.Subscript, ast.Slice, ast.Constant,
+                ast.Tuple, ast.UnaryOp, ast.BinOp, ast.unaryop, ast.operator)
+
+
+def _evaluate(expr: str, namespace: Mapping[str, Any], not_run: list[str]) -> tuple[Any, bool]:
+    """``(value, True)``, or ``(None, False)`` for a ``{...}`` left as written; one that calls and
+    names only what is defined is added to ``not_run``."""
     expr = expr.strip()
     if not expr or not re.match(r"^[A-Za-z_]", expr):
         return None, False
     try:
-        code = compile(expr, "<prompt>", "eval")
-    except SyntaxError:
+        tree = ast.parse(expr, "<prompt>", "eval")
+    except (SyntaxError, ValueError):
+        return None, False
+    nodes = list(ast.walk(tree))
+    if not all(isinstance(node, _VALUE_NODES) for node in nodes):
+        builtins = __builtins__ if isinstance(__builtins__, dict) else vars(__builtins__)
+        if any(isinstance(node, ast.Call) for node in nodes) and all(
+                node.id in namespace or node.id in builtins for node in nodes if isinstance(node, ast.Name)):
+            not_run.append(expr)
         return None, False
     try:
-        return eval(code, {"__builtins__": __builtins__}, dict(namespace)), True
+        return eval(compile(tree, "<prompt>", "eval"), {"__builtins__": __builtins__}, dict(namespace)), True
     except Exception:
         return None, False
 

@@ -11,6 +11,7 @@ import shlex
 import sys
 import traceback
 import unicodedata
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -273,8 +274,7 @@ class MMSPMagics(Magics):
                 self._to_cell(turn, args.to_cell)
 
         try:
-            text, images = (prompt, []) if literal else interpolate(prompt.strip("\n"), self.shell.user_ns)
-            message = user_message(text.strip(), images)
+            message = self._message(prompt, literal)
             run, future = launch(
                 message,
                 model=args.model,
@@ -309,6 +309,19 @@ class MMSPMagics(Magics):
             hook.update_user_ns(turn)
         return None
 
+    def _message(self, prompt: str, literal: bool) -> dict[str, Any]:
+        """The cell's user message: its prompt interpolated (unless ``literal``), what the
+        interpolation warns of (a ``{...}`` that calls, left as written; an animated image's one
+        frame) said in one line each, without the warning's source location."""
+        if literal:
+            return user_message(prompt.strip(), [])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            text, images = interpolate(prompt.strip("\n"), self.shell.user_ns)
+        for w in caught:
+            print(f"{self._door}: {w.message}", file=sys.stderr)
+        return user_message(text.strip(), images)
+
     def _compare(self, args: Any, prompt: str, tools: list[Any], literal: bool) -> Any:
         """``-m a,b,c``: the prompt to every model at once, in columns (see :mod:`.compare`)."""
         from .compare import compare
@@ -318,8 +331,7 @@ class MMSPMagics(Magics):
             if flag:
                 raise UsageError(f"{self._door}: {name} is for one model; a comparison (-m a,b) does not take it")
         try:
-            text, images = (prompt, []) if literal else interpolate(prompt.strip("\n"), self.shell.user_ns)
-            message = user_message(text.strip(), images)
+            message = self._message(prompt, literal)
             comparison = compare(message, args.model, chat=args.chat, new=args.new, tools=tools,
                                  system=args.system, thinking=args.thinking, max_tokens=args.max_tokens,
                                  temperature=args.temperature, max_steps=args.max_steps, timeout=args.timeout,
