@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.fields import INT_HI, INT_LO, as_int
+from ..core.fields import INT_HI, INT_LO, as_int, attempt_order
 from ..core.redact import redact
 from ._columns import as_num, as_str
 
@@ -53,7 +53,8 @@ def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, An
     A record is a turn's when it completed (:func:`~mmsp_notebook.core.store.completed`: status
     ``"complete"`` and a ``message_index``), else an attempt that recorded nothing, as ``show``
     draws it. A turn recorded twice keeps the last record (the file is append-only). Records
-    without an integer ``turn`` are ignored.
+    without an integer ``turn`` are ignored. The attempts are in
+    :func:`~mmsp_notebook.core.fields.attempt_order` (turn, then start time), as ``show`` has them.
     """
     done: dict[int, dict[str, Any]] = {}
     failed: list[dict[str, Any]] = []
@@ -68,7 +69,7 @@ def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, An
         else:
             done[t] = r
     if len(failed) > 1:
-        failed.sort(key=lambda r: (as_int(r.get("turn")), as_num(r.get("started_at")) or 0.0))
+        failed.sort(key=attempt_order)
     return done, failed
 
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.fields import as_int, record_status
+from ..core.fields import as_int, attempt_order, record_status
 from ..core.items import GROWING_FIELD, ToolRun
 from ..core.redact import held_secrets, redact, redact_value
 from ..core.stamps import created_ms
@@ -422,7 +422,7 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
             failed.append(r)
     n_answers = sum(1 for m in history if isinstance(m, Mapping) and m.get("role") == "assistant")
     failed.extend(r for t, r in done.items() if t >= n_answers)  # completed, but beyond the trace file
-    failed.sort(key=lambda r: (_turn_of(r) or 0, _number(r.get("started_at")) or 0.0))
+    failed.sort(key=attempt_order)  # (the loaders' order of these rows)
     entries: list[dict[str, Any]] = []
     turns: dict[str, Any] = {}
     fi = 0
