@@ -441,6 +441,22 @@ def test_a_record_that_did_not_complete_times_no_message_in_the_dataset_either(t
         assert_same(tmp_path / kind, src, kind)
 
 
+def test_a_message_index_is_read_as_one_integer_in_the_dataset_too(tmp_path: Path) -> None:
+    """A message index of ``3.0`` is 3 (here another message's: the turn untimed), one that is no
+    integer is absent (the record a failed row of its own): the loaders' rows, in the dataset."""
+    src = tmp_path / "src"
+    save(src, "fl/1", conversation(3, T0 + DAY, "fl"))
+    append_sidecar(record("fl/1", 0, 1.0, started=T0 + DAY + 5.0), base=src)  # type: ignore[arg-type]
+    append_sidecar(record("fl/1", 1, 5.0, started=T0 + DAY + 10_005.0), base=src)  # type: ignore[arg-type]
+    append_sidecar(record("fl/1", 2, "x", started=T0 + DAY + 20_005.0), base=src)  # type: ignore[arg-type]
+    turns = traces.load_turns(src)
+    assert turns["source"].astype(str).tolist() == ["trace+sidecar", "trace", "sidecar", "trace"]
+    assert turns["message_index"].tolist() == [1, 3, pd.NA, 5]
+    for kind in ("turns", "items", "events"):
+        quiet_sync(src, tmp_path / kind, kind=kind)
+        assert_same(tmp_path / kind, src, kind)
+
+
 def test_default_process_pool_and_progress(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = quiet_sync(corpus, tmp_path / "ds", chunk_files=5, progress=True)
     assert res.converted > 5

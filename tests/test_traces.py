@@ -533,6 +533,31 @@ def test_sidecar_join_with_failed_turns(tmp_path: Path) -> None:
     assert events["size"].tolist() == [1, 1, 2, 0]
 
 
+def test_a_message_index_is_read_as_one_integer_by_every_reader(tmp_path: Path) -> None:
+    """The column took ``3.0`` as 3 but the join took only an int (a record of message 5.0 timed
+    message 3), and a message index that is no integer made a record complete for the join but
+    not for the column. Now every reader takes ``3.0`` as 3 and ``"x"`` as absent: that record did
+    not complete (a failed row of its own, the turn untimed), in the turns, events and ``show``."""
+    tid = "app/floats"
+    save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000), user("q1", T0 + 5000), answer("a1", T0 + 9000),
+                         user("q2", T0 + 10000), answer("a2", T0 + 12000)])
+    stop = [[1000.0, "stop", 0]]
+    append_sidecar(sidecar_record(tid, 0, 1.0, started_at=T0 + 2.5, total_ms=1000.0, events=stop), base=tmp_path)  # type: ignore[arg-type]
+    append_sidecar(sidecar_record(tid, 1, 5.0, started_at=T0 + 6000, total_ms=3000.0, events=stop), base=tmp_path)  # type: ignore[arg-type]
+    append_sidecar(sidecar_record(tid, 2, "x", started_at=T0 + 11000, total_ms=1000.0, events=stop), base=tmp_path)  # type: ignore[arg-type]
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["source"].astype(str).tolist() == ["trace+sidecar", "trace", "sidecar", "trace"]
+    assert df["message_index"].tolist() == [1, 3, pd.NA, 5] and df["turn"].tolist() == [0, 1, 2, 2]
+    assert df["latency"].tolist() == [1.0, 4.0, 1.0, 2.0]  # the records' times where they join, else the trace's
+    events = no_warnings_load(traces.load_events, tmp_path)  # message 5.0's events left out with its record
+    assert events["turn"].tolist() == [0, 2] and events["message_index"].tolist() == [1, pd.NA]
+    entries = traces.show(tid, root=tmp_path).entries
+    assert [e["kind"] for e in entries if e["kind"] != "user"] == ["assistant", "assistant", "failed", "assistant"]
+    labels = [e["label"] for e in entries if e["kind"] == "assistant"]
+    assert [label.endswith("no timing") for label in labels] == [False, True, True]
+    assert traces.show(df.iloc[2], root=tmp_path).selected == next(e["key"] for e in entries if e["kind"] == "failed")
+
+
 def test_a_sidecar_record_of_another_message_is_not_joined(tmp_path: Path) -> None:
     # the conversation was edited since: turn 1 is now message 3, the sidecar still times the
     # message 5 of its earlier version (another model, another client)

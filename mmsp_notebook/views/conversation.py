@@ -328,7 +328,7 @@ def _seconds(ms: Any) -> float | None:
 
 
 def _beyond_note(record: Mapping[str, Any]) -> str:
-    return (f"completed as message {fmt.isolate(record.get('message_index'))}, which the trace file does not hold "
+    return (f"completed as message {fmt.isolate(as_int(record.get('message_index')))}, which the trace file does not hold "
             "(saved before it, or an older copy): its content is not shown, its timing is the sidecar's")
 
 
@@ -507,8 +507,8 @@ def _assistant_entry(history: Sequence[Any], group: list[int], numbers: list[int
     steps, results, records = [], [], []
     for index, number in zip(group, numbers):
         rec = done.get(number)
-        if rec is not None and type(rec.get("message_index")) is int and rec["message_index"] != index:
-            rec = None  # a record of another message
+        if rec is not None and as_int(rec.get("message_index")) != index:
+            rec = None  # a record of another message (3.0 is 3, as for the loaders)
         steps.append((history[index], rec))
         records.append((index, rec))
         following = history[index + 1] if index + 1 < len(history) else None
