@@ -558,6 +558,19 @@ def test_a_message_index_is_read_as_one_integer_by_every_reader(tmp_path: Path) 
     assert traces.show(df.iloc[2], root=tmp_path).selected == next(e["key"] for e in entries if e["kind"] == "failed")
 
 
+def test_the_events_of_a_failed_attempt_naming_another_message_are_kept(tmp_path: Path) -> None:
+    """Only a completed record times a message: a failed attempt naming a message index that is not
+    its turn's lost its events (as a record of another message), while its turns row was kept."""
+    tid = "app/retry"
+    save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000)])
+    append_sidecar(sidecar_record(tid, 0, 7, "error", started_at=T0 + 2.5, events=[[100.0, "stop", 0]]), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["source"].astype(str).tolist() == ["sidecar", "trace"] and df["message_index"].tolist() == [pd.NA, 1]
+    events = traces.load_events(tmp_path)
+    assert events["turn"].tolist() == [0] and events["status"].astype(str).tolist() == ["error"]
+    assert events["message_index"].tolist() == [pd.NA]
+
+
 def test_a_sidecar_record_of_another_message_is_not_joined(tmp_path: Path) -> None:
     # the conversation was edited since: turn 1 is now message 3, the sidecar still times the
     # message 5 of its earlier version (another model, another client)
