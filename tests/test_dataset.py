@@ -457,6 +457,20 @@ def test_a_message_index_is_read_as_one_integer_in_the_dataset_too(tmp_path: Pat
         assert_same(tmp_path / kind, src, kind)
 
 
+def test_a_key_in_a_sidecar_error_type_is_redacted_in_the_dataset(tmp_path: Path) -> None:
+    """The error type of a turns row is redacted as its message is, in the dataset as in the loaders."""
+    src = tmp_path / "src"
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    failed = record("ky/1", 0, None, "error", started=T0 + DAY + 5.0)
+    failed["error"] = {"type": f"AuthenticationError {key}", "message": f"Incorrect API key: {key}"}
+    append_sidecar(failed, base=src)  # type: ignore[arg-type]
+    quiet_sync(src, tmp_path / "ds")
+    rows = stored(tmp_path / "ds", "turns")
+    assert rows["error_type"].to_pylist() == ["AuthenticationError [redacted]"]
+    assert rows["error_message"].to_pylist() == ["Incorrect API key: [redacted]"]
+    assert_same(tmp_path / "ds", src, "turns")
+
+
 def test_default_process_pool_and_progress(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = quiet_sync(corpus, tmp_path / "ds", chunk_files=5, progress=True)
     assert res.converted > 5

@@ -571,6 +571,18 @@ def test_the_events_of_a_failed_attempt_naming_another_message_are_kept(tmp_path
     assert events["message_index"].tolist() == [pd.NA]
 
 
+def test_a_key_in_a_sidecar_error_type_is_redacted_in_the_frame(tmp_path: Path) -> None:
+    """The error message was redacted, its type was not (a provider's error class quoting the key)."""
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    append_sidecar(sidecar_record("leak", 0, None, "error", started_at=T0 + 2.5,
+                                  error={"type": f"AuthenticationError {key}", "message": f"Incorrect API key: {key}"}),
+                   base=tmp_path)
+    df = traces.load_turns(tmp_path)
+    assert df["error_type"].tolist() == ["AuthenticationError [redacted]"]
+    assert df["error_message"].tolist() == ["Incorrect API key: [redacted]"]
+    assert key[:12] not in df.to_string()
+
+
 def test_a_sidecar_record_of_another_message_is_not_joined(tmp_path: Path) -> None:
     # the conversation was edited since: turn 1 is now message 3, the sidecar still times the
     # message 5 of its earlier version (another model, another client)

@@ -103,12 +103,12 @@ def own_records(done: dict[int, dict[str, Any]], history: list[Any]) -> dict[int
 
 
 def error_fields(rec: dict[str, Any]) -> tuple[str | None, str | None]:
-    """A sidecar record's error type and message; a key or URL password in the message (a record
-    not written by this package's redacting writer) is redacted."""
+    """A sidecar record's error type and message; a key or URL password in either (a record not
+    written by this package's redacting writer) is redacted, as the views of them are."""
     err = rec.get("error")
     if isinstance(err, dict):
         t, m = err.get("type"), err.get("message")
-        return (str(t) if t is not None else None), (redact(str(m)) if m is not None else None)
+        return (redact(str(t)) if t is not None else None), (redact(str(m)) if m is not None else None)
     if err is None:
         return None, None
     return None, redact(str(err))
