@@ -435,6 +435,7 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
             beyond = completed(rec)  # a completed response the trace file does not hold
             entries.append({"kind": "sidecar" if beyond else "failed", "key": key, "turns": [_turn_of(rec)],
                             "indices": [], "status": record_status(rec), "started": _number(rec.get("started_at")),
+                            "message_index": as_int(rec.get("message_index")) if beyond else None,
                             "label": f"assistant · turn {_turn_of(rec)} · {fmt.isolate(rec_model)} · {fmt.isolate(record_status(rec))} (sidecar only)",
                             "vm": _failed_vm(rec, key, rec_model), "note": _beyond_note(rec) if beyond else _arrived_note(rec)})
             turns[key] = (None, [(None, rec)])
