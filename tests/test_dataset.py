@@ -441,6 +441,36 @@ def test_a_record_that_did_not_complete_times_no_message_in_the_dataset_either(t
         assert_same(tmp_path / kind, src, kind)
 
 
+def test_a_message_index_is_read_as_one_integer_in_the_dataset_too(tmp_path: Path) -> None:
+    """A message index of ``3.0`` is 3 (here another message's: the turn untimed), one that is no
+    integer is absent (the record a failed row of its own): the loaders' rows, in the dataset."""
+    src = tmp_path / "src"
+    save(src, "fl/1", conversation(3, T0 + DAY, "fl"))
+    append_sidecar(record("fl/1", 0, 1.0, started=T0 + DAY + 5.0), base=src)  # type: ignore[arg-type]
+    append_sidecar(record("fl/1", 1, 5.0, started=T0 + DAY + 10_005.0), base=src)  # type: ignore[arg-type]
+    append_sidecar(record("fl/1", 2, "x", started=T0 + DAY + 20_005.0), base=src)  # type: ignore[arg-type]
+    turns = traces.load_turns(src)
+    assert turns["source"].astype(str).tolist() == ["trace+sidecar", "trace", "sidecar", "trace"]
+    assert turns["message_index"].tolist() == [1, 3, pd.NA, 5]
+    for kind in ("turns", "items", "events"):
+        quiet_sync(src, tmp_path / kind, kind=kind)
+        assert_same(tmp_path / kind, src, kind)
+
+
+def test_a_key_in_a_sidecar_error_type_is_redacted_in_the_dataset(tmp_path: Path) -> None:
+    """The error type of a turns row is redacted as its message is, in the dataset as in the loaders."""
+    src = tmp_path / "src"
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    failed = record("ky/1", 0, None, "error", started=T0 + DAY + 5.0)
+    failed["error"] = {"type": f"AuthenticationError {key}", "message": f"Incorrect API key: {key}"}
+    append_sidecar(failed, base=src)  # type: ignore[arg-type]
+    quiet_sync(src, tmp_path / "ds")
+    rows = stored(tmp_path / "ds", "turns")
+    assert rows["error_type"].to_pylist() == ["AuthenticationError [redacted]"]
+    assert rows["error_message"].to_pylist() == ["Incorrect API key: [redacted]"]
+    assert_same(tmp_path / "ds", src, "turns")
+
+
 def test_default_process_pool_and_progress(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     res = quiet_sync(corpus, tmp_path / "ds", chunk_files=5, progress=True)
     assert res.converted > 5

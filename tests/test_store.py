@@ -352,3 +352,14 @@ def test_a_sidecar_saved_as_utf16_is_read_as_a_utf16_trace_is(tmp_path, encoding
     trace = tmp_path / "t.json"
     trace.write_bytes(('\ufeff{"history": [], "config": {}}' if bom else '{"history": [], "config": {}}').encode(encoding))
     assert read_trace(trace)["history"] == []
+
+
+def test_a_record_completed_only_with_an_integer_message_index():
+    """``completed`` took any message index but None: ``"x"`` completed a record whose message the
+    readers could not name. ``3.0`` is 3 (as_int, as every reader reads it); no integer is none."""
+    def done(mi):
+        return store.completed({"status": "complete", "message_index": mi})
+
+    assert done(3) and done(3.0) and done(0)
+    assert not any(done(mi) for mi in (None, "x", "3", 2.5, True, float("nan"), 2**63))
+    assert not store.completed({"status": "error", "message_index": 3})

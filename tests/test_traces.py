@@ -533,6 +533,56 @@ def test_sidecar_join_with_failed_turns(tmp_path: Path) -> None:
     assert events["size"].tolist() == [1, 1, 2, 0]
 
 
+def test_a_message_index_is_read_as_one_integer_by_every_reader(tmp_path: Path) -> None:
+    """The column took ``3.0`` as 3 but the join took only an int (a record of message 5.0 timed
+    message 3), and a message index that is no integer made a record complete for the join but
+    not for the column. Now every reader takes ``3.0`` as 3 and ``"x"`` as absent: that record did
+    not complete (a failed row of its own, the turn untimed), in the turns, events and ``show``."""
+    tid = "app/floats"
+    save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000), user("q1", T0 + 5000), answer("a1", T0 + 9000),
+                         user("q2", T0 + 10000), answer("a2", T0 + 12000)])
+    stop = [[1000.0, "stop", 0]]
+    append_sidecar(sidecar_record(tid, 0, 1.0, started_at=T0 + 2.5, total_ms=1000.0, events=stop), base=tmp_path)  # type: ignore[arg-type]
+    append_sidecar(sidecar_record(tid, 1, 5.0, started_at=T0 + 6000, total_ms=3000.0, events=stop), base=tmp_path)  # type: ignore[arg-type]
+    append_sidecar(sidecar_record(tid, 2, "x", started_at=T0 + 11000, total_ms=1000.0, events=stop), base=tmp_path)  # type: ignore[arg-type]
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["source"].astype(str).tolist() == ["trace+sidecar", "trace", "sidecar", "trace"]
+    assert df["message_index"].tolist() == [1, 3, pd.NA, 5] and df["turn"].tolist() == [0, 1, 2, 2]
+    assert df["latency"].tolist() == [1.0, 4.0, 1.0, 2.0]  # the records' times where they join, else the trace's
+    events = no_warnings_load(traces.load_events, tmp_path)  # message 5.0's events left out with its record
+    assert events["turn"].tolist() == [0, 2] and events["message_index"].tolist() == [1, pd.NA]
+    entries = traces.show(tid, root=tmp_path).entries
+    assert [e["kind"] for e in entries if e["kind"] != "user"] == ["assistant", "assistant", "failed", "assistant"]
+    labels = [e["label"] for e in entries if e["kind"] == "assistant"]
+    assert [label.endswith("no timing") for label in labels] == [False, True, True]
+    assert traces.show(df.iloc[2], root=tmp_path).selected == next(e["key"] for e in entries if e["kind"] == "failed")
+
+
+def test_the_events_of_a_failed_attempt_naming_another_message_are_kept(tmp_path: Path) -> None:
+    """Only a completed record times a message: a failed attempt naming a message index that is not
+    its turn's lost its events (as a record of another message), while its turns row was kept."""
+    tid = "app/retry"
+    save(tmp_path, tid, [user("q0", T0), answer("a0", T0 + 1000)])
+    append_sidecar(sidecar_record(tid, 0, 7, "error", started_at=T0 + 2.5, events=[[100.0, "stop", 0]]), base=tmp_path)
+    df = no_warnings_load(traces.load_turns, tmp_path)
+    assert df["source"].astype(str).tolist() == ["sidecar", "trace"] and df["message_index"].tolist() == [pd.NA, 1]
+    events = traces.load_events(tmp_path)
+    assert events["turn"].tolist() == [0] and events["status"].astype(str).tolist() == ["error"]
+    assert events["message_index"].tolist() == [pd.NA]
+
+
+def test_a_key_in_a_sidecar_error_type_is_redacted_in_the_frame(tmp_path: Path) -> None:
+    """The error message was redacted, its type was not (a provider's error class quoting the key)."""
+    key = "sk-proj-" + "abcdefghijklmnopqrstuvwxyz0123456789ABCD"
+    append_sidecar(sidecar_record("leak", 0, None, "error", started_at=T0 + 2.5,
+                                  error={"type": f"AuthenticationError {key}", "message": f"Incorrect API key: {key}"}),
+                   base=tmp_path)
+    df = traces.load_turns(tmp_path)
+    assert df["error_type"].tolist() == ["AuthenticationError [redacted]"]
+    assert df["error_message"].tolist() == ["Incorrect API key: [redacted]"]
+    assert key[:12] not in df.to_string()
+
+
 def test_a_sidecar_record_of_another_message_is_not_joined(tmp_path: Path) -> None:
     # the conversation was edited since: turn 1 is now message 3, the sidecar still times the
     # message 5 of its earlier version (another model, another client)

@@ -84,6 +84,7 @@ from typing import Any, NotRequired, TypedDict, TypeVar, overload
 
 from .._errors import TraceError, TraceNotFoundError
 from .chars import mend_surrogates
+from .fields import as_int
 from .redact import redact_value
 
 try:  # orjson is several times faster on traces and long sidecars; the stdlib parser is the fallback
@@ -92,33 +93,10 @@ except ImportError:  # pragma: no cover - exercised only without orjson
     _orjson = None  # type: ignore[assignment]
 
 __all__ = [
-    "SIDECAR_SUFFIX",
-    "FORMAT_VERSION",
-    "REWRITE_WINDOW",
-    "RETRY_DELAY",
-    "MAX_FILE_SIZE",
-    "IS_A_DIRECTORY",
-    "read_regular",
-    "NOT_REGULAR",
-    "cache_dir",
-    "tracer_path",
-    "sidecar_path",
-    "read_trace",
-    "save_trace",
-    "parse_json",
-    "JSON_PARSER",
-    "SidecarError",
-    "SidecarRecord",
-    "Sidecar",
-    "sidecar_record",
-    "to_ms",
-    "completed",
-    "append_sidecar",
-    "read_sidecar",
-    "parse_sidecar",
-    "tool_error",
-    "TOOL_ERROR_PREFIX",
-    "TRACEBACK_START",
+    "SIDECAR_SUFFIX", "FORMAT_VERSION", "REWRITE_WINDOW", "RETRY_DELAY", "MAX_FILE_SIZE", "IS_A_DIRECTORY",
+    "read_regular", "NOT_REGULAR", "cache_dir", "tracer_path", "sidecar_path", "read_trace", "save_trace",
+    "parse_json", "JSON_PARSER", "SidecarError", "SidecarRecord", "Sidecar", "sidecar_record", "to_ms", "completed",
+    "append_sidecar", "read_sidecar", "parse_sidecar", "tool_error", "TOOL_ERROR_PREFIX", "TRACEBACK_START",
 ]
 
 SIDECAR_SUFFIX = ".timing.jsonl"
@@ -448,9 +426,10 @@ def to_ms(seconds: float | None) -> float | None:
 
 
 def completed(record: Any) -> bool:
-    """Whether a sidecar record times the message it names: ``status`` ``"complete"`` and a
-    ``message_index``. Any other is an attempt that recorded nothing (the loaders', ``show``'s rule)."""
-    return record.get("message_index") is not None and record.get("status") == "complete"
+    """Whether a sidecar record times the message it names: ``status`` ``"complete"`` and an integer
+    ``message_index`` (:func:`~.fields.as_int`: ``3.0`` is 3, and ``"x"``, ``2.5`` or ``true`` as if
+    absent). Any other is an attempt that recorded nothing (the loaders', ``show``'s rule)."""
+    return as_int(record.get("message_index")) is not None and record.get("status") == "complete"
 
 
 def append_sidecar(record: SidecarRecord, base: _PathLike | None = None) -> Path:

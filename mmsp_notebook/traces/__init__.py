@@ -112,6 +112,8 @@ Re-runs
     completed record whose ``message_index`` (an integer) is not the index of its turn's assistant
     message times another version of the conversation (edited since): it is left out with its
     events, and that turn is loaded without timing (``source`` ``trace``), as ``show`` draws it.
+    Every reader takes a ``message_index`` of ``3.0`` as 3, and one that is no integer (``"x"``,
+    ``2.5``, ``true``) as absent: such a record did not complete, whatever its status says.
 
 Filters
     ``since`` / ``until`` (anything ``pandas.Timestamp`` accepts, naive meaning UTC; a number is a

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.fields import INT_HI, INT_LO, as_int
+from ..core.fields import INT_HI, INT_LO, as_int, attempt_order
 from ..core.redact import redact
 from ._columns import as_num, as_str
 
@@ -51,34 +51,42 @@ def split_sidecar(records: list[dict[str, Any]]) -> tuple[dict[int, dict[str, An
     """Sidecar records of one trace: ``({turn: record}, [records of turns that recorded nothing])``.
 
     A record is a turn's when it completed (:func:`~mmsp_notebook.core.store.completed`: status
-    ``"complete"`` and a ``message_index``), else an attempt that recorded nothing, as ``show``
+    ``"complete"`` and an integer ``message_index``, ``3.0`` being 3: one that is no integer, such
+    as ``"x"`` or ``2.5``, is as if absent), else an attempt that recorded nothing, as ``show``
     draws it. A turn recorded twice keeps the last record (the file is append-only). Records
-    without an integer ``turn`` are ignored.
+    without an integer ``turn`` are ignored. The attempts are in
+    :func:`~mmsp_notebook.core.fields.attempt_order` (turn, then start time), as ``show`` has them.
     """
     done: dict[int, dict[str, Any]] = {}
     failed: list[dict[str, Any]] = []
+    lo, hi = INT_LO, INT_HI
     for r in records:
         t = r.get("turn")
-        if t.__class__ is not int or not INT_LO < t < INT_HI:  # as_int(), its usual case inlined
+        if t.__class__ is not int or not lo < t < hi:  # as_int(), its usual case inlined
             t = as_int(t)
             if t is None:
                 continue
-        if r.get("message_index") is None or r.get("status") != "complete":  # not completed(r), inlined
-            failed.append(r)
-        else:
+        mi = r.get("message_index")  # not completed(r), inlined: an int is the usual case
+        if (mi.__class__ is int and lo < mi < hi or as_int(mi) is not None) and r.get("status") == "complete":
             done[t] = r
+        else:
+            failed.append(r)
     if len(failed) > 1:
-        failed.sort(key=lambda r: (as_int(r.get("turn")), as_num(r.get("started_at")) or 0.0))
+        failed.sort(key=attempt_order)
     return done, failed
 
 
 def other_message(rec: dict[str, Any], index: int) -> bool:
     """Whether a completed sidecar record times another message than the one at history index
-    ``index``: its ``message_index`` is an int that differs (a record of an earlier version of the
-    conversation, edited since). Such a record is not joined to the turn, whose row then has no
-    timing, as ``traces.show`` draws it; a record without ``message_index`` joins by turn."""
+    ``index``: its ``message_index`` is an integer (:func:`~mmsp_notebook.core.fields.as_int`, so
+    ``3.0`` is 3) that differs (a record of an earlier version of the conversation, edited since).
+    Such a record is not joined to the turn, whose row then has no timing, as ``traces.show`` draws
+    it; a record without an integer ``message_index`` (none, or ``"x"``, ``2.5``, ``true``: as if
+    absent) names no other message (such a record did not complete: it times no message at all)."""
     mi = rec.get("message_index")
-    return mi.__class__ is int and mi != index
+    if mi.__class__ is not int or not INT_LO < mi < INT_HI:  # as_int(), its usual case inlined
+        mi = as_int(mi)
+    return mi is not None and mi != index
 
 
 def own_records(done: dict[int, dict[str, Any]], history: list[Any]) -> dict[int, dict[str, Any]]:
@@ -95,12 +103,12 @@ def own_records(done: dict[int, dict[str, Any]], history: list[Any]) -> dict[int
 
 
 def error_fields(rec: dict[str, Any]) -> tuple[str | None, str | None]:
-    """A sidecar record's error type and message; a key or URL password in the message (a record
-    not written by this package's redacting writer) is redacted."""
+    """A sidecar record's error type and message; a key or URL password in either (a record not
+    written by this package's redacting writer) is redacted, as the views of them are."""
     err = rec.get("error")
     if isinstance(err, dict):
         t, m = err.get("type"), err.get("message")
-        return (str(t) if t is not None else None), (redact(str(m)) if m is not None else None)
+        return (redact(str(t)) if t is not None else None), (redact(str(m)) if m is not None else None)
     if err is None:
         return None, None
     return None, redact(str(err))

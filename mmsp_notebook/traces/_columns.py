@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.fields import INT_LO, as_int
+from ..core.fields import INT_LO, as_int, as_num
 from ..core.stamps import MS_HI, MS_LO
 
 #: the missing-value sentinel of an int64 column (``INT_LO``: integers strictly between ``INT_LO``
@@ -50,18 +50,6 @@ def count_or_na(v: Any) -> int:
     producer's ``-1`` for "unknown" among them, is missing, not subtracted from sums and costs."""
     v = as_int(v)
     return INT_NA if v is None or v < 0 else v
-
-
-def as_num(v: Any) -> float | None:
-    """A finite number from JSON, or None."""
-    c = v.__class__
-    if c is int or c is float:
-        try:
-            f = float(v)
-        except OverflowError:  # an integer beyond float range
-            return None
-        return f if f == f and f not in (math.inf, -math.inf) else None
-    return None
 
 
 def as_ms(v: Any) -> float | int | None:

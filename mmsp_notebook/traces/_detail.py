@@ -31,7 +31,7 @@ DETAIL_BUDGET = 48_000
 
 
 #: fields of an entry the front end does not draw (the kernel finds turns and messages with them)
-_KERNEL_ONLY = ("index", "indices", "turns", "started", "status")
+_KERNEL_ONLY = ("index", "indices", "turns", "started", "status", "message_index")
 
 
 def _lean(item: dict[str, Any]) -> dict[str, Any]:

@@ -63,16 +63,17 @@ class EventBuilder(Window):
             if events.__class__ is not list:
                 continue
             turn = as_int(rec.get("turn"))
-            if turn is not None and 0 <= turn < len(at) and other_message(rec, at[turn]):
+            status = as_str(rec.get("status"))
+            # an attempt that did not complete recorded no message (the turns frame's row says so too),
+            # whatever message_index it names: only a completed record can time another message
+            mi = as_int(rec.get("message_index")) if status == "complete" else None
+            if mi is not None and turn is not None and 0 <= turn < len(at) and other_message(rec, at[turn]):
                 continue
             started = as_ms(rec.get("started_at"))
             model = as_str(rec.get("model")) or default_model
             if filtered and not self._keep(started, model):
                 continue
             client = as_str(rec.get("client_type"))
-            status = as_str(rec.get("status"))
-            # an attempt that did not complete recorded no message (the turns frame's row says so too)
-            mi = as_int(rec.get("message_index")) if status == "complete" else None
             cm, cc, cs = C["model"].code(model), C["client_type"].code(client), C["status"].code(status)
             phase: str | None  # what follows the dot in an event type, "stop" or None
             for ei, ev in enumerate(events):

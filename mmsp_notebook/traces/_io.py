@@ -278,7 +278,8 @@ def latest_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if kept is not None:
                 kept.append(r)
             continue
-        done = r.get("message_index") is not None and r.get("status") == "complete"  # completed(r), inlined
+        mi = r.get("message_index")  # completed(r), inlined: an int is the usual case
+        done = (mi.__class__ is int and lo < mi < hi or as_int(mi) is not None) and r.get("status") == "complete"
         if t <= top and done:
             kept = _back_to(records[:i] if kept is None else kept, t)
             top = max((tx for x in kept if (tx := _turn(x)) is not None and completed(x)), default=-1)

@@ -61,7 +61,7 @@ LOCK_NAME = "_sync.lock"
 #: files modified less than this many seconds before a scan get a content hash
 RACY_S = 2.0
 #: the version of the rows and of the layout: a dataset of another version is rebuilt by its next sync
-_VERSION = "14"
+_VERSION = "15"
 #: ``units.kept`` of a copy whose rows are being removed from the files (see the module docstring)
 HIDING = 2
 #: ``sources.t_size`` of a trace a file of which could not be read (no permission, an I/O error):

@@ -230,8 +230,9 @@ def read_conversation(trace_id: str | None, path: Path | None, sidecar: Path | N
 
 def row_key(view: Mapping[str, Any], row: Any) -> tuple[str | None, int | None]:
     """The entry a row of ``load_turns`` stands for and its message's history index: the turn that
-    holds its assistant message, or the response of its turn known only from the sidecar (failed,
-    or completed beyond the trace file) that started when it did."""
+    holds its assistant message, or the response of its turn known only from the sidecar with its
+    message index (a completed one beyond the trace file has one, a failed one none) that started
+    closest to it (the start time only tells apart responses of the same turn and message index)."""
     mi = _field(row, "message_index")
     if mi is not None and str(_field(row, "source")) != "sidecar":  # (a sidecar-only row's message is not in the file)
         try:
@@ -246,6 +247,11 @@ def row_key(view: Mapping[str, Any], row: Any) -> tuple[str | None, int | None]:
               and int(turn) in (e.get("turns") or ())]
     if not failed:
         return None, None
+    try:
+        own = None if mi is None else int(mi)
+    except (TypeError, ValueError, OverflowError):
+        own = None
+    failed = [e for e in failed if e.get("message_index") == own] or failed
     started = _field(row, "started")
     ms = None
     if started is not None:

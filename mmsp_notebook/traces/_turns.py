@@ -19,7 +19,7 @@ import pandas as pd
 from ..core.fields import record_status
 from ..core.pricing import LIST_PRICES, Prices, PriceTable
 from ..core.stamps import SECONDS_BELOW, created_ms
-from ._build import Window, config_fields, error_fields, split_sidecar
+from ._build import Window, config_fields, error_fields, other_message, split_sidecar
 from ._columns import (
     _DUR_HI,
     _NAN,
@@ -173,8 +173,10 @@ class TurnBuilder(Window):
                 ended = created_ms(ended)
             finish = m[3]
             rec = done.pop(turn, None) if done else None
-            if rec is not None and (v := rec.get("message_index")).__class__ is int and v != m[0]:
-                rec = None  # a record of another message (other_message(), inlined): no timing, as show
+            # a record of another message (other_message(), its usual case inlined: a completed
+            # record's message_index is an int, or a whole float equal to it): no timing, as show
+            if rec is not None and rec.get("message_index") != m[0] and other_message(rec, m[0]):
+                rec = None
             if rec is None:
                 # started: the user message's created_at just before, if any; the file's model
                 started = m[1]

@@ -26,6 +26,7 @@ from typing import Any, TypedDict
 
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.chars import LONE_SURROGATE
+from ..core.fields import as_int
 from ..core.state import GROWING_FIELD
 from ..core.store import (
     SIDECAR_SUFFIX,
@@ -212,8 +213,7 @@ def _pick_record(records: Sequence[SidecarRecord], message_index: int, turn_no: 
             continue
         if trace_id is not None and record.get("trace_id") != trace_id:
             continue
-        index = record.get("message_index")
-        if (type(index) is int and index == message_index) or (type(index) is not int and record.get("turn") == turn_no):
+        if as_int(record.get("message_index")) == message_index:  # (3.0 is 3, as for the loaders)
             chosen = record
     return chosen
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.fields import as_int, record_status
+from ..core.fields import as_int, attempt_order, record_status
 from ..core.items import GROWING_FIELD, ToolRun
 from ..core.redact import held_secrets, redact, redact_value
 from ..core.stamps import created_ms
@@ -328,7 +328,7 @@ def _seconds(ms: Any) -> float | None:
 
 
 def _beyond_note(record: Mapping[str, Any]) -> str:
-    return (f"completed as message {fmt.isolate(record.get('message_index'))}, which the trace file does not hold "
+    return (f"completed as message {fmt.isolate(as_int(record.get('message_index')))}, which the trace file does not hold "
             "(saved before it, or an older copy): its content is not shown, its timing is the sidecar's")
 
 
@@ -422,7 +422,7 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
             failed.append(r)
     n_answers = sum(1 for m in history if isinstance(m, Mapping) and m.get("role") == "assistant")
     failed.extend(r for t, r in done.items() if t >= n_answers)  # completed, but beyond the trace file
-    failed.sort(key=lambda r: (_turn_of(r) or 0, _number(r.get("started_at")) or 0.0))
+    failed.sort(key=attempt_order)  # (the loaders' order of these rows)
     entries: list[dict[str, Any]] = []
     turns: dict[str, Any] = {}
     fi = 0
@@ -435,6 +435,7 @@ def build_conversation(history: Sequence[Any], config: Mapping[str, Any], record
             beyond = completed(rec)  # a completed response the trace file does not hold
             entries.append({"kind": "sidecar" if beyond else "failed", "key": key, "turns": [_turn_of(rec)],
                             "indices": [], "status": record_status(rec), "started": _number(rec.get("started_at")),
+                            "message_index": as_int(rec.get("message_index")) if beyond else None,
                             "label": f"assistant · turn {_turn_of(rec)} · {fmt.isolate(rec_model)} · {fmt.isolate(record_status(rec))} (sidecar only)",
                             "vm": _failed_vm(rec, key, rec_model), "note": _beyond_note(rec) if beyond else _arrived_note(rec)})
             turns[key] = (None, [(None, rec)])
@@ -507,8 +508,8 @@ def _assistant_entry(history: Sequence[Any], group: list[int], numbers: list[int
     steps, results, records = [], [], []
     for index, number in zip(group, numbers):
         rec = done.get(number)
-        if rec is not None and type(rec.get("message_index")) is int and rec["message_index"] != index:
-            rec = None  # a record of another message
+        if rec is not None and as_int(rec.get("message_index")) != index:
+            rec = None  # a record of another message (3.0 is 3, as for the loaders)
         steps.append((history[index], rec))
         records.append((index, rec))
         following = history[index + 1] if index + 1 < len(history) else None
