@@ -3,7 +3,9 @@ values of 100 KB send a bounded page; a long value is picked through its stand-i
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pandas as pd
 from test_explore import capture, inject
@@ -93,6 +95,10 @@ def test_a_long_value_is_picked_through_its_stand_in_and_a_rare_one_typed():
     assert page["matched"] == 3000 and len(page["query"]["model"]) == FACET_LIMIT
     assert page["code"] is None  # 3,000 values: asked for by Copy filter
     assert len(json.dumps(page, ensure_ascii=False)) < 80_000
+    # a saved view shows it cut: CODE_CHARS characters, the last of them the mark of the cut
+    summary = html.unescape(re.search(r'<div class="mmsp-x-summary">(.*?)</div>', explorer.static_html()).group(1))
+    shown = summary.split(" · ", 2)[2]
+    assert len(shown) == CODE_CHARS and shown.endswith("…") and explorer.filter_code.startswith(shown[:-1])
 
 
 def test_a_value_holding_a_key_crosses_redacted_and_picks_its_own_rows():

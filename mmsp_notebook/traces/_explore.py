@@ -63,6 +63,7 @@ from ..views.conversation import CONVERSATION_CSS, conversation_html, tool_error
 from ..views.html import CSS
 from ..views.live import LiveView, drive
 from ..views.model import OpsTracker, present_turn, view_model
+from ..views.text import cut_text
 from ..views.widget import STATIC, MarkdownWidget
 from ._common import check_unique, plain
 from ._detail import DETAIL_BUDGET, Window, cut_waterfall, more
@@ -406,8 +407,8 @@ class Explorer(MarkdownWidget):
             + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for pos, status, _, cells in msg["rows"])
         code = msg["code"]
         if code is None:  # long, or holding a key: shown redacted, cut
-            code = redact(self.filter_code)
-            code = code if len(code) <= CODE_CHARS else code[:CODE_CHARS - 1] + "…"
+            shown, left = cut_text(redact(self.filter_code), CODE_CHARS)
+            code = shown[:-1] + "…" if left else shown  # (CODE_CHARS characters in all, the mark of the cut one of them)
         summary = f"{msg['summary'].split(' · ')[0]} · {msg['page_label']}" + (f" · {code}" if code != "turns" else "")
         detail = ""
         if self.selected is not None:
