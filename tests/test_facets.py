@@ -27,6 +27,14 @@ def hostile() -> pd.DataFrame:
                          "status": "complete", "finish_reason": ["stop"] * (n - 1) + ["x" * 5000]})
 
 
+def run(code, turns):
+    """Copied filter code run as a cell runs it: its statements, then its last line's value."""
+    *lines, last = code.splitlines()
+    names = {"turns": turns}
+    exec("\n".join(lines), names)
+    return eval(last, names)
+
+
 def page_of(explorer, patch=None):
     return inject(explorer, {"type": "query", "patch": patch or {}})
 
@@ -134,10 +142,12 @@ def test_a_value_holding_a_key_crosses_redacted_and_picks_its_own_rows():
         assert len(real) == 1 and picked["matched"] == models.count(real[0]) and set(explorer.filtered["model"]) == set(real)
         assert label.endswith(f" ({models.count(real[0])})")  # the option's count is its value's
         assert picked["query"]["model"] == [value]  # its option stays selected
-        if real[0] != value:  # a stand-in: the filter's code (whole) is asked for by Copy filter
+        if real[0] != value:  # a stand-in: the filter's code is asked for by Copy filter
             assert picked["code"] is None
             code = inject(explorer, {"type": "code"})["code"]
-            assert eval(code, {"turns": explorer.turns}).index.tolist() == explorer.filtered.index.tolist()
+            clean(code)  # the value named by its redacted form, which this kernel turns back into it
+            assert code.startswith("from mmsp_notebook.traces import held_value") and "held_value(" in code
+            assert run(code, explorer.turns).index.tolist() == explorer.filtered.index.tolist()
         clean(explorer.static_html())
     # the stand-ins pick the values whose counts their labels give
     assert page_of(explorer, {"model": [options["gpt-x?key=[redacted] #2 (3)"]]})["matched"] == 3
@@ -149,3 +159,26 @@ def test_a_value_holding_a_key_crosses_redacted_and_picks_its_own_rows():
     clean(typed)
     assert typed["matched"] == 4 and typed["query"]["model"] == ["https://user:[redacted]@llm.example/v1/m"]
     clean(page_of(explorer.filter(model=[keyed_b, "other?key=" + key_a])))
+
+
+def test_a_copied_filter_names_a_key_it_holds_and_runs_in_its_kernel():
+    """A search term holding a key: Copy filter gets code that names it redacted (the kernel turns the
+    name back into the value), runs to the same rows, and says what a name this kernel lost is."""
+    import pytest
+
+    from mmsp_notebook import OptionError
+
+    key = "sk-" + "c3" * 12
+    models = [f"gpt-x?key={key}"] * 3 + ["demo"] * 2
+    turns = pd.DataFrame({"trace_id": [f"c/{k:02d}" for k in range(len(models))], "turn": 0, "model": models,
+                          "status": "complete", "finish_reason": "stop"})
+    explorer = traces.explore(turns)
+    capture(explorer)
+    explorer.filter(f"model:{key} status:complete")
+    code = inject(explorer, {"type": "code"})["code"]
+    assert key not in code and 'held_value("[redacted]' in code
+    assert len(run(code, explorer.turns)) == 3
+    assert run(code, explorer.turns).index.tolist() == explorer.filtered.index.tolist()
+    assert key in explorer.filter_code  # the code whole, in Python
+    with pytest.raises(OptionError, match="holds no such value"):
+        traces.held_value("gpt-y?key=[redacted] #9")

@@ -25,7 +25,8 @@ status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets`` (each pi
 ``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``
 (the filter as pandas code; None when longer than :data:`CODE_CHARS`, a long value picked or
 typed, or when it holds a key, a value picked through its stand-in: Copy filter then asks for
-it), ``took_ms``), ``code`` (``code``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
+it), ``took_ms``), ``code`` (``code``: a value holding a key named by its redacted form, which the
+kernel turns back into the value, ``_held``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
 of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
 ``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
 (``phase`` ``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
@@ -68,6 +69,7 @@ from ..views.widget import STATIC, MarkdownWidget
 from ._common import check_unique, plain
 from ._detail import DETAIL_BUDGET, Window, cut_waterfall, more
 from ._facets import Facets
+from ._held import copy_code
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
 
@@ -387,8 +389,8 @@ class Explorer(MarkdownWidget):
                 answer = self.more_message(content)
                 if answer is not None:
                     self.send(answer)
-            elif kind == "code":  # Copy filter, for a code too long to come with every page
-                self.send({"type": "code", "code": self.filter_code})
+            elif kind == "code":  # Copy filter, for a code too long to come with every page or holding a key
+                self.send({"type": "code", "code": copy_code(self.filter_code)})
             elif kind == "replay":
                 self.replay(_speed(content.get("speed")))
             elif kind == "stop" and self._run is not None:
