@@ -182,3 +182,36 @@ def test_a_copied_filter_names_a_key_it_holds_and_runs_in_its_kernel():
     assert key in explorer.filter_code  # the code whole, in Python
     with pytest.raises(OptionError, match="holds no such value"):
         traces.held_value("gpt-y?key=[redacted] #9")
+
+
+def test_a_search_word_holding_a_key_is_echoed_named_and_taken_back():
+    """A search text given to filter() with a key in a word: the page echoes the word by its name, and
+    the text the front end sends back (as echoed, or edited around the name) searches for the key."""
+    key, other = "sk-" + "d4" * 12, "sk-" + "e5" * 12
+    models = [f"gpt-x?key={key}"] * 3 + [f"gpt-x?key={other}"] * 2 + ["demo"] * 2
+    turns = pd.DataFrame({"trace_id": [f"c/{k:02d}" for k in range(len(models))], "turn": 0, "model": models,
+                          "status": ["complete", "complete", "error", "complete", "complete", "complete", "error"],
+                          "finish_reason": "stop"})
+    explorer = traces.explore(turns)
+    sent = capture(explorer)
+    explorer.filter(f"model:{key}")
+    page = page_of(explorer)
+    assert page["matched"] == 3 and page["query"]["text"] == "model:[redacted]"
+    assert key not in json.dumps(sent, ensure_ascii=False) and key not in explorer.static_html()
+    # sent back as echoed, and edited around the name: the key's rows still
+    assert page_of(explorer, {"text": "model:[redacted]", "page": 0})["matched"] == 3
+    assert explorer.query["text"] == f"model:{key}"
+    edited = page_of(explorer, {"text": "model:[redacted] status:complete", "page": 0})
+    assert edited["matched"] == 2 and edited["query"]["text"] == "model:[redacted] status:complete"
+    # two keys, named apart; a word typed as "[redacted]" once no key is echoed is searched as written
+    explorer.filter(f"{key} OR {other}".replace(" OR ", " "))
+    page = page_of(explorer)
+    names = page["query"]["text"]
+    assert key not in names and other not in names and "[redacted]" in names and "#" in names
+    assert page_of(explorer, {"text": names, "page": 0})["matched"] == 0  # (both words: no model holds both)
+    assert explorer.query["text"].split() == [key, other]
+    explorer.filter("demo")
+    page_of(explorer)
+    assert page_of(explorer, {"text": "[redacted]", "page": 0})["matched"] == 0
+    assert explorer.query["text"] == "[redacted]"
+    assert key not in json.dumps(sent, ensure_ascii=False) and other not in json.dumps(sent, ensure_ascii=False)
