@@ -173,3 +173,56 @@ def test_an_image_that_cannot_be_sent_is_named_with_why_and_one_path_is_one_imag
         turn = m.ask("hi", images=images, stream=io.StringIO())
         sent = [item for item in turn.prompt["content_items"] if item["type"] == "image_url.done"]
         assert turn.status == "complete" and len(sent) == 1 and sent[0]["image_url"].startswith("data:image/png;base64,")
+
+
+def test_strict_ask_is_shown_by_ipython_through_the_caller_s_frames_only(fresh_session, capsys):
+    """ask(strict=True) in a notebook: IPython shows the TurnError through the cell's frames, without
+    the package's frames or its cause's traceback through mmsp's client and httpx; the error keeps its
+    cause and the partial turn, and what arrived stays shown, marked incomplete."""
+    import sys
+
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    import mmsp_notebook
+
+    start_ipython()
+    ip = InteractiveShell.instance()
+    ip.user_ns["out"] = out = __import__("io").StringIO()
+    capsys.readouterr()
+    result = ip.run_cell("from mmsp_notebook import ask\n"
+                         "def pipeline(p):\n"
+                         "    return ask(p, model='demo+cut-text', strict=True, stream=out, trace=False)\n"
+                         "pipeline('hello')")
+    shown = capsys.readouterr()
+    shown = shown.out + shown.err
+    assert isinstance(result.error_in_exec, TurnError)
+    assert "pipeline('hello')" in shown and "return ask(p, model='demo+cut-text'" in shown  # the caller's frames
+    assert "TurnError: turn incomplete: RemoteProtocolError" in shown and "(the full detail: %mmsp error)" in shown
+    package = str(__import__("pathlib").Path(mmsp_notebook.__file__).parent)
+    assert package not in shown and "httpx" not in shown and "direct cause" not in shown, shown
+    exc = sys.last_value
+    assert type(exc.__cause__).__name__ == "RemoteProtocolError" and exc.__cause__ is exc.turn.error
+    assert exc.turn.status == "incomplete" and exc.turn.text and exc.turn.text in out.getvalue()
+    assert fresh_session.last_error is exc.turn.error  # %mmsp error shows it whole
+
+
+def test_strict_ask_s_shown_traceback_leaves_out_the_package_outside_a_shell_too(fresh_session):
+    import traceback
+
+    import mmsp_notebook
+    from mmsp_notebook import ask
+
+    with pytest.raises(TurnError) as info:
+        ask("hello", model="demo+error", strict=True, stream=__import__("io").StringIO(), trace=False)
+    shown = "\n".join(info.value._render_traceback_())
+    package = str(__import__("pathlib").Path(mmsp_notebook.__file__).parent)
+    assert "test_ask.py" in shown and package not in shown and "direct cause" not in shown
+    assert shown.rstrip().endswith("(the full detail: %mmsp error)")
+    assert package in "".join(traceback.format_exception(info.value))  # the error itself is unchanged
+    assert info.value.__cause__ is info.value.turn.error
+    # a comparison's too
+    with pytest.raises(TurnError) as info:
+        mmsp_notebook.compare("hello", "demo,demo+error", strict=True, trace=False)
+    shown = "\n".join(info.value._render_traceback_())
+    assert "test_ask.py" in shown and package not in shown and "comparison error" in shown

@@ -3,7 +3,9 @@ values of 100 KB send a bounded page; a long value is picked through its stand-i
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pandas as pd
 from test_explore import capture, inject
@@ -23,6 +25,14 @@ def hostile() -> pd.DataFrame:
     n = len(models)
     return pd.DataFrame({"trace_id": [f"c/{k:05d}" for k in range(n)], "turn": 0, "model": models,
                          "status": "complete", "finish_reason": ["stop"] * (n - 1) + ["x" * 5000]})
+
+
+def run(code, turns):
+    """Copied filter code run as a cell runs it: its statements, then its last line's value."""
+    *lines, last = code.splitlines()
+    names = {"turns": turns}
+    exec("\n".join(lines), names)
+    return eval(last, names)
 
 
 def page_of(explorer, patch=None):
@@ -93,6 +103,10 @@ def test_a_long_value_is_picked_through_its_stand_in_and_a_rare_one_typed():
     assert page["matched"] == 3000 and len(page["query"]["model"]) == FACET_LIMIT
     assert page["code"] is None  # 3,000 values: asked for by Copy filter
     assert len(json.dumps(page, ensure_ascii=False)) < 80_000
+    # a saved view shows it cut: CODE_CHARS characters, the last of them the mark of the cut
+    summary = html.unescape(re.search(r'<div class="mmsp-x-summary">(.*?)</div>', explorer.static_html()).group(1))
+    shown = summary.split(" · ", 2)[2]
+    assert len(shown) == CODE_CHARS and shown.endswith("…") and explorer.filter_code.startswith(shown[:-1])
 
 
 def test_a_value_holding_a_key_crosses_redacted_and_picks_its_own_rows():
@@ -128,10 +142,12 @@ def test_a_value_holding_a_key_crosses_redacted_and_picks_its_own_rows():
         assert len(real) == 1 and picked["matched"] == models.count(real[0]) and set(explorer.filtered["model"]) == set(real)
         assert label.endswith(f" ({models.count(real[0])})")  # the option's count is its value's
         assert picked["query"]["model"] == [value]  # its option stays selected
-        if real[0] != value:  # a stand-in: the filter's code (whole) is asked for by Copy filter
+        if real[0] != value:  # a stand-in: the filter's code is asked for by Copy filter
             assert picked["code"] is None
             code = inject(explorer, {"type": "code"})["code"]
-            assert eval(code, {"turns": explorer.turns}).index.tolist() == explorer.filtered.index.tolist()
+            clean(code)  # the value named by its redacted form, which this kernel turns back into it
+            assert code.startswith("from mmsp_notebook.traces import held_value") and "held_value(" in code
+            assert run(code, explorer.turns).index.tolist() == explorer.filtered.index.tolist()
         clean(explorer.static_html())
     # the stand-ins pick the values whose counts their labels give
     assert page_of(explorer, {"model": [options["gpt-x?key=[redacted] #2 (3)"]]})["matched"] == 3
@@ -143,3 +159,59 @@ def test_a_value_holding_a_key_crosses_redacted_and_picks_its_own_rows():
     clean(typed)
     assert typed["matched"] == 4 and typed["query"]["model"] == ["https://user:[redacted]@llm.example/v1/m"]
     clean(page_of(explorer.filter(model=[keyed_b, "other?key=" + key_a])))
+
+
+def test_a_copied_filter_names_a_key_it_holds_and_runs_in_its_kernel():
+    """A search term holding a key: Copy filter gets code that names it redacted (the kernel turns the
+    name back into the value), runs to the same rows, and says what a name this kernel lost is."""
+    import pytest
+
+    from mmsp_notebook import OptionError
+
+    key = "sk-" + "c3" * 12
+    models = [f"gpt-x?key={key}"] * 3 + ["demo"] * 2
+    turns = pd.DataFrame({"trace_id": [f"c/{k:02d}" for k in range(len(models))], "turn": 0, "model": models,
+                          "status": "complete", "finish_reason": "stop"})
+    explorer = traces.explore(turns)
+    capture(explorer)
+    explorer.filter(f"model:{key} status:complete")
+    code = inject(explorer, {"type": "code"})["code"]
+    assert key not in code and 'held_value("[redacted]' in code
+    assert len(run(code, explorer.turns)) == 3
+    assert run(code, explorer.turns).index.tolist() == explorer.filtered.index.tolist()
+    assert key in explorer.filter_code  # the code whole, in Python
+    with pytest.raises(OptionError, match="holds no such value"):
+        traces.held_value("gpt-y?key=[redacted] #9")
+
+
+def test_a_search_word_holding_a_key_is_echoed_named_and_taken_back():
+    """A search text given to filter() with a key in a word: the page echoes the word by its name, and
+    the text the front end sends back (as echoed, or edited around the name) searches for the key."""
+    key, other = "sk-" + "d4" * 12, "sk-" + "e5" * 12
+    models = [f"gpt-x?key={key}"] * 3 + [f"gpt-x?key={other}"] * 2 + ["demo"] * 2
+    turns = pd.DataFrame({"trace_id": [f"c/{k:02d}" for k in range(len(models))], "turn": 0, "model": models,
+                          "status": ["complete", "complete", "error", "complete", "complete", "complete", "error"],
+                          "finish_reason": "stop"})
+    explorer = traces.explore(turns)
+    sent = capture(explorer)
+    explorer.filter(f"model:{key}")
+    page = page_of(explorer)
+    assert page["matched"] == 3 and page["query"]["text"] == "model:[redacted]"
+    assert key not in json.dumps(sent, ensure_ascii=False) and key not in explorer.static_html()
+    # sent back as echoed, and edited around the name: the key's rows still
+    assert page_of(explorer, {"text": "model:[redacted]", "page": 0})["matched"] == 3
+    assert explorer.query["text"] == f"model:{key}"
+    edited = page_of(explorer, {"text": "model:[redacted] status:complete", "page": 0})
+    assert edited["matched"] == 2 and edited["query"]["text"] == "model:[redacted] status:complete"
+    # two keys, named apart; a word typed as "[redacted]" once no key is echoed is searched as written
+    explorer.filter(f"{key} OR {other}".replace(" OR ", " "))
+    page = page_of(explorer)
+    names = page["query"]["text"]
+    assert key not in names and other not in names and "[redacted]" in names and "#" in names
+    assert page_of(explorer, {"text": names, "page": 0})["matched"] == 0  # (both words: no model holds both)
+    assert explorer.query["text"].split() == [key, other]
+    explorer.filter("demo")
+    page_of(explorer)
+    assert page_of(explorer, {"text": "[redacted]", "page": 0})["matched"] == 0
+    assert explorer.query["text"] == "[redacted]"
+    assert key not in json.dumps(sent, ensure_ascii=False) and other not in json.dumps(sent, ensure_ascii=False)

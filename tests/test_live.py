@@ -250,7 +250,7 @@ def test_a_turn_stopped_while_its_client_is_made_ends_cancelled(fresh_session, m
     run, future = launch("hello", trace=False)
     assert making.wait(10)
     future.cancel()
-    run.finished.wait(10)
+    assert run.finished.wait(10)  # its watchers are told
     assert run.turn.status == "cancelled" and not run.turn.steps
 
 

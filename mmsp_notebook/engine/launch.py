@@ -244,6 +244,7 @@ def launch(
     async def go() -> Turn:
         lease: Lease | None = None
         try:
+            ready = False
             try:
                 if wire:
                     from .wiretap import wire_client
@@ -254,18 +255,19 @@ def launch(
                     lease = await sess.lease_client(model, client_type, base_url, api_key_env)
                 client = lease.client
                 conv.endpoint = lease.key
+                ready = True
             except Exception as exc:  # a refused configuration: no step ever started
                 turn.fail_before_stream(exc)
                 if trace_id:  # (the attempt in the trace's rows, as a failed request's)
                     await record_refused(turn, trace_id, conv.messages())
-                run.notify()
-                run.finished.set()
                 return turn
             except asyncio.CancelledError:  # stopped while its client was made (a first turn's imports): nothing sent
                 turn.mark_cancelled()
-                run.notify()
-                run.finished.set()
                 raise
+            finally:
+                if not ready:  # the turn ended before its first step: its watchers are told (run_turn tells them after)
+                    run.notify()
+                    run.finished.set()
             done = await run_turn(run, client, conv, message, config, toolset, steps, trace=bool(trace_id))
             if wire:  # captured before the future resolves: a front door showing the wire finds it
                 from .wiretap import capture_wire

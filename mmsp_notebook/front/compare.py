@@ -27,7 +27,7 @@ from ..core.run import Watched
 from ..core.turn import Turn
 from ..engine.launch import check_chat_name, door_options, launch, refuse_unknown, user_message
 from ..engine.session import Session, session
-from .finish import check_door, finish_turn
+from .finish import check_door, finish_turn, shown_without_internals
 from .frames import typed_frame
 
 __all__ = ["Comparison", "compare", "parse_models"]
@@ -286,5 +286,6 @@ def compare(prompt: str | dict[str, Any], models: str | Sequence[str], *, chat: 
         raise Interrupted(comparison)
     if (session().settings.strict if strict is None else strict) and comparison.status != "complete":
         failed = [n for n, t in zip(comparison.labels, comparison.turns) if t.status != "complete"]
-        raise TurnError(f"comparison {comparison.status}: {', '.join(failed)} did not complete", comparison)
+        raise shown_without_internals(TurnError(f"comparison {comparison.status}: {', '.join(failed)} did not complete",
+                                                comparison))
     return comparison

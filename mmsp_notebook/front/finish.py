@@ -17,6 +17,9 @@ through:
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import traceback
+import types
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -31,7 +34,7 @@ from ..views.live import LiveView, TextLive, WidgetLive, abandoned_on_raise, dri
 from ..views.static import register_formatters, running_cell
 from ..views.wire import show_wire  # loaded with every front door: Jupyter then shows a Wire as its table
 
-__all__ = ["live_view", "present", "present_group", "finish_turn", "check_door", "Interrupted"]
+__all__ = ["live_view", "present", "present_group", "finish_turn", "check_door", "shown_without_internals", "Interrupted"]
 
 register_formatters()  # Jupyter shows a Turn through the views, whichever door made it
 
@@ -135,8 +138,47 @@ def finish_turn(turn: Turn, strict: bool | None = None, sess: Session | None = N
         message = f"turn {turn.status}"
         if turn.error_message and turn.status != "cancelled":
             message += f": {type(turn.error).__name__}: {turn.error_message}"
-        raise TurnError(message, turn) from turn.error
+        raise shown_without_internals(TurnError(message, turn)) from turn.error
     return turn
+
+
+#: where this package's modules are: the frames IPython leaves out of strict mode's traceback
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def shown_without_internals(exc: TurnError) -> TurnError:
+    """``exc`` (strict mode's TurnError), which IPython shows through the caller's frames only: the
+    frames through this package, and the traceback of its cause through mmsp's client and httpx, add
+    nothing to the banner of the turn's view, which already says what happened. The error itself is
+    unchanged (``__cause__``, ``turn``, ``__traceback__``; ``%mmsp error`` shows the cause whole).
+    The magic shows it in one line instead."""
+    exc._render_traceback_ = lambda: _caller_traceback(exc)  # type: ignore[attr-defined]  # IPython's hook
+    return exc
+
+
+def _caller_traceback(exc: TurnError) -> list[str]:
+    """``exc``'s traceback as IPython draws it, without this package's frames and without its cause."""
+    tb, kept = exc.__traceback__, []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+            kept.append(tb)
+        tb = tb.tb_next
+    trimmed = None
+    for frame in reversed(kept):
+        trimmed = types.TracebackType(trimmed, frame.tb_frame, frame.tb_lasti, frame.tb_lineno)
+    turns = getattr(exc.turn, "turns", None) or [exc.turn]
+    failed = any(getattr(turn, "status", None) in ("error", "incomplete") for turn in turns)
+    shown = TurnError(f"{exc}" + (" (the full detail: %mmsp error)" if failed else ""), exc.turn)
+    shown.__suppress_context__ = True  # (its cause is the turn's error, which the view's banner says)
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None and trimmed is not None:
+            return list(shell.InteractiveTB.structured_traceback(TurnError, shown, trimmed))
+    except Exception:  # (IPython's formatter changed): Python's, below
+        pass
+    return [line.rstrip("\n") for line in traceback.format_exception(TurnError, shown, trimmed)]
 
 
 def present_group(group: Any, future: concurrent.futures.Future[Any], *, stream: TextIO | None = None) -> Any:

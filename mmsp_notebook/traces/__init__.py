@@ -265,6 +265,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._dataset import sync
     from ._explore import Explorer, explore
     from ._export import to_arrow, to_parquet
+    from ._held import held_value
     from ._load import load_events, load_items, load_turns
     from ._plot import plot_latency, plot_usage_over_time
     from ._readers import connect, dataset, query
@@ -287,6 +288,7 @@ __all__ = [
     "explore",
     "Conversation",
     "Explorer",
+    "held_value",
     "sync",
     "SyncResult",
     "dataset",
@@ -308,6 +310,7 @@ _LAZY = {
     "Conversation": "._show",
     "explore": "._explore",
     "Explorer": "._explore",
+    "held_value": "._held",
     "sync": "._dataset",
     "SyncResult": "._result",
     "dataset": "._readers",

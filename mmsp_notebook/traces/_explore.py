@@ -25,7 +25,8 @@ status, finish, [cell text, ...]]``, ``total``, ``matched``, ``facets`` (each pi
 ``_facets``) and ``facet_other`` (when one leaves values out), ``quick``, ``code``
 (the filter as pandas code; None when longer than :data:`CODE_CHARS`, a long value picked or
 typed, or when it holds a key, a value picked through its stand-in: Copy filter then asks for
-it), ``took_ms``), ``code`` (``code``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
+it), ``took_ms``), ``code`` (``code``: a value holding a key named by its redacted form, which the
+kernel turns back into the value, ``_held``), ``detail`` (the ``entries`` of the conversation view in the ``window`` ``[lo, hi)``
 of its ``blocks``, its ``outline``, the ``selected`` key and ``selected_step``, ``index``,
 ``waterfall``, ``replayable``, or ``error``), ``more`` (``window`` and ``entries``), ``replay``
 (``phase`` ``start`` / ``ops`` / ``end`` with the turn's ops and final view model).
@@ -63,10 +64,12 @@ from ..views.conversation import CONVERSATION_CSS, conversation_html, tool_error
 from ..views.html import CSS
 from ..views.live import LiveView, drive
 from ..views.model import OpsTracker, present_turn, view_model
+from ..views.text import cut_text
 from ..views.widget import STATIC, MarkdownWidget
 from ._common import check_unique, plain
 from ._detail import DETAIL_BUDGET, Window, cut_waterfall, more
 from ._facets import Facets
+from ._held import copy_code
 from ._query import FACETS, QUICK, RANGE_COLUMNS, TurnQuery
 from ._show import Conversation, locate, read_conversation, row_key
 
@@ -386,8 +389,8 @@ class Explorer(MarkdownWidget):
                 answer = self.more_message(content)
                 if answer is not None:
                     self.send(answer)
-            elif kind == "code":  # Copy filter, for a code too long to come with every page
-                self.send({"type": "code", "code": self.filter_code})
+            elif kind == "code":  # Copy filter, for a code too long to come with every page or holding a key
+                self.send({"type": "code", "code": copy_code(self.filter_code)})
             elif kind == "replay":
                 self.replay(_speed(content.get("speed")))
             elif kind == "stop" and self._run is not None:
@@ -406,8 +409,8 @@ class Explorer(MarkdownWidget):
             + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>" for pos, status, _, cells in msg["rows"])
         code = msg["code"]
         if code is None:  # long, or holding a key: shown redacted, cut
-            code = redact(self.filter_code)
-            code = code if len(code) <= CODE_CHARS else code[:CODE_CHARS - 1] + "…"
+            shown, left = cut_text(redact(self.filter_code), CODE_CHARS)
+            code = shown[:-1] + "…" if left else shown  # (CODE_CHARS characters in all, the mark of the cut one of them)
         summary = f"{msg['summary'].split(' · ')[0]} · {msg['page_label']}" + (f" · {code}" if code != "turns" else "")
         detail = ""
         if self.selected is not None:

@@ -13,17 +13,22 @@ as a stand-in too: the value redacted as the explorer's cells are (:func:`~mmsp_
 so that neither an option nor the query a page echoes holds the key. Each value has a stand-in of
 its own (``#2``, ``#3``... after those alike, and after a value of the column that reads the same),
 so two values that redact alike stay two options, each picking its own rows.
+
+So does the search text: a word of it holding a key (given to ``filter()``) is echoed as a name, the
+word redacted (``model:[redacted]``, ``#2``... after those alike), which the kernel turns back into
+the word when the front end sends the text again, edited around it or not.
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pandas as pd
 
 from ..core.redact import redact
 from ..views import format as fmt
-from ._query import FACETS
+from ._query import FACETS, terms
 
 __all__ = ["FACET_LIMIT", "LABEL_CHARS", "VALUE_CHARS", "Facets"]
 
@@ -51,6 +56,7 @@ class Facets:
         self._value: dict[str, dict[str, str]] = {k: {} for k in FACETS}  # stand-in -> value
         self._distinct: dict[str, Any] = {}  # facet -> every value of its column (an Index)
         self._known: dict[str, set[str]] = {}  # facet -> the same as text, made when a stand-in is
+        self._words: dict[str, str] = {}  # name -> word holding a key, of the search text last echoed
         for facet, col in FACETS.items():
             counts = df[col].value_counts(dropna=True) if col in df else pd.Series(dtype="int64")
             counts = counts[counts > 0]
@@ -84,6 +90,11 @@ class Facets:
     def resolve(self, patch: dict[str, Any]) -> dict[str, Any]:
         """A front end's query patch with the stand-ins it picked turned back into their values."""
         out = dict(patch)
+        text = out.get("text")
+        if isinstance(text, str) and self._words:
+            words = terms(text)
+            if any(w in self._words for w in words):
+                out["text"] = " ".join(_quoted(self._words.get(w, w)) for w in words)
         for facet in FACETS:
             values = out.get(facet)
             if isinstance(values, list):
@@ -114,5 +125,31 @@ class Facets:
         return {"facet_other": other} if other else {}
 
     def query(self, q: dict[str, Any]) -> dict[str, Any]:
-        """The query as a page echoes it: a picked value as its stand-in, at most :data:`FACET_LIMIT` of them."""
-        return {**q, **{f: [self.token(f, v) for v in q[f][:FACET_LIMIT]] for f in FACETS if f in q}}
+        """The query as a page echoes it: a picked value as its stand-in, at most :data:`FACET_LIMIT` of
+        them; a word of the search text holding a key as its name (see the module docstring)."""
+        return {**q, "text": self.text(q.get("text") or ""),
+                **{f: [self.token(f, v) for v in q[f][:FACET_LIMIT]] for f in FACETS if f in q}}
+
+    def text(self, text: str) -> str:
+        """The search text as a page echoes it: itself, or with each word holding a key named."""
+        if redact(text) == text:
+            self._words = {}
+            return text
+        words: dict[str, str] = {}  # word -> its name
+        self._words = {}
+        for word in terms(text):
+            if redact(word) != word and word not in words:
+                shown = redact(word)
+                base = shown if len(shown) <= VALUE_CHARS else f"{shown[:VALUE_CHARS]}… ({len(word):,} characters)"
+                name, n = base, 1
+                while name in self._words:  # words alike once redacted or cut
+                    n += 1
+                    name = f"{base} #{n}"
+                words[word], self._words[name] = name, word
+        shown = " ".join(_quoted(words.get(w, w)) for w in terms(text))
+        return shown if redact(shown) == shown else redact(text)  # (a key across words: said redacted)
+
+
+def _quoted(word: str) -> str:
+    """A word as the search text holds it: quoted when it has a space or a quote in it."""
+    return shlex.quote(word) if not word or any(c.isspace() or c in "'\"\\" for c in word) else word
