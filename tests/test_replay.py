@@ -466,3 +466,25 @@ def test_a_timing_sidecar_given_replays_the_trace_it_times(quick, tmp_path):
     with pytest.raises(TraceNotFoundError, match=r"no trace file .*lone\.json"):
         (tmp_path / "lone.timing.jsonl").write_text("")
         mn.replay(tmp_path / "lone.timing.jsonl", speed=math.inf, display=False)
+
+
+def test_replay_counts_a_failed_record_by_the_loaders_rule(tmp_path):
+    """A record marked complete without an integer message index recorded nothing (the loaders
+    make it a failed row): replay says that turn did not complete, not that a file is missing; a
+    turn written 1.0 is turn 1."""
+    side = tmp_path / "odd.timing.jsonl"
+    records = [{"v": 1, "trace_id": "odd", "turn": 0, "message_index": "x", "status": "complete"},
+               {"v": 1, "trace_id": "odd", "turn": 1.0, "message_index": None, "status": "error",
+                "error": {"type": "X", "message": "boom"}}]
+    side.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with pytest.raises(TraceError, match=r"turn 1 of odd did not complete \(error: X: boom; no turn of it completed"):
+        mn.replay(side, speed=math.inf, display=False)
+    with pytest.raises(TraceError, match="turn 0 of odd did not complete"):
+        mn.replay(side, turn=0, speed=math.inf, display=False)
+    with pytest.raises(TraceError, match=r"turn 1 of odd did not complete \(error: X: boom"):
+        mn.replay(side, turn=1, speed=math.inf, display=False)
+    key = "sk-proj-" + "A1b2C3d4" * 6
+    side.write_text(json.dumps({**records[1], "error": {"type": "X", "message": f"bad key {key}"}}) + "\n")
+    with pytest.raises(TraceError) as info:
+        mn.replay(side, speed=math.inf, display=False)
+    assert key not in str(info.value) and "bad key" in str(info.value)

@@ -27,6 +27,7 @@ from typing import Any, TypedDict
 from .._errors import OptionError, OptionTypeError, TraceError, TraceNotFoundError
 from ..core.chars import LONE_SURROGATE
 from ..core.fields import as_int
+from ..core.redact import redact
 from ..core.state import GROWING_FIELD
 from ..core.store import (
     SIDECAR_SUFFIX,
@@ -221,7 +222,7 @@ def _pick_record(records: Sequence[SidecarRecord], message_index: int, turn_no: 
 def _failed_turn(records: Sequence[SidecarRecord], turn: int, trace_id: str) -> str | None:
     """Why turn ``turn`` of ``trace_id`` cannot be replayed, when its sidecar ``records`` say it failed
     (for a negative ``turn``: when no turn completed, counting among the failed ones)."""
-    failed = [r for r in records if r.get("status") != "complete"]
+    failed = [r for r in records if not completed(r)]  # (the loaders' rule: a record without its message failed)
     if not failed:
         return None
     none_completed = len(failed) == len(records)
@@ -231,7 +232,7 @@ def _failed_turn(records: Sequence[SidecarRecord], turn: int, trace_id: str) -> 
             return None
         record = failed[turn] if -len(failed) <= turn else failed[0]
     else:
-        record = next((r for r in failed if type(r.get("turn")) is int and r.get("turn") == turn), None)
+        record = next((r for r in failed if as_int(r.get("turn")) == turn), None)  # (4.0 is 4, as for the loaders)
         if record is None:
             return None
     error = record.get("error")
@@ -239,8 +240,9 @@ def _failed_turn(records: Sequence[SidecarRecord], turn: int, trace_id: str) -> 
     if isinstance(error, dict) and error:
         why += f": {error.get('type')}: {str(error.get('message'))[:200]}"
     every = "; no turn of it completed" if none_completed else ""
-    return (f"turn {record.get('turn')} of {trace_id} did not complete ({why}{every}): its content was never "
-            "recorded, so it cannot be replayed")
+    n = as_int(record.get("turn"))
+    return redact(f"turn {record.get('turn') if n is None else n} of {trace_id} did not complete ({why}{every}): "
+                  "its content was never recorded, so it cannot be replayed")
 
 
 def _refused(reason: str, path: Path | None = None) -> TraceError:
@@ -319,7 +321,7 @@ def load_recorded(trace: Any, turn: int = -1, root: str | Path | None = None) ->
     if path is None:
         tried = candidates[0] if candidates else base / f"{trace_id}.json"
         records = read_sidecar(sidecar_path(asked, base)) if asked else []
-        if asked and records and all(r.get("status") != "complete" for r in records):  # every turn failed
+        if asked and records and not any(completed(r) for r in records):  # every turn failed
             raise _refused(_failed_turn(records, turn, asked) or
                            f"no turn of {asked} completed ({len(records)} failed): nothing was recorded, so "
                            "nothing can be replayed")
