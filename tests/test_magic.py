@@ -664,3 +664,11 @@ def test_an_expression_with_quotes_or_spaces_in_an_option_is_expanded_as_written
     systems = [ip.user_ns[name].config.get("system_prompt") for name in ("t1", "t2", "t3")]
     assert systems == ["Answer in one word.", "Be brief.", "Answer in one word."], systems
     assert ip.user_ns["t3"].prompt["content_items"][0]["text"] == "Answer in one word. there"
+
+
+def test_the_help_names_the_default_trace_id_a_turn_gets(fresh_session):
+    ip = shell()
+    [action] = [a for a in ip.magics_manager.registry["MMSPMagics"].mmsp.parser._actions if "--trace" in a.option_strings]
+    assert "default: <notebook>/<chat>" in action.help and "turn" not in action.help
+    ip.run_line_magic("mmsp", "--chat c1 -o t hi")
+    assert ip.user_ns["t"].trace_id == f"{fresh_session.notebook}/c1"  # what the help says: <notebook>/<chat>

@@ -135,7 +135,8 @@ class MMSPMagics(Magics):
               help="end the turn after this many seconds without a byte or event from the server (default 120; none: no limit)")
     @argument("--chat", default=None, action=Once, metavar="NAME", help="named conversation (default: one per notebook)")
     @argument("--new", action=OnceFlag, help="start the conversation fresh")
-    @argument("--trace", default=None, action=Once, metavar="ID", help="trace id (default: notebook/chat/turn)")
+    @argument("--trace", default=None, action=Once, metavar="ID",
+              help="trace id (default: <notebook>/<chat>, one trace per conversation)")
     @argument("--no-trace", action=OnceFlag, help="do not trace this turn")
     @argument("--events", action=OnceFlag, help="also show the UniEvents as a live table")
     @argument("--wire", action=OnceFlag,
