@@ -414,7 +414,8 @@ class MMSPMagics(Magics):
                 if any(k.replace("-", "_") == key.strip().replace("-", "_") for k in pairs):
                     raise UsageError(f"%mmsp config: {key.strip()} given twice: give each setting once "
                                      "(nothing was changed)")
-                pairs[key.strip()] = value.strip()
+                # a value expands {expr} and $name as an option's value does (-m {m}, --system {prompt})
+                pairs[key.strip()] = self._expand(value.strip())
             try:  # all or nothing: every pair is checked before any takes effect
                 sess.settings.update(pairs)
             except OptionError as exc:
