@@ -28,6 +28,11 @@ BAD = [
     ("base_url", "ftp://example.com", "base_url takes an http:// or https:// URL"),
     ("base_url", "http://", "base_url takes an http:// or https:// URL"),
     ("base_url", "http://host:port/v1", "base_url takes an http:// or https:// URL"),
+    # a demo model's name is read as the demo server reads it (every turn on a bad one would fail)
+    ("model", "demo+tps=abc", r"model 'demo\+tps=abc': \+tps=abc is not a number"),
+    ("model", "demo+tps=200+tps=10", r"model 'demo\+tps=200\+tps=10': \+tps given twice"),
+    ("model", "demo-embed+dim=0", r"model 'demo-embed\+dim=0': \+dim must be at least 1"),
+    ("model", "demo+turbo", r"Model not found: demo\+turbo \(unknown option \+turbo\)"),
 ]
 
 
@@ -110,8 +115,18 @@ def test_a_turn_takes_what_it_was_not_given_from_the_kernel(fresh_session):
     assert turn.status == "complete"
 
 
+def test_a_bad_demo_model_the_kernel_holds_is_refused_at_its_turn_as_an_option_not_sent(fresh_session):
+    # (a name no door checked: MMSP_NOTEBOOK_MODEL, read when the session is made)
+    fresh_session.settings.model = "demo+tps=abc"
+    with pytest.raises(OptionError, match=r"model 'demo\+tps=abc': \+tps=abc is not a number"):
+        launch("hi")
+    assert fresh_session.turns == []
+
+
 @pytest.mark.parametrize("spec, said", [
     ("openai-chat:", "a model id goes after 'openai-chat:'"),
+    ("demo+tps=abc --system hi", r"model 'demo\+tps=abc': \+tps=abc is not a number"),
+    ("openai-chat:demo+rows=1+tokens=1", r"choose \+tokens=N \(a text\) or \+rows=N \(a table\), not both"),
     ("demo --bogus 1", "unexpected '--bogus 1'"),
     ("demo two words", "unexpected 'two words'"),
 ])
