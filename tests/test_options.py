@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from IPython.core.error import UsageError
@@ -137,6 +138,25 @@ def test_a_bad_alias_is_refused_in_one_line(spec, said, capsys):
         parse_alias(spec)
     assert capsys.readouterr().err == ""  # no argparse usage text besides
     assert parse_alias("llama3:8b").model == "llama3:8b"  # a model id with a colon keeps it
+
+
+def test_an_alias_may_not_take_the_name_of_a_model_or_name_itself(shell, fresh_session):
+    import mmsp
+
+    known = mmsp.list_supported_models()[0]["model"]
+    for name in ("demo", "demo-embed", "demo+nothink", known):
+        # it would take the model's place in every turn on it (and %mmsp models would list the name twice)
+        with pytest.raises(UsageError, match=rf"^%mmsp alias: alias '{re.escape(name)}': '{re.escape(name)}' names a "
+                                             rf"(demo model|model mmsp knows).*name the alias otherwise \(e.g. my-"):
+            shell.run_line_magic("mmsp", f"alias {name} = demo+nothink")
+    assert fresh_session.settings.aliases == {}
+    assert list(shell.run_line_magic("mmsp", "models")["model"]).count("demo") == 1
+    with pytest.raises(OptionError, match=r"^alias 'a1': an alias cannot name itself; name the model it stands for"):
+        fresh_session.settings.add_alias("a1", "a1 --system hi")
+    with pytest.raises(OptionError, match=r"^alias 'a2' names another alias \('fast'\)"):
+        fresh_session.settings.add_alias("fast", "demo")
+        fresh_session.settings.add_alias("a2", "fast")
+    assert list(fresh_session.settings.aliases) == ["fast"]
 
 
 def test_a_list_of_models_is_refused_where_one_model_is_meant(shell, fresh_session):

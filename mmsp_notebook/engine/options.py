@@ -385,10 +385,27 @@ class Settings:
         if spec is None or (isinstance(spec, str) and not spec.strip()):
             self.aliases.pop(name, None)
             return
+        hidden = _model_named(name)
+        if hidden:  # (it would change every turn on that model, and %mmsp models would list the name twice)
+            raise OptionError(f"alias {name!r}: {name!r} names {hidden}: an alias by that name would take its place "
+                              f"in every turn; name the alias otherwise (e.g. my-{name})")
         alias = spec if isinstance(spec, TurnOptions) else parse_alias(spec)
-        if alias.model in self.aliases or alias.model == name:
+        if alias.model == name:
+            raise OptionError(f"alias {name!r}: an alias cannot name itself; name the model it stands for")
+        if alias.model in self.aliases:
             raise OptionError(f"alias {name!r} names another alias ({alias.model!r}); name the model itself")
         self.aliases[name] = alias
+
+
+def _model_named(name: str) -> str:
+    """What a model of that name is, when one is served by the demo server or known to mmsp; else ``""``."""
+    if is_demo_model(name):
+        return f"a demo model ({', '.join(DEMO_BASES)}, with +options)"
+    from mmsp import list_supported_models
+
+    if any(entry.get("model") == name for entry in list_supported_models()):
+        return "a model mmsp knows (see %mmsp models)"
+    return ""
 
 
 def _given_before(action: argparse.Action, namespace: argparse.Namespace, value: Any) -> None:
