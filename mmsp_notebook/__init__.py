@@ -26,6 +26,7 @@ from ._errors import (
 )
 from .core.state import ItemState, ToolRun, TurnState
 from .core.turn import Turn
+from .engine.options import provide_demo_model_check
 from .engine.session import provide_local_server
 
 __version__ = "0.1.0"
@@ -87,6 +88,16 @@ def _start_demo_server(instant: bool) -> Any:
 
 
 provide_local_server(_start_demo_server)
+
+
+def _check_demo_model(name: str) -> None:
+    # a demo model's name read as the demo server reads it (a bad one is refused where it is given)
+    from .demo import parse_model
+
+    parse_model(name)
+
+
+provide_demo_model_check(_check_demo_model)
 
 
 def __getattr__(name: str) -> Any:

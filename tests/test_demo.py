@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import os
+import re
 import string
 import struct
 import subprocess
@@ -950,8 +951,10 @@ def _cli_round_trip(arguments: list[str], prompt: str, check: Any) -> None:
 
 
 def test_parse_model() -> None:
-    spec = parse_model("demo+tps=200+tokens=500+instant+cut-text+silence")
-    assert (spec.base, spec.tps, spec.tokens, spec.instant, spec.fault, spec.silence) == ("demo", 200, 500, True, "cut-text", 3.0)
+    spec = parse_model("demo+tps=200+tokens=500+nothink+cut-text+silence")
+    assert (spec.base, spec.tps, spec.tokens, spec.thinking, spec.fault, spec.silence) == ("demo", 200, 500, False, "cut-text", 3.0)
+    spec = parse_model("demo+instant+rows=5+xss+silence=1")
+    assert (spec.instant, spec.rows, spec.xss, spec.silence) == (True, 5, True, 1.0)
     assert parse_model("demo+429=7").retry_after == 7
     assert parse_model("demo-embed+dim=8").dimensions == 8
     for bad in ("gpt-4o", "demo+nope", "demo+tps", "demo+tps=x", "demo+error+stall", "demo+stall=3"):
@@ -961,6 +964,24 @@ def test_parse_model() -> None:
     for bad in ("demo+xss=0", "demo+instant=no", "demo+nothink=false", "demo+nothink="):
         with pytest.raises(DemoServerError, match=r"takes no value; write \+(xss|instant|nothink) to turn it on"):
             parse_model(bad)
+
+
+@pytest.mark.parametrize(("bad", "said"), [
+    # an option given twice: the last one silently won (demo+tps=200+tps=10 ran at 10 tokens/s)
+    ("demo+tps=200+tps=10", r"\+tps given twice \(\+tps=200, then \+tps=10\): give it once"),
+    ("demo+xss+nothink+xss", r"\+xss given twice: give it once"),
+    ("demo+silence+silence=2", r"\+silence given twice \(\+silence, then \+silence=2\)"),
+    ("demo+cut-text+cut-text", r"\+cut-text given twice: give it once"),
+    ("demo+429=3+429=5", r"\+429 given twice \(\+429=3, then \+429=5\)"),
+    ("demo-embed+dim=8+dim=16", r"\+dim given twice"),
+    # options that undo each other: one of them was silently dropped
+    ("demo+rows=5+tokens=5", r"choose \+tokens=N \(a text\) or \+rows=N \(a table\), not both"),
+    ("demo+instant+tps=3", r"\+instant is no pacing at all and \+tps paces; choose one"),
+    ("demo+delay=1+instant", r"\+instant is no pacing at all and \+delay paces; choose one"),
+])
+def test_a_demo_model_option_given_twice_or_against_another_is_refused(bad, said) -> None:
+    with pytest.raises(DemoServerError, match=rf"^model '{re.escape(bad)}': {said}"):
+        parse_model(bad)
 
 
 @pytest.mark.serial  # Hypothesis' 200 ms deadline per example

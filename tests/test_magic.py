@@ -676,3 +676,29 @@ def test_code_pasted_into_a_prompt_is_never_run_and_the_cell_says_so_in_one_line
     err = capsys.readouterr().err
     assert "%%mmsp: sent as written, not run: {items.pop()}." in err
     assert "UserWarning" not in err and "magic.py" not in err
+
+
+def test_the_help_names_the_default_trace_id_a_turn_gets(fresh_session):
+    ip = shell()
+    [action] = [a for a in ip.magics_manager.registry["MMSPMagics"].mmsp.parser._actions if "--trace" in a.option_strings]
+    assert "default: <notebook>/<chat>" in action.help and "turn" not in action.help
+    ip.run_line_magic("mmsp", "--chat c1 -o t hi")
+    assert ip.user_ns["t"].trace_id == f"{fresh_session.notebook}/c1"  # what the help says: <notebook>/<chat>
+
+
+def test_config_values_expand_expressions_and_names_as_option_values_do(fresh_session):
+    ip = shell()
+    ip.user_ns.update(m="demo+nothink", sysp="Be brief.", d={"a": "In one word."})
+    assert ip.run_cell('%mmsp config model=$m system={sysp} max_tokens={2 * 20}').success
+    settings = fresh_session.settings
+    assert (settings.model, settings.system, settings.max_tokens) == ("demo+nothink", "Be brief.", 40)
+    assert ip.run_cell('%mmsp config system={d["a"]}').success  # an expression keeps its quotes
+    assert settings.system == "In one word."
+    assert ip.run_cell("%mmsp -o t hi").success
+    assert ip.user_ns["t"].model == "demo+nothink" and ip.user_ns["t"].config["system_prompt"] == "In one word."
+    # what cannot be expanded is left as written, as in an option's value (-m {nope})
+    assert ip.run_cell("%mmsp config system={nope}").success and settings.system == "{nope}"
+    # a value refused after its expansion is named as expanded, and nothing is changed
+    ip.user_ns["bad"] = "-3"
+    result = ip.run_cell("%mmsp config temperature={bad} max_tokens=7")
+    assert not result.success and "'-3'" in str(result.error_in_exec) and settings.max_tokens == 40

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from IPython.core.error import UsageError
@@ -28,6 +29,11 @@ BAD = [
     ("base_url", "ftp://example.com", "base_url takes an http:// or https:// URL"),
     ("base_url", "http://", "base_url takes an http:// or https:// URL"),
     ("base_url", "http://host:port/v1", "base_url takes an http:// or https:// URL"),
+    # a demo model's name is read as the demo server reads it (every turn on a bad one would fail)
+    ("model", "demo+tps=abc", r"model 'demo\+tps=abc': \+tps=abc is not a number"),
+    ("model", "demo+tps=200+tps=10", r"model 'demo\+tps=200\+tps=10': \+tps given twice"),
+    ("model", "demo-embed+dim=0", r"model 'demo-embed\+dim=0': \+dim must be at least 1"),
+    ("model", "demo+turbo", r"Model not found: demo\+turbo \(unknown option \+turbo\)"),
 ]
 
 
@@ -110,8 +116,18 @@ def test_a_turn_takes_what_it_was_not_given_from_the_kernel(fresh_session):
     assert turn.status == "complete"
 
 
+def test_a_bad_demo_model_the_kernel_holds_is_refused_at_its_turn_as_an_option_not_sent(fresh_session):
+    # (a name no door checked: MMSP_NOTEBOOK_MODEL, read when the session is made)
+    fresh_session.settings.model = "demo+tps=abc"
+    with pytest.raises(OptionError, match=r"model 'demo\+tps=abc': \+tps=abc is not a number"):
+        launch("hi")
+    assert fresh_session.turns == []
+
+
 @pytest.mark.parametrize("spec, said", [
     ("openai-chat:", "a model id goes after 'openai-chat:'"),
+    ("demo+tps=abc --system hi", r"model 'demo\+tps=abc': \+tps=abc is not a number"),
+    ("openai-chat:demo+rows=1+tokens=1", r"choose \+tokens=N \(a text\) or \+rows=N \(a table\), not both"),
     ("demo --bogus 1", "unexpected '--bogus 1'"),
     ("demo two words", "unexpected 'two words'"),
 ])
@@ -122,6 +138,25 @@ def test_a_bad_alias_is_refused_in_one_line(spec, said, capsys):
         parse_alias(spec)
     assert capsys.readouterr().err == ""  # no argparse usage text besides
     assert parse_alias("llama3:8b").model == "llama3:8b"  # a model id with a colon keeps it
+
+
+def test_an_alias_may_not_take_the_name_of_a_model_or_name_itself(shell, fresh_session):
+    import mmsp
+
+    known = mmsp.list_supported_models()[0]["model"]
+    for name in ("demo", "demo-embed", "demo+nothink", known):
+        # it would take the model's place in every turn on it (and %mmsp models would list the name twice)
+        with pytest.raises(UsageError, match=rf"^%mmsp alias: alias '{re.escape(name)}': '{re.escape(name)}' names a "
+                                             rf"(demo model|model mmsp knows).*name the alias otherwise \(e.g. my-"):
+            shell.run_line_magic("mmsp", f"alias {name} = demo+nothink")
+    assert fresh_session.settings.aliases == {}
+    assert list(shell.run_line_magic("mmsp", "models")["model"]).count("demo") == 1
+    with pytest.raises(OptionError, match=r"^alias 'a1': an alias cannot name itself; name the model it stands for"):
+        fresh_session.settings.add_alias("a1", "a1 --system hi")
+    with pytest.raises(OptionError, match=r"^alias 'a2' names another alias \('fast'\)"):
+        fresh_session.settings.add_alias("fast", "demo")
+        fresh_session.settings.add_alias("a2", "fast")
+    assert list(fresh_session.settings.aliases) == ["fast"]
 
 
 def test_a_list_of_models_is_refused_where_one_model_is_meant(shell, fresh_session):

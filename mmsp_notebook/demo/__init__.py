@@ -31,6 +31,9 @@ A model name is a base model and options appended with ``+``: ``demo+instant``,
 | `silence[=S]` | S seconds (default 3) of heartbeats only, then the normal answer (kept in instant mode); a heartbeat every second, or at the server's `heartbeat` interval when shorter |
 | fault | one of `cut-text`, `cut-args`, `error`, `nostop`, `bad-args`, `401`, `429[=S]` (S: Retry-After, default 1), `stall` |
 
+Each option is given once (``demo+tps=200+tps=10`` is refused), with one fault; ``tokens`` and
+``rows``, and ``instant`` with ``tps`` or ``delay``, undo each other and are refused together.
+
 ``demo`` answers deterministically (seeded from a hash of the conversation, tools and settings, so
 every protocol gets the same text and usage): thinking first, with a signature-like fidelity, then
 Markdown with a heading, a list, a table and a code block that mention the prompt. An offered tool

@@ -164,15 +164,21 @@ def parse_model(name: str) -> ModelSpec:
         The parsed :class:`ModelSpec`.
 
     Raises:
-        DemoServerError: For an unknown base model, an unknown option, a bad value or two faults.
+        DemoServerError: For an unknown base model, an unknown option, a bad value, an option given
+            twice, two faults, ``tokens`` with ``rows``, or ``instant`` with ``tps`` or ``delay``.
     """
     base, *options = name.strip().split("+")
     if base not in DEMO_MODELS:
         raise DemoServerError(f"Model not found: {name} (the demo serves {', '.join(DEMO_MODELS)})")
     fields: dict[str, Any] = {}
+    given: dict[str, str] = {}  # key -> the option as written
     for option in options:
         key, has_value, value = option.partition("=")
         value_or_none = value if has_value else None
+        if key in given:  # (the last one silently won: demo+tps=200+tps=10 ran at 10)
+            said = "" if given[key] == option == key else f" (+{given[key]}, then +{option})"
+            raise DemoServerError(f"model {name!r}: +{key} given twice{said}: give it once")
+        given[key] = option
         if key in _FLAGS and has_value:
             # (the value was ignored: +xss=0 and +instant=no turned the option on)
             raise DemoServerError(f"model {name!r}: +{key} takes no value; write +{key} to turn it on, "
@@ -205,6 +211,12 @@ def parse_model(name: str) -> ModelSpec:
                 raise DemoServerError(f"model {name!r}: +{key} takes no value")
         else:
             raise DemoServerError(f"Model not found: {name} (unknown option +{key})")
+    # options that undo each other (one of them was silently dropped)
+    if "tokens" in fields and "rows" in fields:
+        raise DemoServerError(f"model {name!r}: choose +tokens=N (a text) or +rows=N (a table), not both")
+    for paced in ("tps", "delay"):
+        if fields.get("instant") and paced in fields:
+            raise DemoServerError(f"model {name!r}: +instant is no pacing at all and +{paced} paces; choose one")
     return ModelSpec(name=name, base=base, **fields)
 
 

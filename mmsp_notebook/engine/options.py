@@ -24,12 +24,12 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._errors import OptionError
+from .._errors import DemoServerError, OptionError
 from ..core.chars import refuse_lone_surrogate
 from ..core.redact import redact, redact_value
 
-__all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "TurnOptions", "Settings", "Once", "OnceFlag", "check_option",
-           "check_client_type", "parse_alias", "idle_limit"]
+__all__ = ["THINKING_LEVELS", "DEFAULT_TIMEOUT", "DEMO_BASES", "TurnOptions", "Settings", "Once", "OnceFlag",
+           "check_option", "check_client_type", "parse_alias", "idle_limit", "is_demo_model", "provide_demo_model_check"]
 
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
 _NONE_WORDS = ("none", "null", "")
@@ -43,6 +43,28 @@ def check_client_type(client_type: str) -> None:
     known = (*OFFICIAL_CLIENT_TYPES, *COMPATIBLE_CLIENT_TYPES)
     if client_type not in known:
         raise OptionError(f"unknown client type {client_type!r}; mmsp has {', '.join(known)}")
+
+
+#: the models the project's own demo server serves: a name is one of them and ``+option`` parts
+DEMO_BASES = ("demo", "demo-embed")
+
+
+def is_demo_model(model: str) -> bool:
+    return model.split("+", 1)[0] in DEMO_BASES
+
+
+#: reads a demo model's name and raises ``DemoServerError`` for a bad one (``demo+tps=abc``)
+_demo_model_check: Callable[[str], Any] | None = None
+
+
+def provide_demo_model_check(check: Callable[[str], Any]) -> None:
+    """Name what reads a demo model's name (``mmsp_notebook.demo.parse_model``), so that a bad one is
+    refused where the model is given, as any bad option value is, not at every turn that uses it.
+
+    The engine does not import the demo package (a layer rule): the package's ``__init__`` provides it.
+    """
+    global _demo_model_check
+    _demo_model_check = check
 
 
 def _text(name: str, value: Any) -> str:
@@ -59,6 +81,11 @@ def _model(name: str, value: Any) -> str:
     if "," in value:  # every turn would fail: no model id has a comma
         raise OptionError(f"{name} takes one model id, not {value!r}: to compare models, give the list to "
                           "%%mmsp -m a,b or compare(prompt, 'a,b')")
+    if _demo_model_check is not None and is_demo_model(value):
+        try:
+            _demo_model_check(value)
+        except DemoServerError as exc:  # (demo+tps=abc: every turn on it would fail)
+            raise OptionError(str(exc)) from None
     return value
 
 
@@ -358,10 +385,27 @@ class Settings:
         if spec is None or (isinstance(spec, str) and not spec.strip()):
             self.aliases.pop(name, None)
             return
+        hidden = _model_named(name)
+        if hidden:  # (it would change every turn on that model, and %mmsp models would list the name twice)
+            raise OptionError(f"alias {name!r}: {name!r} names {hidden}: an alias by that name would take its place "
+                              f"in every turn; name the alias otherwise (e.g. my-{name})")
         alias = spec if isinstance(spec, TurnOptions) else parse_alias(spec)
-        if alias.model in self.aliases or alias.model == name:
+        if alias.model == name:
+            raise OptionError(f"alias {name!r}: an alias cannot name itself; name the model it stands for")
+        if alias.model in self.aliases:
             raise OptionError(f"alias {name!r} names another alias ({alias.model!r}); name the model itself")
         self.aliases[name] = alias
+
+
+def _model_named(name: str) -> str:
+    """What a model of that name is, when one is served by the demo server or known to mmsp; else ``""``."""
+    if is_demo_model(name):
+        return f"a demo model ({', '.join(DEMO_BASES)}, with +options)"
+    from mmsp import list_supported_models
+
+    if any(entry.get("model") == name for entry in list_supported_models()):
+        return "a model mmsp knows (see %mmsp models)"
+    return ""
 
 
 def _given_before(action: argparse.Action, namespace: argparse.Namespace, value: Any) -> None:

@@ -27,13 +27,10 @@ from .._errors import DemoServerError, OptionError
 from ..core.redact import redact_value, register_secret_env
 from ..wire.proxies import WireProxies
 from .messages import sniff_image
-from .options import Settings
+from .options import Settings, is_demo_model
 
 __all__ = ["Conversation", "Session", "session", "is_demo_model", "image_item", "api_key_from_env", "LocalServer",
            "provide_local_server", "ClientPool", "Lease", "UsageLog", "usage_row", "close_client", "RecentTurns"]
-
-DEMO_BASES = ("demo", "demo-embed")
-
 
 def api_key_from_env(name: str | None) -> str | None:
     """The key the variable ``name`` holds (``--api-key-env NAME``), redacted from then on; ``None`` without a name."""
@@ -44,10 +41,6 @@ def api_key_from_env(name: str | None) -> str | None:
     if not key:
         raise OptionError(f"the environment variable {name} is not set (it should hold the API key)")
     return key
-
-
-def is_demo_model(model: str) -> bool:
-    return model.split("+", 1)[0] in DEMO_BASES
 
 
 class LocalServer(Protocol):

@@ -136,7 +136,8 @@ class MMSPMagics(Magics):
               help="end the turn after this many seconds without a byte or event from the server (default 120; none: no limit)")
     @argument("--chat", default=None, action=Once, metavar="NAME", help="named conversation (default: one per notebook)")
     @argument("--new", action=OnceFlag, help="start the conversation fresh")
-    @argument("--trace", default=None, action=Once, metavar="ID", help="trace id (default: notebook/chat/turn)")
+    @argument("--trace", default=None, action=Once, metavar="ID",
+              help="trace id (default: <notebook>/<chat>, one trace per conversation)")
     @argument("--no-trace", action=OnceFlag, help="do not trace this turn")
     @argument("--events", action=OnceFlag, help="also show the UniEvents as a live table")
     @argument("--wire", action=OnceFlag,
@@ -425,7 +426,8 @@ class MMSPMagics(Magics):
                 if any(k.replace("-", "_") == key.strip().replace("-", "_") for k in pairs):
                     raise UsageError(f"%mmsp config: {key.strip()} given twice: give each setting once "
                                      "(nothing was changed)")
-                pairs[key.strip()] = value.strip()
+                # a value expands {expr} and $name as an option's value does (-m {m}, --system {prompt})
+                pairs[key.strip()] = self._expand(value.strip())
             try:  # all or nothing: every pair is checked before any takes effect
                 sess.settings.update(pairs)
             except OptionError as exc:
