@@ -124,6 +124,7 @@ def test_a_finish_reason_that_is_not_a_normal_end_is_a_warning_in_every_footer()
         text, html = views(turn)
         assert said in text and "<b>x</b>" not in html
         assert re.search(r'<span class="mmsp-stat mmsp-warning"[^>]*>⚠ finish: ', html)
+        assert ".mmsp-warning" in html.partition("</style>")[0]  # drawn in the warning colour, as a truncation is
     # the normal ends are said plainly, a truncation as before
     for reason, said in (("stop", "finish: stop"), ("tool_call", "finish: tool call"), ("length", "⚠ truncated (length)")):
         turn, _ = streamed(group("text", "a") + [stop(reason)])
