@@ -573,7 +573,7 @@ def test_names_a_model_gives_are_isolated_where_the_text_views_join_them_into_a_
     assert f"[tool call] {fsi}{name}{pdi} {card['args']}\n  returned sunny in Paris" in render_text(turn)
     for shown in (out.getvalue(), render_text(turn), turn_bundle(turn)["text/plain"]):
         assert f"\n[tool call] {fsi}{name}{pdi} {{" in shown and f"[tool call] {name}" not in shown
-    # a finish reason: the footer's line goes on after it
+    # a finish reason (not a normal one: a warning): the footer's line goes on after it
     path = tmp_path / "finish.sse"
     path.write_text("".join("data: " + json.dumps({"role": "assistant", "event_type": kind, "content_items": items,
                                                    "usage_metadata": usage, "finish_reason": reason}) + "\n\n"
@@ -586,7 +586,7 @@ def test_names_a_model_gives_are_isolated_where_the_text_views_join_them_into_a_
         out = io.StringIO()
         turn = m.ask("hi", model="captured", client_type="mmsp", base_url=server.base_url, stream=out, trace=False)
     line = footer_line(view_model(turn)["footer"])
-    assert f" | finish: {fsi}sto{RLO}p{pdi} | TTFT " in line and line in out.getvalue() and line in render_text(turn)
+    assert f" | ⚠ finish: {fsi}sto{RLO}p{pdi} | TTFT " in line and line in out.getvalue() and line in render_text(turn)
     # an error's type before its message, and the banner joined into one line (a chat's error line)
     banner = present_turn({"status": "error", "error": {"type": f"Bad{RLO}Error", "message": f"no{RLO}pe",
                                                         "hint": "Try again."}})["banner"]

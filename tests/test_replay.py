@@ -488,3 +488,37 @@ def test_replay_counts_a_failed_record_by_the_loaders_rule(tmp_path):
     with pytest.raises(TraceError) as info:
         mn.replay(side, speed=math.inf, display=False)
     assert key not in str(info.value) and "bad key" in str(info.value)
+
+
+def test_a_message_recorded_without_its_stop_replays_without_one(fresh_session, tmp_path):
+    from mmsp.integration.tracer import Tracer
+
+    from mmsp_notebook.core.turn import Turn
+    from mmsp_notebook.views.text import render_text
+
+    cut = {"role": "assistant", "content_items": [{"type": "text.done", "text": "cut off mid-"}],
+           "usage_metadata": None, "finish_reason": None, "created_at": 1}
+    for timing in (None, [[10, "text.delta", 6], [20, "text.delta", 6], [21, "text.done", 12]]):
+        plan = replay_plan(cut, timing)
+        assert all(e["event_type"] == "delta" for _, e in plan)  # no stop made up
+        assert [ms for ms, _ in plan] == ([None, None] if timing is None else [10, 20, 21])
+        turn = Turn(model="m")
+        step = turn.new_step()
+        for _, event in plan:
+            step.feed(event)
+        step.finish()
+        assert turn.status == "incomplete" and turn.finish_reason is None and turn.usage is None
+        assert "[incomplete] ended without a stop event" in render_text(turn)
+    # either one recorded: the stop is rebuilt as before
+    only_usage = replay_plan({**cut, "usage_metadata": {"response_tokens": 2}}, None)[-1][1]
+    assert only_usage["event_type"] == "stop" and only_usage["finish_reason"] == "stop"
+    only_reason = replay_plan({**cut, "finish_reason": "length"}, None)[-1][1]
+    assert only_reason["event_type"] == "stop" and only_reason["usage_metadata"] == {}
+    assert only_reason["finish_reason"] == "length"
+    # the whole replay: the turn ends incomplete, as the recorded stream did
+    history = [{"role": "user", "content_items": [{"type": "text.done", "text": "q"}], "created_at": 1},
+               {**cut, "created_at": 2}]
+    Tracer(cache_dir=str(tmp_path)).save_history("demo", history, "other/nostop", {"trace_id": "other/nostop"})
+    replayed = mn.replay("other/nostop", root=tmp_path, display=False)
+    assert replayed.status == "incomplete" and replayed.text == "cut off mid-" and replayed.finish_reason is None
+    assert "ended without a stop event" in render_html(replayed)

@@ -35,6 +35,10 @@ What is replayed
     message per step; ``turn=`` counts assistant messages as ``traces.load_turns`` does). The
     results of its tool calls, found in the next message of the history, are attached to the calls
     (with zero duration). Turns that failed are never in the trace, so they cannot be replayed.
+    The stop event is rebuilt from the message's finish reason and usage; a message that has
+    neither (a stream recorded without its stop: a hand-made or third-party trace) is replayed
+    without one, so the replayed turn ends ``incomplete`` ("ended without a stop event"), as the
+    recorded stream did, never as a complete answer.
 
 Timing
     ``speed=1`` keeps the recorded pacing (measured: well within 10 % on a one-second turn),
@@ -150,8 +154,9 @@ def _usable_timing(timing: Any) -> list[tuple[float, str, int]] | None:
     return rows
 
 
-def _plays_cleanly(plan: list[tuple[float | None, dict[str, Any]]]) -> bool:
-    """Whether ``plan`` streams through the grammar checks of a turn to a complete state."""
+def _plays_cleanly(plan: list[tuple[float | None, dict[str, Any]]], status: str = "complete") -> bool:
+    """Whether ``plan`` streams through the grammar checks of a turn to ``status`` (``complete``; a
+    plan with no stop event ends ``incomplete``)."""
     from ..core.state import TurnState
 
     state = TurnState(clock=lambda: 0.0, wall=lambda: 0.0)
@@ -161,7 +166,7 @@ def _plays_cleanly(plan: list[tuple[float | None, dict[str, Any]]]) -> bool:
         state.finish()
     except Exception:
         return False
-    return state.status == "complete"
+    return state.status == status
 
 
 def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list[tuple[float | None, dict[str, Any]]]:
@@ -172,7 +177,10 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
         timing: The sidecar's ``events`` (``[ms, type, size]``), or ``None``.
 
     Returns:
-        ``[(ms or None, event), ...]`` ending with the stop event; ``None`` times mean "at once":
+        ``[(ms or None, event), ...]`` ending with the stop event, made of the message's finish reason
+        and usage (``"stop"`` for a reason not recorded, ``{}`` for usage not recorded); a message
+        with neither (a stream recorded without its stop: a hand-made or third-party trace) gets no
+        stop event, so its replayed turn ends ``incomplete``, as the recorded stream did. ``None`` times mean "at once":
         no usable timing (no sidecar, one that does not match the message, or one with any event
         that is not ``[ms, type, size]`` with a finite ``0 <= ms <=`` :data:`MAX_EVENT_MS` and a
         non-negative integer size). The content is the message's in every case.
@@ -184,22 +192,26 @@ def replay_plan(message: dict[str, Any], timing: list[list[Any]] | None) -> list
              and str(i.get("type")).rpartition(".")[0] in GROWING_FIELD]
     usage = message.get("usage_metadata")
     reason = message.get("finish_reason")
-    stop: dict[str, Any] = {"role": "assistant", "event_type": "stop", "content_items": [],
-            "usage_metadata": usage if isinstance(usage, dict) else {},
-            "finish_reason": reason if isinstance(reason, str) and reason else "stop", "created_at": created_at}
+    stop: dict[str, Any] | None = None
+    if usage is not None or reason not in (None, ""):  # (neither: recorded without its stop, none is made up)
+        stop = {"role": "assistant", "event_type": "stop", "content_items": [],
+                "usage_metadata": usage if isinstance(usage, dict) else {},
+                "finish_reason": reason if isinstance(reason, str) and reason else "stop", "created_at": created_at}
     rows = _usable_timing(timing) if timing else None
     plan = _timed_plan(items, rows, created_at) if rows else None
     if plan is not None and rows is not None:
-        stop_ms = next((row[0] for row in rows if row[1] == "stop"), plan[-1][0] if plan else None)
-        plan.append((stop_ms, stop))
-        if _plays_cleanly(plan):
+        if stop is not None:
+            stop_ms = next((row[0] for row in rows if row[1] == "stop"), plan[-1][0] if plan else None)
+            plan.append((stop_ms, stop))
+        if _plays_cleanly(plan, "complete" if stop is not None else "incomplete"):
             return plan
     plan = []
     for item in items:
         kind = item["type"].rpartition(".")[0]
         plan.append((None, _event(_delta(kind, item, _content(item, kind, None), True), created_at)))
         plan.append((None, _event(item, created_at)))
-    plan.append((None, stop))
+    if stop is not None:
+        plan.append((None, stop))
     return plan
 
 

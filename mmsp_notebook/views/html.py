@@ -77,7 +77,7 @@ TURN_CLASSES = frozenset(f"mmsp-{name}" for name in (
     "tool-result tool-result-head tool-result-label tool-output ok err running stopped image img audio "
     "audio-player embedding embedding-preview data code code-bar code-lang status streaming dot "
     "streaming-label banner banner-lead banner-text banner-detail hint warn error muted footer stat sep "
-    "tokens truncated finish ttft total speed cost steps events events-scroll events-table cut math-error").split())
+    "tokens truncated warning finish ttft total speed cost steps events events-scroll events-table cut math-error").split())
 _CLASS = re.compile(r"\.(mmsp-[\w-]+)")
 
 

@@ -36,6 +36,7 @@ from . import format as fmt
 from .events import event_row, event_view, events_label, turn_events
 from .hints import error_hint
 from .media import media_src
+from .unusual import NO_ANSWER, finish_stat, has_answer, item_excerpt, item_text, item_type, vector_norm
 
 __all__ = ["status_text", "shown_status", "waiting_text", "WAIT_SHOWN_AFTER", "view_model", "present_item", "present_turn", "present_view", "OpsTracker",
            "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT", "SIGNATURE_KEYS", "REDACTED_THINKING", "redacted_blocks"]
@@ -68,6 +69,8 @@ def _header_facts(i: int, item: ItemState) -> dict[str, Any]:
         out["mime_type"] = item.mime_type
     if item.kind in ("inline_data", "inline_thinking"):
         out["bytes"] = item.size
+    elif out["kind"] == "data":  # a kind a newer mmsp may send (citation…): its own type shown
+        out["type"] = item_type(item)
     return out
 
 
@@ -81,19 +84,22 @@ def _done_facts(item: ItemState) -> dict[str, Any]:
         out["arguments"] = redact_data(item.arguments)  # keys echoed in arguments are not shown
         out["name"] = redact_value(item.name)
     elif kind in ("image", "audio"):
-        src, secs = media_src(item)
-        out["src"] = src
         out["mime_type"] = item.mime_type
         out["bytes"] = item.size
-        if secs is not None:
-            out["seconds"] = secs
+        if item.size:  # (empty data is no image: said, not drawn as a broken one)
+            src, secs = media_src(item)
+            out["src"] = src
+            if secs is not None:
+                out["seconds"] = secs
     elif item.kind == "embedding":
         vector = item.content()
         out["dims"] = len(vector)
-        out["norm"] = item.norm
+        out["norm"] = vector_norm(vector)  # (None for a vector of what is no number: the state takes one)
         out["preview"] = list(vector[:8])
     elif item.kind in ("inline_data", "inline_thinking"):
         out["bytes"] = item.size
+    elif kind == "data":
+        out["excerpt"] = item_excerpt(item)
     return out
 
 
@@ -211,7 +217,10 @@ def _turn_facts(turn: Turn, final: bool = True) -> dict[str, Any]:
             "message": turn.error_message,
             "hint": error_hint(exc, turn.api_key_env, turn.client_type),
         }
-    return {"status": status, "status_text": status_text(turn), "error": error, "footer": _footer_facts(turn)}
+    facts = {"status": status, "status_text": status_text(turn), "error": error, "footer": _footer_facts(turn)}
+    if status == "complete" and not has_answer(turn.items):
+        facts["no_answer"] = True
+    return facts
 
 
 # ---------------------------------------------------------------------------------------------- the view
@@ -287,6 +296,10 @@ def _result_view(result: Any, state: str) -> dict[str, Any] | None:
             "text": fmt.as_text(result.get("output") if ok or error is None else error)}
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _preview(facts: Mapping[str, Any]) -> str:
     values = facts.get("preview") if isinstance(facts.get("preview"), list) else None
     shown = (values or [])[:8]
@@ -294,7 +307,7 @@ def _preview(facts: Mapping[str, Any]) -> str:
         return ""
     dims = facts.get("dims")
     more = dims > len(shown) if fmt.is_number(dims) else values is not None and len(values) > len(shown)
-    cells = ", ".join(fmt.component(x) for x in shown)
+    cells = ", ".join(fmt.isolate(_cut(fmt.component(x), 40)) for x in shown)  # (a value that is no number, bounded)
     return f"[{cells}{', …' if more else ''}]"
 
 
@@ -355,14 +368,15 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
                    result=_result_view(facts.get("result"), state))
     elif kind == "image":
         out["tag"] = "image"
-        out["meta"] = _join(mime, size) + dots
+        out["meta"] = _join(mime, "empty image" if facts.get("bytes") == 0 and not streaming else size) + dots
         if "src" in facts:
             out["alt"] = f"generated image ({mime or 'image'})"
             out["rejected"] = f"{_join('image', mime)} — not shown: only PNG, JPEG, GIF or WebP data URLs are displayed"
     elif kind == "audio":
         secs = facts.get("seconds")
         out["tag"] = "audio"
-        out["meta"] = _join(mime, f"{fmt.fixed(secs, 1)} s" if fmt.is_number(secs) else "") + dots
+        empty = "empty audio" if facts.get("bytes") == 0 and not streaming else ""
+        out["meta"] = _join(mime, f"{fmt.fixed(secs, 1)} s" if fmt.is_number(secs) else "", empty) + dots
         if "src" in facts:
             out["rejected"] = f"{_join('audio', out['meta'])} — not shown: not a base64 audio data URL"
     elif kind == "embedding":
@@ -373,8 +387,10 @@ def present_item(facts: Mapping[str, Any], turn_status: str | None = "complete")
                             f"norm {fmt.fixed(norm, 3)}" if fmt.is_number(norm) else "")
         out["preview"] = _preview(facts)
     else:
-        out["tag"] = "data" if kind in ("data", "inline_data") else kind
-        out["meta"] = _join(mime, size) + dots
+        own = facts.get("type")
+        out["tag"] = own if isinstance(own, str) and own else "data" if kind in ("data", "inline_data") else kind
+        excerpt = facts.get("excerpt")
+        out["meta"] = _join(mime, size, excerpt if isinstance(excerpt, str) else "") + dots
     return out
 
 
@@ -395,11 +411,8 @@ def _footer_view(facts: Any) -> dict[str, Any] | None:
     if buckets:
         stats.append(_stat("tokens", "tokens " + " · ".join(buckets), "token usage per bucket"))
     reason = redact_value(facts.get("finish_reason"))  # (a server's string, as a trace or sidecar holds it)
-    if reason == "length":
-        stats.append(_stat("truncated", "⚠ truncated (length)", "the model stopped at its output token limit"))
-    elif reason:
-        said = "tool call" if reason in ("tool_call", "tool_calls") else str(reason)
-        stats.append(_stat("finish", f"finish: {fmt.isolate(said)}"))  # (the footer's line goes on after it)
+    if reason:  # (a reason that is not a normal end is a warning: see .unusual)
+        stats.append(_stat(*finish_stat(reason)))
     if fmt.is_number(facts.get("ttft")):
         stats.append(_stat("ttft", f"TTFT {fmt.seconds(facts['ttft'])}", "time to first token"))
     if fmt.is_number(facts.get("total")):
@@ -418,7 +431,7 @@ def _footer_view(facts: Any) -> dict[str, Any] | None:
     return {**raw, "stats": stats}
 
 
-def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
+def _banner(status: str | None, text: str, error: Any, no_answer: bool = False) -> dict[str, str] | None:
     err: Mapping[str, Any] = error if isinstance(error, Mapping) else {"message": fmt.as_text(error)} if error else {}
     if isinstance(err.get("message"), str):
         err = {**err, "message": _shown(err["message"], ERROR_LIMIT, "the error itself has them all")}
@@ -437,6 +450,8 @@ def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
             banner["detail"] = detail
     elif status == "cancelled":
         banner = {"kind": "muted", "text": text or STATUS_TEXT["cancelled"]}
+    elif status == "complete" and no_answer:
+        banner = {"kind": "warn", "text": NO_ANSWER}
     elif text:
         banner = {"kind": "muted", "text": text}
     else:
@@ -449,7 +464,8 @@ def _banner(status: str | None, text: str, error: Any) -> dict[str, str] | None:
 def present_turn(facts: Mapping[str, Any]) -> dict[str, Any]:
     """The turn's own view: its status, banner (kind, lead, text, detail, hint) and footer (raw + stats)."""
     status = facts.get("status")
-    return {"status": status, "banner": _banner(status, str(facts.get("status_text") or ""), facts.get("error")),
+    return {"status": status, "banner": _banner(status, str(facts.get("status_text") or ""), facts.get("error"),
+                                                facts.get("no_answer") is True),
             "footer": _footer_view(facts.get("footer"))}
 
 
@@ -468,7 +484,7 @@ def view_model(turn: Turn) -> dict[str, Any]:
         for i, item in enumerate(turn.items):
             f = _header_facts(i, item)
             if item.kind in _TEXT_KINDS:
-                f["text"] = redact_secrets(text) if isinstance(text := item.content(), str) else text  # (the Turn keeps it as received)
+                f["text"] = redact_secrets(item_text(item))  # (the Turn keeps it as received)
                 if item.kind == "thinking" and redacted_blocks(f["text"]):
                     f["redacted"] = redacted_blocks(f["text"])
             if item.status == "done":
@@ -543,7 +559,7 @@ class OpsTracker:
                 if item.kind in _TEXT_KINDS and (item.size != self._raw_len[i] or (self._held[i] and (final or item.status == "done"))):
                     self._raw_len[i] = item.size
                     growing = self._redacted[i]
-                    text = growing(raw, secrets) if isinstance(raw := item.content(), str) else raw  # (what is new redacted)
+                    text = growing(item_text(item), secrets)  # (what is new redacted)
                     # what follows the settled part may yet become a key or stop being one: sent once it
                     # settles, or whole when the item or the turn is over (text is only ever appended)
                     self._held[i] = isinstance(text, str) and not final and item.status != "done" and growing.settled < len(text)
