@@ -382,3 +382,41 @@ def test_media_of_the_wrong_type_is_a_protocol_error_not_a_crash_later(item, sai
     with pytest.raises(ProtocolError, match=f"^event 0: {said}"):
         state.feed(delta(item))
     assert state.items == [] and state.status == "error"
+
+
+@pytest.mark.parametrize(("vector", "said"), [
+    ([None, 1.0], "value 0 is null"),  # a JS gateway writes NaN as null
+    ([0.5, [1, 2]], "value 1 is a list"),
+    ([1.0, 2.0, 10**400], "value 2 is an int too large for a float"),
+    ([0.25, True], "value 1 is a bool"),
+    (["1.5"], "value 0 is a str"),
+])
+def test_an_embedding_value_that_is_no_number_is_a_protocol_error_at_its_event(vector, said):
+    """Such a vector was accepted, the turn ended complete, and every view then raised (float(None))."""
+    state = TurnState()
+    state.feed(delta({"type": "text.delta", "text": "a"}))
+    state.feed(delta({"type": "text.done", "text": "a"}))
+    with pytest.raises(ProtocolError, match=f"^event 2: embedding.delta carries an embedding whose {said}, not a number"):
+        state.feed(delta({"type": "embedding.delta", "embedding": vector}))
+    assert state.status == "error" and state.text == "a" and [i.kind for i in state.items] == ["text"]
+
+
+def test_an_embedding_of_ints_nan_and_large_floats_is_taken():
+    for vector in ([0, 1.5, -2, float("nan"), float("inf")], [1e308, 1e308], [3, 4], [], [float("-inf"), float("inf")]):
+        state = TurnState()
+        for event in (delta({"type": "embedding.delta", "embedding": vector}),
+                      delta({"type": "embedding.done", "embedding": vector}), stop()):
+            state.feed(event)
+        assert state.status == "complete", vector
+    assert state.items[0].norm == float("inf")
+    state = TurnState()
+    state.feed(delta({"type": "embedding.delta", "embedding": [3, 4.0]}))
+    assert state.items[0].norm == 5.0
+
+
+def test_the_norm_of_a_vector_that_is_not_all_numbers_is_none_not_an_exception():
+    from mmsp_notebook.core.items import ItemState
+
+    for vector in ([None, 1.0], [[1, 2]], [10**400], ["x"]):
+        assert ItemState(index=0, kind="embedding", started=0.0, chunks=[vector]).norm is None, vector
+    assert ItemState(index=0, kind="embedding", started=0.0, chunks=[[1e200, 1e200]]).norm == pytest.approx(2**0.5 * 1e200)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from .._errors import ProtocolError
-from .items import GROWING_FIELD, ItemState, ToolRun
+from .items import GROWING_FIELD, ItemState, ToolRun, chunk_problem
 
 #: a token count at or above this is no count (a float64 holds every integer below it, and a sum of
 #: a turn's steps stays within int64, which the frames hold)
@@ -308,10 +308,8 @@ class TurnState:
         chunk = item.get(growing) if growing else {k: v for k, v in item.items() if k not in ("type", "fidelity")}
         if growing and chunk is None:
             chunk = b"" if kind in ("inline_data", "inline_thinking") else ([] if kind == "embedding" else "")
-        elif (growing == "data" and not isinstance(chunk, (bytes, bytearray))) or (
-                growing == "embedding" and not isinstance(chunk, list)):
-            raise self._violation(index, f"{item['type']} carries {growing} of type {type(chunk).__name__}, not "
-                                         f"{'bytes' if growing == 'data' else 'a list of numbers'}", event)
+        elif growing in ("data", "embedding") and (problem := chunk_problem(growing, chunk)):
+            raise self._violation(index, f"{item['type']} {problem}", event)
         if current is None:
             if self.first_delta is None:
                 self.first_delta = now
