@@ -299,9 +299,27 @@ def test_text_read_while_it_grows_and_a_fragment_that_is_not_text():
     state.feed_many([delta({"type": "text.delta", "text": "lo"}), delta({"type": "text.delta", "text": " you"})],
                     [1.0, 2.0])
     assert state.items[0].content() == "Hello you" and state.items[0].size == 9
-    state.feed(delta({"type": "text.delta", "text": 7}))  # not a str: the content is the fragments as they came
-    assert state.items[0].content() == ["Hel", "lo", " you", 7]
-    assert state.events[-1]["content_items"][0]["text"] == 7 and state.n_events == 4
+    state.feed(delta({"type": "text.delta", "text": None}))  # no fragment: nothing added
+    assert state.items[0].content() == "Hello you" and state.n_events == 4
+    # not a str: refused where it came (it was kept, and Turn.text and every view then raised)
+    with pytest.raises(ProtocolError, match="^event 4: text.delta carries text of type int, not a str"):
+        state.feed_many([delta({"type": "text.delta", "text": 7})], [3.0])
+    assert state.status == "error" and state.text == "Hello you" and state.n_events == 4
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ({"type": "text.delta", "text": 5}, "text.delta carries text of type int, not a str"),
+    ({"type": "thinking.delta", "thinking": ["a"]}, "thinking.delta carries thinking of type list, not a str"),
+    ({"type": "tool_call.delta", "name": "f", "tool_call_id": "c", "arguments": {"a": 1}},
+     "tool_call.delta carries arguments of type dict, not a str"),
+])
+def test_a_text_fragment_that_is_not_a_str_is_a_protocol_error_at_its_event(item, said):
+    state = TurnState()
+    state.feed(delta({"type": "thinking.delta", "thinking": "hm"}))
+    state.feed(delta({"type": "thinking.done", "thinking": "hm"}))
+    with pytest.raises(ProtocolError, match=f"^event 2: {said}"):
+        state.feed(delta(item))
+    assert state.status == "error" and state.thinking == "hm" and state.text == ""
 
 
 def test_feed_many_stops_at_a_violation_with_what_came_before_consumed():

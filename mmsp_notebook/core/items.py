@@ -23,7 +23,8 @@ GROWING_FIELD = {
     "embedding": "embedding",
 }
 
-# what a fragment of each growing field is: its types, and how a refusal names them
+# what a fragment of each growing field is (text, thinking and arguments: a str): its types, and how a
+# refusal names them
 _CHUNK_TYPES: dict[str, tuple[Any, str]] = {
     "data": ((bytes, bytearray), "bytes"),
     "embedding": (list, "a list of numbers"),
@@ -115,7 +116,6 @@ class ItemState:
     delta_type: str = ""
     field: str = ""
     chunk_type: type = type(None)
-    mixed: bool = False  # a text-like item got a fragment that is not a str (its content is then a list)
     _joined: Any = None
     _joined_n: int = -1
 
@@ -127,8 +127,6 @@ class ItemState:
                 self._joined = b"".join(self.chunks)
             elif self.kind == "embedding":
                 self._joined = list(chain.from_iterable(self.chunks))
-            elif self.mixed:
-                self._joined = list(self.chunks)
             elif 0 < self._joined_n < n:  # text grows: join only what came since the last read
                 self._joined += "".join(self.chunks[self._joined_n:])
             else:

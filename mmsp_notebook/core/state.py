@@ -308,7 +308,7 @@ class TurnState:
         chunk = item.get(growing) if growing else {k: v for k, v in item.items() if k not in ("type", "fidelity")}
         if growing and chunk is None:
             chunk = b"" if kind in ("inline_data", "inline_thinking") else ([] if kind == "embedding" else "")
-        elif growing in ("data", "embedding") and (problem := chunk_problem(growing, chunk)):
+        elif growing and (problem := chunk_problem(growing, chunk)):
             raise self._violation(index, f"{item['type']} {problem}", event)
         if current is None:
             if self.first_delta is None:
@@ -329,8 +329,6 @@ class TurnState:
             current.fidelity = dict(fidelity)
         if not current.mime_type and item.get("mime_type"):
             current.mime_type = item["mime_type"]
-        if growing in ("text", "thinking", "arguments") and type(chunk) is not str:
-            current.mixed = True
         current.chunks.append(chunk)
         current.size += _size(chunk)
         return current
