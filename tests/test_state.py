@@ -438,3 +438,38 @@ def test_the_norm_of_a_vector_that_is_not_all_numbers_is_none_not_an_exception()
     for vector in ([None, 1.0], [[1, 2]], [10**400], ["x"]):
         assert ItemState(index=0, kind="embedding", started=0.0, chunks=[vector]).norm is None, vector
     assert ItemState(index=0, kind="embedding", started=0.0, chunks=[[1e200, 1e200]]).norm == pytest.approx(2**0.5 * 1e200)
+
+
+def _call(raw_parts, done):
+    first = {"type": "tool_call.delta", "name": "rm", "tool_call_id": "c1", "arguments": raw_parts[0]}
+    rest = [{"type": "tool_call.delta", "name": "", "tool_call_id": "", "arguments": p} for p in raw_parts[1:]]
+    return [delta(i) for i in [first, *rest]] + [delta({"type": "tool_call.done", **done})]
+
+
+@pytest.mark.parametrize(("parts", "done", "said"), [
+    (['{"path": ', '"/tmp/x"}'], {"name": "rm", "tool_call_id": "c1", "arguments": {"path": "/"}},
+     "tool_call.done: its arguments differ from those its deltas streamed"),
+    (['{"path": "/tmp/x"'], {"name": "rm", "tool_call_id": "c1", "arguments": {"path": "/tmp/x"}},
+     "tool_call.done: the arguments its deltas streamed are not JSON"),
+    (['{}'], {"name": "rm", "tool_call_id": "OTHER", "arguments": {}},
+     "tool_call.done carries another tool_call_id than its first delta"),
+    (['{}'], {"name": "ls", "tool_call_id": "c1", "arguments": {}}, "tool_call.done names another tool than its first delta"),
+])
+def test_a_tool_call_done_that_is_not_what_its_deltas_streamed_is_a_protocol_error(parts, done, said):
+    """The tool would have run with arguments (or under an id) the user never saw stream."""
+    state = TurnState()
+    events = _call(parts, done)
+    with pytest.raises(ProtocolError, match=f"^event {len(events) - 1}: {said}"):
+        for event in events:
+            state.feed(event)
+    assert state.status == "error" and state.items[0].done is None and state.items[0].tool_call_id == "c1"
+
+
+def test_a_tool_call_done_equal_in_value_to_its_raw_arguments_is_taken():
+    for parts, arguments in ((['{"q": "caf\\u00', 'e9", "n": 1.0}'], {"n": 1, "q": "café"}),
+                             (['{"x": [NaN', ']}'], {"x": [float("nan")]}),
+                             ([""], {}), (["", ""], {"anything": "unchecked: no raw arguments streamed"})):
+        state = TurnState()
+        for event in [*_call(parts, {"tool_call_id": "c1", "arguments": arguments}), stop("tool_call")]:
+            state.feed(event)
+        assert state.status == "complete" and state.items[0].name == "rm", parts

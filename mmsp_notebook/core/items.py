@@ -5,13 +5,14 @@ This module imports nothing from IPython, widgets or pandas.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from itertools import chain
 from operator import countOf
 from typing import Any, Literal
 
-__all__ = ["ItemState", "ToolRun", "GROWING_FIELD", "chunk_problem", "not_a_number"]
+__all__ = ["ItemState", "ToolRun", "GROWING_FIELD", "chunk_problem", "not_a_number", "arguments_problem"]
 
 # the field each kind's deltas grow
 GROWING_FIELD = {
@@ -44,6 +45,27 @@ def chunk_problem(field: str, chunk: Any) -> str | None:
                     else "null" if value is None else f"a {type(value).__name__}")
             return f"carries an embedding whose value {n} is {what}, not a number"
     return None
+
+
+def arguments_problem(raw: str, arguments: dict[str, Any]) -> str | None:
+    """Why a ``tool_call.done``'s parsed ``arguments`` are not the ``raw`` JSON its deltas streamed, or
+    None (also when they streamed none). mmsp builds the done from its deltas (``json.loads`` of their
+    join), so the two are compared as values: a done that differs would have the tool run with
+    arguments the user never saw stream."""
+    if not raw:
+        return None
+    try:
+        parsed = json.loads(raw)
+    except ValueError as exc:
+        return f"the arguments its deltas streamed are not JSON ({exc})"
+    except RecursionError:
+        return "the arguments its deltas streamed are nested too deeply to read"
+    try:
+        if parsed == arguments or json.dumps(parsed, sort_keys=True) == json.dumps(arguments, sort_keys=True):
+            return None  # (dumped: a NaN in them is unequal to itself)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    return "its arguments differ from those its deltas streamed"
 
 
 def not_a_number(vector: list[Any]) -> int | None:

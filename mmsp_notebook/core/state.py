@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from .._errors import ProtocolError
-from .items import GROWING_FIELD, ItemState, ToolRun, chunk_problem
+from .items import GROWING_FIELD, ItemState, ToolRun, arguments_problem, chunk_problem
 
 #: a token count at or above this is no count (a float64 holds every integer below it, and a sum of
 #: a turn's steps stays within int64, which the frames hold)
@@ -352,8 +352,13 @@ class TurnState:
         if kind == "tool_call":
             if not isinstance(item.get("arguments"), dict):
                 raise self._violation(index, "tool_call.done must carry its arguments parsed into an object", event)
-            if item.get("name") and current.name and item["name"] != current.name:
+            if item.get("name") and item["name"] != current.name:
                 raise self._violation(index, "tool_call.done names another tool than its first delta", event)
+            if item.get("tool_call_id") and item["tool_call_id"] != current.tool_call_id:
+                raise self._violation(index, "tool_call.done carries another tool_call_id than its first delta", event)
+            problem = arguments_problem(current.content(), item["arguments"])
+            if problem:
+                raise self._violation(index, f"tool_call.done: {problem}", event)
         if current.fidelity is not None and item.get("fidelity") not in (None, current.fidelity):
             raise self._violation(index, f"{item['type']} carries another fidelity than its deltas", event)
         self._open = None
@@ -362,10 +367,6 @@ class TurnState:
         current.ended = now
         if item.get("fidelity"):
             current.fidelity = dict(item["fidelity"])
-        if item.get("name"):
-            current.name = item["name"]
-        if item.get("tool_call_id"):
-            current.tool_call_id = item["tool_call_id"]
         if item.get("mime_type"):
             current.mime_type = item["mime_type"]
         return current
