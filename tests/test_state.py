@@ -473,3 +473,28 @@ def test_a_tool_call_done_equal_in_value_to_its_raw_arguments_is_taken():
         for event in [*_call(parts, {"tool_call_id": "c1", "arguments": arguments}), stop("tool_call")]:
             state.feed(event)
         assert state.status == "complete" and state.items[0].name == "rm", parts
+
+
+@pytest.mark.parametrize(("first", "done"), [
+    ({"type": "text.delta", "text": "Hello"}, {"type": "text.done"}),
+    ({"type": "thinking.delta", "thinking": "x"}, {"type": "thinking.done", "thinking": None}),
+    ({"type": "inline_data.delta", "data": b"x", "mime_type": "audio/wav"}, {"type": "inline_data.done", "mime_type": "audio/wav"}),
+    ({"type": "inline_thinking.delta", "data": b"x"}, {"type": "inline_thinking.done"}),
+    ({"type": "embedding.delta", "embedding": [1.0]}, {"type": "embedding.done"}),
+])
+def test_a_done_without_its_content_is_a_protocol_error(first, done):
+    """It was taken, and the message recorded with it broke the next turn's request (KeyError 'text')."""
+    state = TurnState()
+    state.feed(delta(first))
+    growing = {"inline_data": "data", "inline_thinking": "data"}.get(first["type"][:-6], first["type"][:-6])
+    with pytest.raises(ProtocolError, match=f"^event 1: {done['type']} without its {growing}"):
+        state.feed(delta(done))
+    assert state.status == "error" and state.message()["content_items"] == [] and state.items[0].content()
+
+
+def test_a_signature_only_thinking_done_carries_its_empty_thinking_and_is_taken():
+    state = TurnState()
+    for event in (delta({"type": "thinking.delta", "thinking": "", "fidelity": {"signature": "s"}}),
+                  delta({"type": "thinking.done", "thinking": "", "fidelity": {"signature": "s"}}), stop()):
+        state.feed(event)
+    assert state.status == "complete" and state.items[0].fidelity == {"signature": "s"}

@@ -341,13 +341,16 @@ class TurnState:
                 index, f"{item['type']} closes the open {current.kind} item {current.index} (a .done of another kind)", event
             )
         growing = GROWING_FIELD.get(kind)
-        if growing in ("text", "thinking", "data") and item.get(growing) is not None:
+        if growing in ("text", "thinking", "data", "embedding") and item.get(growing) is None:
+            # (mmsp's done always has it: the message recorded without it breaks the next request)
+            raise self._violation(index, f"{item['type']} without its {growing} (a .done carries it whole)", event)
+        if growing in ("text", "thinking", "data"):
             joined = current.content()
             if item[growing] != joined and not _same_text(item[growing], joined):
                 raise self._violation(
                     index, f"{item['type']} does not equal the concatenation of its {kind}.delta fragments", event
                 )
-        elif kind == "embedding" and item.get("embedding") is not None and list(item["embedding"]) != current.content():
+        elif kind == "embedding" and list(item["embedding"]) != current.content():
             raise self._violation(index, "embedding.done does not equal its embedding.delta", event)
         if kind == "tool_call":
             if not isinstance(item.get("arguments"), dict):
