@@ -498,3 +498,28 @@ def test_a_signature_only_thinking_done_carries_its_empty_thinking_and_is_taken(
                   delta({"type": "thinking.done", "thinking": "", "fidelity": {"signature": "s"}}), stop()):
         state.feed(event)
     assert state.status == "complete" and state.items[0].fidelity == {"signature": "s"}
+
+
+@pytest.mark.parametrize("end", ["finish", "cancel", "fail", "violation"])
+def test_an_event_after_the_step_ended_is_refused_and_the_step_keeps_how_it_ended(end):
+    """feed_many's fast path still took fragments after finish, fail or cancel, and a later .done
+    turned a cancelled step into an error; a reader's last batch may arrive after the user stopped."""
+    state = TurnState()
+    state.feed(delta({"type": "text.delta", "text": "partial"}))
+    if end == "finish":
+        state.finish()
+    elif end == "cancel":
+        state.cancel()
+    elif end == "fail":
+        state.fail(ConnectionError("reset"))
+    else:
+        with pytest.raises(ProtocolError):
+            state.feed(delta({"type": "thinking.delta", "thinking": "x"}))
+    before = (state.status, state.error, state.ended, state.version, state.n_events)
+    for late in ([delta({"type": "text.delta", "text": " more"}), delta({"type": "text.delta", "text": "!"})],
+                 [delta({"type": "text.done", "text": "partial more!"})], [stop()]):
+        with pytest.raises(ProtocolError, match=r"^event 1: an event after the stream ended") as info:
+            state.feed_many(late, [1.0] * len(late))
+        assert (state.status, state.error, state.ended, state.version, state.n_events) == before
+        assert state.fail(info.value) == before[0] and state.error is before[1]  # (as a reader's loop reports it)
+    assert state.text == "partial" and len(state.events) == 1 and state.items[0].status == "streaming"

@@ -11,6 +11,10 @@ marks from a monotonic clock. It checks the streaming grammar as it goes::
 
 A violation raises :class:`~mmsp_notebook.ProtocolError` naming the event's index and what was
 wrong; the state then has status ``"error"`` and everything that arrived before stays readable.
+An event after the stop event is one. An event after a step ended without one (``finish``,
+``fail``, ``cancel``, a violation: say a batch a reader held when the user stopped the turn) is
+refused with a ``ProtocolError`` that changes nothing: the step keeps how it ended (a cancelled
+one stays ``cancelled``), and ``fail`` given that refusal keeps it too.
 
 This module imports nothing from IPython, widgets or pandas.
 """
@@ -119,7 +123,8 @@ class TurnState:
         self.stopped: float | None = None
         self.ended: float | None = None
         self.version = 0  # bumped on every change, for views that poll
-        self._open: ItemState | None = None  # the open group, for feed's fast path
+        self._open: ItemState | None = None  # the open group, for feed's fast path (None once the step ended)
+        self._late: ProtocolError | None = None  # the refusal of an event after the step ended
 
     # ------------------------------------------------------------------ feeding
     def mark_request_sent(self) -> None:
@@ -240,7 +245,8 @@ class TurnState:
             if self.stop_event is not None:
                 what = "a second stop event" if _is(event, "event_type", "stop") else "an event after the stop event"
                 raise self._violation(index, f"{what}: the stop event is always the last", event)
-            raise self._violation(index, f"an event after the stream ended ({self.status})", event)
+            self._late = ProtocolError(index, f"an event after the stream ended ({self.status})", event)
+            raise self._late  # (refused, the state unchanged: see the module's docstring)
         if not isinstance(event, dict):
             raise self._violation(index, f"an event must be a dict, not {type(event).__name__}", event)
         event_type = event.get("event_type")
@@ -463,6 +469,7 @@ class TurnState:
     # ------------------------------------------------------------------ ending
     def finish(self) -> Status:
         """The stream iterator ended: ``complete`` after a stop event, ``incomplete`` otherwise."""
+        self._open = None
         if self.status == "streaming":
             self.status = "incomplete"
             self.ended = self._clock()
@@ -471,7 +478,8 @@ class TurnState:
 
     def fail(self, exc: BaseException) -> Status:
         """The stream raised ``exc``: record it and end in ``incomplete``, ``cancelled`` or ``error``."""
-        if self.status not in ("streaming",) and self.error is exc:
+        self._open = None
+        if self.status != "streaming" and (exc is self.error or exc is self._late):
             return self.status
         status = classify_exception(exc, self._n)
         if self.status == "complete" and status == "incomplete":
