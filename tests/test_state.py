@@ -299,9 +299,27 @@ def test_text_read_while_it_grows_and_a_fragment_that_is_not_text():
     state.feed_many([delta({"type": "text.delta", "text": "lo"}), delta({"type": "text.delta", "text": " you"})],
                     [1.0, 2.0])
     assert state.items[0].content() == "Hello you" and state.items[0].size == 9
-    state.feed(delta({"type": "text.delta", "text": 7}))  # not a str: the content is the fragments as they came
-    assert state.items[0].content() == ["Hel", "lo", " you", 7]
-    assert state.events[-1]["content_items"][0]["text"] == 7 and state.n_events == 4
+    state.feed(delta({"type": "text.delta", "text": None}))  # no fragment: nothing added
+    assert state.items[0].content() == "Hello you" and state.n_events == 4
+    # not a str: refused where it came (it was kept, and Turn.text and every view then raised)
+    with pytest.raises(ProtocolError, match="^event 4: text.delta carries text of type int, not a str"):
+        state.feed_many([delta({"type": "text.delta", "text": 7})], [3.0])
+    assert state.status == "error" and state.text == "Hello you" and state.n_events == 4
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ({"type": "text.delta", "text": 5}, "text.delta carries text of type int, not a str"),
+    ({"type": "thinking.delta", "thinking": ["a"]}, "thinking.delta carries thinking of type list, not a str"),
+    ({"type": "tool_call.delta", "name": "f", "tool_call_id": "c", "arguments": {"a": 1}},
+     "tool_call.delta carries arguments of type dict, not a str"),
+])
+def test_a_text_fragment_that_is_not_a_str_is_a_protocol_error_at_its_event(item, said):
+    state = TurnState()
+    state.feed(delta({"type": "thinking.delta", "thinking": "hm"}))
+    state.feed(delta({"type": "thinking.done", "thinking": "hm"}))
+    with pytest.raises(ProtocolError, match=f"^event 2: {said}"):
+        state.feed(delta(item))
+    assert state.status == "error" and state.thinking == "hm" and state.text == ""
 
 
 def test_feed_many_stops_at_a_violation_with_what_came_before_consumed():
@@ -382,3 +400,126 @@ def test_media_of_the_wrong_type_is_a_protocol_error_not_a_crash_later(item, sai
     with pytest.raises(ProtocolError, match=f"^event 0: {said}"):
         state.feed(delta(item))
     assert state.items == [] and state.status == "error"
+
+
+@pytest.mark.parametrize(("vector", "said"), [
+    ([None, 1.0], "value 0 is null"),  # a JS gateway writes NaN as null
+    ([0.5, [1, 2]], "value 1 is a list"),
+    ([1.0, 2.0, 10**400], "value 2 is an int too large for a float"),
+    ([0.25, True], "value 1 is a bool"),
+    (["1.5"], "value 0 is a str"),
+])
+def test_an_embedding_value_that_is_no_number_is_a_protocol_error_at_its_event(vector, said):
+    """Such a vector was accepted, the turn ended complete, and every view then raised (float(None))."""
+    state = TurnState()
+    state.feed(delta({"type": "text.delta", "text": "a"}))
+    state.feed(delta({"type": "text.done", "text": "a"}))
+    with pytest.raises(ProtocolError, match=f"^event 2: embedding.delta carries an embedding whose {said}, not a number"):
+        state.feed(delta({"type": "embedding.delta", "embedding": vector}))
+    assert state.status == "error" and state.text == "a" and [i.kind for i in state.items] == ["text"]
+
+
+def test_an_embedding_of_ints_nan_and_large_floats_is_taken():
+    for vector in ([0, 1.5, -2, float("nan"), float("inf")], [1e308, 1e308], [3, 4], [], [float("-inf"), float("inf")]):
+        state = TurnState()
+        for event in (delta({"type": "embedding.delta", "embedding": vector}),
+                      delta({"type": "embedding.done", "embedding": vector}), stop()):
+            state.feed(event)
+        assert state.status == "complete", vector
+    assert state.items[0].norm == float("inf")
+    state = TurnState()
+    state.feed(delta({"type": "embedding.delta", "embedding": [3, 4.0]}))
+    assert state.items[0].norm == 5.0
+
+
+def test_the_norm_of_a_vector_that_is_not_all_numbers_is_none_not_an_exception():
+    from mmsp_notebook.core.items import ItemState
+
+    for vector in ([None, 1.0], [[1, 2]], [10**400], ["x"]):
+        assert ItemState(index=0, kind="embedding", started=0.0, chunks=[vector]).norm is None, vector
+    assert ItemState(index=0, kind="embedding", started=0.0, chunks=[[1e200, 1e200]]).norm == pytest.approx(2**0.5 * 1e200)
+
+
+def _call(raw_parts, done):
+    first = {"type": "tool_call.delta", "name": "rm", "tool_call_id": "c1", "arguments": raw_parts[0]}
+    rest = [{"type": "tool_call.delta", "name": "", "tool_call_id": "", "arguments": p} for p in raw_parts[1:]]
+    return [delta(i) for i in [first, *rest]] + [delta({"type": "tool_call.done", **done})]
+
+
+@pytest.mark.parametrize(("parts", "done", "said"), [
+    (['{"path": ', '"/tmp/x"}'], {"name": "rm", "tool_call_id": "c1", "arguments": {"path": "/"}},
+     "tool_call.done: its arguments differ from those its deltas streamed"),
+    (['{"path": "/tmp/x"'], {"name": "rm", "tool_call_id": "c1", "arguments": {"path": "/tmp/x"}},
+     "tool_call.done: the arguments its deltas streamed are not JSON"),
+    (['{}'], {"name": "rm", "tool_call_id": "OTHER", "arguments": {}},
+     "tool_call.done carries another tool_call_id than its first delta"),
+    (['{}'], {"name": "ls", "tool_call_id": "c1", "arguments": {}}, "tool_call.done names another tool than its first delta"),
+])
+def test_a_tool_call_done_that_is_not_what_its_deltas_streamed_is_a_protocol_error(parts, done, said):
+    """The tool would have run with arguments (or under an id) the user never saw stream."""
+    state = TurnState()
+    events = _call(parts, done)
+    with pytest.raises(ProtocolError, match=f"^event {len(events) - 1}: {said}"):
+        for event in events:
+            state.feed(event)
+    assert state.status == "error" and state.items[0].done is None and state.items[0].tool_call_id == "c1"
+
+
+def test_a_tool_call_done_equal_in_value_to_its_raw_arguments_is_taken():
+    for parts, arguments in ((['{"q": "caf\\u00', 'e9", "n": 1.0}'], {"n": 1, "q": "café"}),
+                             (['{"x": [NaN', ']}'], {"x": [float("nan")]}),
+                             ([""], {}), (["", ""], {"anything": "unchecked: no raw arguments streamed"})):
+        state = TurnState()
+        for event in [*_call(parts, {"tool_call_id": "c1", "arguments": arguments}), stop("tool_call")]:
+            state.feed(event)
+        assert state.status == "complete" and state.items[0].name == "rm", parts
+
+
+@pytest.mark.parametrize(("first", "done"), [
+    ({"type": "text.delta", "text": "Hello"}, {"type": "text.done"}),
+    ({"type": "thinking.delta", "thinking": "x"}, {"type": "thinking.done", "thinking": None}),
+    ({"type": "inline_data.delta", "data": b"x", "mime_type": "audio/wav"}, {"type": "inline_data.done", "mime_type": "audio/wav"}),
+    ({"type": "inline_thinking.delta", "data": b"x"}, {"type": "inline_thinking.done"}),
+    ({"type": "embedding.delta", "embedding": [1.0]}, {"type": "embedding.done"}),
+])
+def test_a_done_without_its_content_is_a_protocol_error(first, done):
+    """It was taken, and the message recorded with it broke the next turn's request (KeyError 'text')."""
+    state = TurnState()
+    state.feed(delta(first))
+    growing = {"inline_data": "data", "inline_thinking": "data"}.get(first["type"][:-6], first["type"][:-6])
+    with pytest.raises(ProtocolError, match=f"^event 1: {done['type']} without its {growing}"):
+        state.feed(delta(done))
+    assert state.status == "error" and state.message()["content_items"] == [] and state.items[0].content()
+
+
+def test_a_signature_only_thinking_done_carries_its_empty_thinking_and_is_taken():
+    state = TurnState()
+    for event in (delta({"type": "thinking.delta", "thinking": "", "fidelity": {"signature": "s"}}),
+                  delta({"type": "thinking.done", "thinking": "", "fidelity": {"signature": "s"}}), stop()):
+        state.feed(event)
+    assert state.status == "complete" and state.items[0].fidelity == {"signature": "s"}
+
+
+@pytest.mark.parametrize("end", ["finish", "cancel", "fail", "violation"])
+def test_an_event_after_the_step_ended_is_refused_and_the_step_keeps_how_it_ended(end):
+    """feed_many's fast path still took fragments after finish, fail or cancel, and a later .done
+    turned a cancelled step into an error; a reader's last batch may arrive after the user stopped."""
+    state = TurnState()
+    state.feed(delta({"type": "text.delta", "text": "partial"}))
+    if end == "finish":
+        state.finish()
+    elif end == "cancel":
+        state.cancel()
+    elif end == "fail":
+        state.fail(ConnectionError("reset"))
+    else:
+        with pytest.raises(ProtocolError):
+            state.feed(delta({"type": "thinking.delta", "thinking": "x"}))
+    before = (state.status, state.error, state.ended, state.version, state.n_events)
+    for late in ([delta({"type": "text.delta", "text": " more"}), delta({"type": "text.delta", "text": "!"})],
+                 [delta({"type": "text.done", "text": "partial more!"})], [stop()]):
+        with pytest.raises(ProtocolError, match=r"^event 1: an event after the stream ended") as info:
+            state.feed_many(late, [1.0] * len(late))
+        assert (state.status, state.error, state.ended, state.version, state.n_events) == before
+        assert state.fail(info.value) == before[0] and state.error is before[1]  # (as a reader's loop reports it)
+    assert state.text == "partial" and len(state.events) == 1 and state.items[0].status == "streaming"

@@ -11,6 +11,10 @@ marks from a monotonic clock. It checks the streaming grammar as it goes::
 
 A violation raises :class:`~mmsp_notebook.ProtocolError` naming the event's index and what was
 wrong; the state then has status ``"error"`` and everything that arrived before stays readable.
+An event after the stop event is one. An event after a step ended without one (``finish``,
+``fail``, ``cancel``, a violation: say a batch a reader held when the user stopped the turn) is
+refused with a ``ProtocolError`` that changes nothing: the step keeps how it ended (a cancelled
+one stays ``cancelled``), and ``fail`` given that refusal keeps it too.
 
 This module imports nothing from IPython, widgets or pandas.
 """
@@ -25,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from .._errors import ProtocolError
-from .items import GROWING_FIELD, ItemState, ToolRun
+from .items import GROWING_FIELD, ItemState, ToolRun, arguments_problem, chunk_problem
 
 #: a token count at or above this is no count (a float64 holds every integer below it, and a sum of
 #: a turn's steps stays within int64, which the frames hold)
@@ -119,7 +123,8 @@ class TurnState:
         self.stopped: float | None = None
         self.ended: float | None = None
         self.version = 0  # bumped on every change, for views that poll
-        self._open: ItemState | None = None  # the open group, for feed's fast path
+        self._open: ItemState | None = None  # the open group, for feed's fast path (None once the step ended)
+        self._late: ProtocolError | None = None  # the refusal of an event after the step ended
 
     # ------------------------------------------------------------------ feeding
     def mark_request_sent(self) -> None:
@@ -240,7 +245,8 @@ class TurnState:
             if self.stop_event is not None:
                 what = "a second stop event" if _is(event, "event_type", "stop") else "an event after the stop event"
                 raise self._violation(index, f"{what}: the stop event is always the last", event)
-            raise self._violation(index, f"an event after the stream ended ({self.status})", event)
+            self._late = ProtocolError(index, f"an event after the stream ended ({self.status})", event)
+            raise self._late  # (refused, the state unchanged: see the module's docstring)
         if not isinstance(event, dict):
             raise self._violation(index, f"an event must be a dict, not {type(event).__name__}", event)
         event_type = event.get("event_type")
@@ -308,10 +314,8 @@ class TurnState:
         chunk = item.get(growing) if growing else {k: v for k, v in item.items() if k not in ("type", "fidelity")}
         if growing and chunk is None:
             chunk = b"" if kind in ("inline_data", "inline_thinking") else ([] if kind == "embedding" else "")
-        elif (growing == "data" and not isinstance(chunk, (bytes, bytearray))) or (
-                growing == "embedding" and not isinstance(chunk, list)):
-            raise self._violation(index, f"{item['type']} carries {growing} of type {type(chunk).__name__}, not "
-                                         f"{'bytes' if growing == 'data' else 'a list of numbers'}", event)
+        elif growing and (problem := chunk_problem(growing, chunk)):
+            raise self._violation(index, f"{item['type']} {problem}", event)
         if current is None:
             if self.first_delta is None:
                 self.first_delta = now
@@ -331,8 +335,6 @@ class TurnState:
             current.fidelity = dict(fidelity)
         if not current.mime_type and item.get("mime_type"):
             current.mime_type = item["mime_type"]
-        if growing in ("text", "thinking", "arguments") and type(chunk) is not str:
-            current.mixed = True
         current.chunks.append(chunk)
         current.size += _size(chunk)
         return current
@@ -345,19 +347,27 @@ class TurnState:
                 index, f"{item['type']} closes the open {current.kind} item {current.index} (a .done of another kind)", event
             )
         growing = GROWING_FIELD.get(kind)
-        if growing in ("text", "thinking", "data") and item.get(growing) is not None:
+        if growing in ("text", "thinking", "data", "embedding") and item.get(growing) is None:
+            # (mmsp's done always has it: the message recorded without it breaks the next request)
+            raise self._violation(index, f"{item['type']} without its {growing} (a .done carries it whole)", event)
+        if growing in ("text", "thinking", "data"):
             joined = current.content()
             if item[growing] != joined and not _same_text(item[growing], joined):
                 raise self._violation(
                     index, f"{item['type']} does not equal the concatenation of its {kind}.delta fragments", event
                 )
-        elif kind == "embedding" and item.get("embedding") is not None and list(item["embedding"]) != current.content():
+        elif kind == "embedding" and list(item["embedding"]) != current.content():
             raise self._violation(index, "embedding.done does not equal its embedding.delta", event)
         if kind == "tool_call":
             if not isinstance(item.get("arguments"), dict):
                 raise self._violation(index, "tool_call.done must carry its arguments parsed into an object", event)
-            if item.get("name") and current.name and item["name"] != current.name:
+            if item.get("name") and item["name"] != current.name:
                 raise self._violation(index, "tool_call.done names another tool than its first delta", event)
+            if item.get("tool_call_id") and item["tool_call_id"] != current.tool_call_id:
+                raise self._violation(index, "tool_call.done carries another tool_call_id than its first delta", event)
+            problem = arguments_problem(current.content(), item["arguments"])
+            if problem:
+                raise self._violation(index, f"tool_call.done: {problem}", event)
         if current.fidelity is not None and item.get("fidelity") not in (None, current.fidelity):
             raise self._violation(index, f"{item['type']} carries another fidelity than its deltas", event)
         self._open = None
@@ -366,10 +376,6 @@ class TurnState:
         current.ended = now
         if item.get("fidelity"):
             current.fidelity = dict(item["fidelity"])
-        if item.get("name"):
-            current.name = item["name"]
-        if item.get("tool_call_id"):
-            current.tool_call_id = item["tool_call_id"]
         if item.get("mime_type"):
             current.mime_type = item["mime_type"]
         return current
@@ -463,6 +469,7 @@ class TurnState:
     # ------------------------------------------------------------------ ending
     def finish(self) -> Status:
         """The stream iterator ended: ``complete`` after a stop event, ``incomplete`` otherwise."""
+        self._open = None
         if self.status == "streaming":
             self.status = "incomplete"
             self.ended = self._clock()
@@ -471,7 +478,8 @@ class TurnState:
 
     def fail(self, exc: BaseException) -> Status:
         """The stream raised ``exc``: record it and end in ``incomplete``, ``cancelled`` or ``error``."""
-        if self.status not in ("streaming",) and self.error is exc:
+        self._open = None
+        if self.status != "streaming" and (exc is self.error or exc is self._late):
             return self.status
         status = classify_exception(exc, self._n)
         if self.status == "complete" and status == "incomplete":
