@@ -122,3 +122,18 @@ def test_a_user_message_longer_than_an_answer_is_drawn_is_cut_as_an_answer_is(tm
     assert "5,000 characters not shown: the trace file has all" in page and "y" * 10 not in page
     assert len(page) < HTML_TEXT_LIMIT + 100_000
     assert "5,000 characters not shown" in conversation.text
+
+
+def test_an_answer_item_without_its_content_or_with_a_huge_number_is_named_and_the_rest_drawn(tmp_path):
+    """The turn state refuses a done item without its content and an embedding value no float holds;
+    show names such an item as damaged and draws the answer's other items, instead of failing."""
+    from mmsp_notebook import traces
+
+    for bad, said in (({"type": "text.done"}, "a text item without its text"),
+                      ({"type": "thinking.done", "thinking": None}, "a thinking item without its thinking"),
+                      ({"type": "embedding.done", "embedding": [1.0, 10**400]}, "an embedding that is not a list")):
+        answer = {**_ANSWER, "content_items": [bad, {"type": "text.done", "text": "still here"}]}
+        path = _trace(tmp_path, [{"role": "user", "content_items": [{"type": "text.done", "text": "go"}], "created_at": T0},
+                                 answer], [_record()])
+        shown = traces.show(path)
+        assert said in shown.text and "still here" in shown.text, shown.text

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.fields import as_int, attempt_order, record_status
-from ..core.items import GROWING_FIELD, ToolRun
+from ..core.items import GROWING_FIELD, ToolRun, not_a_number
 from ..core.redact import held_secrets, redact, redact_value
 from ..core.stamps import created_ms
 from ..core.state import TurnState
@@ -104,9 +104,11 @@ def _problem(item: Mapping[str, Any]) -> str | None:
         return None
     expected: dict[str, Any] = {"text": str, "thinking": str, "inline_data": (bytes, bytearray),
                                 "inline_thinking": (bytes, bytearray), "embedding": list}
-    if value is not None and not isinstance(value, expected[kind]):
+    if value is None:  # (the turn state refuses a done without its content: mmsp's always carry it)
+        return f"a {kind} item without its {GROWING_FIELD[kind]}"
+    if not isinstance(value, expected[kind]):
         return f"a {kind} item whose {GROWING_FIELD[kind]} is a {type(value).__name__}"
-    if kind == "embedding" and not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value or []):
+    if kind == "embedding" and not_a_number(value) is not None:
         return "an embedding that is not a list of numbers"
     return None
 
@@ -189,8 +191,7 @@ def _step(message: Mapping[str, Any], record: Mapping[str, Any] | None, offset: 
             delta.update(arguments=json.dumps(item["arguments"], ensure_ascii=False), name=item["name"],
                          tool_call_id=item["tool_call_id"])
         else:
-            value = item.get(field)
-            delta[field] = value if value is not None else (b"" if kind.startswith("inline") else [] if kind == "embedding" else "")
+            delta[field] = item[field]  # (never None: _items names such an item damaged)
             if item.get("mime_type"):
                 delta["mime_type"] = item["mime_type"]
         at = times[k] if times else ((ttft or 0.0) / 1000.0,) * 2
