@@ -84,6 +84,8 @@ def test_an_answer_cut_at_the_token_limit_is_never_best(fresh_session):
     assert [t.finish_reason for t in c.turns] == ["length", "stop", "stop"] and c.status == "complete"
     rows = {r["label"]: r for r in figures(c.turns)}
     assert all(0 not in r["best"] for r in rows.values()) and rows["total"]["best"] in ([1], [2])
+    # the finish row warns of an end that is not normal, as the footer does
+    assert rows["finish"]["cells"] == ["⚠ truncated (length)", "stop", "stop"]
 
 
 def test_compare_cells_in_a_kernel(tmp_path, monkeypatch):

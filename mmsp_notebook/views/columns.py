@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from ..core.pricing import format_cost
-from ..core.redact import redact_value
 from ..core.turn import Turn
 from . import format as fmt
 from .html import styled, turn_markup
@@ -23,6 +22,7 @@ from .live import LiveView
 from .model import OpsTracker, view_model
 from .static import running_cell
 from .text import PLAIN_TEXT_LIMIT, render_text
+from .unusual import finish_stat
 
 __all__ = ["figures", "render_comparison_html", "render_comparison_text", "comparison_bundle", "ColumnsLive",
            "ColumnsText", "COMPARE_CSS"]
@@ -44,6 +44,15 @@ def _usage(turn: Turn, bucket: str) -> int | None:
     return (turn.usage or {}).get(bucket)
 
 
+def _finish(reason: Any) -> str:
+    """A finish reason in the figures table: as the footer says it (``⚠`` for one that is not a
+    normal end), without the footer's ``finish:``."""
+    if reason is None:
+        return "–"
+    key, text, _tooltip = finish_stat(reason)
+    return text.removeprefix("finish: ") if key == "finish" else text.replace("⚠ finish: ", "⚠ ", 1)
+
+
 def _tokens(v: Any) -> str:
     return fmt.integer(v) if v is not None else "–"
 
@@ -51,7 +60,7 @@ def _tokens(v: Any) -> str:
 # the figures table: label, value of a turn, which is best (min/max/None), how it is written
 _FIGURES: list[tuple[str, Callable[[Turn], Any], Callable[..., Any] | None, Callable[[Any], str]]] = [
     ("status", lambda t: t.status, None, str),
-    ("finish", lambda t: redact_value(t.finish_reason) or "–", None, str),
+    ("finish", lambda t: _finish(t.finish_reason), None, str),
     ("TTFT", lambda t: t.timings["ttft"], min, lambda v: fmt.seconds(v) if v is not None else "–"),
     ("total", lambda t: t.timings["total"], min, lambda v: fmt.seconds(v) if v is not None else "–"),
     ("tokens/s", lambda t: t.timings["tokens_per_second"], max, lambda v: fmt.fixed(v, 1) if v is not None else "–"),
