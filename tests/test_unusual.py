@@ -11,6 +11,7 @@ import typing
 import pytest
 from helpers import apply_ops
 
+from mmsp_notebook._errors import ProtocolError
 from mmsp_notebook.core.turn import Turn
 from mmsp_notebook.views.html import render_html
 from mmsp_notebook.views.model import OpsTracker, view_model
@@ -55,6 +56,12 @@ def streamed(events, end=True):
         step.finish()
     apply_ops(vm, tracker.ops(turn, final=True))
     return turn, vm
+
+
+def live_matches(live, vm):
+    """The ops a live front end got give the static view model's kinds, footer and banner."""
+    return ([it["kind"] for it in live["items"]] == [it["kind"] for it in vm["items"]]
+            and live["footer"] == vm["footer"] and live["banner"] == vm["banner"])
 
 
 def views(turn):
@@ -159,7 +166,9 @@ def test_a_complete_turn_with_no_answer_says_so(events):
 
 
 def test_an_answer_or_an_unfinished_turn_has_no_no_answer_note():
-    for events in (group("text", "hi"), group("tool_call", name="f", tool_call_id="c", arguments={}),
+    call = [delta({"type": "tool_call.delta", "name": "f", "tool_call_id": "c", "arguments": "{}"}),
+            delta({"type": "tool_call.done", "name": "f", "tool_call_id": "c", "arguments": {}})]
+    for events in (group("text", "hi"), call,
                    group("embedding", [0.5]), group("citation", url="u")):
         turn, _ = streamed(events + [stop()])
         assert turn.status == "complete" and view_model(turn)["banner"] is None, events
@@ -184,24 +193,46 @@ def test_empty_media_is_said_not_drawn():
 ODD = {
     "nan and infinities": group("embedding", [math.nan, math.inf], [-math.inf, 1.0]),
     "empty vector": group("embedding", []),
-    "no numbers": group("embedding", [None, "<b>x</b>", True, {"a": 1}, [1, 2], 10 ** 400, "y" * 500]),
     "unknown kinds": group("citation", url="u") + group("x.y", text=None) + group("blob", data=b"\x00"),
     "empty image": group("inline_data", b"", mime_type="image/png"),
-    "fragments that are no strings": [delta({"type": "thinking.delta", "thinking": ["a"]}),
-                                      delta({"type": "thinking.delta", "thinking": None}), delta({"type": "thinking.done"}),
-                                      delta({"type": "text.delta", "text": 5}), delta({"type": "text.delta", "text": {"k": 1}})],
-    "tool call arguments as an object": [
-        delta({"type": "tool_call.delta", "name": "f", "tool_call_id": "c", "arguments": {"a": math.nan}}),
+    "tool call arguments with NaN": [
+        delta({"type": "tool_call.delta", "name": "f", "tool_call_id": "c", "arguments": '{"a": NaN}'}),
         delta({"type": "tool_call.done", "name": "f", "tool_call_id": "c", "arguments": {"a": math.nan}})],
 }
+
+#: content the turn state refuses (a protocol error at its event): the turn ends in that error, every view draws it
+REFUSED = {
+    "no numbers": group("text", "<b>x</b> kept") + group("embedding", [None, "<b>x</b>", True, {"a": 1}, [1, 2],
+                                                                        10 ** 400, "y" * 500]),
+    "fragments that are no strings": group("text", "<b>x</b> kept") + [delta({"type": "thinking.delta", "thinking": ["a"]})],
+    "text that is no string": group("text", "<b>x</b> kept") + [delta({"type": "text.delta", "text": {"k": 1}})],
+    "tool call arguments as an object": group("text", "<b>x</b> kept") + [
+        delta({"type": "tool_call.delta", "name": "f", "tool_call_id": "c", "arguments": {"a": math.nan}})],
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_content_the_state_refuses_ends_the_turn_in_that_error_and_every_view_draws_it(name):
+    turn = Turn(model="m")
+    step = turn.new_step()
+    tracker, vm = OpsTracker(events=True), {"items": []}
+    with pytest.raises(ProtocolError):
+        for event in REFUSED[name]:
+            step.feed(event)
+            apply_ops(vm, tracker.ops(turn))
+    apply_ops(vm, tracker.ops(turn, final=True))
+    assert turn.status == "error" and isinstance(turn.error, ProtocolError)
+    assert turn.text == "<b>x</b> kept"  # the partial answer is kept
+    text, html = views(turn)
+    assert "ProtocolError" in text and "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt; kept" in html
+    assert live_matches(vm, view_model(turn))
 
 
 @pytest.mark.parametrize("name", list(ODD))
 @pytest.mark.parametrize("end", ["stop", "none"])
 def test_no_view_raises_on_content_the_state_accepted(name, end):
     events = ODD[name]
-    ends_open = name == "fragments that are no strings"  # (its text item is still open)
-    turn, live = streamed(events + ([stop()] if end == "stop" and not ends_open else []))
+    turn, live = streamed(events + ([stop()] if end == "stop" else []))
     assert turn.status in ("complete", "incomplete") and turn.error is None
     vm = view_model(turn)
     text, html = views(turn)
