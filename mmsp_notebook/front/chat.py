@@ -179,6 +179,7 @@ class Chat(MarkdownWidget):
         self._live: _ChatLive | None = None  # the view of the turn in flight, until its answer is in the transcript
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._last_prompt: tuple[str, list[str]] | None = None
+        self._answered: BaseException | None = None  # why the last start failed once its message was in the transcript
         self.message_bytes = 0  # bytes of custom messages sent, for measurement
         self.message_count = 0
         self._display_id = f"mmsp-chat-{uuid.uuid4().hex}"
@@ -467,6 +468,7 @@ class Chat(MarkdownWidget):
             if isinstance(exc, OptionError) and vm.get("banner"):  # (the other options were checked by Chat())
                 vm["banner"]["hint"] = "Choose another model or thinking level (chat.model, chat.thinking), then Retry."
             self.transcript = [*self.transcript, {"role": "assistant", "turn": vm}]
+            self._answered = exc  # (its message is answered: not handed back to the view that sent it)
             raise
         shown: concurrent.futures.Future[Turn] = concurrent.futures.Future()
         live = _ChatLive(self, index)
@@ -522,6 +524,9 @@ class Chat(MarkdownWidget):
                 await self._retry()
         except Exception as exc:  # shown in the banner; the widget stays usable
             self.error = redact(f"{type(exc).__name__}: {exc}")
+            if kind == "send" and exc is not self._answered:  # refused before it joined the transcript:
+                sent = content.get("id")  # the view that sent it puts it back in its box
+                self._send_msg({"type": "refused", "id": sent if isinstance(sent, str) else None, "error": self.error})
 
     async def _retry(self) -> None:
         entries = list(self.transcript)
