@@ -102,6 +102,39 @@ def test_a_message_sent_right_after_stop_follows_the_stopped_turn(fresh_session)
     wait_for(lambda: not chat.busy)
 
 
+def test_a_message_the_kernel_refuses_is_handed_back_to_the_view_that_sent_it(fresh_session):
+    """A send refused before it joined the transcript set only the error: the view that sent it
+    had emptied its box, and the message was lost. It is now answered by a refused message naming
+    the send's id (js/src/chat.js puts it back in the box); one answered by a failed turn is not."""
+    chat = Chat(model="demo+tps=30", trace=False)
+    cap = Capture(chat)
+
+    def refusals():
+        return [m for m in cap.messages if m.get("type") == "refused"]
+
+    inbound(chat, {"type": "send", "text": "hello", "id": "a-1"})
+    wait_for(lambda: chat.busy)
+    inbound(chat, {"type": "send", "text": "me too", "id": "b-1"})  # another view, at the same time
+    wait_for(refusals)
+    assert refusals() == [{"type": "refused", "id": "b-1", "error": chat.error}]
+    assert chat.error.startswith("BusyError: a turn is already streaming")
+    assert [e.get("text") for e in chat.transcript if e["role"] == "user"] == ["hello"]
+    chat.stop()
+    wait_for(lambda: not chat.busy)
+    inbound(chat, {"type": "send", "text": "half a pair \ud800", "id": "b-2"})  # (pasted text no page can hold)
+    wait_for(lambda: len(refusals()) == 2)
+    assert refusals()[1]["id"] == "b-2" and refusals()[1]["error"].startswith("OptionError: ")
+    inbound(chat, {"type": "send", "text": ["hi"], "id": {"not": "a string"}})  # (only a string is sent back)
+    wait_for(lambda: len(refusals()) == 3)
+    assert refusals()[2]["id"] is None
+    chat.thinking = "very"  # refused when its turn starts: answered in the transcript, with Retry
+    inbound(chat, {"type": "send", "text": "hello again", "id": "b-3"})
+    wait_for(lambda: chat.transcript[-1]["role"] == "assistant" and chat.transcript[-1]["turn"]["status"] == "error")
+    inbound(chat, {"type": "hello"})  # (answered after the send: it has been handled)
+    wait_for(lambda: any(m.get("type") == "chat_snapshot" for m in cap.messages))
+    assert len(refusals()) == 3 and "thinking takes one of" in chat.error
+
+
 def test_failing_turn_sets_the_banner_and_retry_sends_again(fresh_session):
     chat = Chat(model="demo+401")
     turn = chat.send("hi")

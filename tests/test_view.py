@@ -250,6 +250,39 @@ def test_media_and_embedding_lines(fresh_session):
     assert re.fullmatch(r"\[(-?\d\.\d{3}, ){8}…\]", emb["preview"]), emb["preview"]
 
 
+@pytest.mark.parametrize("late", ["delta", "done"])
+def test_an_inline_data_item_whose_mime_type_comes_late_is_drawn_as_its_kind(late):
+    """Its first delta carried no MIME type: the live view kept it a data caption until the end."""
+    from mmsp_notebook.core.turn import Turn
+
+    def event(event_type, items, finish=None):
+        return {"role": "assistant", "event_type": event_type, "content_items": items, "finish_reason": finish,
+                "usage_metadata": {"prompt_tokens": 1, "response_tokens": 1} if event_type == "stop" else None}
+
+    turn = Turn(model="demo")
+    step, tracker, ops = turn.new_step(), OpsTracker(), []
+    data = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
+    step.feed(event("delta", [{"type": "inline_data.delta", "data": data[:20]}]))
+    ops += tracker.ops(turn)
+    assert ops[0][:2] == ["item", 0] and ops[0][2]["kind"] == "data"
+    step.feed(event("delta", [{"type": "inline_data.delta", "data": data[20:], **({"mime_type": "image/png"} if late == "delta" else {})}]))
+    if late == "delta":
+        batch = tracker.ops(turn)
+        [kind_set] = [op for op in batch if op[0] == "set"]
+        # the whole view of its new kind: a view draws it again as that kind (js/src/render.js)
+        assert kind_set[2]["kind"] == "image" and kind_set[2]["tag"] == "image"
+        assert kind_set[2]["mime_type"] == "image/png" and kind_set[2]["status"] == "streaming"
+        ops += batch
+    step.feed(event("delta", [{"type": "inline_data.done", "data": data, "mime_type": "image/png"}]))
+    batch = tracker.ops(turn)
+    assert any(op[0] == "set" and op[2].get("src", "").startswith("data:image/png;base64,") for op in batch)
+    ops += batch
+    step.feed(event("stop", [], "stop"))
+    ops += tracker.ops(turn, final=True)
+    assert apply_ops({"items": []}, ops) == view_model(turn)
+    assert tracker.ops(turn, final=True) == []
+
+
 def test_the_view_fields_cost_little_next_to_the_text(fresh_session):
     """Labels, states and the footer are sent when they change, not with every update."""
     turn, batches = run_with_tracker("Tell me a long story", model="demo+tokens=2000")

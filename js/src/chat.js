@@ -1,9 +1,10 @@
 // anywidget front end of Chat: a conversation with streamed assistant turns (drawn by render.js).
 //
 // Traits read: transcript, busy, models, model, thinking, thinking_levels, error.
-// Messages sent: hello, send, pick (the model and thinking pickers), stop, new_chat, retry, math_code
-// (math.js). Received: transcript, ops (with turn index), chat_snapshot, heartbeat, math_code (the
-// math renderer, in a binary buffer).
+// Messages sent: hello, send (with an id), pick (the model and thinking pickers), stop, new_chat,
+// retry, math_code (math.js). Received: transcript, ops (with turn index), chat_snapshot, heartbeat,
+// refused (a message sent that the kernel did not take, by its id), math_code (the math renderer,
+// in a binary buffer).
 //
 // The transcript: once a view has said hello, the kernel sends it whole only in the state of a
 // model that opens and in a snapshot; each change comes as {type: "transcript", at, entries} (the
@@ -44,6 +45,9 @@ const NO_KERNEL = "This chat is no longer connected to a kernel: run its cell ag
 // kernel answers later (it was busy), the box is emptied again.
 const ACK_MS = 4000;
 const NO_ANSWER = "The kernel has not answered yet: if a cell is running, your message goes when it ends; if the kernel restarted, run this chat's cell again (your message is kept in the box).";
+// Each message sent carries an id the kernel names when it refuses it ({type: "refused", id, error}):
+// the view that sent it puts it back in its box (see refused()).
+let views = 0;
 
 function optionList(list, emptyLabel) {
   if (!Array.isArray(list)) return [];
@@ -699,13 +703,14 @@ export function renderChatWidget({ model, el }) {
       showNote(WAIT_NOTE);
       return false;
     }
+    const id = `${viewId}-${++sends}`;
     try {
-      model.send({ type: "send", text, images: pending.map((a) => a.src) });
+      model.send({ type: "send", text, images: pending.map((a) => a.src), id });
     } catch {
       showNote(NO_KERNEL); // (a restarted kernel's chat: the message stays in the box)
       return false;
     }
-    awaitAnswer(text, pending);
+    awaitAnswer(id, text, pending);
     input.value = "";
     pending = [];
     drawAttachments();
@@ -715,11 +720,16 @@ export function renderChatWidget({ model, el }) {
     return true;
   }
 
-  // ------------------------------------------------------------------ a message the kernel does not answer
-  let unanswered = null; // {text, images, timer, back}: the last message sent, until the kernel says anything
-  function awaitAnswer(text, images) {
+  // ------------------------------------------------------------------ a message the kernel does not answer, or refuses
+  const viewId = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}-${++views}`;
+  let sends = 0;
+  // {id, text, images, timer, back}: the last message sent, until the kernel says anything; `back`
+  // while it is in the box again (put back there, not taken out since)
+  let unanswered = null;
+  let lastSent = null; // the same message, until the kernel refuses it or another one is sent
+  function awaitAnswer(id, text, images) {
     answered();
-    unanswered = { text, images: images.slice(), back: false, timer: null };
+    unanswered = lastSent = { id, text, images: images.slice(), back: false, timer: null };
     const u = unanswered;
     u.timer = win.setTimeout(() => {
       if (unanswered !== u || input.value || pending.length) return; // (something new is being written)
@@ -741,12 +751,35 @@ export function renderChatWidget({ model, el }) {
       input.value = "";
       pending = [];
       drawAttachments();
+      u.back = false;
     }
     if (note.textContent === NO_ANSWER) showNote("");
   }
+  // The kernel refused the message (a reply another view started streams, or one cut here still
+  // runs there; a text it cannot take): no transcript entry holds it, and any word from the kernel
+  // (a heartbeat, the error, another view's message) may have taken it for answered already. It
+  // comes back into the box, as one not answered does. What was written since is kept: the refused
+  // text goes before it (written first; the caret stays at the end, where the writing goes on), its
+  // images before those attached since, and the note says so.
+  function refused(id, error) {
+    const s = lastSent;
+    if (!s || typeof id !== "string" || s.id !== id) return; // (another view's message, or an earlier one)
+    lastSent = null;
+    if (unanswered === s) {
+      win.clearTimeout(s.timer);
+      unanswered = null;
+    }
+    const said = typeof error === "string" && error && (errorBanner.hidden || errorText.textContent !== error) ? `: ${error}` : " (the error above says why)";
+    if (s.back) return showNote(`Not sent${said}. Your message is in the box.`); // (put back already, maybe edited since)
+    const since = !!input.value.trim() || pending.length > 0;
+    input.value = since ? [s.text, input.value].filter(Boolean).join("\n\n") : s.text;
+    pending = [...s.images, ...pending];
+    drawAttachments();
+    showNote(`Not sent${said}. Your message is back in the box${since ? ", before what you wrote since" : ""}.`);
+  }
   cleanups.push(() => {
     if (unanswered) win.clearTimeout(unanswered.timer);
-    unanswered = null;
+    unanswered = lastSent = null;
   });
 
   // ------------------------------------------------------------------ keys stay in the widget
@@ -778,6 +811,7 @@ export function renderChatWidget({ model, el }) {
     if (!msg || typeof msg !== "object") return;
     heardFromKernel(); // any message: ops, a snapshot, a heartbeat (which needs nothing more)
     if (msg.type === "ops") applyOps(msg.turn, msg.ops);
+    else if (msg.type === "refused") refused(msg.id, msg.error);
     else if (msg.type === "chat_snapshot" && msg.chat && typeof msg.chat === "object") {
       const c = msg.chat;
       const t = Array.isArray(c.transcript) ? c.transcript : model.get("transcript");
@@ -805,10 +839,9 @@ export function renderChatWidget({ model, el }) {
   on("change:model", drawModels);
   on("change:thinking_levels", drawThinking);
   on("change:thinking", drawThinking);
-  on("change:error", () => {
-    answered();
-    drawError();
-  });
+  // (an error answers no message: one the kernel refuses comes with a refused message, one it takes
+  // with its transcript entry; an error counted as an answer would stop the message coming back)
+  on("change:error", drawError);
 
   drawModels();
   drawThinking();

@@ -49,6 +49,32 @@ for (const file of ["../src/widget.css", "../../mmsp_notebook/static/widget.css"
   });
 }
 
+// Each rule's declarations by selector (comments stripped; a rule inside @media counts as well).
+function declarations(css) {
+  const out = new Map();
+  const src = css.replace(/\/\*[\s\S]*?\*\//g, "");
+  for (const m of src.matchAll(/([^{}]+)\{([^{}]*)\}/g)) {
+    const decls = m[2].split(";").map((d) => d.split(":").map((x) => x.trim())).filter((d) => d.length === 2);
+    for (const sel of m[1].split(",").map((s) => s.trim())) out.set(sel, [...(out.get(sel) || []), ...decls]);
+  }
+  return out;
+}
+
+for (const file of ["../src/widget.css", "../../mmsp_notebook/static/widget.css"]) {
+  test(`${file}: a long word in an error or a tool's name wraps, never widening the chat`, { skip: !existsSync(here(file)) }, () => {
+    // (a URL or minified JSON in an error made the log scroll sideways and pushed the error's
+    // dismiss button out of the chat; a long tool name hid the tool's state)
+    const rules = declarations(readFileSync(here(file), "utf8"));
+    const has = (sel, prop, value) =>
+      assert.ok((rules.get(`.mmsp-root ${sel}`) || []).some(([p, v]) => p === prop && v === value), `.mmsp-root ${sel} { ${prop}: ${value} }`);
+    for (const sel of [".mmsp-banner", ".mmsp-banner-detail", ".mmsp-chat-error", ".mmsp-composer-note", ".mmsp-tool-name"]) has(sel, "overflow-wrap", "anywhere");
+    has(".mmsp-chat-error-text", "min-width", "0");
+    has(".mmsp-chat-error .mmsp-dismiss", "flex", "none");
+    has(".mmsp-tool-name", "min-width", "0");
+    has(".mmsp-tool-state", "flex", "none");
+  });
+}
+
 for (const name of ["turn.js", "chat.js"]) {
   const file = `../../mmsp_notebook/static/${name}`;
   test(`${name}: the bundle imports nothing and exports a render`, { skip: !existsSync(here(file)) }, async () => {

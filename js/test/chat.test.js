@@ -37,6 +37,13 @@ function setup(traits = {}) {
   return { win, el, model, dispose, q, key };
 }
 
+/** A send message without its id (a string, new for each message: the kernel names it in a refusal). */
+function sendOf(msg) {
+  const { id, ...rest } = msg;
+  assert.equal(typeof id, "string");
+  return rest;
+}
+
 async function until(cond, ms = 2000) {
   const t0 = Date.now();
   while (!cond()) {
@@ -80,7 +87,7 @@ test("chat: Enter sends, Shift+Enter does not", () => {
   assert.equal(model.sent.filter((m) => m.type === "send").length, 0);
   const enter = key(input, { key: "Enter" });
   assert.equal(enter.defaultPrevented, true);
-  assert.deepEqual(model.sent.at(-1), { type: "send", text: "hello <b>there</b>", images: [] });
+  assert.deepEqual(sendOf(model.sent.at(-1)), { type: "send", text: "hello <b>there</b>", images: [] });
   assert.equal(input.value, "");
   // empty input: nothing sent
   key(input, { key: "Enter" });
@@ -115,7 +122,7 @@ test("chat: Send becomes Stop while busy", () => {
   assert.equal(btn.textContent, "Send");
   assert.equal(q(".mmsp-composer-note").hidden, true, "the note goes when the reply ends");
   btn.click();
-  assert.deepEqual(model.sent.at(-1), { type: "send", text: "queued", images: [] });
+  assert.deepEqual(sendOf(model.sent.at(-1)), { type: "send", text: "queued", images: [] });
 });
 
 test("chat: transcript, live ops, and a retry button on the last failed turn", () => {
@@ -384,7 +391,7 @@ test("chat: a kernel that stops answering while a reply streams: heartbeats keep
     const input = q("textarea.mmsp-input");
     input.value = "again";
     input.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
-    assert.deepEqual(model.sent.at(-1), { type: "send", text: "again", images: [] });
+    assert.deepEqual(sendOf(model.sent.at(-1)), { type: "send", text: "again", images: [] });
     dispose();
   });
 });
@@ -428,13 +435,76 @@ test("chat: a message the kernel never answers (it restarted) comes back into th
   const enter = () => input.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
   input.value = "are you there?";
   enter();
-  assert.deepEqual(model.sent.at(-1), { type: "send", text: "are you there?", images: [] });
+  assert.deepEqual(sendOf(model.sent.at(-1)), { type: "send", text: "are you there?", images: [] });
   assert.equal(input.value, "");
   timers.fire(); // nothing from the kernel in time: a restarted kernel drops a message to a chat it lacks
   assert.equal(input.value, "are you there?", "the message is not lost");
   const note = q(".mmsp-composer-note");
   assert.equal(note.hidden, false);
   assert.match(note.textContent, /kernel has not answered yet.*run this chat's cell again/);
+  dispose();
+});
+
+test("chat: a message the kernel refuses comes back into the box, its images too, whatever the kernel said before", async () => {
+  // (it only set the error, and the error, as any word from the kernel, counted as an answer: the
+  // box stayed empty, the message and its images were gone)
+  const { win, model, q, el, key, dispose } = setup();
+  const input = q("textarea.mmsp-input");
+  const note = q(".mmsp-composer-note");
+  const file = new win.File([Uint8Array.from(Buffer.from(PNG.split(",")[1], "base64"))], "shot.png", { type: "image/png" });
+  const e = new win.Event("paste", { bubbles: true, cancelable: true });
+  Object.defineProperty(e, "clipboardData", { value: { items: [{ kind: "file", type: "image/png", getAsFile: () => file }], types: ["Files"], files: [file] } });
+  input.dispatchEvent(e);
+  await until(() => el.querySelectorAll(".mmsp-attachment").length === 1);
+  input.value = "a long carefully written question";
+  key(input, { key: "Enter" });
+  const sent = model.sent.at(-1);
+  assert.equal(input.value, "");
+  assert.equal(el.querySelectorAll(".mmsp-attachment").length, 0);
+  // another view's message was taken first (its transcript entry and its reply's heartbeat come
+  // here too), then this one is refused: the error, and the refusal naming this send
+  model.custom({ type: "transcript", at: 0, entries: [{ role: "user", text: "another view's", images: [] }] });
+  model.update("busy", true);
+  model.custom({ type: "heartbeat" });
+  const error = "BusyError: a turn is already streaming in this chat: stop it or wait for it";
+  model.update("error", error);
+  model.custom({ type: "refused", id: "another-view-1", error }); // (not this view's: nothing happens)
+  assert.equal(input.value, "");
+  model.custom({ type: "refused", id: sent.id, error });
+  assert.equal(input.value, "a long carefully written question", "the message is not lost");
+  assert.deepEqual([...el.querySelectorAll(".mmsp-attachment img")].map((i) => i.getAttribute("src")), sent.images);
+  assert.equal(note.hidden, false);
+  assert.equal(note.textContent, "Not sent (the error above says why). Your message is back in the box.");
+  assert.equal(q(".mmsp-chat-error").hidden, false);
+  model.custom({ type: "refused", id: sent.id, error }); // (once)
+  assert.equal(input.value, "a long carefully written question");
+  assert.equal(el.querySelectorAll(".mmsp-attachment").length, 1);
+  // the reply ends; sent again, refused again (a text the kernel cannot take) while the user writes
+  // the next one: both are kept, the refused one first; the banner dismissed, the note says why
+  model.update("busy", false);
+  q(".mmsp-dismiss").click();
+  key(input, { key: "Enter" });
+  const again = model.sent.at(-1);
+  assert.notEqual(again.id, sent.id);
+  input.value = "and a second thought";
+  model.custom({ type: "refused", id: again.id, error });
+  assert.equal(input.value, "a long carefully written question\n\nand a second thought");
+  assert.equal(el.querySelectorAll(".mmsp-attachment").length, 1);
+  assert.equal(note.textContent, `Not sent: ${error}. Your message is back in the box, before what you wrote since.`);
+  dispose();
+});
+
+test("chat: a message put back for want of an answer, then refused, is not put back twice", () => {
+  const { model, q, win, timers, dispose } = timedChat();
+  const input = q("textarea.mmsp-input");
+  input.value = "are you there?";
+  input.dispatchEvent(new win.KeyboardEvent("keydown", { key: "Enter", bubbles: true, cancelable: true }));
+  const sent = model.sent.at(-1);
+  timers.fire(); // no answer in time: back in the box
+  input.value = "are you there? (edited)";
+  model.custom({ type: "refused", id: sent.id, error: "OptionError: the prompt holds a lone surrogate" });
+  assert.equal(input.value, "are you there? (edited)");
+  assert.equal(q(".mmsp-composer-note").textContent, "Not sent: OptionError: the prompt holds a lone surrogate. Your message is in the box.");
   dispose();
 });
 

@@ -32,6 +32,7 @@ from ..views.text import banner_line
 from ..views.widget import STATIC, MarkdownWidget
 from .finish import finish_turn
 from .frames import usage_frame
+from .history import transcript_of
 
 __all__ = ["Chat"]
 
@@ -178,6 +179,7 @@ class Chat(MarkdownWidget):
         self._live: _ChatLive | None = None  # the view of the turn in flight, until its answer is in the transcript
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         self._last_prompt: tuple[str, list[str]] | None = None
+        self._answered: BaseException | None = None  # why the last start failed once its message was in the transcript
         self.message_bytes = 0  # bytes of custom messages sent, for measurement
         self.message_count = 0
         self._display_id = f"mmsp-chat-{uuid.uuid4().hex}"
@@ -312,7 +314,7 @@ class Chat(MarkdownWidget):
             raise BusyError("a turn is streaming: stop it before replacing the history")
         messages = check_history(messages)
         try:
-            transcript = _transcript_of(messages)
+            transcript = transcript_of(messages)
         except Exception as exc:  # e.g. a .done item its own content contradicts
             raise OptionError(f"history: {type(exc).__name__}: {exc}") from None
         self.conversation.set_history(messages)
@@ -466,6 +468,7 @@ class Chat(MarkdownWidget):
             if isinstance(exc, OptionError) and vm.get("banner"):  # (the other options were checked by Chat())
                 vm["banner"]["hint"] = "Choose another model or thinking level (chat.model, chat.thinking), then Retry."
             self.transcript = [*self.transcript, {"role": "assistant", "turn": vm}]
+            self._answered = exc  # (its message is answered: not handed back to the view that sent it)
             raise
         shown: concurrent.futures.Future[Turn] = concurrent.futures.Future()
         live = _ChatLive(self, index)
@@ -521,6 +524,9 @@ class Chat(MarkdownWidget):
                 await self._retry()
         except Exception as exc:  # shown in the banner; the widget stays usable
             self.error = redact(f"{type(exc).__name__}: {exc}")
+            if kind == "send" and exc is not self._answered:  # refused before it joined the transcript:
+                sent = content.get("id")  # the view that sent it puts it back in its box
+                self._send_msg({"type": "refused", "id": sent if isinstance(sent, str) else None, "error": self.error})
 
     async def _retry(self) -> None:
         entries = list(self.transcript)
@@ -602,49 +608,3 @@ class _ChatLive(LiveView):
                 chat.error = banner_line(vm.get("banner"))  # the same words as the turn's own banner
             chat._live = None
             chat.busy = False
-
-
-def _transcript_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A transcript for the front end from UniMessages (a history set from Python).
-
-    One assistant entry per turn, as a turn streamed in the chat has: an assistant message and the
-    steps that follow it through tool results, each call showing the result the next message gave it
-    (the grouping and the drawing of the trace explorer, :func:`~mmsp_notebook.views.conversation.message_turn`).
-    The history holds no timing: its turns show none.
-    """
-    from ..views.conversation import message_turn
-
-    out: list[dict[str, Any]] = []
-    steps: list[tuple[dict[str, Any], None]] = []
-    results: list[dict[str, str]] = []
-
-    def answer() -> None:
-        if steps:
-            turn, _notes, untimed = message_turn(steps, results)
-            vm = view_model(turn)
-            for item in vm["items"]:  # a result without a measured run shows no duration
-                if item.get("i") in untimed and isinstance(item.get("result"), dict):
-                    item["result"]["took"] = ""
-            out.append({"role": "assistant", "turn": vm})
-            steps.clear()
-            results.clear()
-
-    for message in messages:
-        items = message.get("content_items", [])
-        if message.get("role") == "user":
-            if items and all(item.get("type") == "tool_result.done" for item in items):
-                if steps and len(results) < len(steps):  # the results of the last step's calls
-                    results.append({item["tool_call_id"]: item["text"] for item in items})
-                    continue
-                answer()
-                continue
-            answer()
-            text = "".join(item.get("text", "") for item in items if item.get("type") == "text.done")
-            srcs = [item["image_url"] for item in items if item.get("type") == "image_url.done"]
-            out.append({"role": "user", "text": redact(text), "images": srcs})
-        else:
-            if steps and len(results) < len(steps):  # an answer that follows an answer: a turn of its own
-                answer()
-            steps.append((message, None))
-    answer()
-    return out

@@ -550,6 +550,10 @@ class OpsTracker:
                 if item.status == "done" and facts["status"] != "done":
                     facts.update(_done_facts(item))
                     changed = True
+                kind = _kind(item)  # an inline-data item's MIME type may come with a later delta or its .done
+                if kind != facts["kind"] or (item.mime_type and item.mime_type != facts.get("mime_type")):
+                    facts["kind"], facts["mime_type"] = kind, item.mime_type
+                    changed = True
                 if item.kind == "tool_call":
                     result = _tool_result_facts(item)
                     if result != facts.get("result", _MISSING):
@@ -584,6 +588,8 @@ class OpsTracker:
                     view = present_item(facts, status)
                     old = self._views[i]
                     diff = {k: v for k, v in view.items() if old.get(k, _MISSING) != v}
+                    if view["kind"] != old.get("kind"):  # drawn anew as its kind: the whole view, null for what it has no more
+                        diff = {**dict.fromkeys(old), **view}
                     if diff:
                         out.append(["set", i, diff])
                         self._views[i] = view
