@@ -381,6 +381,11 @@ test("stableBoundary stops at blank lines outside fences, before top-level block
   const f = "x\n\n$$\na\n\nb\n$$\n\nc\n";
   assert.equal(f.slice(0, stableBoundary(f)), "x\n\n$$\na\n\nb\n$$\n\n", "split before and after the formula, not in it");
   assert.equal(stableBoundary("$$x$$ y\n\nz\n"), 9, "a formula closed on its line opens nothing");
+  const php = "PHP:\n$$name = 1;\n```php\n$a;\n\n$$a = 2;\n```\n\nz\n";
+  assert.equal(php.slice(0, stableBoundary(php)), php.slice(0, -2), "a '$$' line inside a paragraph opens no formula");
+  assert.equal(stableBoundary("# T\n$$\na\n\nb\n$$\n\nc\n"), 16, "a formula opens after a heading");
+  assert.equal(stableBoundary("$$\na $ b\n\nc\n"), 10, "no formula: a '$' inside");
+  assert.equal(stableBoundary("> $$\na\n\nb\n"), 0, "after a marker: kept whole until it closes");
 });
 
 // `text` streamed a character at a time (each drawn), then finished; and a full render of it
@@ -660,3 +665,4 @@ test("math: streamed, an open $ is text until it closes", () => {
   assert.equal(el.querySelectorAll("math msup").length, 1);
   assert.equal(el.textContent.includes("$"), false);
 });
+
