@@ -97,7 +97,7 @@ export function createTurnView(container, options = {}) {
     turn = { ...emptyTurn(), ...clone(src), items: [] };
     const items = Array.isArray(src.items) ? src.items.slice().sort((a, b) => a.i - b.i) : [];
     for (const it of items) addItem(clone(it), true);
-    for (const v of views) v.flush(v.item.status !== "streaming");
+    for (const v of views) v.flush(finished(v));
     syncThinkingOpen();
     drawStatus();
     drawFooter();
@@ -139,11 +139,11 @@ export function createTurnView(container, options = {}) {
         delete fields.i;
         Object.assign(v.item, fields);
         v.update();
-        if (v.item.status !== "streaming") v.flush(true);
+        if (finished(v)) v.flush(true);
       } else if (kind === "turn") {
         Object.assign(turn, clone(a || {}));
         structural = true;
-        if (turn.status && turn.status !== "streaming") for (const v of views) v.flush(v.item.status !== "streaming");
+        if (turnEnded()) for (const v of views) v.flush(true);
         drawStatus();
         drawFooter();
       } else if (kind === "event") {
@@ -153,6 +153,17 @@ export function createTurnView(container, options = {}) {
     if (structural) syncThinkingOpen();
     scheduleFlush();
     notify();
+  }
+
+  // The turn is over (complete, or cut by Stop or an error): an item it ended while it streamed
+  // keeps that status, and its text is what there is (a table's row without its newline is drawn).
+  function turnEnded() {
+    return typeof turn.status === "string" && turn.status !== "" && turn.status !== "streaming";
+  }
+
+  /** Whether an item's text is complete: the item is done, or the turn is over. */
+  function finished(v) {
+    return v.item.status !== "streaming" || turnEnded();
   }
 
   function find(i) {
@@ -188,7 +199,7 @@ export function createTurnView(container, options = {}) {
       frame = null;
     }
     let changed = false;
-    for (const v of views) if (v.dirty) changed = v.flush(v.item.status !== "streaming") || changed;
+    for (const v of views) if (v.dirty) changed = v.flush(finished(v)) || changed;
     if (changed) notify();
   }
 
@@ -263,7 +274,7 @@ export function createTurnView(container, options = {}) {
     const v = base(item, "mmsp-text mmsp-md");
     const md = new StreamingMarkdown(v.el);
     md.append(item.text || "");
-    Object.defineProperty(v, "dirty", { get: () => md.dirty || (v.item.status !== "streaming" && !md.final) });
+    Object.defineProperty(v, "dirty", { get: () => md.dirty || (finished(v) && !md.final) });
     v.append = (s) => md.append(s);
     v.resetText = () => md.reset(v.item.text || "");
     v.flush = (finished) => md.flush(finished);

@@ -666,3 +666,34 @@ test("math: streamed, an open $ is text until it closes", () => {
   assert.equal(el.textContent.includes("$"), false);
 });
 
+test("a table's last row cut by Stop or an error (the item still streaming, the turn over) is drawn", () => {
+  const text = "Results:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | the model was stopped here";
+  const want = (doc) => {
+    const ref = doc.createElement("div");
+    ref.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+    return ref.innerHTML;
+  };
+  for (const status of ["cancelled", "error"]) {
+    // a whole render of the turn's last view model
+    const a = makeView();
+    a.view.render({ id: "t", status, banner: { kind: "muted", text: status }, items: [{ i: 0, kind: "text", status: "streaming", text }] });
+    a.view.flush();
+    const cell = a.container.querySelector(".mmsp-text tbody tr:last-child td:last-child");
+    assert.equal(cell && cell.textContent, "the model was stopped here", `whole render, ${status}`);
+    assert.equal(a.container.querySelector(".mmsp-text").innerHTML, want(a.doc));
+    // the live ops: the table drawn a row at a time, then the turn ends
+    const b = makeView();
+    b.view.render({ id: "t", status: "streaming", items: [] });
+    b.view.apply([["item", 0, { i: 0, kind: "text", status: "streaming" }], ["append", 0, text.slice(0, 40)]]);
+    b.view.flush();
+    b.view.apply([["append", 0, text.slice(40)]]);
+    b.view.flush();
+    assert.ok(!b.container.querySelector(".mmsp-text").textContent.includes("stopped here"), "mid-stream, the partial row waits");
+    b.view.apply([["turn", { status, banner: { kind: "muted", text: status } }]]);
+    b.view.flush();
+    const live = b.container.querySelector(".mmsp-text tbody tr:last-child td:last-child");
+    assert.equal(live && live.textContent, "the model was stopped here", `live, ${status}`);
+    assert.equal(b.container.querySelector(".mmsp-text").innerHTML, want(b.doc));
+  }
+});
+
