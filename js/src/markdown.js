@@ -328,6 +328,15 @@ function startsTopLevelBlock(text, start, end, complete) {
 
 const REF_DEF = /^ {0,3}\[[^\]\n]+\]:/m;
 
+const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+
+/** The focusable elements of `n` (itself first, unless `self` is false), in document order. */
+export function focusables(n, self = true) {
+  const list = Array.from(n.querySelectorAll(FOCUSABLE));
+  if (self && n.matches(FOCUSABLE)) list.unshift(n);
+  return list;
+}
+
 /** Incrementally rendered Markdown inside `el` (which it owns). */
 export class StreamingMarkdown {
   constructor(el) {
@@ -344,9 +353,12 @@ export class StreamingMarkdown {
     this.table = null; // the tail's table drawn a row at a time (table.js)
     this.tableFrom = 0; // where the next table looked for in the tail may start
     this.openAt = -1; // where a display formula not closed yet starts in the tail (scanStable)
+    this.lostFocus = null; // what had the focus when the text was drawn anew (reset)
   }
 
   reset(text) {
+    const f = this.focusIn(0);
+    if (f) this.lostFocus = f; // (handed on by the next flush)
     this.el.textContent = "";
     this.text = text || "";
     this.stableLen = 0;
@@ -369,8 +381,23 @@ export class StreamingMarkdown {
     return this.renderedLen !== this.text.length;
   }
 
-  /** Bring the DOM up to date. `finished`: the text is complete (check against a full render). */
+  /**
+   * Bring the DOM up to date. `finished`: the text is complete (check against a full render).
+   * A focused element in the nodes drawn again (a code block's Copy button, a link) hands the
+   * focus on to its counterpart (focusIn, refocus).
+   */
   flush(finished = false) {
+    const f = this.focusIn(this.el.childNodes.length - this.tailNodes.length);
+    const changed = this.draw(finished);
+    this.refocus(f);
+    if (this.lostFocus) {
+      this.refocus(this.lostFocus);
+      this.lostFocus = null;
+    }
+    return changed;
+  }
+
+  draw(finished) {
     if (this.renderedLen === this.text.length && !(finished && this.table)) {
       if (!finished || this.final) return false;
       this.finalize();
@@ -469,8 +496,10 @@ export class StreamingMarkdown {
     const full = renderMarkdownHTML(this.text, env);
     if (env.mathPending) requestMath(this);
     if (full === pieces) return;
+    const f = this.focusIn(0);
     this.el.textContent = "";
     this.el.appendChild(htmlToFragment(this.doc, full));
+    this.refocus(f);
     this.stableHTML = [];
     this.stableLen = 0;
     this.tailNodes = Array.from(this.el.childNodes);
@@ -481,6 +510,56 @@ export class StreamingMarkdown {
   dispose() {
     this.disposed = true;
     releaseMath(this);
+  }
+
+  /**
+   * Where the focus is, when it is on an element inside the children of the element from `start`
+   * on (those to be drawn again): {node, start, index: its place among the focusable elements
+   * there}; else null. Only those children are looked at.
+   */
+  focusIn(start) {
+    const active = this.doc.activeElement;
+    if (!active || active === this.el || !this.el.contains(active)) return null;
+    const kids = this.el.childNodes;
+    let index = 0;
+    for (let k = Math.max(0, start); k < kids.length; k++) {
+      const n = kids[k];
+      if (n.nodeType !== 1) continue;
+      const list = focusables(n);
+      if (n === active || n.contains(active)) {
+        const at = list.indexOf(active);
+        return { node: active, start, index: at < 0 ? -1 : index + at };
+      }
+      index += list.length;
+    }
+    return null;
+  }
+
+  /**
+   * The focused element `f` (focusIn) was drawn again: the focus goes to its counterpart (the
+   * element at its place), or to the message itself, never to the page (where the next keys would
+   * be the notebook's shortcuts).
+   */
+  refocus(f) {
+    if (!f || (f.node.isConnected && this.el.contains(f.node))) return;
+    const now = this.doc.activeElement;
+    if (now && now !== this.doc.body && now.isConnected) return; // (the focus is somewhere else now)
+    let target = null;
+    if (f.index >= 0) {
+      const kids = this.el.childNodes;
+      let index = f.index;
+      for (let k = Math.max(0, f.start); k < kids.length && !target; k++) {
+        if (kids[k].nodeType !== 1) continue;
+        const list = focusables(kids[k]);
+        if (index < list.length) target = list[index];
+        else index -= list.length;
+      }
+    }
+    if (!target) {
+      if (!this.el.hasAttribute("tabindex")) this.el.setAttribute("tabindex", "-1");
+      target = this.el;
+    }
+    target.focus({ preventScroll: true });
   }
 
   removeTail() {

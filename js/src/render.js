@@ -12,7 +12,7 @@
 // a DOM fragment) is inserted as markup (markdown.js). Text appends are batched and drawn once per
 // animation frame.
 
-import { StreamingMarkdown } from "./markdown.js";
+import { StreamingMarkdown, focusables } from "./markdown.js";
 import { h, isSafeImageSrc, isSafeAudioSrc, str, copyText, flashCopied, frameScheduler } from "./util.js";
 
 // The states and kinds that become class names; anything else falls back to the default.
@@ -85,6 +85,7 @@ export function createTurnView(container, options = {}) {
       sched.cancel(frame);
       frame = null;
     }
+    const focus = focusedItem();
     for (const v of views) {
       v.dispose();
       v.el.remove();
@@ -101,7 +102,32 @@ export function createTurnView(container, options = {}) {
     syncThinkingOpen();
     drawStatus();
     drawFooter();
+    refocusItem(focus);
     notify();
+  }
+
+  // A whole render draws the items again: an element of an item that had the focus (a code block's
+  // Copy button, a link) hands it on to its counterpart in the item drawn again, or to that item
+  // (or the turn), never to the page, where the next keys would be the notebook's shortcuts.
+  function focusedItem() {
+    const active = doc.activeElement;
+    if (!active || !itemsEl.contains(active)) return null;
+    const v = views.find((x) => x.el.contains(active));
+    if (!v) return null;
+    return { node: active, i: v.item.i, index: focusables(v.el, false).indexOf(active) };
+  }
+
+  function refocusItem(f) {
+    if (!f || f.node.isConnected) return;
+    const now = doc.activeElement;
+    if (now && now !== doc.body && now.isConnected) return;
+    const v = find(f.i);
+    let target = v && f.index >= 0 ? focusables(v.el, false)[f.index] : null;
+    if (!target) {
+      target = v ? v.el : root;
+      if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+    }
+    target.focus({ preventScroll: true });
   }
 
   // ------------------------------------------------------------------ ops

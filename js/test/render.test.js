@@ -697,3 +697,51 @@ test("a table's last row cut by Stop or an error (the item still streaming, the 
   }
 });
 
+test("focus on an element of the streaming tail stays on its counterpart when the tail is drawn again", () => {
+  const { doc, view, container } = makeView();
+  view.render({ id: "t", status: "streaming", items: [] });
+  view.apply([["item", 0, { i: 0, kind: "text", status: "streaming" }], ["append", 0, "See [the docs](https://example.com) here:\n\n```py\nprint(1)\n"]]);
+  view.flush();
+  const copy = container.querySelector(".mmsp-copy-code");
+  copy.focus();
+  assert.equal(doc.activeElement, copy);
+  // the code block goes on: the tail is drawn again
+  view.apply([["append", 0, "print(2)\n"]]);
+  view.flush();
+  assert.ok(!copy.isConnected, "(the button was drawn again)");
+  assert.ok(doc.activeElement.classList.contains("mmsp-copy-code") && doc.activeElement.isConnected, "the new Copy button has the focus");
+  // a link in the tail, then the tail becomes a stable piece (drawn again with the next one)
+  view.apply([["append", 0, "```\n\nNext [link](https://example.org) paragraph"]]);
+  view.flush();
+  const link = container.querySelector("a[href='https://example.org']");
+  link.focus();
+  view.apply([["append", 0, " ends.\n\nAnother.\n"]]);
+  view.flush();
+  assert.ok(!link.isConnected, "(the link was drawn again)");
+  assert.equal(doc.activeElement.getAttribute("href"), "https://example.org");
+  assert.ok(doc.activeElement.isConnected && container.contains(doc.activeElement));
+  // the text set anew without a link: the message keeps the focus, not the page
+  view.apply([["set", 0, { text: "Plain words." }]]);
+  view.flush();
+  const text = container.querySelector(".mmsp-text");
+  assert.equal(doc.activeElement, text);
+  assert.equal(text.getAttribute("tabindex"), "-1");
+  // a whole render of the turn draws every item again
+  view.render({ id: "t", status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "Code:\n\n```py\nx = 1\n```\n" }] });
+  container.querySelector(".mmsp-insert-code").focus();
+  view.render({ id: "t", status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "Code:\n\n```py\nx = 1\n```\n" }] });
+  assert.ok(doc.activeElement.classList.contains("mmsp-insert-code") && doc.activeElement.isConnected, "the Insert button drawn again has the focus");
+});
+
+test("focus on a formula's neighbour link survives the redraw once the math engine is there", () => {
+  const { doc, container } = dom();
+  const el = doc.createElement("div");
+  container.appendChild(el);
+  const md = new StreamingMarkdown(el);
+  md.append("A [link](https://example.com) and $x^2$.\n");
+  md.flush(true);
+  el.querySelector("a").focus();
+  md.redraw();
+  assert.equal(doc.activeElement.tagName, "A");
+  assert.ok(el.contains(doc.activeElement));
+});
