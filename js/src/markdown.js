@@ -132,6 +132,8 @@ const MARKER = /^ {0,3}(?:>[ \t]?|(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$))/; // a list
 const REF_LINE = /^ {0,3}\[[^\]\n]*\]:/;
 const MARKERS = /^(?:[ \t]*(?:>|(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)))+[ \t]*/; // all of a line's markers
 
+const QUOTES = [null, /^ {0,3}>[ \t]?/, /^ {0,3}>[ \t]?\s*>[ \t]?/, /^ {0,3}>[ \t]?\s*>[ \t]?\s*>[ \t]?/];
+
 /** How many block quote markers (">") a line starts with. */
 function quoteDepth(line) {
   let n = 0;
@@ -202,8 +204,9 @@ export function stableBoundary(text, from = 0) {
 
 /**
  * The stable prefix of `text` from `from` ({boundary}: stableBoundary), and `open`: the start of
- * the line of a display formula that is not closed yet (-1 when there is none), after which no
- * table may start (the formula may take it in).
+ * the line of a display formula that is not closed yet, or of a line where it is not sure whether
+ * a fence is open (-1 when there is none), after which no table may start (the formula or the
+ * fence may take it in).
  *
  * Blocks are followed line by line as markdown-it reads them, as far as a split needs: a fenced
  * code block, a display formula (where math.js's block rule would start one: at the start of a
@@ -215,7 +218,9 @@ export function stableBoundary(text, from = 0) {
  */
 export function scanStable(text, from = 0) {
   let boundary = from;
-  let fence = null; // {ch, len, indent, held: opened in lines that may be a formula, nested: maybe in a list}
+  // {ch, len, indent, held: opened in lines that may be a formula, nested: maybe in a list, depth:
+  // in block quotes as deep}
+  let fence = null;
   let pos = from;
   let prevBlank = false;
   let blankEnd = -1; // index after the last blank line outside a fence, candidate boundary
@@ -237,11 +242,14 @@ export function scanStable(text, from = 0) {
     const free = pos > held;
     // a fence opened in lines that may be a formula, open after them: whether it is open is not
     // sure, and nothing after splits
-    if (fence && fence.held && free) break;
+    if (fence && fence.held && free) return { boundary, open: pos };
     // (and one opened in a list item, when a line less indented than it may end the item and it)
-    if (fence && fence.nested && fence.indent > 0 && indentOf(line) < fence.indent && !/^\s*$/.test(line)) break;
+    if (fence && !fence.depth && fence.nested && fence.indent > 0 && indentOf(line) < fence.indent && !/^\s*$/.test(line)) return { boundary, open: pos };
+    // (one in a block quote ends with it at a blank line, and is not sure at another line out of it)
+    if (fence && fence.depth && /^\s*$/.test(line)) fence = null;
+    if (fence && fence.depth && quoteDepth(line) < fence.depth) return { boundary, open: pos };
     if (fence) {
-      const m = FENCE_OPEN.exec(line);
+      const m = FENCE_OPEN.exec(fence.depth ? line.replace(QUOTES[fence.depth] || /^/, "") : line);
       if (m && m[2][0] === fence.ch && m[2].length >= fence.len && /^\s*$/.test(m[3]) && m[1].length <= fence.indent + 3) {
         fence = null;
         at = nl === held ? "unknown" : "start";
@@ -292,9 +300,12 @@ export function scanStable(text, from = 0) {
         if (e >= 0) held = Math.max(held, e);
       }
     }
-    const f = ind >= 4 && !container ? null : FENCE_OPEN.exec(line);
+    // (a fence may open after the markers of a list item or a block quote: it is in them)
+    const mk = marker ? MARKERS.exec(line)[0] : "";
+    const f = ind >= 4 && !container ? null : FENCE_OPEN.exec(marker ? line.slice(mk.length) : line);
     if (f && !(f[2][0] === "`" && f[3].includes("`"))) {
-      fence = { ch: f[2][0], len: f[2].length, indent: f[1].length, held: !free, nested: container };
+      const indent = marker ? indentOf(mk.replace(/[^ \t]/g, " ")) : f[1].length;
+      fence = { ch: f[2][0], len: f[2].length, indent, held: !free, nested: container, depth: depth };
       pos = nl + 1;
       continue;
     }
