@@ -122,22 +122,115 @@ function decorateCode(doc, root) {
 }
 
 const FENCE_OPEN = /^(\s*)(`{3,}|~{3,})(.*)$/;
-// a display formula opening a line (math.js): its source may hold blank lines, which split nothing
-const MATH_OPEN = /^ {0,3}(\$\$|\\\[)/;
-const MATH_CLOSE = { $$: "$$", "\\[": "\\]" };
+// A display formula opening a line (math.js: its block rule, tried where a block starts, the
+// indentation before it skipped), maybe after the markers of a list item or a block quote
+const MATH_AT = /^([ \t]*)((?:(?:>[ \t]?|(?:[-*+]|\d{1,9}[.)])[ \t]+)[ \t]*)*)(\$\$|\\\[)/;
+const HEADING = /^ {0,3}#{1,6}(?:[ \t]|$)/;
+const RULE = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/; // a thematic break, or a setext underline of dashes
+const SETEXT = /^ {0,3}=+[ \t]*$/;
+const MARKER = /^ {0,3}(?:>[ \t]?|(?:[-*+]|\d{1,9}[.)])(?:[ \t]+|$))/; // a list item's or block quote's line
+const REF_LINE = /^ {0,3}\[[^\]\n]*\]:/;
+const MARKERS = /^(?:[ \t]*(?:>|(?:[-*+]|\d{1,9}[.)])(?=[ \t]|$)))+[ \t]*/; // all of a line's markers
+
+const QUOTES = [null, /^ {0,3}>[ \t]?/, /^ {0,3}>[ \t]?\s*>[ \t]?/, /^ {0,3}>[ \t]?\s*>[ \t]?\s*>[ \t]?/];
+
+/** How many block quote markers (">") a line starts with. */
+function quoteDepth(line) {
+  let n = 0;
+  for (let i = 0, sp = 0; i < line.length; i++) {
+    const c = line[i];
+    if (c === ">") {
+      n++;
+      sp = 0;
+    } else if (c === " " && sp < 3) sp++;
+    else if (c !== "\t" || !n) break;
+  }
+  return n;
+}
+
+/** The columns of a line's indentation (a tab to the next multiple of 4). */
+function indentOf(line) {
+  let n = 0;
+  for (const c of line) {
+    if (c === " ") n++;
+    else if (c === "\t") n += 4 - (n % 4);
+    else break;
+  }
+  return n;
+}
 
 /**
- * Where the stable prefix of `text` may end, scanning from `from` (a position where no fence or
- * display formula is open): the index just after the last safe blank line, or `from` when there
- * is none.
+ * Where the display formula whose opening delimiter `tag` is at `p` ends, as math.js's block rule
+ * reads it (the rule's regular expression runs over the rest of the whole text): the index of the
+ * "\n" ending its closing line; -1 when no formula opens there; null while the text so far cannot
+ * tell (not closed yet, or closed at the very end of the text, where the line may go on).
+ */
+export function formulaEnd(text, p, tag) {
+  let q;
+  if (tag === "$$") {
+    // no "$" inside: the first one closes, after a character that is no backslash
+    q = text.indexOf("$", p + 2);
+    if (q < 0) return null;
+    if (q === p + 2 || text[q - 1] === "\\") return -1;
+    if (q + 1 >= text.length) return null;
+    if (text[q + 1] !== "$") return -1;
+    q += 2;
+  } else {
+    // no "\[" or "\]" inside but the closing one (a backslash escapes any other character)
+    let i = p + 2;
+    for (;;) {
+      i = text.indexOf("\\", i);
+      if (i < 0 || i + 1 >= text.length) return null;
+      const c = text[i + 1];
+      if (c === "[") return -1;
+      if (c === "]") break;
+      i += 2;
+    }
+    if (i === p + 2) return -1;
+    q = i + 2;
+  }
+  while (q < text.length && (text[q] === " " || text[q] === "\t")) q++;
+  if (q >= text.length) return null;
+  return text[q] === "\n" ? q : -1;
+}
+
+/**
+ * Where the stable prefix of `text` may end, scanning from `from` (where a top-level block starts
+ * and nothing is open): the index just after the last safe blank line, or `from` when there is none.
  */
 export function stableBoundary(text, from = 0) {
+  return scanStable(text, from).boundary;
+}
+
+/**
+ * The stable prefix of `text` from `from` ({boundary}: stableBoundary), and `open`: the start of
+ * the line of a display formula that is not closed yet, or of a line where it is not sure whether
+ * a fence is open (-1 when there is none), after which no table may start (the formula or the
+ * fence may take it in).
+ *
+ * Blocks are followed line by line as markdown-it reads them, as far as a split needs: a fenced
+ * code block, a display formula (where math.js's block rule would start one: at the start of a
+ * block, never inside a paragraph; and only if its delimiters match as the rule's regular
+ * expression does), and whether the next line starts a block. Where that is not sure (a formula
+ * after the marker of a list item or a block quote, or after a line that may be a table's
+ * delimiter row), the lines up to where the formula would close are kept whole, and fences are
+ * followed through them.
+ */
+export function scanStable(text, from = 0) {
   let boundary = from;
-  let fence = null; // {ch, len, indent}
-  let math = null; // the closing delimiter of an open display formula
+  // {ch, len, indent, held: opened in lines that may be a formula, nested: maybe in a list, depth:
+  // in block quotes as deep}
+  let fence = null;
   let pos = from;
   let prevBlank = false;
   let blankEnd = -1; // index after the last blank line outside a fence, candidate boundary
+  // where the line stands: at the "start" of a block, after a "blank" line, in indented "code", in
+  // a "para"graph (or a table) it may continue, or "unknown"
+  let at = "start";
+  let container = false; // a list or a block quote may hold the line
+  let held = -1; // the lines up to this index may be a formula: nothing splits there
+  let prevPipe = false;
+  let prevDepth = 0; // the block quotes the last line is in (its ">" markers)
   while (pos < text.length) {
     const nl = text.indexOf("\n", pos);
     if (nl < 0) {
@@ -146,27 +239,89 @@ export function stableBoundary(text, from = 0) {
       break;
     }
     const line = text.slice(pos, nl);
-    const blank = /^\s*$/.test(line);
+    const free = pos > held;
+    // a fence opened in lines that may be a formula, open after them: whether it is open is not
+    // sure, and nothing after splits
+    if (fence && fence.held && free) return { boundary, open: pos };
+    // (and one opened in a list item, when a line less indented than it may end the item and it)
+    if (fence && !fence.depth && fence.nested && fence.indent > 0 && indentOf(line) < fence.indent && !/^\s*$/.test(line)) return { boundary, open: pos };
+    // (one in a block quote ends with it at a blank line, and is not sure at another line out of it)
+    if (fence && fence.depth && /^\s*$/.test(line)) fence = null;
+    if (fence && fence.depth && quoteDepth(line) < fence.depth) return { boundary, open: pos };
     if (fence) {
-      const m = FENCE_OPEN.exec(line);
+      const m = FENCE_OPEN.exec(fence.depth ? line.replace(QUOTES[fence.depth] || /^/, "") : line);
       if (m && m[2][0] === fence.ch && m[2].length >= fence.len && /^\s*$/.test(m[3]) && m[1].length <= fence.indent + 3) {
         fence = null;
+        at = nl === held ? "unknown" : "start";
       }
-    } else if (math) {
-      if (line.includes(math)) math = null;
-    } else if (blank) {
-      blankEnd = nl + 1;
-    } else {
-      if (prevBlank && blankEnd >= 0 && startsTopLevelBlock(text, pos, nl, true)) boundary = blankEnd;
-      const m = FENCE_OPEN.exec(line);
-      if (m && !(m[2][0] === "`" && m[3].includes("`"))) fence = { ch: m[2][0], len: m[2].length, indent: m[1].length };
-      const f = fence ? null : MATH_OPEN.exec(line);
-      if (f && !line.slice(f[0].length).includes(MATH_CLOSE[f[1]])) math = MATH_CLOSE[f[1]];
+      prevBlank = false;
+      pos = nl + 1;
+      continue;
     }
-    prevBlank = !fence && !math && blank;
+    if (/^\s*$/.test(line)) {
+      if (free) blankEnd = nl + 1;
+      prevBlank = free;
+      at = "blank";
+      prevPipe = false;
+      pos = nl + 1;
+      continue;
+    }
+    if (prevBlank && blankEnd >= 0 && startsTopLevelBlock(text, pos, nl, true)) boundary = blankEnd;
+    prevBlank = false;
+    const ind = indentOf(line);
+    const marker = MARKER.test(line);
+    const depth = quoteDepth(line);
+    // whether a block starts with the line: "yes", "no", "maybe", or "code" (an indented one)
+    let start;
+    if (at === "para") start = "no";
+    else if (at === "unknown") start = "maybe";
+    else if (ind < 4) start = "yes";
+    else start = at === "code" || !container ? "code" : "maybe";
+    if (start === "yes" && ind === 0 && !marker) container = false;
+    if (marker) container = true;
+    const math = start !== "code" ? MATH_AT.exec(line) : null;
+    if (math) {
+      // after markers: a block starts, unless the line goes on with the paragraph of a block quote
+      // as deep; in lines that may be a formula, one may open (unless they are one: a formula in a
+      // block quote may also be read again after the quote)
+      let kind = start;
+      if (math[2]) kind = at === "para" && depth > 0 && depth === prevDepth && !/[^\s>]/.test(math[2]) ? "no" : "maybe";
+      else if (!free && kind !== "code") kind = "maybe";
+      if (kind === "yes" || kind === "maybe") {
+        const e = formulaEnd(text, pos + math[0].length - math[3].length, math[3]);
+        if (e === null) return { boundary, open: pos };
+        if (e >= 0 && kind === "yes") {
+          // a formula: no fence in its lines, and a block starts after it
+          at = "start";
+          prevPipe = false;
+          pos = e + 1;
+          continue;
+        }
+        if (e >= 0) held = Math.max(held, e);
+      }
+    }
+    // (a fence may open after the markers of a list item or a block quote: it is in them)
+    const mk = marker ? MARKERS.exec(line)[0] : "";
+    const f = ind >= 4 && !container ? null : FENCE_OPEN.exec(marker ? line.slice(mk.length) : line);
+    if (f && !(f[2][0] === "`" && f[3].includes("`"))) {
+      const indent = marker ? indentOf(mk.replace(/[^ \t]/g, " ")) : f[1].length;
+      fence = { ch: f[2][0], len: f[2].length, indent, held: !free, nested: container, depth: depth };
+      pos = nl + 1;
+      continue;
+    }
+    let next = "para";
+    if (start === "code") next = "code";
+    else if (HEADING.test(line)) next = "start";
+    else if (RULE.test(line)) next = at === "para" && prevPipe ? "unknown" : "start"; // (or a table's delimiter row)
+    else if (SETEXT.test(line)) next = at !== "para" ? "para" : container ? "unknown" : "start";
+    else if (REF_LINE.test(line) && start !== "no") next = "unknown";
+    else if (marker && !/^[\p{L}\p{N}]/u.test(line.replace(MARKERS, ""))) next = "unknown";
+    at = nl === held ? "unknown" : next;
+    prevPipe = line.includes("|");
+    prevDepth = depth;
     pos = nl + 1;
   }
-  return boundary;
+  return { boundary, open: -1 };
 }
 
 // A line that cannot continue the block before the blank line: not indented, not a list item.
@@ -184,6 +339,15 @@ function startsTopLevelBlock(text, start, end, complete) {
 
 const REF_DEF = /^ {0,3}\[[^\]\n]+\]:/m;
 
+const FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+
+/** The focusable elements of `n` (itself first, unless `self` is false), in document order. */
+export function focusables(n, self = true) {
+  const list = Array.from(n.querySelectorAll(FOCUSABLE));
+  if (self && n.matches(FOCUSABLE)) list.unshift(n);
+  return list;
+}
+
 /** Incrementally rendered Markdown inside `el` (which it owns). */
 export class StreamingMarkdown {
   constructor(el) {
@@ -199,9 +363,13 @@ export class StreamingMarkdown {
     this.disposed = false;
     this.table = null; // the tail's table drawn a row at a time (table.js)
     this.tableFrom = 0; // where the next table looked for in the tail may start
+    this.openAt = -1; // where a display formula not closed yet starts in the tail (scanStable)
+    this.lostFocus = null; // what had the focus when the text was drawn anew (reset)
   }
 
   reset(text) {
+    const f = this.focusIn(0);
+    if (f) this.lostFocus = f; // (handed on by the next flush)
     this.el.textContent = "";
     this.text = text || "";
     this.stableLen = 0;
@@ -212,6 +380,7 @@ export class StreamingMarkdown {
     this.final = false;
     this.table = null;
     this.tableFrom = 0;
+    this.openAt = -1;
   }
 
   append(s) {
@@ -223,8 +392,23 @@ export class StreamingMarkdown {
     return this.renderedLen !== this.text.length;
   }
 
-  /** Bring the DOM up to date. `finished`: the text is complete (check against a full render). */
+  /**
+   * Bring the DOM up to date. `finished`: the text is complete (check against a full render).
+   * A focused element in the nodes drawn again (a code block's Copy button, a link) hands the
+   * focus on to its counterpart (focusIn, refocus).
+   */
   flush(finished = false) {
+    const f = this.focusIn(this.el.childNodes.length - this.tailNodes.length);
+    const changed = this.draw(finished);
+    this.refocus(f);
+    if (this.lostFocus) {
+      this.refocus(this.lostFocus);
+      this.lostFocus = null;
+    }
+    return changed;
+  }
+
+  draw(finished) {
     if (this.renderedLen === this.text.length && !(finished && this.table)) {
       if (!finished || this.final) return false;
       this.finalize();
@@ -236,7 +420,9 @@ export class StreamingMarkdown {
       if (env.mathPending) requestMath(this);
       return true;
     }
-    const b = stableBoundary(this.text, this.stableLen);
+    const scan = scanStable(this.text, this.stableLen);
+    const b = scan.boundary;
+    this.openAt = scan.open;
     if (b > this.stableLen) {
       const html = renderMarkdownHTML(this.text.slice(this.stableLen, b), env);
       this.removeTail();
@@ -287,7 +473,8 @@ export class StreamingMarkdown {
 
   /** Start drawing a table of the tail a row at a time (table.js), when the tail holds one. */
   enterTable(env) {
-    const end = this.text.lastIndexOf("\n") + 1;
+    // (not after a display formula not closed yet: it may take the table in)
+    const end = this.openAt >= 0 ? this.openAt : this.text.lastIndexOf("\n") + 1;
     const at = findTable(this.text, this.stableLen, end, Math.max(this.tableFrom, this.stableLen));
     if (at < 0) return false;
     const made = TableStream.enter(this.text, this.stableLen, at, renderMarkdownHTML, (html) => htmlToFragment(this.doc, html), env);
@@ -320,8 +507,10 @@ export class StreamingMarkdown {
     const full = renderMarkdownHTML(this.text, env);
     if (env.mathPending) requestMath(this);
     if (full === pieces) return;
+    const f = this.focusIn(0);
     this.el.textContent = "";
     this.el.appendChild(htmlToFragment(this.doc, full));
+    this.refocus(f);
     this.stableHTML = [];
     this.stableLen = 0;
     this.tailNodes = Array.from(this.el.childNodes);
@@ -332,6 +521,56 @@ export class StreamingMarkdown {
   dispose() {
     this.disposed = true;
     releaseMath(this);
+  }
+
+  /**
+   * Where the focus is, when it is on an element inside the children of the element from `start`
+   * on (those to be drawn again): {node, start, index: its place among the focusable elements
+   * there}; else null. Only those children are looked at.
+   */
+  focusIn(start) {
+    const active = this.doc.activeElement;
+    if (!active || active === this.el || !this.el.contains(active)) return null;
+    const kids = this.el.childNodes;
+    let index = 0;
+    for (let k = Math.max(0, start); k < kids.length; k++) {
+      const n = kids[k];
+      if (n.nodeType !== 1) continue;
+      const list = focusables(n);
+      if (n === active || n.contains(active)) {
+        const at = list.indexOf(active);
+        return { node: active, start, index: at < 0 ? -1 : index + at };
+      }
+      index += list.length;
+    }
+    return null;
+  }
+
+  /**
+   * The focused element `f` (focusIn) was drawn again: the focus goes to its counterpart (the
+   * element at its place), or to the message itself, never to the page (where the next keys would
+   * be the notebook's shortcuts).
+   */
+  refocus(f) {
+    if (!f || (f.node.isConnected && this.el.contains(f.node))) return;
+    const now = this.doc.activeElement;
+    if (now && now !== this.doc.body && now.isConnected) return; // (the focus is somewhere else now)
+    let target = null;
+    if (f.index >= 0) {
+      const kids = this.el.childNodes;
+      let index = f.index;
+      for (let k = Math.max(0, f.start); k < kids.length && !target; k++) {
+        if (kids[k].nodeType !== 1) continue;
+        const list = focusables(kids[k]);
+        if (index < list.length) target = list[index];
+        else index -= list.length;
+      }
+    }
+    if (!target) {
+      if (!this.el.hasAttribute("tabindex")) this.el.setAttribute("tabindex", "-1");
+      target = this.el;
+    }
+    target.focus({ preventScroll: true });
   }
 
   removeTail() {

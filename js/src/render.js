@@ -12,7 +12,7 @@
 // a DOM fragment) is inserted as markup (markdown.js). Text appends are batched and drawn once per
 // animation frame.
 
-import { StreamingMarkdown } from "./markdown.js";
+import { StreamingMarkdown, focusables } from "./markdown.js";
 import { h, isSafeImageSrc, isSafeAudioSrc, str, copyText, flashCopied, frameScheduler } from "./util.js";
 
 // The states and kinds that become class names; anything else falls back to the default.
@@ -85,6 +85,7 @@ export function createTurnView(container, options = {}) {
       sched.cancel(frame);
       frame = null;
     }
+    const focus = focusedItem();
     for (const v of views) {
       v.dispose();
       v.el.remove();
@@ -97,11 +98,36 @@ export function createTurnView(container, options = {}) {
     turn = { ...emptyTurn(), ...clone(src), items: [] };
     const items = Array.isArray(src.items) ? src.items.slice().sort((a, b) => a.i - b.i) : [];
     for (const it of items) addItem(clone(it), true);
-    for (const v of views) v.flush(v.item.status !== "streaming");
+    for (const v of views) v.flush(finished(v));
     syncThinkingOpen();
     drawStatus();
     drawFooter();
+    refocusItem(focus);
     notify();
+  }
+
+  // A whole render draws the items again: an element of an item that had the focus (a code block's
+  // Copy button, a link) hands it on to its counterpart in the item drawn again, or to that item
+  // (or the turn), never to the page, where the next keys would be the notebook's shortcuts.
+  function focusedItem() {
+    const active = doc.activeElement;
+    if (!active || !itemsEl.contains(active)) return null;
+    const v = views.find((x) => x.el.contains(active));
+    if (!v) return null;
+    return { node: active, i: v.item.i, index: focusables(v.el, false).indexOf(active) };
+  }
+
+  function refocusItem(f) {
+    if (!f || f.node.isConnected) return;
+    const now = doc.activeElement;
+    if (now && now !== doc.body && now.isConnected) return;
+    const v = find(f.i);
+    let target = v && f.index >= 0 ? focusables(v.el, false)[f.index] : null;
+    if (!target) {
+      target = v ? v.el : root;
+      if (!target.hasAttribute("tabindex")) target.setAttribute("tabindex", "-1");
+    }
+    target.focus({ preventScroll: true });
   }
 
   // ------------------------------------------------------------------ ops
@@ -120,7 +146,9 @@ export function createTurnView(container, options = {}) {
       } else if (kind === "item") {
         const fields = { ...(b || {}), i: a };
         const existing = find(a);
-        if (existing) {
+        if (existing && rekind(existing, clone(fields))) {
+          // (drawn again as its new kind)
+        } else if (existing) {
           Object.assign(existing.item, clone(fields));
           existing.update();
         } else {
@@ -131,6 +159,10 @@ export function createTurnView(container, options = {}) {
         const v = find(a);
         if (!v) continue;
         const fields = clone(b || {});
+        if (rekind(v, fields)) {
+          structural = true;
+          continue;
+        }
         if (typeof fields.text === "string" && fields.text !== v.item.text) {
           v.item.text = fields.text;
           v.resetText();
@@ -139,11 +171,11 @@ export function createTurnView(container, options = {}) {
         delete fields.i;
         Object.assign(v.item, fields);
         v.update();
-        if (v.item.status !== "streaming") v.flush(true);
+        if (finished(v)) v.flush(true);
       } else if (kind === "turn") {
         Object.assign(turn, clone(a || {}));
         structural = true;
-        if (turn.status && turn.status !== "streaming") for (const v of views) v.flush(v.item.status !== "streaming");
+        if (turnEnded()) for (const v of views) v.flush(true);
         drawStatus();
         drawFooter();
       } else if (kind === "event") {
@@ -153,6 +185,31 @@ export function createTurnView(container, options = {}) {
     if (structural) syncThinkingOpen();
     scheduleFlush();
     notify();
+  }
+
+  // The turn is over (complete, or cut by Stop or an error): an item it ended while it streamed
+  // keeps that status, and its text is what there is (a table's row without its newline is drawn).
+  function turnEnded() {
+    return typeof turn.status === "string" && turn.status !== "" && turn.status !== "streaming";
+  }
+
+  /** Whether an item's text is complete: the item is done, or the turn is over. */
+  function finished(v) {
+    return v.item.status !== "streaming" || turnEnded();
+  }
+
+  // An item whose kind changes (inline data whose MIME type came after its first delta: data, then
+  // an image) is drawn again as its kind; null fields are ones the item no longer has.
+  function rekind(v, fields) {
+    if (typeof fields.kind !== "string" || fields.kind === v.item.kind) return false;
+    const item = { ...v.item, ...fields, i: v.item.i };
+    for (const key of Object.keys(item)) if (item[key] === null) delete item[key];
+    const nv = makeItemView(item);
+    v.el.replaceWith(nv.el);
+    v.dispose();
+    views[views.indexOf(v)] = nv;
+    nv.flush(finished(nv));
+    return true;
   }
 
   function find(i) {
@@ -188,7 +245,7 @@ export function createTurnView(container, options = {}) {
       frame = null;
     }
     let changed = false;
-    for (const v of views) if (v.dirty) changed = v.flush(v.item.status !== "streaming") || changed;
+    for (const v of views) if (v.dirty) changed = v.flush(finished(v)) || changed;
     if (changed) notify();
   }
 
@@ -263,7 +320,7 @@ export function createTurnView(container, options = {}) {
     const v = base(item, "mmsp-text mmsp-md");
     const md = new StreamingMarkdown(v.el);
     md.append(item.text || "");
-    Object.defineProperty(v, "dirty", { get: () => md.dirty || (v.item.status !== "streaming" && !md.final) });
+    Object.defineProperty(v, "dirty", { get: () => md.dirty || (finished(v) && !md.final) });
     v.append = (s) => md.append(s);
     v.resetText = () => md.reset(v.item.text || "");
     v.flush = (finished) => md.flush(finished);

@@ -381,6 +381,11 @@ test("stableBoundary stops at blank lines outside fences, before top-level block
   const f = "x\n\n$$\na\n\nb\n$$\n\nc\n";
   assert.equal(f.slice(0, stableBoundary(f)), "x\n\n$$\na\n\nb\n$$\n\n", "split before and after the formula, not in it");
   assert.equal(stableBoundary("$$x$$ y\n\nz\n"), 9, "a formula closed on its line opens nothing");
+  const php = "PHP:\n$$name = 1;\n```php\n$a;\n\n$$a = 2;\n```\n\nz\n";
+  assert.equal(php.slice(0, stableBoundary(php)), php.slice(0, -2), "a '$$' line inside a paragraph opens no formula");
+  assert.equal(stableBoundary("# T\n$$\na\n\nb\n$$\n\nc\n"), 16, "a formula opens after a heading");
+  assert.equal(stableBoundary("$$\na $ b\n\nc\n"), 10, "no formula: a '$' inside");
+  assert.equal(stableBoundary("> $$\na\n\nb\n"), 0, "after a marker: kept whole until it closes");
 });
 
 // `text` streamed a character at a time (each drawn), then finished; and a full render of it
@@ -659,4 +664,104 @@ test("math: streamed, an open $ is text until it closes", () => {
   md.flush(true);
   assert.equal(el.querySelectorAll("math msup").length, 1);
   assert.equal(el.textContent.includes("$"), false);
+});
+
+test("a table's last row cut by Stop or an error (the item still streaming, the turn over) is drawn", () => {
+  const text = "Results:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | the model was stopped here";
+  const want = (doc) => {
+    const ref = doc.createElement("div");
+    ref.appendChild(htmlToFragment(doc, renderMarkdownHTML(text)));
+    return ref.innerHTML;
+  };
+  for (const status of ["cancelled", "error"]) {
+    // a whole render of the turn's last view model
+    const a = makeView();
+    a.view.render({ id: "t", status, banner: { kind: "muted", text: status }, items: [{ i: 0, kind: "text", status: "streaming", text }] });
+    a.view.flush();
+    const cell = a.container.querySelector(".mmsp-text tbody tr:last-child td:last-child");
+    assert.equal(cell && cell.textContent, "the model was stopped here", `whole render, ${status}`);
+    assert.equal(a.container.querySelector(".mmsp-text").innerHTML, want(a.doc));
+    // the live ops: the table drawn a row at a time, then the turn ends
+    const b = makeView();
+    b.view.render({ id: "t", status: "streaming", items: [] });
+    b.view.apply([["item", 0, { i: 0, kind: "text", status: "streaming" }], ["append", 0, text.slice(0, 40)]]);
+    b.view.flush();
+    b.view.apply([["append", 0, text.slice(40)]]);
+    b.view.flush();
+    assert.ok(!b.container.querySelector(".mmsp-text").textContent.includes("stopped here"), "mid-stream, the partial row waits");
+    b.view.apply([["turn", { status, banner: { kind: "muted", text: status } }]]);
+    b.view.flush();
+    const live = b.container.querySelector(".mmsp-text tbody tr:last-child td:last-child");
+    assert.equal(live && live.textContent, "the model was stopped here", `live, ${status}`);
+    assert.equal(b.container.querySelector(".mmsp-text").innerHTML, want(b.doc));
+  }
+});
+
+test("focus on an element of the streaming tail stays on its counterpart when the tail is drawn again", () => {
+  const { doc, view, container } = makeView();
+  view.render({ id: "t", status: "streaming", items: [] });
+  view.apply([["item", 0, { i: 0, kind: "text", status: "streaming" }], ["append", 0, "See [the docs](https://example.com) here:\n\n```py\nprint(1)\n"]]);
+  view.flush();
+  const copy = container.querySelector(".mmsp-copy-code");
+  copy.focus();
+  assert.equal(doc.activeElement, copy);
+  // the code block goes on: the tail is drawn again
+  view.apply([["append", 0, "print(2)\n"]]);
+  view.flush();
+  assert.ok(!copy.isConnected, "(the button was drawn again)");
+  assert.ok(doc.activeElement.classList.contains("mmsp-copy-code") && doc.activeElement.isConnected, "the new Copy button has the focus");
+  // a link in the tail, then the tail becomes a stable piece (drawn again with the next one)
+  view.apply([["append", 0, "```\n\nNext [link](https://example.org) paragraph"]]);
+  view.flush();
+  const link = container.querySelector("a[href='https://example.org']");
+  link.focus();
+  view.apply([["append", 0, " ends.\n\nAnother.\n"]]);
+  view.flush();
+  assert.ok(!link.isConnected, "(the link was drawn again)");
+  assert.equal(doc.activeElement.getAttribute("href"), "https://example.org");
+  assert.ok(doc.activeElement.isConnected && container.contains(doc.activeElement));
+  // the text set anew without a link: the message keeps the focus, not the page
+  view.apply([["set", 0, { text: "Plain words." }]]);
+  view.flush();
+  const text = container.querySelector(".mmsp-text");
+  assert.equal(doc.activeElement, text);
+  assert.equal(text.getAttribute("tabindex"), "-1");
+  // a whole render of the turn draws every item again
+  view.render({ id: "t", status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "Code:\n\n```py\nx = 1\n```\n" }] });
+  container.querySelector(".mmsp-insert-code").focus();
+  view.render({ id: "t", status: "complete", items: [{ i: 0, kind: "text", status: "done", text: "Code:\n\n```py\nx = 1\n```\n" }] });
+  assert.ok(doc.activeElement.classList.contains("mmsp-insert-code") && doc.activeElement.isConnected, "the Insert button drawn again has the focus");
+});
+
+test("focus on a formula's neighbour link survives the redraw once the math engine is there", () => {
+  const { doc, container } = dom();
+  const el = doc.createElement("div");
+  container.appendChild(el);
+  const md = new StreamingMarkdown(el);
+  md.append("A [link](https://example.com) and $x^2$.\n");
+  md.flush(true);
+  el.querySelector("a").focus();
+  md.redraw();
+  assert.equal(doc.activeElement.tagName, "A");
+  assert.ok(el.contains(doc.activeElement));
+});
+
+test("ops: an item whose kind changes (a MIME type after the first delta) is drawn again as its kind", () => {
+  const image = { i: 0, kind: "image", status: "done", mime_type: "image/png", src: PNG, tag: "image",
+                  meta: "image/png · 70 B", alt: "generated image (image/png)" };
+  const whole = makeView();
+  whole.view.render({ id: "t", status: "complete", items: [image] });
+  for (const op of ["set", "item"]) {
+    const live = makeView();
+    live.view.apply([["turn", { id: "t", status: "streaming" }],
+                     ["item", 0, { kind: "data", status: "streaming", tag: "data", meta: "data", note: "x" }]]);
+    live.view.flush();
+    assert.equal(live.container.querySelectorAll("img").length, 0);
+    const { i, ...fields } = image;
+    live.view.apply([[op, i, { ...fields, note: null }], ["turn", { status: "complete" }]]);
+    live.view.flush();
+    assert.equal(live.container.querySelector("img")?.getAttribute("src"), PNG, op);
+    assert.equal(live.container.innerHTML, whole.container.innerHTML, op);
+    assert.equal(live.view.viewModel().items[0].note, undefined, op);
+  }
 });

@@ -176,3 +176,66 @@ test("a lone carriage return in a row (a line break to markdown-it) gives the ta
     assert.equal(el.innerHTML, ref.innerHTML, JSON.stringify(text));
   }
 });
+
+// Lines of every kind mixed at random: display formulas opening a block, inside a paragraph (where
+// no formula starts: a PHP variable variable, bash's PID), after a list or quote marker, closed on
+// their line or not; code fences (holding "$$" and blank lines; in list items and block quotes),
+// tables, lists, quotes, headings.
+const LINES = ["", "", "", "text here", "| a | b |", "|---|---|", "| 1 | 2 |", "|1|", "| x | y | z |", "- item", "1. one",
+  "2) two", "   indented", "    code", "```", "~~~", "```php", "> quote", "# head", "---", "===", "$$", "$$", "$$ x $$",
+  "$$ x = 1", "\\[", "\\]", "\\[ y", "z \\]", "  $$", "    $$", "> $$", "- $$", "$$x$$ y", "$$name = 'v';", "echo $$",
+  "ps -p $$", "a $ b", "\\(q\\)", "x^2 $$", "a | b", "--- | ---", "[r]: http://x", "[r]", "  - sub", "\t tab", "*em*", "***",
+  "| c |", "|:-:|", "2. x", "10. y", "> ```", "- ```", "  ```", "-", ">", "1.", "\\[x\\]", "$$\\", "> > $$", "$"];
+
+test("random documents of mixed lines with formulas and fences, streamed in random pieces, end as a full render (600 documents)", () => {
+  for (let seed = 1; seed <= 600; seed++) {
+    const rand = rng(1000 + seed);
+    const n = 3 + Math.floor(rand() * 28);
+    const lines = Array.from({ length: n }, () => LINES[Math.floor(rand() * LINES.length)]);
+    const text = lines.join("\n") + (rand() < 0.5 ? "\n" : "");
+    const { el, ref } = stream(text, rand, 1 + Math.floor(rand() * 16));
+    assert.equal(el.innerHTML, ref.innerHTML, `seed ${seed}: ${JSON.stringify(text)}`);
+  }
+});
+
+test("a line opening a formula inside a paragraph hides no fence: the code block's blank line splits nothing", () => {
+  const texts = [
+    "In bash, the special parameter\n$$ expands to the PID of the shell:\n```bash\necho \"PID: $$\"\n\nps -p $$\n```\n\nThat is **all**.\n",
+    "PHP has variable variables:\n$$name = 'value';\n```php\n$a = 'b';\n\n$$a = 'c';\n```\n\nDone.\n",
+    "A bracket:\n\\[ not a formula here\n```\nx \\]\n\ny\n```\n\nEnd.\n",
+  ];
+  for (const text of texts) {
+    const { el, ref } = stream(text, rng(3), 1);
+    assert.equal(el.innerHTML, ref.innerHTML, JSON.stringify(text));
+    assert.equal(el.querySelectorAll("pre").length, 1, "one code block");
+  }
+});
+
+test("no table is drawn a row at a time inside a display formula not closed yet", () => {
+  const s = setup();
+  const text = "Intro.\n\n$$\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n$$\n\nAfter.\n";
+  for (const ch of text) {
+    s.md.append(ch);
+    s.md.flush(false);
+    assert.equal(s.md.table, null, JSON.stringify(s.md.text));
+  }
+  s.md.flush(true);
+  const ref = s.doc.createElement("div");
+  ref.appendChild(htmlToFragment(s.doc, renderMarkdownHTML(text)));
+  assert.equal(s.el.innerHTML, ref.innerHTML);
+  assert.equal(s.el.querySelectorAll("table").length, 0);
+});
+
+test("a fence in a list item or a block quote, ended by a line out of it, hides no split", () => {
+  const texts = [
+    "1. Step\n   ```bash\n   cmd\n```\n\nmore\n\n```\n\nAfter.\n",
+    "$\n$$ x = 1\n- ```\n    $$\n$$\\\n\n[r]\n--- | ---\n\\[ y\n10. y\n*em*\necho $$\n\t tab\n===\n- item\n\n2. x\n",
+    "|:-:|\n$$\n\n>\n\\(q\\)\n$$x$$ y\n|:-:|\n    code\n   indented\nx^2 $$\n$$\n> ```\n$$\n--- | ---\n--- | ---\n|---|---|\necho $$\n\t tab\n$$\necho $$\n\\[ y\n1.",
+  ];
+  for (const text of texts) {
+    for (const piece of [1, 7]) {
+      const { el, ref } = stream(text, rng(piece), piece);
+      assert.equal(el.innerHTML, ref.innerHTML, JSON.stringify(text));
+    }
+  }
+});
