@@ -36,7 +36,7 @@ from . import format as fmt
 from .events import event_row, event_view, events_label, turn_events
 from .hints import error_hint
 from .media import media_src
-from .unusual import NO_ANSWER, finish_stat, has_answer, item_excerpt, item_text, item_type, vector_norm
+from .unusual import NO_ANSWER, finish_stat, has_answer, item_excerpt, item_text, item_type
 
 __all__ = ["status_text", "shown_status", "waiting_text", "WAIT_SHOWN_AFTER", "view_model", "present_item", "present_turn", "present_view", "OpsTracker",
            "event_row", "event_view", "events_label", "turn_events", "TOOL_OUTPUT_LIMIT", "SIGNATURE_KEYS", "REDACTED_THINKING", "redacted_blocks"]
@@ -94,7 +94,7 @@ def _done_facts(item: ItemState) -> dict[str, Any]:
     elif item.kind == "embedding":
         vector = item.content()
         out["dims"] = len(vector)
-        out["norm"] = vector_norm(vector)  # (None for a vector of what is no number: the state takes one)
+        out["norm"] = item.norm  # (None for a vector of what is no number)
         out["preview"] = list(vector[:8])
     elif item.kind in ("inline_data", "inline_thinking"):
         out["bytes"] = item.size

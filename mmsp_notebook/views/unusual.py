@@ -12,7 +12,6 @@ the line it sits in.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,7 +21,7 @@ from ..core.redact import redact
 from . import format as fmt
 
 __all__ = ["NORMAL_FINISH", "FINISH_MEANINGS", "finish_stat", "NO_ANSWER", "has_answer", "item_type", "item_excerpt",
-           "EXCERPT_LIMIT", "item_text", "vector_norm"]
+           "EXCERPT_LIMIT", "item_text"]
 
 #: The finish reasons of an answer that ended as it should: mmsp's ``stop`` and ``tool_call`` (of
 #: :data:`~mmsp_notebook.core.state.FINISH_REASONS`, mmsp's own: the other two are ``length`` and
@@ -136,12 +135,3 @@ def item_text(item: ItemState) -> str:
     if isinstance(content, list):
         return "".join(_fragment(x) for x in content)
     return _fragment(content)
-
-
-def vector_norm(vector: Any) -> float | None:
-    """The Euclidean norm of an embedding's vector; ``None`` when it holds what is no number (or one
-    too large for a float). NaN and infinities give NaN or infinity (the view shows no norm then)."""
-    try:
-        return math.sqrt(sum(float(v) * float(v) for v in vector))
-    except (TypeError, ValueError, OverflowError):
-        return None
